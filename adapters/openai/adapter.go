@@ -1,0 +1,104 @@
+// Package openai adapts the OpenAI Responses API (github.com/openai/openai-go/v3)
+// to the guard: function_call output items become canonical proposals with
+// their execution context, guard results become function_call_output input
+// items whose output is the tool-model-result-v2 JSON, and a toolset becomes
+// strict function tool definitions.
+//
+// Import it under a name of your choice next to openai-go, e.g.
+//
+//	import tgopenai "github.com/toolguard/toolguard/adapters/openai"
+package openai
+
+import (
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// The execution-context values this adapter writes.
+const (
+	Provider  = "openai"
+	APIFamily = "responses"
+	Revision  = "openai-responses-v1"
+)
+
+// Proposal returns the canonical proposal of a function call. The arguments
+// string is passed on as the model wrote it, malformed or not: the guard
+// answers bad arguments with INVALID_ARGUMENTS, so nothing is dropped.
+func Proposal(call responses.ResponseFunctionToolCall) guard.Proposal {
+	return guard.Proposal{Name: call.Name, Arguments: []byte(call.Arguments)}
+}
+
+// Context returns the execution context of a function call carried by the
+// response with responseID. OperationID and IdempotencyKey are left for the
+// host (the guard defaults the operation id to the call id).
+func Context(responseID string, call responses.ResponseFunctionToolCall) guard.ExecutionContext {
+	return guard.ExecutionContext{
+		Provider:        Provider,
+		APIFamily:       APIFamily,
+		ResponseID:      responseID,
+		CallID:          call.CallID,
+		AdapterRevision: Revision,
+	}
+}
+
+// Call returns the guard call of a function call for the principal, which
+// comes from the host, never from the model.
+func Call(p guard.Principal, responseID string, call responses.ResponseFunctionToolCall) guard.Call {
+	return guard.Call{Principal: p, Proposal: Proposal(call), Context: Context(responseID, call)}
+}
+
+// FunctionCalls returns the function_call items of a response, in order.
+func FunctionCalls(resp *responses.Response) []responses.ResponseFunctionToolCall {
+	var calls []responses.ResponseFunctionToolCall
+	for _, item := range resp.Output {
+		if item.Type == "function_call" {
+			calls = append(calls, item.AsFunctionCall())
+		}
+	}
+	return calls
+}
+
+// Output returns the function_call_output input item answering callID with
+// the result, whose output is the tool-model-result-v2 JSON.
+func Output(callID string, res *guard.Result) responses.ResponseInputItemUnionParam {
+	item := responses.ResponseInputItemParamOfFunctionCallOutput(res.String())
+	item.OfFunctionCallOutput.CallID = oai.String(callID)
+	return item
+}
+
+// OutputText returns the output string of a function_call_output item made
+// by Output, and false for any other item.
+func OutputText(item responses.ResponseInputItemUnionParam) (callID, output string, ok bool) {
+	o := item.OfFunctionCallOutput
+	if o == nil || !o.Output.OfString.Valid() {
+		return "", "", false
+	}
+	return o.CallID.Value, o.Output.OfString.Value, true
+}
+
+// Tools returns strict function tool definitions of every tool in the set,
+// with the very schema the guard validates arguments against.
+func Tools(set *toolset.Set) []responses.ToolUnionParam {
+	tools := set.Tools()
+	out := make([]responses.ToolUnionParam, 0, len(tools))
+	for _, t := range tools {
+		out = append(out, Tool(t))
+	}
+	return out
+}
+
+// Tool returns the strict function tool definition of one tool.
+func Tool(t toolset.Declared) responses.ToolUnionParam {
+	fn := &responses.FunctionToolParam{
+		Name:       t.Name(),
+		Parameters: t.Schema().Map(),
+		Strict:     oai.Bool(true),
+	}
+	if d := t.Description(); d != "" {
+		fn.Description = oai.String(d)
+	}
+	return responses.ToolUnionParam{OfFunction: fn}
+}

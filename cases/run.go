@@ -1,0 +1,211 @@
+package cases
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"math"
+	"sort"
+	"sync/atomic"
+	"time"
+
+	"github.com/openai/openai-go/v3/responses"
+
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/canon"
+	"github.com/toolguard/toolguard/orders"
+)
+
+// World is what one case runs against. NewWorld returns a fresh one per case.
+type World struct {
+	Store guard.Store
+	// Close releases the world's store, if it needs it.
+	Close func()
+}
+
+// StepReport is what one step produced.
+type StepReport struct {
+	StepID   string
+	Result   json.RawMessage // the function_call_output's output
+	Audit    []guard.AuditRecord
+	Mismatch []string // "field want X got Y", empty when the step passed
+}
+
+// CaseReport is what one case produced.
+type CaseReport struct {
+	ID    string
+	Steps []StepReport
+	Err   error // the case could not run (store failure, bad world)
+}
+
+// Passed reports whether every step matched.
+func (r *CaseReport) Passed() bool {
+	if r.Err != nil {
+		return false
+	}
+	for _, s := range r.Steps {
+		if len(s.Mismatch) > 0 {
+			return false
+		}
+	}
+	return true
+}
+
+// approvalKey signs the grants a case asks for; the world is throwaway.
+var approvalKey = bytes.Repeat([]byte("toolcases-approval-key/"), 2)
+
+// Run runs one case in the world.
+func Run(ctx context.Context, c *Case, w World) *CaseReport {
+	rep := &CaseReport{ID: c.ID}
+	svc := orders.NewService()
+	tools := orders.Tools(svc)
+	signer, _ := guard.NewSigner(approvalKey)
+	var now atomic.Int64
+	clock := guard.ClockFunc(func() time.Time { return time.UnixMicro(now.Load()).UTC() })
+	g := guard.New(tools, w.Store, guard.Options{Clock: clock, Signer: signer})
+	principal := guard.Principal{TenantID: c.Principal.TenantID, SubjectID: c.Principal.SubjectID, Roles: c.Principal.Roles}
+
+	ops := map[string]string{} // step id -> operation id
+	var auditSeq int64
+	for _, s := range c.Steps {
+		t := time.Unix(0, int64(math.Round(*s.Now*1e6))*1e3)
+		now.Store(t.UnixMicro())
+		svc.SetFailure(orders.Failure(s.Failure))
+
+		fc := responses.ResponseFunctionToolCall{
+			Type:      "function_call",
+			ID:        "fc_" + s.StepID,
+			CallID:    s.ExecutionContext.CallID,
+			Name:      s.Proposal.Name,
+			Arguments: compact(s.Proposal.Arguments),
+			Status:    "completed",
+		}
+		call := tgopenai.Call(principal, s.ExecutionContext.ResponseID, fc)
+		call.Context.OperationID = s.ExecutionContext.OperationID
+		if k := s.ExecutionContext.IdempotencyKey; k != nil {
+			call.Context.IdempotencyKey = *k
+		}
+		call.Approval = approvalToken(signer, s.Approval, principal, call.Proposal, t)
+
+		var (
+			res *guard.Result
+			err error
+		)
+		switch s.Action {
+		case "dispatch":
+			res, err = g.Dispatch(ctx, call)
+		case "query_status":
+			res, err = g.QueryStatus(ctx, guard.StatusCall{
+				Principal:   principal,
+				OperationID: ops[*s.StatusRefFrom],
+				Tool:        s.Proposal.Name,
+				Context:     call.Context,
+			})
+		}
+		svc.SetFailure(orders.NoFailure)
+		if err != nil {
+			rep.Err = fmt.Errorf("step %s: %w", s.StepID, err)
+			return rep
+		}
+		ops[s.StepID] = call.Context.OperationID
+		if ops[s.StepID] == "" {
+			ops[s.StepID] = call.Context.CallID
+		}
+
+		// Back out through the adapter, as the model would receive it.
+		_, output, ok := tgopenai.OutputText(tgopenai.Output(fc.CallID, res))
+		if !ok {
+			rep.Err = fmt.Errorf("step %s: adapter produced no function_call_output", s.StepID)
+			return rep
+		}
+		sr := StepReport{StepID: s.StepID, Result: json.RawMessage(output)}
+		recs, _, err := w.Store.Audit(ctx, principal.TenantID, auditSeq, 1000)
+		if err != nil {
+			rep.Err = fmt.Errorf("step %s: reading audit: %w", s.StepID, err)
+			return rep
+		}
+		if len(recs) > 0 {
+			auditSeq = recs[len(recs)-1].Seq
+		}
+		sr.Audit = recs
+		sr.Mismatch = compare(s.Expected, []byte(output), svc.SideEffects())
+		if len(recs) != 1 {
+			sr.Mismatch = append(sr.Mismatch, fmt.Sprintf("audit_records want 1 got %d", len(recs)))
+		}
+		rep.Steps = append(rep.Steps, sr)
+	}
+	if _, err := guard.VerifyAudit(ctx, w.Store, principal.TenantID); err != nil {
+		rep.Err = fmt.Errorf("audit chain: %w", err)
+	}
+	return rep
+}
+
+// approvalToken mints the grant a step names: valid, for exactly this
+// principal and proposal until after now; expired, the same grant already
+// expired at now; mismatched, an unexpired grant for another intent.
+func approvalToken(s *guard.Signer, kind string, p guard.Principal, prop guard.Proposal, now time.Time) string {
+	var g guard.Grant
+	switch kind {
+	case "valid":
+		g = guard.NewGrant(p, prop, "case-approver", now, 5*time.Minute)
+	case "expired":
+		g = guard.NewGrant(p, prop, "case-approver", now.Add(-10*time.Minute), 5*time.Minute)
+	case "mismatched":
+		other := guard.Proposal{Name: prop.Name, Arguments: []byte(`{"another":"intent"}`)}
+		g = guard.NewGrant(p, other, "case-approver", now, 5*time.Minute)
+	default:
+		return ""
+	}
+	tok, _ := s.Sign(g)
+	return tok
+}
+
+// compact returns the arguments as the model would send them: the JSON text
+// of the case's value, without white space.
+func compact(raw json.RawMessage) string {
+	var b bytes.Buffer
+	if err := json.Compact(&b, raw); err != nil {
+		return string(raw)
+	}
+	return b.String()
+}
+
+// compare checks each expected member against the model result, and
+// side_effect_count against the service. Values compare as canonical JSON.
+func compare(expected map[string]json.RawMessage, output []byte, sideEffects int) []string {
+	var got map[string]json.RawMessage
+	if err := json.Unmarshal(output, &got); err != nil {
+		return []string{"result is not a JSON object: " + err.Error()}
+	}
+	fields := make([]string, 0, len(expected))
+	for k := range expected {
+		fields = append(fields, k)
+	}
+	sort.Strings(fields)
+	var out []string
+	for _, k := range fields {
+		want := canonical(expected[k])
+		var g string
+		if k == "side_effect_count" {
+			g = fmt.Sprint(sideEffects)
+		} else if v, ok := got[k]; ok {
+			g = canonical(v)
+		} else {
+			g = "null"
+		}
+		if want != g {
+			out = append(out, fmt.Sprintf("%s want %s got %s", k, want, g))
+		}
+	}
+	return out
+}
+
+func canonical(v json.RawMessage) string {
+	c, _, err := canon.Parse(v, canon.Limits{MaxBytes: len(v) + 1})
+	if err != nil {
+		return string(v)
+	}
+	return string(c)
+}

@@ -1,0 +1,185 @@
+// Command toolcases runs tool-call conformance case files through the whole
+// path of a call: the OpenAI adapter, the guard, the Redis store and back.
+//
+//	go run ./cmd/toolcases [-redis URL|ADDRS] [-json] FILE...
+//
+// Each case runs in a fresh world: an embedded miniredis by default, or a
+// real server (-redis redis://host:port/db) or Redis Cluster (-redis
+// host:port,host:port,…) with a key prefix of its own. It prints PASS or
+// FAIL per case, then "N passed, N failed", and exits 1 if any case failed
+// and 2 if a file could not be read or is malformed.
+package main
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolguard/toolguard/cases"
+	"github.com/toolguard/toolguard/idem"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr))
+}
+
+func run(args []string, stdout, stderr io.Writer) int {
+	fs := flag.NewFlagSet("toolcases", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	redisAddr := fs.String("redis", "", "a redis:// URL for one server, or a comma-separated host:port list for a cluster (default: embedded miniredis)")
+	asJSON := fs.Bool("json", false, "also print each step's model result and audit record as JSON")
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, "usage: toolcases [-redis URL|ADDRS] [-json] FILE...")
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if fs.NArg() == 0 {
+		fs.Usage()
+		return 2
+	}
+	var files []*cases.File
+	for _, path := range fs.Args() {
+		f, err := cases.Load(path)
+		if err != nil {
+			fmt.Fprintf(stderr, "toolcases: %s: %v\n", path, err)
+			return 2
+		}
+		files = append(files, f)
+	}
+
+	var shared redis.UniversalClient
+	if *redisAddr != "" {
+		c, err := connect(*redisAddr)
+		if err != nil {
+			fmt.Fprintf(stderr, "toolcases: -redis: %v\n", err)
+			return 2
+		}
+		defer c.Close()
+		shared = c
+	}
+	var run [8]byte
+	_, _ = rand.Read(run[:])
+	runID := hex.EncodeToString(run[:])
+
+	ctx := context.Background()
+	passed, failed := 0, 0
+	for _, f := range files {
+		for i := range f.Cases {
+			c := &f.Cases[i]
+			w, err := world(shared, fmt.Sprintf("tgcases:%s:%d:", runID, passed+failed))
+			if err != nil {
+				fmt.Fprintf(stderr, "toolcases: %v\n", err)
+				return 2
+			}
+			rep := cases.Run(ctx, c, w)
+			w.Close()
+			if rep.Passed() {
+				passed++
+				fmt.Fprintf(stdout, "PASS %s\n", c.ID)
+			} else {
+				failed++
+				printFailure(stdout, rep)
+			}
+			if *asJSON {
+				printJSON(stdout, rep)
+			}
+		}
+	}
+	fmt.Fprintf(stdout, "%d passed, %d failed\n", passed, failed)
+	if failed > 0 {
+		return 1
+	}
+	return 0
+}
+
+func printFailure(w io.Writer, rep *cases.CaseReport) {
+	if rep.Err != nil {
+		fmt.Fprintf(w, "FAIL %s: %v\n", rep.ID, rep.Err)
+	}
+	for _, s := range rep.Steps {
+		for _, m := range s.Mismatch {
+			fmt.Fprintf(w, "FAIL %s %s: %s\n", rep.ID, s.StepID, m)
+		}
+	}
+}
+
+func printJSON(w io.Writer, rep *cases.CaseReport) {
+	for _, s := range rep.Steps {
+		line, _ := json.Marshal(struct {
+			Case   string            `json:"case"`
+			Step   string            `json:"step"`
+			Result json.RawMessage   `json:"model_result"`
+			Audit  []json.RawMessage `json:"audit"`
+		}{rep.ID, s.StepID, s.Result, auditJSON(s)})
+		fmt.Fprintln(w, string(line))
+	}
+}
+
+func auditJSON(s cases.StepReport) []json.RawMessage {
+	out := []json.RawMessage{}
+	for _, r := range s.Audit {
+		b, err := json.Marshal(r)
+		if err == nil {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// connect opens a client for a redis:// URL or a cluster address list.
+func connect(addr string) (redis.UniversalClient, error) {
+	var c redis.UniversalClient
+	if strings.Contains(addr, "://") {
+		opt, err := redis.ParseURL(addr)
+		if err != nil {
+			return nil, err
+		}
+		c = redis.NewClient(opt)
+	} else {
+		addrs := strings.Split(addr, ",")
+		if len(addrs) == 1 {
+			c = redis.NewClient(&redis.Options{Addr: addrs[0]})
+		} else {
+			c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+		}
+	}
+	if err := c.Ping(context.Background()).Err(); err != nil {
+		c.Close()
+		return nil, err
+	}
+	return c, nil
+}
+
+// world returns a fresh world: its own miniredis, or its own key prefix on
+// the shared server.
+func world(shared redis.UniversalClient, prefix string) (cases.World, error) {
+	if shared != nil {
+		s, err := idem.New(shared, idem.Options{Prefix: prefix})
+		if err != nil {
+			return cases.World{}, err
+		}
+		return cases.World{Store: s, Close: func() {}}, nil
+	}
+	mr := miniredis.NewMiniRedis()
+	if err := mr.Start(); err != nil {
+		return cases.World{}, errors.New("starting embedded miniredis: " + err.Error())
+	}
+	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	s, err := idem.New(c, idem.Options{Prefix: prefix})
+	if err != nil {
+		return cases.World{}, err
+	}
+	return cases.World{Store: s, Close: func() { c.Close(); mr.Close() }}, nil
+}

@@ -1,0 +1,128 @@
+package guard
+
+import (
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/base64"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"strings"
+	"time"
+)
+
+// Grant is a human's approval of one exact intent: this tool with these
+// arguments (by fingerprint), for this tenant and subject, until ExpiresAt.
+// The host mints it after the human said yes, signs it with Signer.Sign and
+// passes the token with the call.
+type Grant struct {
+	ID          string    `json:"id"`
+	TenantID    string    `json:"tenant_id"`
+	SubjectID   string    `json:"subject_id"`
+	Tool        string    `json:"tool"`
+	Fingerprint string    `json:"fingerprint"`
+	Approver    string    `json:"approver"`
+	IssuedAt    time.Time `json:"issued_at"`
+	ExpiresAt   time.Time `json:"expires_at"`
+}
+
+// NewGrant returns a grant for exactly this principal and proposal, approved
+// by approver at now and valid for ttl, with a random id.
+func NewGrant(p Principal, prop Proposal, approver string, now time.Time, ttl time.Duration) Grant {
+	var id [12]byte
+	_, _ = rand.Read(id[:])
+	return Grant{
+		ID:          "grant_" + hex.EncodeToString(id[:]),
+		TenantID:    p.TenantID,
+		SubjectID:   p.SubjectID,
+		Tool:        prop.Name,
+		Fingerprint: Fingerprint(prop.Name, prop.Arguments),
+		Approver:    approver,
+		IssuedAt:    now.UTC(),
+		ExpiresAt:   now.Add(ttl).UTC(),
+	}
+}
+
+// Signer signs and verifies approval grants with HMAC-SHA256 and a key of
+// the host's. Tokens are "tg1." + base64url(grant JSON) + "." +
+// base64url(MAC); the MAC covers the version prefix and the payload.
+type Signer struct {
+	key []byte
+}
+
+// ErrShortKey is returned by NewSigner for keys under 32 bytes.
+var ErrShortKey = errors.New("guard: approval key must be at least 32 bytes")
+
+// NewSigner returns a signer with the key, which must be at least 32 bytes
+// of secret randomness.
+func NewSigner(key []byte) (*Signer, error) {
+	if len(key) < 32 {
+		return nil, ErrShortKey
+	}
+	return &Signer{key: append([]byte(nil), key...)}, nil
+}
+
+const grantPrefix = "tg1."
+
+// Sign returns the signed token of g.
+func (s *Signer) Sign(g Grant) (string, error) {
+	payload, err := json.Marshal(g)
+	if err != nil {
+		return "", err
+	}
+	body := grantPrefix + base64.RawURLEncoding.EncodeToString(payload)
+	return body + "." + base64.RawURLEncoding.EncodeToString(s.mac(body)), nil
+}
+
+func (s *Signer) mac(body string) []byte {
+	m := hmac.New(sha256.New, s.key)
+	m.Write([]byte(body))
+	return m.Sum(nil)
+}
+
+// ErrBadGrant is returned by Verify for a token that is malformed or whose
+// signature does not match.
+var ErrBadGrant = errors.New("guard: approval token is malformed or its signature does not match")
+
+// Verify checks the token's signature and returns its grant. It does not
+// check what the grant is bound to; Check does.
+func (s *Signer) Verify(token string) (Grant, error) {
+	if len(token) > 4096 || !strings.HasPrefix(token, grantPrefix) {
+		return Grant{}, ErrBadGrant
+	}
+	i := strings.LastIndexByte(token, '.')
+	body, sig := token[:i], token[i+1:]
+	got, err := base64.RawURLEncoding.DecodeString(sig)
+	if err != nil || !hmac.Equal(got, s.mac(body)) {
+		return Grant{}, ErrBadGrant
+	}
+	payload, err := base64.RawURLEncoding.DecodeString(body[len(grantPrefix):])
+	if err != nil {
+		return Grant{}, ErrBadGrant
+	}
+	var g Grant
+	if err := json.Unmarshal(payload, &g); err != nil {
+		return Grant{}, ErrBadGrant
+	}
+	return g, nil
+}
+
+// Check verifies the token and that its grant is bound to exactly this
+// principal, tool and fingerprint and has not expired at now (a grant is
+// valid strictly before ExpiresAt).
+func (s *Signer) Check(token string, p Principal, tool, fingerprint string, now time.Time) (Grant, error) {
+	g, err := s.Verify(token)
+	if err != nil {
+		return Grant{}, err
+	}
+	switch {
+	case g.TenantID != p.TenantID || g.SubjectID != p.SubjectID:
+		return Grant{}, errors.New("guard: approval granted to another principal")
+	case g.Tool != tool || g.Fingerprint != fingerprint:
+		return Grant{}, errors.New("guard: approval granted for another intent")
+	case !now.Before(g.ExpiresAt):
+		return Grant{}, errors.New("guard: approval expired")
+	}
+	return g, nil
+}

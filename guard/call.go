@@ -1,0 +1,83 @@
+package guard
+
+import (
+	"encoding/json"
+	"time"
+)
+
+// Proposal is what the model asked for: a tool name and its arguments as
+// the model wrote them. Arguments may be anything, including text that is
+// not JSON; the guard answers that with INVALID_ARGUMENTS.
+type Proposal struct {
+	Name      string
+	Arguments json.RawMessage
+}
+
+// ExecutionContext says where a proposal came from. Adapters fill it from
+// the provider's response; the host may set OperationID and IdempotencyKey.
+type ExecutionContext struct {
+	Provider        string // e.g. "openai"
+	APIFamily       string // e.g. "responses"
+	ResponseID      string // the provider's response that carried the call
+	CallID          string // the provider's id of this tool call
+	OperationID     string // the host's id for the operation; defaults to CallID
+	IdempotencyKey  string // "" means none (null in the contract)
+	AdapterRevision string // e.g. "openai-responses-v1"
+}
+
+// Call is one dispatch: a proposal, where it came from, who it acts for and
+// the approval grant the host obtained for it, if any.
+type Call struct {
+	Principal Principal
+	Proposal  Proposal
+	Context   ExecutionContext
+	// Approval is a signed grant token from Signer.Sign, or "".
+	Approval string
+}
+
+// StatusCall asks for the outcome of an earlier operation of the same
+// principal.
+type StatusCall struct {
+	Principal   Principal
+	OperationID string
+	// Tool optionally names the operation's tool, for the audit record.
+	Tool string
+	// Context describes the query itself (its own call id, response id);
+	// it is audited.
+	Context ExecutionContext
+}
+
+// Invocation is a call as the guard has checked it so far. Tools receive it
+// read-only: the principal, the canonical arguments, the decoded input, the
+// downstream idempotency key and the approval grant.
+type Invocation struct {
+	Principal Principal
+	Proposal  Proposal
+	Context   ExecutionContext
+	// Fingerprint is the hex SHA-256 of the canonical {name, arguments}.
+	Fingerprint string
+	// Arguments holds the canonical JSON of the arguments, nil if they
+	// were not valid JSON.
+	Arguments []byte
+	// Input is the decoded input, set once the arguments passed the
+	// tool's schema.
+	Input any
+	// IdempotencyKey is the key to hand the downstream system, derived
+	// from the tenant, the subject and the effective idempotency key, so
+	// that two tenants choosing the same key never collide downstream.
+	IdempotencyKey string
+	// Grant is the verified approval grant, if one was given and valid.
+	Grant *Grant
+	// Now is the guard's clock at the start of the dispatch.
+	Now time.Time
+
+	tool     Tool
+	args     any   // parsed argument tree, for schema validation
+	argsErr  error // why the arguments are not valid JSON
+	idemKey  string
+	opID     string
+	approval string
+}
+
+// Tool returns the tool the proposal names, once looked up.
+func (inv *Invocation) Tool() Tool { return inv.tool }

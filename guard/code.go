@@ -1,0 +1,177 @@
+package guard
+
+import "fmt"
+
+// Code is the closed set of result codes of the tool-model-result-v2
+// contract. Every dispatch ends in exactly one of them.
+type Code uint8
+
+// The result codes. The zero value is not a valid code.
+const (
+	_                    Code = iota
+	OK                        // the call ran and its result is committed
+	NotFound                  // the resource does not exist for this principal
+	UnknownTool               // no tool of that exact name
+	InvalidArguments          // the arguments do not match the tool's schema
+	ApprovalRequired          // a write that needs approval came without one
+	ApprovalInvalid           // the approval grant is expired, forged or for another intent
+	IdempotencyConflict       // the idempotency key was used for another intent
+	CallIDConflict            // the call id was used for another intent
+	TimeoutBeforeExecute      // the call failed before its side effect could start
+	RateLimit                 // rate limited; retry after RetryAfter
+	OutcomeUnknown            // the call started but its outcome was lost
+	InProgress                // the same operation is executing right now
+	Unavailable               // the idempotency store (or a read's backend) is unreachable; nothing changed
+	maxCode
+)
+
+// Status is the coarse state of a result: succeeded, failed or unknown.
+type Status string
+
+// Outcome says whether the side effect happened.
+type Outcome string
+
+// Recovery tells the model what it can do next.
+type Recovery string
+
+// Delivery tells how the result was produced.
+type Delivery string
+
+// The statuses.
+const (
+	StatusSucceeded Status = "succeeded"
+	StatusFailed    Status = "failed"
+	StatusUnknown   Status = "unknown"
+)
+
+// The outcomes.
+const (
+	OutcomeCommitted  Outcome = "committed"
+	OutcomeNotStarted Outcome = "not_started"
+	OutcomeIsUnknown  Outcome = "unknown"
+)
+
+// The recoveries.
+const (
+	RecoveryNone            Recovery = "none"
+	RecoveryCorrectInput    Recovery = "correct_input"
+	RecoveryRequestApproval Recovery = "request_approval"
+	RecoveryHumanReview     Recovery = "human_review"
+	RecoveryRetryAfter      Recovery = "retry_after"
+	RecoveryQueryStatus     Recovery = "query_status"
+)
+
+// The deliveries.
+const (
+	// DeliveryFresh: computed by this dispatch.
+	DeliveryFresh Delivery = "fresh"
+	// DeliveryLocalReplay: a stored terminal result returned again.
+	DeliveryLocalReplay Delivery = "local_replay"
+	// DeliveryReceiptReconciled: an unknown outcome settled by the
+	// downstream system's receipt.
+	DeliveryReceiptReconciled Delivery = "receipt_reconciled"
+)
+
+type codeInfo struct {
+	name     string
+	status   Status
+	outcome  Outcome
+	recovery Recovery
+	message  string
+}
+
+var codeTable = [maxCode]codeInfo{
+	OK:                   {"OK", StatusSucceeded, OutcomeCommitted, RecoveryNone, ""},
+	NotFound:             {"NOT_FOUND", StatusFailed, OutcomeNotStarted, RecoveryNone, "No such resource."},
+	UnknownTool:          {"UNKNOWN_TOOL", StatusFailed, OutcomeNotStarted, RecoveryCorrectInput, "No tool has that name."},
+	InvalidArguments:     {"INVALID_ARGUMENTS", StatusFailed, OutcomeNotStarted, RecoveryCorrectInput, "The arguments do not match the tool's schema."},
+	ApprovalRequired:     {"APPROVAL_REQUIRED", StatusFailed, OutcomeNotStarted, RecoveryRequestApproval, "This action needs a human's approval first."},
+	ApprovalInvalid:      {"APPROVAL_INVALID", StatusFailed, OutcomeNotStarted, RecoveryRequestApproval, "The approval is expired or does not match this action."},
+	IdempotencyConflict:  {"IDEMPOTENCY_CONFLICT", StatusFailed, OutcomeNotStarted, RecoveryHumanReview, "This idempotency key was already used for a different action."},
+	CallIDConflict:       {"CALL_ID_CONFLICT", StatusFailed, OutcomeNotStarted, RecoveryHumanReview, "This call id was already used for a different action."},
+	TimeoutBeforeExecute: {"TIMEOUT_BEFORE_EXECUTE", StatusFailed, OutcomeNotStarted, RecoveryRetryAfter, "The call timed out before it started; nothing changed."},
+	RateLimit:            {"RATE_LIMIT", StatusFailed, OutcomeNotStarted, RecoveryRetryAfter, "Rate limited; nothing changed."},
+	OutcomeUnknown:       {"OUTCOME_UNKNOWN", StatusUnknown, OutcomeIsUnknown, RecoveryQueryStatus, "The call started but its outcome is unknown; query its status before doing anything else."},
+	InProgress:           {"IN_PROGRESS", StatusUnknown, OutcomeIsUnknown, RecoveryRetryAfter, "The same operation is running right now."},
+	Unavailable:          {"UNAVAILABLE", StatusFailed, OutcomeNotStarted, RecoveryRetryAfter, "A backing service is unavailable; nothing changed."},
+}
+
+// Codes lists every valid code in table order.
+func Codes() []Code {
+	out := make([]Code, 0, maxCode-1)
+	for c := OK; c < maxCode; c++ {
+		out = append(out, c)
+	}
+	return out
+}
+
+// Valid reports whether c is one of the defined codes.
+func (c Code) Valid() bool { return c > 0 && c < maxCode }
+
+// String returns the wire name of the code, e.g. "NOT_FOUND".
+func (c Code) String() string {
+	if !c.Valid() {
+		return fmt.Sprintf("Code(%d)", uint8(c))
+	}
+	return codeTable[c].name
+}
+
+// Status returns the status the contract assigns to c.
+func (c Code) Status() Status { return c.info().status }
+
+// Outcome returns the outcome the contract assigns to c.
+func (c Code) Outcome() Outcome { return c.info().outcome }
+
+// Recovery returns the recovery the contract assigns to c.
+func (c Code) Recovery() Recovery { return c.info().recovery }
+
+// DefaultMessage is the short, safe text sent to the model with c when
+// nothing more specific is known.
+func (c Code) DefaultMessage() string { return c.info().message }
+
+// Terminal reports whether a result with this code is final for its call id
+// and is therefore stored and replayed: OK, NOT_FOUND, UNKNOWN_TOOL,
+// INVALID_ARGUMENTS and the two conflicts. Retryable and pending codes are
+// never replayed.
+func (c Code) Terminal() bool {
+	switch c {
+	case OK, NotFound, UnknownTool, InvalidArguments, IdempotencyConflict, CallIDConflict:
+		return true
+	}
+	return false
+}
+
+func (c Code) info() codeInfo {
+	if !c.Valid() {
+		return codeInfo{name: c.String(), status: StatusFailed, outcome: OutcomeIsUnknown, recovery: RecoveryHumanReview}
+	}
+	return codeTable[c]
+}
+
+// ParseCode returns the code with the given wire name.
+func ParseCode(name string) (Code, bool) {
+	for c := OK; c < maxCode; c++ {
+		if codeTable[c].name == name {
+			return c, true
+		}
+	}
+	return 0, false
+}
+
+// MarshalText implements encoding.TextMarshaler.
+func (c Code) MarshalText() ([]byte, error) {
+	if !c.Valid() {
+		return nil, fmt.Errorf("guard: invalid code %d", uint8(c))
+	}
+	return []byte(c.String()), nil
+}
+
+// UnmarshalText implements encoding.TextUnmarshaler.
+func (c *Code) UnmarshalText(b []byte) error {
+	v, ok := ParseCode(string(b))
+	if !ok {
+		return fmt.Errorf("guard: unknown code %q", b)
+	}
+	*c = v
+	return nil
+}

@@ -1,0 +1,345 @@
+// Package guard sits between a language model's tool calls and the systems
+// those calls change. Every call is typed, checked, authorized, approved
+// where it must be, executed at most once, audited, and answered with a
+// structured result the model can act on.
+//
+// One dispatch takes this path (the order of checks of the contract):
+//
+//  1. call id binding, 2. idempotency key (both applied atomically by the
+//     Store, so they win over everything below),
+//  3. tool lookup, 4. argument validation (the tool's JSON Schema),
+//  5. authorization, 6. approval, then any extra Checks,
+//  7. execute (a write under a reservation), then commit the result and its
+//     audit record together.
+//
+// A read runs first and is bound in one store step; a write reserves, runs
+// and commits. Checks 3–6 run before the store is asked, and a failure is
+// recorded through the same store step, which still applies checks 1–2
+// first; the model sees exactly what the contract's order prescribes.
+package guard
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/toolguard/toolguard/internal/canon"
+)
+
+// Handler runs one dispatch. Interceptors wrap it.
+type Handler func(ctx context.Context, call *Call) (*Result, error)
+
+// Interceptor wraps a Handler, e.g. for tracing or logging. In
+// Options.Interceptors the first listed runs first (outermost).
+type Interceptor func(next Handler) Handler
+
+// Check is an extra step run after approval and before execution. It
+// returns nil to let the call through, or an error whose code (CodeOf) is
+// the result; errors without a code fail closed as NOT_FOUND.
+type Check func(ctx context.Context, inv *Invocation) error
+
+// Options configure a Guard. The zero value means the defaults.
+type Options struct {
+	// Clock is the guard's time; default SystemClock.
+	Clock Clock
+	// Signer verifies approval grants. Without one, every write that
+	// needs approval fails with APPROVAL_INVALID when a grant is given and
+	// APPROVAL_REQUIRED when not.
+	Signer *Signer
+	// Lease is how long a write's reservation holds before a dead
+	// holder's write is declared unknown; default 30s. The tool's context
+	// gets the same deadline.
+	Lease time.Duration
+	// MaxArgumentBytes bounds the arguments' size; default 512 KiB.
+	MaxArgumentBytes int
+	// MaxDepth bounds the arguments' nesting; default 64.
+	MaxDepth int
+	// Checks run in order after approval.
+	Checks []Check
+	// Interceptors wrap Dispatch; the first listed runs first.
+	Interceptors []Interceptor
+}
+
+// Guard dispatches tool calls. It is safe for concurrent use.
+type Guard struct {
+	tools    Tools
+	store    Store
+	opts     Options
+	limits   canon.Limits
+	dispatch Handler
+}
+
+// New returns a guard over the tools and the store.
+func New(tools Tools, store Store, opts Options) *Guard {
+	if opts.Clock == nil {
+		opts.Clock = SystemClock
+	}
+	if opts.Lease <= 0 {
+		opts.Lease = 30 * time.Second
+	}
+	g := &Guard{tools: tools, store: store, opts: opts,
+		limits: canon.Limits{MaxBytes: opts.MaxArgumentBytes, MaxDepth: opts.MaxDepth}}
+	h := Handler(g.dispatchCall)
+	for i := len(opts.Interceptors) - 1; i >= 0; i-- {
+		h = opts.Interceptors[i](h)
+	}
+	g.dispatch = h
+	return g
+}
+
+// Tools returns the guard's tools.
+func (g *Guard) Tools() Tools { return g.tools }
+
+// Store returns the guard's store.
+func (g *Guard) Store() Store { return g.store }
+
+// Dispatch runs one call through the guard and returns the result for the
+// model. The error is for the host only and is returned solely for a
+// programming error (an invalid principal); everything that can happen to a
+// call, including an unreachable store, is a Result.
+func (g *Guard) Dispatch(ctx context.Context, call Call) (*Result, error) {
+	return g.dispatch(ctx, &call)
+}
+
+func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err error) {
+	if err := call.Principal.Validate(); err != nil {
+		return nil, err
+	}
+	inv := g.prepare(call)
+	e := g.entry(inv, "dispatch")
+	if code, ferr := g.check(ctx, inv); code != 0 {
+		e.setError(code, ferr)
+		return g.finish(ctx, e)
+	}
+	tool := inv.tool
+	if tool.Effect() != Write {
+		out, xerr := execute(ctx, tool, inv)
+		e.setOutcome(out, xerr, Read)
+		return g.finish(ctx, e)
+	}
+	e.seal()
+	answer, token, err := g.store.Reserve(ctx, e, g.opts.Lease)
+	if err != nil {
+		return storeUnavailable(), nil
+	}
+	if answer != nil {
+		return answer, nil
+	}
+	xctx, cancel := context.WithTimeout(ctx, g.opts.Lease)
+	out, xerr := execute(xctx, tool, inv)
+	cancel()
+	e.setOutcome(out, xerr, Write)
+	return g.commit(ctx, e, token)
+}
+
+// commit stores a write's outcome. The write already ran, so a store that
+// fails here must not make the model retry blind: after a few tries the
+// model is told the outcome is unknown, and the reservation's lease turns
+// the record unknown for everyone else too.
+func (g *Guard) commit(ctx context.Context, e *Entry, token string) (*Result, error) {
+	var err error
+	for attempt := 0; attempt < 3; attempt++ {
+		var res *Result
+		if res, err = g.store.Commit(context.WithoutCancel(ctx), e, token); err == nil {
+			return res, nil
+		}
+		if attempt < 2 {
+			time.Sleep(time.Duration(attempt+1) * 20 * time.Millisecond)
+		}
+	}
+	return &Result{Code: OutcomeUnknown, Delivery: DeliveryFresh,
+		Message: OutcomeUnknown.DefaultMessage(), OperationID: e.OperationID}, nil
+}
+
+func (g *Guard) finish(ctx context.Context, e *Entry) (*Result, error) {
+	res, err := g.store.Finish(ctx, e)
+	if err != nil {
+		return storeUnavailable(), nil
+	}
+	return res, nil
+}
+
+func storeUnavailable() *Result {
+	return &Result{Code: Unavailable, Delivery: DeliveryFresh, Message: "The idempotency store is unavailable; nothing was executed.", RetryAfter: time.Second}
+}
+
+// prepare canonicalizes the arguments and derives the ids.
+func (g *Guard) prepare(call *Call) *Invocation {
+	inv := &Invocation{
+		Principal: call.Principal,
+		Proposal:  call.Proposal,
+		Context:   call.Context,
+		Now:       g.opts.Clock.Now(),
+		approval:  call.Approval,
+	}
+	c, v, err := canon.Parse(call.Proposal.Arguments, g.limits)
+	inv.Arguments, inv.args, inv.argsErr = c, v, err
+	inv.Fingerprint = fingerprint(call.Proposal.Name, call.Proposal.Arguments, c, err)
+	inv.opID = call.Context.OperationID
+	if inv.opID == "" {
+		inv.opID = call.Context.CallID
+	}
+	inv.idemKey = call.Context.IdempotencyKey
+	return inv
+}
+
+// check runs steps 3–6 and the extra checks. It returns 0 when the call may
+// execute, with inv.tool and inv.Input set.
+func (g *Guard) check(ctx context.Context, inv *Invocation) (Code, error) {
+	tool := g.tools.Lookup(inv.Proposal.Name)
+	if tool == nil {
+		return UnknownTool, nil
+	}
+	inv.tool = tool
+	if tool.Effect() == Write && inv.idemKey == "" {
+		inv.idemKey = inv.opID
+	}
+	if inv.idemKey != "" {
+		inv.IdempotencyKey = downstreamKey(inv.Principal, inv.idemKey)
+	}
+	if inv.argsErr != nil {
+		return InvalidArguments, argumentsError(inv.argsErr)
+	}
+	input, err := safeDecode(tool, inv)
+	if err != nil {
+		if c, ok := CodeOf(err); ok && c == InvalidArguments {
+			return InvalidArguments, err
+		}
+		return InvalidArguments, nil
+	}
+	inv.Input = input
+	if err := safeRun(func() error { return tool.AuthorizeCall(ctx, inv) }); err != nil {
+		return failClosed(err)
+	}
+	if tool.Effect() == Write && tool.NeedsApproval() {
+		if inv.approval == "" {
+			return ApprovalRequired, nil
+		}
+		if g.opts.Signer == nil {
+			return ApprovalInvalid, nil
+		}
+		grant, err := g.opts.Signer.Check(inv.approval, inv.Principal, tool.Name(), inv.Fingerprint, inv.Now)
+		if err != nil {
+			return ApprovalInvalid, nil
+		}
+		inv.Grant = &grant
+	}
+	for _, c := range g.opts.Checks {
+		if err := safeRun(func() error { return c(ctx, inv) }); err != nil {
+			return failClosed(err)
+		}
+	}
+	return 0, nil
+}
+
+// failClosed maps an authorization or check failure to its code: the
+// error's own code for the few a check may claim, NOT_FOUND otherwise.
+func failClosed(err error) (Code, error) {
+	if c, ok := CodeOf(err); ok {
+		switch c {
+		case NotFound, RateLimit, ApprovalRequired, ApprovalInvalid, InvalidArguments, Unavailable:
+			return c, err
+		}
+	}
+	return NotFound, nil
+}
+
+func argumentsError(err error) error {
+	var ce *canon.Error
+	if errors.As(err, &ce) {
+		return NewError(InvalidArguments, "The arguments are not a valid JSON object: "+ce.Error()+".")
+	}
+	return NewError(InvalidArguments, "")
+}
+
+func safeDecode(tool Tool, inv *Invocation) (in any, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			in, err = nil, NewError(InvalidArguments, "")
+		}
+	}()
+	return tool.Decode(inv.Arguments, inv.args)
+}
+
+// safeRun runs f and turns a panic into an error.
+func safeRun(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("guard: panic: %v", r)
+		}
+	}()
+	return f()
+}
+
+func execute(ctx context.Context, tool Tool, inv *Invocation) (out json.RawMessage, err error) {
+	err = safeRun(func() error {
+		var e error
+		out, e = tool.Execute(ctx, inv)
+		return e
+	})
+	return out, err
+}
+
+// entry starts the store entry of an invocation with its audit body.
+func (g *Guard) entry(inv *Invocation, action string) *Entry {
+	return &Entry{
+		TenantID:       inv.Principal.TenantID,
+		SubjectID:      inv.Principal.SubjectID,
+		CallID:         inv.Context.CallID,
+		OperationID:    inv.opID,
+		IdempotencyKey: inv.idemKey,
+		Tool:           inv.Proposal.Name,
+		Fingerprint:    inv.Fingerprint,
+		Effect:         Read,
+		Now:            inv.Now,
+		SideEffect:     SideEffectNone,
+		inv:            inv,
+		action:         action,
+	}
+}
+
+func (e *Entry) setError(code Code, err error) {
+	e.Code = code
+	e.Message = code.DefaultMessage()
+	var ge *Error
+	if errors.As(err, &ge) {
+		if ge.message != "" {
+			e.Message = ge.message
+		}
+		e.RetryAfter = ge.retryAfter
+	}
+	e.seal()
+}
+
+// setOutcome records what a tool's execution produced.
+func (e *Entry) setOutcome(out json.RawMessage, err error, effect Effect) {
+	if err != nil {
+		code, _ := classify(err, effect)
+		if code == OutcomeUnknown {
+			e.SideEffect = SideEffectUnknown
+		}
+		e.setError(code, err)
+		return
+	}
+	if len(out) == 0 {
+		out = json.RawMessage("null")
+	}
+	e.Code, e.Data = OK, out
+	if effect == Write {
+		e.SideEffect = SideEffectYes
+	}
+	e.seal()
+}
+
+// seal completes the entry once the outcome is known: the tool's effect,
+// the effective idempotency key and the audit body.
+func (e *Entry) seal() {
+	inv := e.inv
+	if inv.tool != nil {
+		e.Effect = inv.tool.Effect()
+	}
+	e.IdempotencyKey = inv.idemKey
+	e.AuditBody = auditBody(e.action, inv)
+}

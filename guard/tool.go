@@ -1,0 +1,63 @@
+package guard
+
+import (
+	"context"
+	"encoding/json"
+)
+
+// Effect says whether a tool changes anything.
+type Effect uint8
+
+const (
+	// Read tools have no side effect: they run before their result is
+	// bound, may run again after a crash and never need approval.
+	Read Effect = iota + 1
+	// Write tools have side effects: they run at most once per
+	// idempotency key, under a reservation.
+	Write
+)
+
+func (e Effect) String() string {
+	switch e {
+	case Read:
+		return "read"
+	case Write:
+		return "write"
+	}
+	return "invalid"
+}
+
+// Tool is what the guard needs of a tool. Package toolset builds them from
+// typed Go functions; most code never implements Tool by hand.
+type Tool interface {
+	// Name is the exact, case-sensitive name the model calls.
+	Name() string
+	// Effect tells read from write.
+	Effect() Effect
+	// NeedsApproval reports whether a human must approve each call.
+	NeedsApproval() bool
+	// Decode validates the parsed arguments (a tree of nil, bool, string,
+	// json.Number, []any and map[string]any) against the tool's schema and
+	// decodes the canonical JSON into the tool's input. It returns an
+	// *Error with code InvalidArguments when they do not fit.
+	Decode(canonical []byte, parsed any) (any, error)
+	// AuthorizeCall decides whether the principal may act on what the input
+	// names. It returns ErrNotFound (or any error with code NotFound) when
+	// not; other errors fail closed the same way.
+	AuthorizeCall(ctx context.Context, inv *Invocation) error
+	// Execute runs the tool and returns its output as JSON.
+	Execute(ctx context.Context, inv *Invocation) (json.RawMessage, error)
+	// LookupReceipt asks the downstream system whether the operation with
+	// inv.IdempotencyKey happened, for a status query. found false with a
+	// nil error means no receipt was found; an error means the lookup was
+	// inconclusive. Input and Arguments are nil here.
+	LookupReceipt(ctx context.Context, inv *Invocation) (out json.RawMessage, found bool, err error)
+	// LoggedArguments names the top-level argument members that are safe
+	// to copy into the audit record; the others are only fingerprinted.
+	LoggedArguments() []string
+}
+
+// Tools finds tools by exact name.
+type Tools interface {
+	Lookup(name string) Tool
+}

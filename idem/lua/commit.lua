@@ -1,0 +1,34 @@
+-- commit: the outcome of a reserved write, with its audit record.
+local code, delivery, data, msg, op = ARGV[5], 'fresh', ARGV[6], ARGV[7], ''
+local k = redis.call('HMGET', KEYS[2], 'fp', 'state', 'token', 'data', 'msg')
+if k[1] == FP and k[2] == 'C' then
+  -- settled meanwhile from a receipt: the stored result stands.
+  code, delivery, data, msg = 'OK', 'local_replay', k[4], k[5]
+elseif k[1] and k[1] ~= FP then
+  -- the key now belongs to another intent (ours was freed and reused):
+  -- never overwrite it; our outcome is still reported and audited.
+  if code == 'OK' then code = 'OUTCOME_UNKNOWN' end
+elseif code == 'OK' then
+  redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'C', 'data', data, 'msg', msg, 'op', OP, 'tool', ARGV[14],
+    'key', ARGV[18], 'call', ARGV[17])
+  redis.call('PEXPIRE', KEYS[2], TTL)
+elseif code == 'OUTCOME_UNKNOWN' then
+  redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'U', 'op', OP, 'tool', ARGV[14], 'key', ARGV[18],
+    'call', ARGV[17])
+  redis.call('PEXPIRE', KEYS[2], TTL)
+elseif k[3] == ARGV[16] then
+  -- not started: free the key so corrected or later input may use it.
+  redis.call('DEL', KEYS[2])
+  redis.call('DEL', KEYS[3])
+end
+if code == 'OUTCOME_UNKNOWN' then op = OP end
+if HAS_CALL then
+  if TERMINAL[code] then
+    redis.call('HSET', KEYS[1], 'fp', FP, 'code', code, 'data', data, 'msg', msg)
+  else
+    redis.call('HSET', KEYS[1], 'fp', FP)
+  end
+  redis.call('PEXPIRE', KEYS[1], TTL)
+end
+audit(code, delivery, ARGV[9])
+return answer(code, delivery, data, msg, ARGV[8], op)

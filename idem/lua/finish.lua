@@ -1,0 +1,17 @@
+-- finish: a dispatch that reserved nothing (a failed check, or a read that ran).
+local pre, bound = precheck()
+if pre then return pre end
+local code, data, msg = ARGV[5], ARGV[6], ARGV[7]
+if not bound then bind(code, data, msg) elseif TERMINAL[code] then
+  redis.call('HSET', KEYS[1], 'code', code, 'data', data, 'msg', msg)
+end
+if code == 'OK' and HAS_KEY then
+  redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'C', 'data', data, 'msg', msg, 'op', OP, 'tool', ARGV[14],
+    'key', ARGV[18], 'call', ARGV[17])
+  redis.call('PEXPIRE', KEYS[2], TTL)
+  redis.call('SET', KEYS[3], 'k' .. KEYS[2], 'PX', TTL)
+elseif TERMINAL[code] and HAS_CALL then
+  redis.call('SET', KEYS[3], 'c' .. KEYS[1], 'PX', TTL)
+end
+audit(code, 'fresh', ARGV[9])
+return answer(code, 'fresh', data, msg, ARGV[8], '')

@@ -1,0 +1,105 @@
+-- Shared by every script. KEYS and ARGV have the same layout in all of them:
+--   KEYS[1] call-id binding    KEYS[2] idempotency record   KEYS[3] operation index
+--   KEYS[4] audit stream       KEYS[5] audit head
+--   ARGV[1] fingerprint        ARGV[2] now (ms, the guard's clock)
+--   ARGV[3] has call id (1/0)  ARGV[4] has idempotency key (1/0)
+--   ARGV[5] code   ARGV[6] data   ARGV[7] message   ARGV[8] retry after (ms)
+--   ARGV[9] side effect (yes/no/unknown)
+--   ARGV[10] audit body        ARGV[11] hex SHA-256 of the audit body
+--   ARGV[12] ttl (ms)          ARGV[13] operation id   ARGV[14] tool
+--   ARGV[15] effect (r/w)      ARGV[16] lease (ms) or reservation token
+--   ARGV[17] call id           ARGV[18] idempotency key   ARGV[19] lease (ms, reserve)
+-- All keys share one hash tag, so the scripts are legal on a cluster.
+local FP, NOW = ARGV[1], tonumber(ARGV[2])
+local HAS_CALL, HAS_KEY = ARGV[3] == '1', ARGV[4] == '1'
+local TTL = tonumber(ARGV[12])
+local OP = ARGV[13]
+
+local TERMINAL = {OK = true, NOT_FOUND = true, UNKNOWN_TOOL = true, INVALID_ARGUMENTS = true,
+  IDEMPOTENCY_CONFLICT = true, CALL_ID_CONFLICT = true}
+
+-- audit appends one hash-chained record; its id is its sequence number.
+local function audit(code, delivery, side)
+  local head = redis.call('HMGET', KEYS[5], 'seq', 'hash')
+  local seq = tonumber(head[1] or '0') + 1
+  local prev = head[2] or ''
+  local hash = redis.sha1hex(prev .. '\n' .. string.format('%d', seq) .. '\n' .. ARGV[11] .. '\n' ..
+    code .. '\n' .. delivery .. '\n' .. side)
+  redis.call('XADD', KEYS[4], string.format('%d', seq) .. '-1', 'body', ARGV[10], 'code', code,
+    'delivery', delivery, 'side', side, 'prev', prev, 'hash', hash)
+  redis.call('HSET', KEYS[5], 'seq', seq, 'hash', hash)
+end
+
+local function answer(code, delivery, data, msg, retry, op)
+  return {'R', code, delivery, data or '', msg or '', tostring(retry or 0), op or ''}
+end
+
+-- bind binds a new call id to the fingerprint, with the result if terminal.
+local function bind(code, data, msg)
+  if not HAS_CALL then return end
+  if TERMINAL[code] then
+    redis.call('HSET', KEYS[1], 'fp', FP, 'code', code, 'data', data or '', 'msg', msg or '')
+  else
+    redis.call('HSET', KEYS[1], 'fp', FP)
+  end
+  redis.call('PEXPIRE', KEYS[1], TTL)
+end
+
+-- precheck applies checks 1 and 2 of the contract. When they decide the
+-- answer it is audited and returned; otherwise it returns nil and whether
+-- the call id was already bound (to this fingerprint).
+local function precheck()
+  local bound = false
+  if HAS_CALL then
+    local c = redis.call('HMGET', KEYS[1], 'fp', 'code', 'data', 'msg')
+    if c[1] then
+      bound = true
+      if c[1] ~= FP then
+        audit('CALL_ID_CONFLICT', 'fresh', 'no')
+        return answer('CALL_ID_CONFLICT', 'fresh'), bound
+      end
+      if c[2] and c[2] ~= '' then
+        audit(c[2], 'local_replay', 'no')
+        return answer(c[2], 'local_replay', c[3], c[4]), bound
+      end
+    end
+  end
+  if HAS_KEY then
+    local k = redis.call('HMGET', KEYS[2], 'fp', 'state', 'data', 'msg', 'op', 'lease')
+    if k[1] then
+      local code, delivery, data, msg, retry, op = nil, 'fresh', '', '', 0, ''
+      if k[1] ~= FP then
+        code = 'IDEMPOTENCY_CONFLICT'
+      elseif k[2] == 'C' then
+        code, delivery, data, msg = 'OK', 'local_replay', k[3], k[4]
+      elseif k[2] == 'P' and tonumber(k[6]) > NOW then
+        code, retry = 'IN_PROGRESS', tonumber(k[6]) - NOW
+      else
+        -- unknown, or a reservation whose holder's lease expired: a write
+        -- whose outcome is unknown is never executed blind again.
+        if k[2] == 'P' then redis.call('HSET', KEYS[2], 'state', 'U') end
+        code, op = 'OUTCOME_UNKNOWN', k[5]
+      end
+      if not bound then bind(code, data, msg) end
+      audit(code, delivery, 'no')
+      return answer(code, delivery, data, msg, retry, op), bound
+    end
+  end
+  return nil, bound
+end
+
+-- record reads the operation a status query names: its record key and fields.
+local function record()
+  local ref = redis.call('GET', KEYS[3])
+  if not ref then return nil end
+  local kind, key = string.sub(ref, 1, 1), string.sub(ref, 2)
+  if kind == 'c' then
+    local c = redis.call('HMGET', key, 'code', 'data', 'msg')
+    if not c[1] or c[1] == '' then return nil end
+    return {kind = 'c', state = 'C', code = c[1], data = c[2], msg = c[3]}
+  end
+  local k = redis.call('HMGET', key, 'fp', 'state', 'data', 'msg', 'op', 'lease', 'tool', 'key', 'call')
+  if not k[1] then return nil end
+  return {kind = 'k', key = key, fp = k[1], state = k[2], code = 'OK', data = k[3], msg = k[4], op = k[5],
+    lease = tonumber(k[6]), tool = k[7], idem = k[8], call = k[9]}
+end

@@ -1,0 +1,23 @@
+-- settle: the end of a status query on an unknown outcome. ARGV[5] is 1 when
+-- the receipt was found, ARGV[6] its data. KEYS[1] is the original call's binding.
+local r = record()
+if not r then
+  audit('NOT_FOUND', 'fresh', 'no')
+  return answer('NOT_FOUND', 'fresh')
+end
+if r.state == 'C' then
+  audit(r.code, 'local_replay', 'no')
+  return answer(r.code, 'local_replay', r.data, r.msg)
+end
+if ARGV[5] ~= '1' then
+  audit('OUTCOME_UNKNOWN', 'fresh', 'no')
+  return answer('OUTCOME_UNKNOWN', 'fresh', '', '', 0, r.op)
+end
+redis.call('HSET', r.key, 'state', 'C', 'data', ARGV[6], 'msg', '')
+redis.call('PEXPIRE', r.key, TTL)
+if HAS_CALL then
+  redis.call('HSET', KEYS[1], 'fp', r.fp, 'code', 'OK', 'data', ARGV[6], 'msg', '')
+  redis.call('PEXPIRE', KEYS[1], TTL)
+end
+audit('OK', 'receipt_reconciled', 'yes')
+return answer('OK', 'receipt_reconciled', ARGV[6], '')

@@ -1,0 +1,512 @@
+// Package canon parses untrusted JSON strictly and writes it back in one
+// canonical form, so that the same intent always hashes to the same
+// fingerprint.
+//
+// The canonical form is the one of RFC 8785 (JSON Canonicalization Scheme)
+// with two documented deviations that only matter for exotic input: object
+// members are sorted by the bytes of their UTF-8 names (code point order,
+// where RFC 8785 uses UTF-16 code units), and integers written without a
+// fraction or exponent are kept exactly, at any length, instead of being
+// rounded through a float64. Everything else follows RFC 8785: no
+// insignificant white space, strings with only the mandatory escapes, and
+// other numbers in the shortest form that reads back to the same float64.
+//
+// Parsing is strict where encoding/json is lenient, because a lenient
+// parser is an injection vector when two components read the same text
+// differently: duplicate object members, invalid UTF-8, lone surrogate
+// escapes, numbers outside the float64 range and nesting deeper than the
+// limit are all errors.
+package canon
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strconv"
+	"strings"
+	"unicode/utf16"
+	"unicode/utf8"
+)
+
+// DefaultMaxDepth is the nesting limit used when Limits.MaxDepth is zero.
+const DefaultMaxDepth = 64
+
+// DefaultMaxBytes is the input size limit used when Limits.MaxBytes is zero.
+const DefaultMaxBytes = 512 << 10
+
+// Limits bounds what Parse accepts. The zero value means the defaults.
+type Limits struct {
+	MaxDepth int // deepest nesting of arrays and objects; 0 means DefaultMaxDepth
+	MaxBytes int // largest input in bytes; 0 means DefaultMaxBytes
+}
+
+// Error describes why input was rejected. Its text is safe to show a model:
+// it names the problem and a byte offset, never the input itself.
+type Error struct {
+	Offset int    // byte offset of the problem
+	Reason string // short description
+}
+
+func (e *Error) Error() string { return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.Reason) }
+
+// ErrTooLarge is wrapped by the error for input over Limits.MaxBytes.
+var ErrTooLarge = errors.New("input too large")
+
+// Parse checks data strictly and returns its canonical encoding together with
+// the decoded value: nil, bool, string, json.Number (in canonical text),
+// []any or map[string]any, the shape JSON Schema validators take.
+func Parse(data []byte, lim Limits) (canonical []byte, value any, err error) {
+	maxBytes := lim.MaxBytes
+	if maxBytes == 0 {
+		maxBytes = DefaultMaxBytes
+	}
+	if len(data) > maxBytes {
+		return nil, nil, &Error{Offset: maxBytes, Reason: fmt.Sprintf("%v: %d bytes, limit %d", ErrTooLarge, len(data), maxBytes)}
+	}
+	p := parser{data: data, maxDepth: lim.MaxDepth, out: make([]byte, 0, len(data))}
+	if p.maxDepth == 0 {
+		p.maxDepth = DefaultMaxDepth
+	}
+	p.skipSpace()
+	v, err := p.value(0)
+	if err != nil {
+		return nil, nil, err
+	}
+	p.skipSpace()
+	if p.pos != len(p.data) {
+		return nil, nil, p.fail("unexpected data after the value")
+	}
+	return p.out, v, nil
+}
+
+// IsTooLarge reports whether err came from input over the size limit.
+func IsTooLarge(err error) bool {
+	var e *Error
+	return errors.As(err, &e) && strings.Contains(e.Reason, ErrTooLarge.Error())
+}
+
+type parser struct {
+	data     []byte
+	pos      int
+	maxDepth int
+	out      []byte
+}
+
+func (p *parser) fail(reason string) error { return &Error{Offset: p.pos, Reason: reason} }
+
+func (p *parser) skipSpace() {
+	for p.pos < len(p.data) {
+		switch p.data[p.pos] {
+		case ' ', '\t', '\n', '\r':
+			p.pos++
+		default:
+			return
+		}
+	}
+}
+
+func (p *parser) value(depth int) (any, error) {
+	if p.pos >= len(p.data) {
+		return nil, p.fail("unexpected end of input")
+	}
+	switch c := p.data[p.pos]; {
+	case c == '{':
+		return p.object(depth + 1)
+	case c == '[':
+		return p.array(depth + 1)
+	case c == '"':
+		s, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		p.out = appendString(p.out, s)
+		return s, nil
+	case c == '-' || (c >= '0' && c <= '9'):
+		return p.number()
+	case c == 't':
+		return true, p.literal("true")
+	case c == 'f':
+		return false, p.literal("false")
+	case c == 'n':
+		return nil, p.literal("null")
+	default:
+		return nil, p.fail(fmt.Sprintf("unexpected character %q", c))
+	}
+}
+
+func (p *parser) literal(word string) error {
+	if !strings.HasPrefix(string(p.data[p.pos:min(len(p.data), p.pos+len(word))]), word) {
+		return p.fail("invalid literal")
+	}
+	p.pos += len(word)
+	p.out = append(p.out, word...)
+	return nil
+}
+
+type member struct {
+	name  string
+	start int // offset of the member's canonical value in p.out
+	end   int
+}
+
+func (p *parser) object(depth int) (any, error) {
+	if depth > p.maxDepth {
+		return nil, p.fail(fmt.Sprintf("nesting deeper than %d", p.maxDepth))
+	}
+	p.pos++ // {
+	obj := map[string]any{}
+	// Members are written to p.out as they are parsed and then reordered.
+	base := len(p.out)
+	var members []member
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == '}' {
+		p.pos++
+		p.out = append(p.out, '{', '}')
+		return obj, nil
+	}
+	for {
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return nil, p.fail("expected a member name")
+		}
+		name, err := p.str()
+		if err != nil {
+			return nil, err
+		}
+		if _, dup := obj[name]; dup {
+			return nil, p.fail("duplicate member name")
+		}
+		p.skipSpace()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return nil, p.fail("expected ':'")
+		}
+		p.pos++
+		p.skipSpace()
+		start := len(p.out)
+		v, err := p.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		obj[name] = v
+		members = append(members, member{name: name, start: start, end: len(p.out)})
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return nil, p.fail("unexpected end of input in object")
+		}
+		if p.data[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.data[p.pos] == '}' {
+			p.pos++
+			break
+		}
+		return nil, p.fail("expected ',' or '}'")
+	}
+	values := slices.Clone(p.out[base:])
+	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.name, b.name) })
+	p.out = append(p.out[:base], '{')
+	for i, m := range members {
+		if i > 0 {
+			p.out = append(p.out, ',')
+		}
+		p.out = appendString(p.out, m.name)
+		p.out = append(p.out, ':')
+		p.out = append(p.out, values[m.start-base:m.end-base]...)
+	}
+	p.out = append(p.out, '}')
+	return obj, nil
+}
+
+func (p *parser) array(depth int) (any, error) {
+	if depth > p.maxDepth {
+		return nil, p.fail(fmt.Sprintf("nesting deeper than %d", p.maxDepth))
+	}
+	p.pos++ // [
+	arr := []any{}
+	p.out = append(p.out, '[')
+	p.skipSpace()
+	if p.pos < len(p.data) && p.data[p.pos] == ']' {
+		p.pos++
+		p.out = append(p.out, ']')
+		return arr, nil
+	}
+	for {
+		p.skipSpace()
+		if len(arr) > 0 {
+			p.out = append(p.out, ',')
+		}
+		v, err := p.value(depth)
+		if err != nil {
+			return nil, err
+		}
+		arr = append(arr, v)
+		p.skipSpace()
+		if p.pos >= len(p.data) {
+			return nil, p.fail("unexpected end of input in array")
+		}
+		if p.data[p.pos] == ',' {
+			p.pos++
+			continue
+		}
+		if p.data[p.pos] == ']' {
+			p.pos++
+			p.out = append(p.out, ']')
+			return arr, nil
+		}
+		return nil, p.fail("expected ',' or ']'")
+	}
+}
+
+// str parses a string literal starting at the opening quote.
+func (p *parser) str() (string, error) {
+	p.pos++ // opening quote
+	start := p.pos
+	// Fast path: no escapes.
+	for p.pos < len(p.data) {
+		c := p.data[p.pos]
+		if c == '"' {
+			s := p.data[start:p.pos]
+			if !utf8.Valid(s) {
+				return "", &Error{Offset: start, Reason: "invalid UTF-8 in string"}
+			}
+			p.pos++
+			return string(s), nil
+		}
+		if c == '\\' {
+			break
+		}
+		if c < 0x20 {
+			return "", p.fail("control character in string")
+		}
+		p.pos++
+	}
+	var b strings.Builder
+	b.Write(p.data[start:p.pos])
+	for {
+		if p.pos >= len(p.data) {
+			return "", p.fail("unterminated string")
+		}
+		c := p.data[p.pos]
+		switch {
+		case c == '"':
+			p.pos++
+			s := b.String()
+			if !utf8.ValidString(s) {
+				return "", &Error{Offset: start, Reason: "invalid UTF-8 in string"}
+			}
+			return s, nil
+		case c < 0x20:
+			return "", p.fail("control character in string")
+		case c != '\\':
+			b.WriteByte(c)
+			p.pos++
+			continue
+		}
+		// Escape sequence.
+		if p.pos+1 >= len(p.data) {
+			return "", p.fail("unterminated escape")
+		}
+		e := p.data[p.pos+1]
+		p.pos += 2
+		switch e {
+		case '"', '\\', '/':
+			b.WriteByte(e)
+		case 'b':
+			b.WriteByte('\b')
+		case 'f':
+			b.WriteByte('\f')
+		case 'n':
+			b.WriteByte('\n')
+		case 'r':
+			b.WriteByte('\r')
+		case 't':
+			b.WriteByte('\t')
+		case 'u':
+			r, err := p.hex4()
+			if err != nil {
+				return "", err
+			}
+			if utf16.IsSurrogate(r) {
+				if r >= 0xDC00 || p.pos+1 >= len(p.data) || p.data[p.pos] != '\\' || p.data[p.pos+1] != 'u' {
+					return "", p.fail("lone surrogate escape")
+				}
+				p.pos += 2
+				r2, err := p.hex4()
+				if err != nil {
+					return "", err
+				}
+				r = utf16.DecodeRune(r, r2)
+				if r == utf8.RuneError {
+					return "", p.fail("invalid surrogate pair")
+				}
+			}
+			b.WriteRune(r)
+		default:
+			return "", p.fail("invalid escape")
+		}
+	}
+}
+
+func (p *parser) hex4() (rune, error) {
+	if p.pos+4 > len(p.data) {
+		return 0, p.fail("short \\u escape")
+	}
+	var r rune
+	for _, c := range p.data[p.pos : p.pos+4] {
+		r <<= 4
+		switch {
+		case c >= '0' && c <= '9':
+			r |= rune(c - '0')
+		case c >= 'a' && c <= 'f':
+			r |= rune(c-'a') + 10
+		case c >= 'A' && c <= 'F':
+			r |= rune(c-'A') + 10
+		default:
+			return 0, p.fail("invalid \\u escape")
+		}
+	}
+	p.pos += 4
+	return r, nil
+}
+
+func (p *parser) number() (any, error) {
+	start := p.pos
+	isInt := true
+	if p.data[p.pos] == '-' {
+		p.pos++
+	}
+	digits := func() int {
+		n := 0
+		for p.pos < len(p.data) && p.data[p.pos] >= '0' && p.data[p.pos] <= '9' {
+			p.pos++
+			n++
+		}
+		return n
+	}
+	intStart := p.pos
+	if n := digits(); n == 0 {
+		return nil, p.fail("invalid number")
+	} else if n > 1 && p.data[intStart] == '0' {
+		return nil, &Error{Offset: intStart, Reason: "leading zero in number"}
+	}
+	if p.pos < len(p.data) && p.data[p.pos] == '.' {
+		isInt = false
+		p.pos++
+		if digits() == 0 {
+			return nil, p.fail("invalid fraction")
+		}
+	}
+	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
+		isInt = false
+		p.pos++
+		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
+			p.pos++
+		}
+		if digits() == 0 {
+			return nil, p.fail("invalid exponent")
+		}
+	}
+	text := string(p.data[start:p.pos])
+	var canonical string
+	if isInt {
+		canonical = text
+		if canonical == "-0" {
+			canonical = "0"
+		}
+	} else {
+		f, err := strconv.ParseFloat(text, 64)
+		if err != nil || math.IsInf(f, 0) {
+			return nil, &Error{Offset: start, Reason: "number out of range"}
+		}
+		canonical = FormatFloat(f)
+	}
+	p.out = append(p.out, canonical...)
+	return json.Number(canonical), nil
+}
+
+// FormatFloat writes f the way ECMAScript's Number.prototype.toString does,
+// which is the number form of RFC 8785: the shortest digits that read back to
+// f, in plain notation for exponents from -7 to 20 and in exponent notation
+// (1e+21, 1.5e-7) outside that range.
+func FormatFloat(f float64) string {
+	if f == 0 {
+		return "0"
+	}
+	neg := f < 0
+	if neg {
+		f = -f
+	}
+	// Shortest round-trip digits and decimal exponent.
+	s := strconv.FormatFloat(f, 'e', -1, 64) // d.ddddde±XX
+	mant, expPart, _ := strings.Cut(s, "e")
+	exp, _ := strconv.Atoi(expPart)
+	digits := strings.Replace(mant, ".", "", 1)
+	k := len(digits)
+	n := exp + 1 // position of the decimal point relative to the digits
+	var out string
+	switch {
+	case k <= n && n <= 21:
+		out = digits + strings.Repeat("0", n-k)
+	case 0 < n && n <= 21:
+		out = digits[:n] + "." + digits[n:]
+	case -6 < n && n <= 0:
+		out = "0." + strings.Repeat("0", -n) + digits
+	default:
+		e := n - 1
+		sign := "+"
+		if e < 0 {
+			sign = "-"
+			e = -e
+		}
+		if k == 1 {
+			out = digits + "e" + sign + strconv.Itoa(e)
+		} else {
+			out = digits[:1] + "." + digits[1:] + "e" + sign + strconv.Itoa(e)
+		}
+	}
+	if neg {
+		return "-" + out
+	}
+	return out
+}
+
+const hexDigits = "0123456789abcdef"
+
+// appendString appends s as a JSON string with only the escapes RFC 8785
+// requires.
+func appendString(dst []byte, s string) []byte {
+	dst = append(dst, '"')
+	start := 0
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if c >= 0x20 && c != '"' && c != '\\' {
+			continue
+		}
+		dst = append(dst, s[start:i]...)
+		switch c {
+		case '"', '\\':
+			dst = append(dst, '\\', c)
+		case '\b':
+			dst = append(dst, '\\', 'b')
+		case '\f':
+			dst = append(dst, '\\', 'f')
+		case '\n':
+			dst = append(dst, '\\', 'n')
+		case '\r':
+			dst = append(dst, '\\', 'r')
+		case '\t':
+			dst = append(dst, '\\', 't')
+		default:
+			dst = append(dst, '\\', 'u', '0', '0', hexDigits[c>>4], hexDigits[c&0xF])
+		}
+		start = i + 1
+	}
+	dst = append(dst, s[start:]...)
+	return append(dst, '"')
+}
+
+// AppendString appends s to dst as a canonical JSON string.
+func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
