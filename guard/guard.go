@@ -181,7 +181,9 @@ func (g *Guard) prepare(call *Call) *Invocation {
 	if inv.opID == "" {
 		inv.opID = call.Context.CallID
 	}
-	inv.idemKey = call.Context.IdempotencyKey
+	if k := call.Context.IdempotencyKey; k != "" {
+		inv.idemKey = "k:" + k
+	}
 	return inv
 }
 
@@ -193,8 +195,10 @@ func (g *Guard) check(ctx context.Context, inv *Invocation) (Code, error) {
 		return UnknownTool, nil
 	}
 	inv.tool = tool
-	if tool.Effect() == Write && inv.idemKey == "" {
-		inv.idemKey = inv.opID
+	if tool.Effect() == Write && inv.idemKey == "" && inv.opID != "" {
+		// A write always runs under a key: without one, the operation id
+		// is the key, in a namespace of its own.
+		inv.idemKey = "o:" + inv.opID
 	}
 	if inv.idemKey != "" {
 		inv.IdempotencyKey = downstreamKey(inv.Principal, inv.idemKey)

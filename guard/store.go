@@ -60,8 +60,9 @@ type Entry struct {
 	CallID    string // "" when the provider gave none: no binding
 	// OperationID names the operation for status queries.
 	OperationID string
-	// IdempotencyKey is the effective key: the host's or the model's key,
-	// else (writes) the operation id. "" for reads without one.
+	// IdempotencyKey is the effective key: "k:" and the context's key, or
+	// for a write without one "o:" and the operation id; "" for a read
+	// without a key.
 	IdempotencyKey string
 	Tool           string
 	Fingerprint    string

@@ -100,9 +100,10 @@ func (s *Service) AddOrder(o Order) {
 	s.orders[o.Ref] = o
 }
 
-// SetFailure makes every later operation (GetOrder, CreateDraft) fail so,
-// until it is set again; NoFailure or "" clears it. Ownership lookups for
-// authorization (Owner) never fail.
+// SetFailure makes every later operation (GetOrder, CreateDraft, Receipt)
+// fail so, until it is set again; NoFailure or "" clears it. Ownership
+// lookups for authorization (Owner) never fail: they stand for the host's
+// own policy data, not a remote call.
 func (s *Service) SetFailure(f Failure) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -203,11 +204,13 @@ func (s *Service) CreateDraft(ctx context.Context, key, tenantID, ref, reason st
 	return d, nil
 }
 
-// Receipt returns the draft created with the idempotency key, if any.
+// Receipt returns the draft created with the idempotency key, if any. It
+// fails while any failure is injected, and always for a key whose draft was
+// created under FailAfterCommitNoReceipt.
 func (s *Service) Receipt(ctx context.Context, key string) (Draft, bool, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.noReceipt[key] {
+	if s.noReceipt[key] || s.failure != NoFailure {
 		return Draft{}, false, ErrReceiptOffline
 	}
 	d, ok := s.receipts[key]
