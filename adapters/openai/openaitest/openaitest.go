@@ -1,0 +1,1019 @@
+// Package openaitest provides a fake OpenAI Responses API provider for tests
+// and offline examples.
+//
+// A [Server] is a real HTTP server (built on net/http/httptest) that plays a
+// scripted model: every POST to /v1/responses consumes the next [Turn] of the
+// script and answers with a response in the real wire format, so the real
+// github.com/openai/openai-go client (or any other HTTP client) can talk to it.
+// Nothing is mocked below HTTP: request encoding, retries, error decoding and
+// response decoding are all exercised for real.
+//
+// # Base URL
+//
+// openai-go resolves each endpoint path (for example "responses") relative to
+// the configured base URL, after appending a trailing slash to the base path.
+// The real default is "https://api.openai.com/v1/", so point the client at
+// [Server.BaseURL], which is the server root followed by "/v1":
+//
+//	srv := openaitest.NewServer(turns...)
+//	defer srv.Close()
+//	client := openai.NewClient(
+//		option.WithBaseURL(srv.BaseURL()),
+//		option.WithAPIKey("test"),
+//	)
+//
+// Passing the bare server root ([Server.URL]) also works: the client then
+// posts to /responses, which the server accepts as an alias.
+// Request.Path records which one was used.
+//
+// # Script
+//
+// Each request that passes validation consumes the next [Turn], in order.
+// Once the script is exhausted, every further request is answered with a
+// plain assistant message whose text is [ExhaustedText] ("done"), so an
+// agent loop terminates gracefully; use [Server.Remaining] or
+// [Server.Requests] to assert that the script was consumed exactly.
+//
+// # Validation
+//
+// Like the real API, the server rejects, with an OpenAI-style error body and
+// without consuming a turn:
+//   - a missing or empty "Authorization: Bearer" API key (401);
+//   - a body that is not a JSON object, or that lacks "model" (400);
+//   - a previous_response_id that this server did not issue, or that names
+//     a response created with "store": false (400,
+//     code "previous_response_not_found");
+//   - function_call_output items without a call_id, or whose call_id matches
+//     no function call in the previous response or in the input, and function
+//     calls (from the previous response or from the input) left without a
+//     function_call_output (400). Disable this last group with
+//     [Server.SetValidateToolOutputs].
+//
+// # Errors and retries
+//
+// A [Turn] with a non-zero Status is answered with that HTTP status and an
+// OpenAI-style error body {"error":{"message","type","param","code"}}. Error
+// replies carry "retry-after-ms: 0", which openai-go honours (it prefers
+// retry-after-ms over retry-after and otherwise backs off for ~0.5s), so a
+// scripted 429 or 5xx is retried immediately by the client and the retry
+// consumes the next turn. openai-go retries 408, 409, 429 and 5xx by default,
+// and obeys an "x-should-retry: true|false" header over the status code; set
+// Turn.Header to override any of these headers.
+//
+// # Streaming
+//
+// A request with "stream": true (as sent by ResponseService.NewStreaming) is
+// answered with server-sent events: response.created, response.in_progress,
+// then for each output item response.output_item.added, its content or
+// argument events (response.content_part.added, response.output_text.delta,
+// response.output_text.done, response.content_part.done, or
+// response.function_call_arguments.delta and .done),
+// response.output_item.done, and finally response.completed carrying the full
+// response. Scripted errors are returned as plain HTTP errors before the
+// stream starts, as the real API does for rate limits.
+package openaitest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ExhaustedText is the text of the assistant message the server replies with
+// once every scripted turn has been consumed.
+const ExhaustedText = "done"
+
+// Turn is one scripted reply of the fake model.
+//
+// Exactly one reply kind applies, checked in this order: Respond, Status,
+// then a completed response. A completed response holds an assistant message
+// with Text (if Text is non-empty) followed by one function_call item per
+// entry of Calls, in order. A Turn with neither Text nor Calls, or with
+// Empty set, yields a completed response with no output items.
+type Turn struct {
+	// Calls are the function calls emitted this turn, in order.
+	Calls []Call
+	// Text is the assistant message text. When Calls is also set the message
+	// precedes the calls, as real models place commentary before tool calls.
+	Text string
+	// Status, if non-zero, makes the server reply with this HTTP status and an
+	// OpenAI-style error body instead of a response (e.g. 429 or 500).
+	Status int
+	// Error overrides the error body fields sent with Status. Unset fields
+	// default from the status code (e.g. 429 has type "requests" and code
+	// "rate_limit_exceeded").
+	Error *ErrorBody
+	// Header holds extra reply headers; they replace the server's defaults of
+	// the same name (e.g. "retry-after-ms" or "x-should-retry").
+	Header http.Header
+	// Empty, if set, makes the reply a completed response with no output
+	// items, regardless of Text and Calls.
+	Empty bool
+	// Respond, if set, decides the reply dynamically from the request. The
+	// returned turn is used in place of this one (its own Respond is
+	// ignored); a nil result yields the exhausted-script reply (a message
+	// with [ExhaustedText]). Respond is called without the server lock held,
+	// so it may call [Server] methods.
+	Respond func(req Request) *Turn
+}
+
+// Call is one function call emitted by the fake model.
+type Call struct {
+	// Name is the function name.
+	Name string
+	// Arguments is the raw arguments string, sent verbatim as the JSON string
+	// value of "arguments". It may be malformed JSON on purpose; use "{}" for
+	// a call without arguments.
+	Arguments string
+	// CallID is the call_id the agent must echo in its function_call_output.
+	// A unique "call_…" id is generated when empty.
+	CallID string
+}
+
+// ErrorBody is the content of an OpenAI-style error reply,
+// {"error":{"message":…,"type":…,"param":…,"code":…}}. Empty Param and Code
+// are sent as JSON null.
+type ErrorBody struct {
+	// Message is the human-readable error message.
+	Message string
+	// Type is the error type, e.g. "invalid_request_error" or "server_error".
+	Type string
+	// Param names the offending request parameter, if any.
+	Param string
+	// Code is the machine-readable error code, e.g. "rate_limit_exceeded".
+	Code string
+}
+
+// Request is a request received by the server, decoded.
+type Request struct {
+	// Method is the HTTP method.
+	Method string
+	// Path is the URL path, "/v1/responses" or "/responses".
+	Path string
+	// Header is the request header (it includes X-Stainless-Retry-Count when
+	// sent by openai-go).
+	Header http.Header
+	// Body is the raw request body.
+	Body json.RawMessage
+
+	// Model is the requested model.
+	Model string
+	// Instructions is the instructions string (or its raw JSON if it was not
+	// a string).
+	Instructions string
+	// Input holds the input items in order. A plain string input is recorded
+	// as a single user message item.
+	Input []InputItem
+	// PreviousResponseID is the previous_response_id, if any.
+	PreviousResponseID string
+	// Tools holds the declared tools in order.
+	Tools []Tool
+	// ToolChoice is the raw tool_choice value, if any.
+	ToolChoice json.RawMessage
+	// Stream reports whether "stream": true was requested.
+	Stream bool
+	// Store is the "store" flag, nil if absent (the API default is true).
+	Store *bool
+	// ParallelToolCalls is the "parallel_tool_calls" flag, nil if absent.
+	ParallelToolCalls *bool
+
+	// Turn is the index of the scripted turn this request consumed, or -1 if
+	// it consumed none (it was rejected by validation, or the script was
+	// exhausted and it got the [ExhaustedText] reply).
+	Turn int
+	// StatusCode is the HTTP status the server replied with (0 while the
+	// reply is still being produced).
+	StatusCode int
+	// ResponseID is the id of the response the server issued, or "" if it
+	// replied with an error.
+	ResponseID string
+}
+
+// InputItem is one decoded item of a request's "input" array.
+type InputItem struct {
+	// Type is the item type: "message", "function_call",
+	// "function_call_output", "item_reference", …. An item with a role and
+	// no type (an "easy input message") is reported as "message".
+	Type string
+	// Role is the message role ("user", "assistant", "system", "developer").
+	Role string
+	// Text is a message's content: the content string, or the concatenated
+	// text of its input_text/output_text parts.
+	Text string
+	// CallID is the call_id of a function_call or function_call_output item.
+	CallID string
+	// Name is the function name of a function_call item.
+	Name string
+	// Arguments is the arguments string of a function_call item.
+	Arguments string
+	// Output is the output of a function_call_output item: the output
+	// string, or the concatenated text of its input_text parts.
+	Output string
+	// Raw is the item's raw JSON.
+	Raw json.RawMessage
+}
+
+// Tool is one decoded entry of a request's "tools" array.
+type Tool struct {
+	// Type is the tool type, "function" for function tools.
+	Type string
+	// Name is the function name ("" for tools without a name).
+	Name string
+	// Description is the tool description, if any.
+	Description string
+	// Strict is the "strict" flag, nil if absent or null.
+	Strict *bool
+	// Parameters is the raw JSON schema of the parameters, if any.
+	Parameters json.RawMessage
+	// Raw is the tool's raw JSON.
+	Raw json.RawMessage
+}
+
+// FunctionCallOutput is a function_call_output input item, as sent back by
+// an agent loop after running a tool.
+type FunctionCallOutput struct {
+	// CallID is the call_id the output answers.
+	CallID string
+	// Output is the output text.
+	Output string
+}
+
+// FunctionCallOutputs returns the function_call_output items of the input,
+// in order.
+func (r Request) FunctionCallOutputs() []FunctionCallOutput {
+	var out []FunctionCallOutput
+	for _, it := range r.Input {
+		if it.Type == "function_call_output" {
+			out = append(out, FunctionCallOutput{CallID: it.CallID, Output: it.Output})
+		}
+	}
+	return out
+}
+
+// ToolNames returns the names of the declared tools that have a name, in
+// order.
+func (r Request) ToolNames() []string {
+	var names []string
+	for _, t := range r.Tools {
+		if t.Name != "" {
+			names = append(names, t.Name)
+		}
+	}
+	return names
+}
+
+// issued is what the server remembers about a response it issued.
+type issued struct {
+	stored  bool
+	callIDs []string
+}
+
+// Server is a fake OpenAI Responses API server playing a scripted model.
+// It is safe for concurrent use.
+type Server struct {
+	srv *httptest.Server
+
+	mu            sync.Mutex
+	turns         []Turn
+	next          int
+	requests      []Request
+	responses     map[string]issued
+	counters      map[string]int
+	validateTools bool
+}
+
+// NewServer starts a server that plays turns in order. Call [Server.Close]
+// when done.
+func NewServer(turns ...Turn) *Server {
+	s := &Server{
+		turns:         append([]Turn(nil), turns...),
+		responses:     make(map[string]issued),
+		counters:      make(map[string]int),
+		validateTools: true,
+	}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	return s
+}
+
+// Close shuts the server down, blocking until all outstanding requests have
+// completed.
+func (s *Server) Close() { s.srv.Close() }
+
+// URL returns the server root, e.g. "http://127.0.0.1:12345". As an openai-go
+// base URL it makes the client post to /responses, which is accepted; prefer
+// [Server.BaseURL].
+func (s *Server) URL() string { return s.srv.URL }
+
+// BaseURL returns the base URL to pass to option.WithBaseURL: the server root
+// followed by "/v1" (e.g. "http://127.0.0.1:12345/v1"), mirroring the real
+// "https://api.openai.com/v1/". openai-go then posts to /v1/responses.
+func (s *Server) BaseURL() string { return s.srv.URL + "/v1" }
+
+// Client returns an HTTP client configured for the server (useful with
+// option.WithHTTPClient, though the default client works as well).
+func (s *Server) Client() *http.Client { return s.srv.Client() }
+
+// Enqueue appends turns to the end of the script.
+func (s *Server) Enqueue(turns ...Turn) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.turns = append(s.turns, turns...)
+}
+
+// Remaining returns the number of scripted turns not yet consumed.
+func (s *Server) Remaining() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.turns) - s.next
+}
+
+// SetValidateToolOutputs turns the function-call bookkeeping checks on (the
+// default) or off: a function_call_output without call_id or with an unknown
+// call_id, and a function call left without output, are then rejected with
+// 400 as the real API does.
+func (s *Server) SetValidateToolOutputs(on bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.validateTools = on
+}
+
+// Requests returns every request received so far, in arrival order,
+// including rejected ones.
+func (s *Server) Requests() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([]Request, len(s.requests))
+	for i, r := range s.requests {
+		r.Header = r.Header.Clone()
+		r.Input = append([]InputItem(nil), r.Input...)
+		r.Tools = append([]Tool(nil), r.Tools...)
+		out[i] = r
+	}
+	return out
+}
+
+// newID returns a fresh deterministic id such as "resp_0001". Callers hold
+// s.mu.
+func (s *Server) newID(prefix string) string {
+	s.counters[prefix]++
+	return fmt.Sprintf("%s_%04d", prefix, s.counters[prefix])
+}
+
+// record updates the recorded request idx. Callers hold s.mu.
+func (s *Server) record(idx int, f func(*Request)) { f(&s.requests[idx]) }
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	req := Request{
+		Method: r.Method,
+		Path:   r.URL.Path,
+		Header: r.Header.Clone(),
+		Body:   json.RawMessage(body),
+		Turn:   -1,
+	}
+
+	s.mu.Lock()
+	idx := len(s.requests)
+	s.requests = append(s.requests, req)
+	reqID := s.newID("req")
+	fail := func(status int, e ErrorBody, h http.Header) {
+		s.record(idx, func(rr *Request) { rr.StatusCode = status })
+		s.mu.Unlock()
+		writeError(w, reqID, status, e, h)
+	}
+
+	if r.URL.Path != "/v1/responses" && r.URL.Path != "/responses" {
+		fail(http.StatusNotFound, ErrorBody{
+			Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path),
+			Type:    "invalid_request_error",
+		}, nil)
+		return
+	}
+	if r.Method != http.MethodPost {
+		fail(http.StatusMethodNotAllowed, ErrorBody{
+			Message: fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, r.URL.Path),
+			Type:    "invalid_request_error",
+		}, nil)
+		return
+	}
+	if key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || strings.TrimSpace(key) == "" {
+		fail(http.StatusUnauthorized, ErrorBody{
+			Message: "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+			Type:    "invalid_request_error",
+		}, nil)
+		return
+	}
+	wr, err := decodeRequest(body, &req)
+	if err != nil {
+		fail(http.StatusBadRequest, ErrorBody{
+			Message: "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.) Error: " + err.Error(),
+			Type:    "invalid_request_error",
+		}, nil)
+		return
+	}
+	s.requests[idx] = req
+	if req.Model == "" {
+		fail(http.StatusBadRequest, ErrorBody{
+			Message: "Missing required parameter: 'model'.",
+			Type:    "invalid_request_error",
+			Param:   "model",
+			Code:    "missing_required_parameter",
+		}, nil)
+		return
+	}
+
+	var prev issued
+	if req.PreviousResponseID != "" {
+		p, ok := s.responses[req.PreviousResponseID]
+		if !ok || !p.stored {
+			fail(http.StatusBadRequest, ErrorBody{
+				Message: fmt.Sprintf("Previous response with id '%s' not found.", req.PreviousResponseID),
+				Type:    "invalid_request_error",
+				Param:   "previous_response_id",
+				Code:    "previous_response_not_found",
+			}, nil)
+			return
+		}
+		prev = p
+	}
+	if s.validateTools {
+		if e := checkToolOutputs(prev.callIDs, req.Input); e != nil {
+			fail(http.StatusBadRequest, *e, nil)
+			return
+		}
+	}
+
+	// Pick the turn.
+	var turn *Turn
+	if s.next < len(s.turns) {
+		t := s.turns[s.next]
+		turn = &t
+		req.Turn = s.next
+		s.requests[idx].Turn = s.next
+		s.next++
+	}
+	s.mu.Unlock()
+
+	if turn != nil && turn.Respond != nil {
+		turn = turn.Respond(req)
+	}
+	if turn == nil {
+		turn = &Turn{Text: ExhaustedText}
+	}
+
+	s.mu.Lock()
+	if turn.Status != 0 {
+		fail(turn.Status, errorFor(turn.Status, turn.Error), turn.Header)
+		return
+	}
+	resp := s.buildResponse(turn, wr, &req, len(body))
+	s.responses[resp.ID] = issued{
+		stored:  req.Store == nil || *req.Store,
+		callIDs: resp.callIDs,
+	}
+	s.record(idx, func(rr *Request) {
+		rr.StatusCode = http.StatusOK
+		rr.ResponseID = resp.ID
+	})
+	s.mu.Unlock()
+
+	h := w.Header()
+	h.Set("x-request-id", reqID)
+	h.Set("openai-processing-ms", "1")
+	setHeaders(h, turn.Header)
+	if req.Stream {
+		writeStream(w, resp)
+		return
+	}
+	h.Set("Content-Type", "application/json")
+	w.WriteHeader(http.StatusOK)
+	_ = json.NewEncoder(w).Encode(resp)
+}
+
+// checkToolOutputs reports the first function-call bookkeeping error, as the
+// real API would, or nil.
+func checkToolOutputs(prevCalls []string, input []InputItem) *ErrorBody {
+	known := make(map[string]bool)
+	var order []string
+	for _, id := range prevCalls {
+		if !known[id] {
+			known[id] = true
+			order = append(order, id)
+		}
+	}
+	for _, it := range input {
+		if it.Type == "function_call" && it.CallID != "" && !known[it.CallID] {
+			known[it.CallID] = true
+			order = append(order, it.CallID)
+		}
+	}
+	answered := make(map[string]bool)
+	for i, it := range input {
+		if it.Type != "function_call_output" {
+			continue
+		}
+		if it.CallID == "" {
+			return &ErrorBody{
+				Message: fmt.Sprintf("Missing required parameter: 'input[%d].call_id'.", i),
+				Type:    "invalid_request_error",
+				Param:   fmt.Sprintf("input[%d].call_id", i),
+				Code:    "missing_required_parameter",
+			}
+		}
+		if !known[it.CallID] {
+			return &ErrorBody{
+				Message: fmt.Sprintf("No tool call found for function call output with call_id %s.", it.CallID),
+				Type:    "invalid_request_error",
+				Param:   "input",
+			}
+		}
+		answered[it.CallID] = true
+	}
+	for _, id := range order {
+		if !answered[id] {
+			return &ErrorBody{
+				Message: fmt.Sprintf("No tool output found for function call %s.", id),
+				Type:    "invalid_request_error",
+				Param:   "input",
+			}
+		}
+	}
+	return nil
+}
+
+// errorFor fills in the defaults of an error body for status.
+func errorFor(status int, override *ErrorBody) ErrorBody {
+	var e ErrorBody
+	switch {
+	case status == http.StatusTooManyRequests:
+		e = ErrorBody{
+			Message: "Rate limit reached for requests. Please try again shortly.",
+			Type:    "requests",
+			Code:    "rate_limit_exceeded",
+		}
+	case status == http.StatusUnauthorized:
+		e = ErrorBody{Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"}
+	case status >= 500:
+		e = ErrorBody{
+			Message: "The server had an error while processing your request. Sorry about that!",
+			Type:    "server_error",
+		}
+	default:
+		e = ErrorBody{Message: http.StatusText(status), Type: "invalid_request_error"}
+		if e.Message == "" {
+			e.Message = "Error " + strconv.Itoa(status)
+		}
+	}
+	if override != nil {
+		if override.Message != "" {
+			e.Message = override.Message
+		}
+		if override.Type != "" {
+			e.Type = override.Type
+		}
+		if override.Param != "" {
+			e.Param = override.Param
+		}
+		if override.Code != "" {
+			e.Code = override.Code
+		}
+	}
+	return e
+}
+
+func nullable(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
+}
+
+// setHeaders replaces the headers in dst named in src (any spelling).
+func setHeaders(dst, src http.Header) {
+	for k, vs := range src {
+		dst.Del(k)
+		for _, v := range vs {
+			dst.Add(k, v)
+		}
+	}
+}
+
+func writeError(w http.ResponseWriter, reqID string, status int, e ErrorBody, extra http.Header) {
+	h := w.Header()
+	h.Set("Content-Type", "application/json")
+	h.Set("x-request-id", reqID)
+	h.Set("retry-after-ms", "0")
+	setHeaders(h, extra)
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(map[string]any{
+		"error": map[string]any{
+			"message": e.Message,
+			"type":    e.Type,
+			"param":   nullable(e.Param),
+			"code":    nullable(e.Code),
+		},
+	})
+}
+
+// wireRequest is the subset of the request body the server interprets.
+type wireRequest struct {
+	Model              string            `json:"model"`
+	Instructions       json.RawMessage   `json:"instructions"`
+	Input              json.RawMessage   `json:"input"`
+	PreviousResponseID string            `json:"previous_response_id"`
+	Tools              []json.RawMessage `json:"tools"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	Stream             bool              `json:"stream"`
+	Store              *bool             `json:"store"`
+	ParallelToolCalls  *bool             `json:"parallel_tool_calls"`
+	Temperature        *float64          `json:"temperature"`
+	TopP               *float64          `json:"top_p"`
+	MaxOutputTokens    json.RawMessage   `json:"max_output_tokens"`
+	Metadata           json.RawMessage   `json:"metadata"`
+}
+
+// decodeRequest parses body into req's decoded fields.
+func decodeRequest(body []byte, req *Request) (*wireRequest, error) {
+	var wr wireRequest
+	if err := json.Unmarshal(body, &wr); err != nil {
+		return nil, err
+	}
+	req.Model = wr.Model
+	req.Instructions = stringOrRaw(wr.Instructions)
+	req.PreviousResponseID = wr.PreviousResponseID
+	req.ToolChoice = wr.ToolChoice
+	req.Stream = wr.Stream
+	req.Store = wr.Store
+	req.ParallelToolCalls = wr.ParallelToolCalls
+
+	if in := bytes.TrimSpace(wr.Input); len(in) > 0 && !bytes.Equal(in, []byte("null")) {
+		if in[0] == '"' {
+			var text string
+			if err := json.Unmarshal(in, &text); err != nil {
+				return nil, err
+			}
+			req.Input = []InputItem{{Type: "message", Role: "user", Text: text, Raw: in}}
+		} else {
+			var items []json.RawMessage
+			if err := json.Unmarshal(in, &items); err != nil {
+				return nil, fmt.Errorf("input: %w", err)
+			}
+			for i, raw := range items {
+				it, err := decodeInputItem(raw)
+				if err != nil {
+					return nil, fmt.Errorf("input[%d]: %w", i, err)
+				}
+				req.Input = append(req.Input, it)
+			}
+		}
+	}
+
+	for i, raw := range wr.Tools {
+		var t struct {
+			Type        string          `json:"type"`
+			Name        string          `json:"name"`
+			Description string          `json:"description"`
+			Strict      *bool           `json:"strict"`
+			Parameters  json.RawMessage `json:"parameters"`
+		}
+		if err := json.Unmarshal(raw, &t); err != nil {
+			return nil, fmt.Errorf("tools[%d]: %w", i, err)
+		}
+		req.Tools = append(req.Tools, Tool{
+			Type:        t.Type,
+			Name:        t.Name,
+			Description: t.Description,
+			Strict:      t.Strict,
+			Parameters:  t.Parameters,
+			Raw:         raw,
+		})
+	}
+	return &wr, nil
+}
+
+func decodeInputItem(raw json.RawMessage) (InputItem, error) {
+	var w struct {
+		Type      string          `json:"type"`
+		Role      string          `json:"role"`
+		Content   json.RawMessage `json:"content"`
+		CallID    string          `json:"call_id"`
+		Name      string          `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+		Output    json.RawMessage `json:"output"`
+	}
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return InputItem{}, err
+	}
+	it := InputItem{
+		Type:      w.Type,
+		Role:      w.Role,
+		Text:      partsText(w.Content),
+		CallID:    w.CallID,
+		Name:      w.Name,
+		Arguments: stringOrRaw(w.Arguments),
+		Output:    partsText(w.Output),
+		Raw:       raw,
+	}
+	if it.Type == "" && it.Role != "" {
+		it.Type = "message"
+	}
+	return it, nil
+}
+
+// stringOrRaw returns a JSON string's value, "" for absent or null, and the
+// raw JSON text otherwise.
+func stringOrRaw(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
+		return ""
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	return string(raw)
+}
+
+// partsText returns a JSON string's value, or the concatenated "text" of an
+// array of content parts.
+func partsText(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	if len(raw) == 0 || raw[0] != '[' {
+		return stringOrRaw(raw)
+	}
+	var parts []struct {
+		Text string `json:"text"`
+	}
+	if json.Unmarshal(raw, &parts) != nil {
+		return string(raw)
+	}
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// Wire format of responses.
+
+type wireResponse struct {
+	ID                 string            `json:"id"`
+	Object             string            `json:"object"`
+	CreatedAt          int64             `json:"created_at"`
+	Status             string            `json:"status"`
+	CompletedAt        *int64            `json:"completed_at"`
+	Background         bool              `json:"background"`
+	Error              *struct{}         `json:"error"`
+	IncompleteDetails  *struct{}         `json:"incomplete_details"`
+	Instructions       json.RawMessage   `json:"instructions"`
+	MaxOutputTokens    json.RawMessage   `json:"max_output_tokens"`
+	Model              string            `json:"model"`
+	Output             []json.RawMessage `json:"output"`
+	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
+	PreviousResponseID *string           `json:"previous_response_id"`
+	Reasoning          wireReasoning     `json:"reasoning"`
+	Store              bool              `json:"store"`
+	Temperature        float64           `json:"temperature"`
+	Text               json.RawMessage   `json:"text"`
+	ToolChoice         json.RawMessage   `json:"tool_choice"`
+	Tools              []json.RawMessage `json:"tools"`
+	TopP               float64           `json:"top_p"`
+	Truncation         string            `json:"truncation"`
+	Usage              *wireUsage        `json:"usage"`
+	User               *string           `json:"user"`
+	Metadata           json.RawMessage   `json:"metadata"`
+
+	// items mirrors Output for streaming; callIDs lists the function calls.
+	items   []wireItem
+	callIDs []string
+}
+
+type wireReasoning struct {
+	Effort  *string `json:"effort"`
+	Summary *string `json:"summary"`
+}
+
+type wireUsage struct {
+	InputTokens         int64          `json:"input_tokens"`
+	InputTokensDetails  map[string]int `json:"input_tokens_details"`
+	OutputTokens        int64          `json:"output_tokens"`
+	OutputTokensDetails map[string]int `json:"output_tokens_details"`
+	TotalTokens         int64          `json:"total_tokens"`
+}
+
+// wireItem is an output item: a message or a function_call.
+type wireItem struct {
+	Type      string           `json:"type"`
+	ID        string           `json:"id"`
+	Status    string           `json:"status"`
+	Role      string           `json:"role,omitempty"`
+	Content   []wireOutputText `json:"content,omitempty"`
+	CallID    string           `json:"call_id,omitempty"`
+	Name      string           `json:"name,omitempty"`
+	Arguments *string          `json:"arguments,omitempty"`
+	text      string           // message text, for streaming
+}
+
+type wireOutputText struct {
+	Type        string            `json:"type"`
+	Text        string            `json:"text"`
+	Annotations []json.RawMessage `json:"annotations"`
+	Logprobs    []json.RawMessage `json:"logprobs"`
+}
+
+func (it wireItem) marshal() json.RawMessage {
+	if it.Type == "message" && it.Content == nil {
+		// A message always carries a content array, possibly empty.
+		type alias wireItem
+		b, _ := json.Marshal(struct {
+			alias
+			Content []wireOutputText `json:"content"`
+		}{alias(it), []wireOutputText{}})
+		return b
+	}
+	b, _ := json.Marshal(it)
+	return b
+}
+
+func orNull(raw json.RawMessage) json.RawMessage {
+	if len(bytes.TrimSpace(raw)) == 0 {
+		return json.RawMessage("null")
+	}
+	return raw
+}
+
+// buildResponse builds the completed response for turn. Callers hold s.mu.
+func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputBytes int) *wireResponse {
+	now := time.Now().Unix()
+	resp := &wireResponse{
+		ID:                 s.newID("resp"),
+		Object:             "response",
+		CreatedAt:          now,
+		Status:             "completed",
+		CompletedAt:        &now,
+		Instructions:       orNull(wr.Instructions),
+		MaxOutputTokens:    orNull(wr.MaxOutputTokens),
+		Model:              req.Model,
+		ParallelToolCalls:  req.ParallelToolCalls == nil || *req.ParallelToolCalls,
+		PreviousResponseID: nullable(req.PreviousResponseID),
+		Store:              req.Store == nil || *req.Store,
+		Temperature:        1,
+		Text:               json.RawMessage(`{"format":{"type":"text"},"verbosity":"medium"}`),
+		ToolChoice:         wr.ToolChoice,
+		Tools:              wr.Tools,
+		TopP:               1,
+		Truncation:         "disabled",
+		Metadata:           wr.Metadata,
+	}
+	if wr.Temperature != nil {
+		resp.Temperature = *wr.Temperature
+	}
+	if wr.TopP != nil {
+		resp.TopP = *wr.TopP
+	}
+	if len(resp.ToolChoice) == 0 {
+		resp.ToolChoice = json.RawMessage(`"auto"`)
+	}
+	if resp.Tools == nil {
+		resp.Tools = []json.RawMessage{}
+	}
+	if len(resp.Metadata) == 0 || bytes.Equal(resp.Metadata, []byte("null")) {
+		resp.Metadata = json.RawMessage(`{}`)
+	}
+
+	outTokens := 0
+	if !turn.Empty {
+		if turn.Text != "" {
+			resp.items = append(resp.items, wireItem{
+				Type:   "message",
+				ID:     s.newID("msg"),
+				Status: "completed",
+				Role:   "assistant",
+				Content: []wireOutputText{{
+					Type:        "output_text",
+					Text:        turn.Text,
+					Annotations: []json.RawMessage{},
+					Logprobs:    []json.RawMessage{},
+				}},
+				text: turn.Text,
+			})
+			outTokens += tokens(len(turn.Text))
+		}
+		for _, c := range turn.Calls {
+			callID := c.CallID
+			if callID == "" {
+				callID = s.newID("call")
+			}
+			args := c.Arguments
+			resp.items = append(resp.items, wireItem{
+				Type:      "function_call",
+				ID:        s.newID("fc"),
+				Status:    "completed",
+				CallID:    callID,
+				Name:      c.Name,
+				Arguments: &args,
+			})
+			resp.callIDs = append(resp.callIDs, callID)
+			outTokens += tokens(len(c.Name) + len(c.Arguments))
+		}
+	}
+	resp.Output = make([]json.RawMessage, 0, len(resp.items))
+	for _, it := range resp.items {
+		resp.Output = append(resp.Output, it.marshal())
+	}
+	in := int64(tokens(inputBytes))
+	resp.Usage = &wireUsage{
+		InputTokens:         in,
+		InputTokensDetails:  map[string]int{"cached_tokens": 0, "cache_write_tokens": 0},
+		OutputTokens:        int64(outTokens),
+		OutputTokensDetails: map[string]int{"reasoning_tokens": 0},
+		TotalTokens:         in + int64(outTokens),
+	}
+	return resp
+}
+
+// tokens is a rough token estimate for n bytes of text.
+func tokens(n int) int { return (n + 3) / 4 }
+
+// writeStream writes resp as a server-sent event stream.
+func writeStream(w http.ResponseWriter, resp *wireResponse) {
+	h := w.Header()
+	h.Set("Content-Type", "text/event-stream; charset=utf-8")
+	h.Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	flusher, _ := w.(http.Flusher)
+	seq := 0
+	emit := func(typ string, fields map[string]any) {
+		fields["type"] = typ
+		fields["sequence_number"] = seq
+		seq++
+		data, _ := json.Marshal(fields)
+		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+
+	pending := *resp
+	pending.Status = "in_progress"
+	pending.CompletedAt = nil
+	pending.Output = []json.RawMessage{}
+	pending.Usage = nil
+	emit("response.created", map[string]any{"response": &pending})
+	emit("response.in_progress", map[string]any{"response": &pending})
+
+	for i, it := range resp.items {
+		added := it
+		added.Status = "in_progress"
+		switch it.Type {
+		case "message":
+			added.Content = nil
+			emit("response.output_item.added", map[string]any{"output_index": i, "item": added.marshal()})
+			emptyPart := wireOutputText{Type: "output_text", Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}
+			emit("response.content_part.added", map[string]any{
+				"item_id": it.ID, "output_index": i, "content_index": 0, "part": emptyPart,
+			})
+			for _, chunk := range strings.SplitAfter(it.text, " ") {
+				if chunk == "" {
+					continue
+				}
+				emit("response.output_text.delta", map[string]any{
+					"item_id": it.ID, "output_index": i, "content_index": 0,
+					"delta": chunk, "logprobs": []any{},
+				})
+			}
+			emit("response.output_text.done", map[string]any{
+				"item_id": it.ID, "output_index": i, "content_index": 0,
+				"text": it.text, "logprobs": []any{},
+			})
+			emit("response.content_part.done", map[string]any{
+				"item_id": it.ID, "output_index": i, "content_index": 0, "part": it.Content[0],
+			})
+		case "function_call":
+			empty := ""
+			added.Arguments = &empty
+			emit("response.output_item.added", map[string]any{"output_index": i, "item": added.marshal()})
+			if *it.Arguments != "" {
+				emit("response.function_call_arguments.delta", map[string]any{
+					"item_id": it.ID, "output_index": i, "delta": *it.Arguments,
+				})
+			}
+			emit("response.function_call_arguments.done", map[string]any{
+				"item_id": it.ID, "output_index": i, "name": it.Name, "arguments": *it.Arguments,
+			})
+		}
+		emit("response.output_item.done", map[string]any{"output_index": i, "item": it.marshal()})
+	}
+	emit("response.completed", map[string]any{"response": resp})
+}
