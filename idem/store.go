@@ -92,6 +92,13 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	return &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: strconv.FormatInt(opts.TTL.Milliseconds(), 10)}, nil
 }
 
+// AuditKeys returns the names of the tenant's audit stream and chain head,
+// for operators who export or inspect them with other tools.
+func (s *Store) AuditKeys(tenantID string) (stream, head string) {
+	tag := tenantTag(s.prefix, tenantID)
+	return tag + ":audit", tag + ":audit:head"
+}
+
 // Client returns the Redis client.
 func (s *Store) Client() redis.UniversalClient { return s.rdb }
 
@@ -231,9 +238,9 @@ func parseResult(reply []string) (*guard.Result, error) {
 // Audit implements guard.Store: records come from the tenant's stream, whose
 // entry ids are "<seq>-1".
 func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]guard.AuditRecord, guard.AuditHead, error) {
-	tag := tenantTag(s.prefix, tenantID)
+	streamKey, headKey := s.AuditKeys(tenantID)
 	var head guard.AuditHead
-	h, err := s.rdb.HMGet(ctx, tag+":audit:head", "seq", "hash").Result()
+	h, err := s.rdb.HMGet(ctx, headKey, "seq", "hash").Result()
 	if err != nil {
 		return nil, head, err
 	}
@@ -243,7 +250,7 @@ func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit i
 	if v, ok := h[1].(string); ok {
 		head.Hash = v
 	}
-	msgs, err := s.rdb.XRangeN(ctx, tag+":audit", "("+strconv.FormatInt(after, 10)+"-1", "+", int64(limit)).Result()
+	msgs, err := s.rdb.XRangeN(ctx, streamKey, "("+strconv.FormatInt(after, 10)+"-1", "+", int64(limit)).Result()
 	if err != nil {
 		return nil, head, err
 	}

@@ -1,0 +1,292 @@
+package guardtest
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/toolguard/toolguard/guard"
+)
+
+var alice = Principal("tenant-a", "alice")
+
+func testReadBindsCallID(t *testing.T, w *World) {
+	r := w.Dispatch(t, alice, "get", `{"key":"k1"}`, "c1", "")
+	Want(t, r, guard.OK, guard.DeliveryFresh)
+	again := w.Dispatch(t, alice, "get", `{ "key" : "k1" }`, "c1", "")
+	Want(t, again, guard.OK, guard.DeliveryLocalReplay)
+	if string(again.Data) != string(r.Data) {
+		t.Fatalf("replayed data %s, want %s", again.Data, r.Data)
+	}
+}
+
+func testCallIDConflict(t *testing.T, w *World) {
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"k1"}`, "c1", ""), guard.OK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"k2"}`, "c1", ""), guard.CallIDConflict, guard.DeliveryFresh)
+	// The conflict did not overwrite the original binding.
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"k1"}`, "c1", ""), guard.OK, guard.DeliveryLocalReplay)
+	// A conflict is also a check failure: it wins over everything after it.
+	Want(t, w.Dispatch(t, alice, "no_such_tool", `{}`, "c1", ""), guard.CallIDConflict, guard.DeliveryFresh)
+}
+
+func testFailedCheckReplay(t *testing.T, w *World) {
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"secret-1"}`, "c1", ""), guard.NotFound, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"secret-1"}`, "c1", ""), guard.NotFound, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":1}`, "c2", ""), guard.InvalidArguments, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":1}`, "c2", ""), guard.InvalidArguments, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":`, "c3", ""), guard.InvalidArguments, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":`, "c3", ""), guard.InvalidArguments, guard.DeliveryLocalReplay)
+}
+
+func testWriteOnce(t *testing.T, w *World) {
+	first := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
+	Want(t, first, guard.OK, guard.DeliveryFresh)
+	// Another call id, same key and intent: a replay, without running.
+	again := w.Dispatch(t, alice, "put", `{"value":"1","key":"a"}`, "c2", "idem-1")
+	Want(t, again, guard.OK, guard.DeliveryLocalReplay)
+	if string(again.Data) != string(first.Data) {
+		t.Fatalf("replayed %s, want %s", again.Data, first.Data)
+	}
+	// The same call id again: also a replay.
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
+	if n := w.Down.Writes(); n != 1 {
+		t.Fatalf("%d side effects, want 1", n)
+	}
+}
+
+func testIdempotencyConflict(t *testing.T, w *World) {
+	first := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
+	Want(t, first, guard.OK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-1"), guard.IdempotencyConflict, guard.DeliveryFresh)
+	// The conflicting call id keeps its conflict; the key keeps the original.
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-1"), guard.IdempotencyConflict, guard.DeliveryLocalReplay)
+	again := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c3", "idem-1")
+	Want(t, again, guard.OK, guard.DeliveryLocalReplay)
+	if string(again.Data) != string(first.Data) || w.Down.Writes() != 1 {
+		t.Fatalf("after conflict: data %s writes %d, want %s and 1", again.Data, w.Down.Writes(), first.Data)
+	}
+}
+
+func testNotStartedFreesKey(t *testing.T, w *World) {
+	w.Down.FailNext(guard.TimeoutBeforeExecute, true)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.TimeoutBeforeExecute, guard.DeliveryFresh)
+	// Not replayed: the same call id and key run again and execute.
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
+	// A failed check before the reservation leaves the key free too.
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"b"}`, "c2", "idem-2"), guard.InvalidArguments, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c3", "idem-2"), guard.OK, guard.DeliveryFresh)
+	if n := w.Down.Writes(); n != 2 {
+		t.Fatalf("%d side effects, want 2", n)
+	}
+}
+
+func testUnknownNeverBlind(t *testing.T, w *World) {
+	w.Down.FailNext(guard.OutcomeUnknown, false)
+	r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
+	Want(t, r, guard.OutcomeUnknown, guard.DeliveryFresh)
+	if r.OperationID != "c1" {
+		t.Fatalf("operation id %q, want the call id c1 (the default)", r.OperationID)
+	}
+	for i, call := range []string{"c1", "c2"} {
+		Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, call, "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
+		if n := w.Down.Writes(); n != 1 {
+			t.Fatalf("retry %d: %d side effects, want 1", i, n)
+		}
+	}
+}
+
+func testStatusReconciles(t *testing.T, w *World) {
+	w.Down.FailNext(guard.OutcomeUnknown, true)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
+	s := w.Status(t, alice, "c1")
+	Want(t, s, guard.OK, guard.DeliveryReceiptReconciled)
+	var out map[string]any
+	if err := json.Unmarshal(s.Data, &out); err != nil || out["value"] != "1" {
+		t.Fatalf("reconciled data %s", s.Data)
+	}
+	Want(t, w.Status(t, alice, "c1"), guard.OK, guard.DeliveryLocalReplay)
+	// The key and the original call id now replay the settled result.
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c9", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
+	if n := w.Down.Writes(); n != 1 {
+		t.Fatalf("%d side effects, want 1", n)
+	}
+}
+
+func testStatusStaysUnknown(t *testing.T, w *World) {
+	w.Down.FailNext(guard.OutcomeUnknown, false)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
+	s := w.Status(t, alice, "c1")
+	Want(t, s, guard.OutcomeUnknown, guard.DeliveryFresh)
+	if s.OperationID != "c1" {
+		t.Fatalf("operation id %q, want c1", s.OperationID)
+	}
+	Want(t, w.Status(t, alice, "never-ran"), guard.NotFound, guard.DeliveryFresh)
+}
+
+func testInProgress(t *testing.T, w *World) {
+	entered, release := w.Down.Block()
+	done := make(chan *guard.Result, 1)
+	go func() { done <- w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1") }()
+	<-entered
+	r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1")
+	Want(t, r, guard.InProgress, guard.DeliveryFresh)
+	if r.RetryAfter <= 0 || r.RetryAfter > Lease {
+		t.Fatalf("retry after %v, want within the lease %v", r.RetryAfter, Lease)
+	}
+	Want(t, w.Status(t, alice, "c1"), guard.InProgress, guard.DeliveryFresh)
+	release()
+	Want(t, <-done, guard.OK, guard.DeliveryFresh)
+	// IN_PROGRESS is not replayed: the second call id now gets the result.
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
+}
+
+func testLeaseExpiry(t *testing.T, w *World) {
+	entered, release := w.Down.Block()
+	done := make(chan *guard.Result, 1)
+	go func() { done <- w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1") }()
+	<-entered
+	// The holder looks dead: its lease runs out on the guard's clock.
+	w.Advance(Lease + time.Second)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
+	if n := w.Down.Writes(); n != 1 {
+		t.Fatalf("%d side effects after lease expiry, want 1 (never re-executed)", n)
+	}
+	// The holder was alive after all: its commit tells the truth.
+	release()
+	Want(t, <-done, guard.OK, guard.DeliveryFresh)
+	Want(t, w.Status(t, alice, "c1"), guard.OK, guard.DeliveryLocalReplay)
+	// A read has no reservation: it simply runs again.
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", ""), guard.OK, guard.DeliveryFresh)
+}
+
+func testConcurrentSameKey(t *testing.T, w *World) {
+	const n = 50
+	var wg sync.WaitGroup
+	results := make([]*guard.Result, n)
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			results[i] = w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, fmt.Sprintf("c%d", i), "idem-1")
+		}()
+	}
+	wg.Wait()
+	fresh := 0
+	for i, r := range results {
+		switch {
+		case r.Code == guard.OK && r.Delivery == guard.DeliveryFresh:
+			fresh++
+		case r.Code == guard.OK && r.Delivery == guard.DeliveryLocalReplay, r.Code == guard.InProgress:
+		default:
+			t.Errorf("caller %d got %s", i, r)
+		}
+	}
+	if fresh != 1 || w.Down.Writes() != 1 {
+		t.Fatalf("%d fresh results and %d side effects, want 1 and 1", fresh, w.Down.Writes())
+	}
+	if got, err := guard.VerifyAudit(context.Background(), w.Store, alice.TenantID); err != nil || got != n {
+		t.Fatalf("audit: %d records, err %v; want %d and a valid chain", got, err, n)
+	}
+}
+
+func testScopesIsolated(t *testing.T, w *World) {
+	bob := Principal("tenant-a", "bob")
+	other := Principal("tenant-b", "alice")
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
+	// The same call id and key in another subject or tenant are theirs.
+	Want(t, w.Dispatch(t, bob, "put", `{"key":"a","value":"2"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, other, "put", `{"key":"a","value":"3"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
+	if n := w.Down.Writes(); n != 3 {
+		t.Fatalf("%d side effects, want 3", n)
+	}
+}
+
+func testHostileIDs(t *testing.T, w *World) {
+	hostile := []guard.Principal{
+		Principal("t{a}", "s"), Principal("t", "{a}"), Principal("t:a", "b"), Principal("t", "a:b"),
+		Principal("t\na", "b\r\n"), Principal("}{", "::"), Principal("tg:{t}:c", "x"), Principal("租户", "用户"),
+	}
+	for i, p := range hostile {
+		call := fmt.Sprintf("call:{%d}\n", i)
+		Want(t, w.Dispatch(t, p, "put", fmt.Sprintf(`{"key":"k","value":"%d"}`, i), call, "idem:{x}"), guard.OK, guard.DeliveryFresh)
+	}
+	if n := w.Down.Writes(); n != len(hostile) {
+		t.Fatalf("%d side effects, want %d: hostile ids made two scopes meet", n, len(hostile))
+	}
+	perTenant := map[string]int64{}
+	for _, p := range hostile {
+		perTenant[p.TenantID]++
+	}
+	for tenant, want := range perTenant {
+		if n, err := guard.VerifyAudit(context.Background(), w.Store, tenant); err != nil || n != want {
+			t.Fatalf("tenant %q: %d audit records, %v; want %d", tenant, n, err, want)
+		}
+	}
+}
+
+func testStatusOtherPrincipal(t *testing.T, w *World) {
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
+	Want(t, w.Status(t, Principal("tenant-a", "bob"), "c1"), guard.NotFound, guard.DeliveryFresh)
+	Want(t, w.Status(t, Principal("tenant-b", "alice"), "c1"), guard.NotFound, guard.DeliveryFresh)
+	Want(t, w.Status(t, alice, "c1"), guard.OK, guard.DeliveryLocalReplay)
+}
+
+func testAuditChain(t *testing.T, w *World) {
+	ctx := context.Background()
+	w.Dispatch(t, alice, "get", `{"key":"a"}`, "c1", "")
+	w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1")
+	w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c3", "idem-1")
+	w.Dispatch(t, alice, "nope", `{}`, "c4", "")
+	w.Status(t, alice, "c2")
+	n, err := guard.VerifyAudit(ctx, w.Store, alice.TenantID)
+	if err != nil || n != 5 {
+		t.Fatalf("VerifyAudit: %d records, %v; want 5, nil", n, err)
+	}
+	recs, head, err := w.Store.Audit(ctx, alice.TenantID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if head.Seq != 5 || head.Hash != recs[4].Hash {
+		t.Fatalf("head %+v, want seq 5 and the last hash", head)
+	}
+	want := []struct {
+		code guard.Code
+		del  guard.Delivery
+		side guard.SideEffect
+		act  string
+	}{
+		{guard.OK, guard.DeliveryFresh, guard.SideEffectNone, "dispatch"},
+		{guard.OK, guard.DeliveryFresh, guard.SideEffectYes, "dispatch"},
+		{guard.OK, guard.DeliveryLocalReplay, guard.SideEffectNone, "dispatch"},
+		{guard.UnknownTool, guard.DeliveryFresh, guard.SideEffectNone, "dispatch"},
+		{guard.OK, guard.DeliveryLocalReplay, guard.SideEffectNone, "query_status"},
+	}
+	for i, r := range recs {
+		var body guard.AuditBody
+		if err := json.Unmarshal(r.Body, &body); err != nil {
+			t.Fatal(err)
+		}
+		if r.Code != want[i].code || r.Delivery != want[i].del || r.SideEffect != want[i].side || body.Action != want[i].act {
+			t.Errorf("record %d: %s/%s/%s/%s, want %v", r.Seq, r.Code, r.Delivery, r.SideEffect, body.Action, want[i])
+		}
+		if body.Principal.TenantID != alice.TenantID || body.Principal.SubjectID != alice.SubjectID {
+			t.Errorf("record %d: principal %+v", r.Seq, body.Principal)
+		}
+	}
+	// The write ran under a grant: the record names it and its approver.
+	var body guard.AuditBody
+	_ = json.Unmarshal(recs[1].Body, &body)
+	if body.Approval == nil || body.Approval.Approver != "tester" || body.Approval.GrantID == "" {
+		t.Errorf("write record approval %+v", body.Approval)
+	}
+	if body.Arguments != nil {
+		t.Errorf("arguments %s logged though the tool marks none safe", body.Arguments)
+	}
+	if len(body.Fingerprint) != 64 {
+		t.Errorf("fingerprint %q", body.Fingerprint)
+	}
+}

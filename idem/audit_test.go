@@ -1,0 +1,109 @@
+package idem_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/guard/guardtest"
+	"github.com/toolguard/toolguard/internal/redistest"
+)
+
+// writeLog fills a store with n dispatches of one tenant and returns it.
+func writeLog(t *testing.T, rdb redis.UniversalClient, n int) (guard.Store, string) {
+	t.Helper()
+	s := newStore(t, rdb)
+	w := guardtest.NewWorld(t, s)
+	p := guardtest.Principal("tenant-a", "alice")
+	for i := range n {
+		w.Dispatch(t, p, "get", `{"key":"k"}`, "c"+string(rune('a'+i)), "")
+	}
+	if got, err := guard.VerifyAudit(context.Background(), s, "tenant-a"); err != nil || got != int64(n) {
+		t.Fatalf("fresh log: %d records, %v", got, err)
+	}
+	stream, _ := s.AuditKeys("tenant-a")
+	return s, stream
+}
+
+// rewrite replaces the stream with its entries passed through edit, as
+// someone with write access to Redis would edit a record.
+func rewrite(t *testing.T, rdb redis.UniversalClient, key string, edit func(id string, v map[string]any) bool) {
+	t.Helper()
+	ctx := context.Background()
+	msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if !edit(m.ID, m.Values) {
+			continue
+		}
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: m.ID, Values: m.Values}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func wantBroken(t *testing.T, s guard.Store, seq int64) {
+	t.Helper()
+	_, err := guard.VerifyAudit(context.Background(), s, "tenant-a")
+	var ce *guard.ChainError
+	if !errors.As(err, &ce) || ce.Seq != seq {
+		t.Fatalf("VerifyAudit = %v, want a chain error at record %d", err, seq)
+	}
+}
+
+func TestAuditDetectsTampering(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		t.Run("EditedBody", func(t *testing.T) {
+			s, key := writeLog(t, rdb, 4)
+			rewrite(t, rdb, key, func(id string, v map[string]any) bool {
+				if id == "2-1" {
+					v["body"] = strings.Replace(v["body"].(string), `"alice"`, `"mallory"`, 1)
+				}
+				return true
+			})
+			wantBroken(t, s, 2)
+		})
+		t.Run("EditedCode", func(t *testing.T) {
+			s, key := writeLog(t, rdb, 4)
+			rewrite(t, rdb, key, func(id string, v map[string]any) bool {
+				if id == "3-1" {
+					v["code"] = "NOT_FOUND"
+				}
+				return true
+			})
+			wantBroken(t, s, 3)
+		})
+		t.Run("DroppedMiddle", func(t *testing.T) {
+			s, key := writeLog(t, rdb, 4)
+			rewrite(t, rdb, key, func(id string, _ map[string]any) bool { return id != "2-1" })
+			wantBroken(t, s, 2)
+		})
+		t.Run("DroppedTail", func(t *testing.T) {
+			s, key := writeLog(t, rdb, 4)
+			rewrite(t, rdb, key, func(id string, _ map[string]any) bool { return id != "4-1" })
+			wantBroken(t, s, 4)
+		})
+		t.Run("RehashedRecordBreaksTheNext", func(t *testing.T) {
+			// Editing a record and fixing its own hash still breaks the
+			// link of the record after it.
+			s, key := writeLog(t, rdb, 4)
+			rewrite(t, rdb, key, func(id string, v map[string]any) bool {
+				if id == "2-1" {
+					v["side"] = string(guard.SideEffectYes)
+					v["hash"] = guard.ChainLink(v["prev"].(string), 2, "x", v["code"].(string), v["delivery"].(string), "yes")
+				}
+				return true
+			})
+			wantBroken(t, s, 2)
+		})
+	})
+}
