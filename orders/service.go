@@ -64,7 +64,9 @@ var (
 // RateLimitError is returned when the service refuses a call for rate.
 type RateLimitError struct{ RetryAfter time.Duration }
 
-func (e *RateLimitError) Error() string { return fmt.Sprintf("orders: rate limited, retry after %v", e.RetryAfter) }
+func (e *RateLimitError) Error() string {
+	return fmt.Sprintf("orders: rate limited, retry after %v", e.RetryAfter)
+}
 
 // Service is the fake order service. It is safe for concurrent use.
 type Service struct {
