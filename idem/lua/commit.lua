@@ -19,7 +19,7 @@ elseif code == 'OUTCOME_UNKNOWN' then
 elseif k[3] == ARGV[16] then
   -- not started: free the key so corrected or later input may use it.
   redis.call('DEL', KEYS[2])
-  redis.call('DEL', KEYS[3])
+  if redis.call('GET', KEYS[3]) == 'k' .. KEYS[2] then redis.call('DEL', KEYS[3]) end
 end
 if code == 'OUTCOME_UNKNOWN' then op = OP end
 if HAS_CALL then

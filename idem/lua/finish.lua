@@ -9,9 +9,9 @@ if code == 'OK' and HAS_KEY then
   redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'C', 'data', data, 'msg', msg, 'op', OP, 'tool', ARGV[14],
     'key', ARGV[18], 'call', ARGV[17])
   redis.call('PEXPIRE', KEYS[2], TTL)
-  redis.call('SET', KEYS[3], 'k' .. KEYS[2], 'PX', TTL)
+  index('k' .. KEYS[2])
 elseif TERMINAL[code] and HAS_CALL then
-  redis.call('SET', KEYS[3], 'c' .. KEYS[1], 'PX', TTL)
+  index('c' .. KEYS[1])
 end
 audit(code, 'fresh', ARGV[9])
 return answer(code, 'fresh', data, msg, ARGV[8], '')

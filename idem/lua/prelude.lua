@@ -45,13 +45,39 @@ local function bind(code, data, msg)
   redis.call('PEXPIRE', KEYS[1], TTL)
 end
 
+-- keycheck answers from an idempotency record that exists: a conflict, a
+-- stored result, in progress, or unknown (a write whose outcome is unknown,
+-- or whose holder's lease expired, is never executed blind again).
+local function keycheck(key, k)
+  if k[1] ~= FP then
+    return 'IDEMPOTENCY_CONFLICT', 'fresh', '', '', 0, ''
+  elseif k[2] == 'C' then
+    return 'OK', 'local_replay', k[3], k[4], 0, ''
+  elseif k[2] == 'P' and tonumber(k[6]) > NOW then
+    return 'IN_PROGRESS', 'fresh', '', '', tonumber(k[6]) - NOW, ''
+  end
+  if k[2] == 'P' then redis.call('HSET', key, 'state', 'U') end
+  return 'OUTCOME_UNKNOWN', 'fresh', '', '', 0, k[5]
+end
+
+-- index points the operation id at the record holding its outcome, unless
+-- it already names a live write record: the first operation keeps its id.
+local function index(ref)
+  local cur = redis.call('GET', KEYS[3])
+  if cur and cur ~= ref and string.sub(cur, 1, 1) == 'k' and redis.call('EXISTS', string.sub(cur, 2)) == 1 then
+    return
+  end
+  if cur and string.sub(ref, 1, 1) == 'c' then return end
+  redis.call('SET', KEYS[3], ref, 'PX', TTL)
+end
+
 -- precheck applies checks 1 and 2 of the contract. When they decide the
 -- answer it is audited and returned; otherwise it returns nil and whether
 -- the call id was already bound (to this fingerprint).
 local function precheck()
-  local bound = false
+  local bound, linked = false, nil
   if HAS_CALL then
-    local c = redis.call('HMGET', KEYS[1], 'fp', 'code', 'data', 'msg')
+    local c = redis.call('HMGET', KEYS[1], 'fp', 'code', 'data', 'msg', 'key')
     if c[1] then
       bound = true
       if c[1] ~= FP then
@@ -62,30 +88,30 @@ local function precheck()
         audit(c[2], 'local_replay', 'no')
         return answer(c[2], 'local_replay', c[3], c[4]), bound
       end
+      linked = c[5]
     end
   end
-  if HAS_KEY then
-    local k = redis.call('HMGET', KEYS[2], 'fp', 'state', 'data', 'msg', 'op', 'lease')
-    if k[1] then
-      local code, delivery, data, msg, retry, op = nil, 'fresh', '', '', 0, ''
-      if k[1] ~= FP then
-        code = 'IDEMPOTENCY_CONFLICT'
-      elseif k[2] == 'C' then
-        code, delivery, data, msg = 'OK', 'local_replay', k[3], k[4]
-      elseif k[2] == 'P' and tonumber(k[6]) > NOW then
-        code, retry = 'IN_PROGRESS', tonumber(k[6]) - NOW
-      else
-        -- unknown, or a reservation whose holder's lease expired: a write
-        -- whose outcome is unknown is never executed blind again.
-        if k[2] == 'P' then redis.call('HSET', KEYS[2], 'state', 'U') end
-        code, op = 'OUTCOME_UNKNOWN', k[5]
-      end
-      if not bound then bind(code, data, msg) end
-      audit(code, delivery, 'no')
-      return answer(code, delivery, data, msg, retry, op), bound
-    end
+  -- The record to check: the one this call id already reserved (its own
+  -- operation, whatever key the retry carries), else the key's.
+  local key, k = nil, nil
+  if linked and linked ~= '' then
+    k = redis.call('HMGET', linked, 'fp', 'state', 'data', 'msg', 'op', 'lease')
+    if k[1] then key = linked end
   end
-  return nil, bound
+  if not key and HAS_KEY then
+    k = redis.call('HMGET', KEYS[2], 'fp', 'state', 'data', 'msg', 'op', 'lease')
+    if k[1] then key = KEYS[2] end
+  end
+  if not key then return nil, bound end
+  local code, delivery, data, msg, retry, op = keycheck(key, k)
+  if not bound then
+    bind(code, data, msg)
+  elseif TERMINAL[code] then
+    redis.call('HSET', KEYS[1], 'code', code, 'data', data, 'msg', msg)
+  end
+  if TERMINAL[code] and HAS_CALL then index('c' .. KEYS[1]) end
+  audit(code, delivery, 'no')
+  return answer(code, delivery, data, msg, retry, op), bound
 end
 
 -- record reads the operation a status query names: its record key and fields.

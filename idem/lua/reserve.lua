@@ -2,10 +2,13 @@
 local pre, bound = precheck()
 if pre then return pre end
 if not bound then bind('') end
+-- Link the call id to the record it reserves: a retry of this call id is
+-- answered from this operation whatever key or operation id it carries.
+if HAS_CALL then redis.call('HSET', KEYS[1], 'key', KEYS[2]) end
 local token = ARGV[16]
 local lease = tonumber(ARGV[19])
 redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'P', 'op', OP, 'lease', NOW + lease, 'token', token,
   'tool', ARGV[14], 'key', ARGV[18], 'call', ARGV[17])
 redis.call('PEXPIRE', KEYS[2], TTL)
-redis.call('SET', KEYS[3], 'k' .. KEYS[2], 'PX', TTL)
+index('k' .. KEYS[2])
 return {'T', token}

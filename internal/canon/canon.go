@@ -5,11 +5,13 @@
 // The canonical form is the one of RFC 8785 (JSON Canonicalization Scheme)
 // with two documented deviations that only matter for exotic input: object
 // members are sorted by the bytes of their UTF-8 names (code point order,
-// where RFC 8785 uses UTF-16 code units), and integers written without a
-// fraction or exponent are kept exactly, at any length, instead of being
-// rounded through a float64. Everything else follows RFC 8785: no
+// where RFC 8785 uses UTF-16 code units), and numbers are written from
+// their exact decimal value rather than from the nearest float64, so a
+// number with more than 17 significant digits keeps them all (1e21,
+// 1000000000000000000000 and 1.0e21 are one number; 9007199254740993 and
+// 9007199254740992 are two). Everything else follows RFC 8785: no
 // insignificant white space, strings with only the mandatory escapes, and
-// other numbers in the shortest form that reads back to the same float64.
+// numbers in the shortest form with ECMAScript's choice of notation.
 //
 // Parsing is strict where encoding/json is lenient, because a lenient
 // parser is an injection vector when two components read the same text
@@ -330,7 +332,7 @@ func (p *parser) str() (string, error) {
 				return "", err
 			}
 			if utf16.IsSurrogate(r) {
-				if r >= 0xDC00 || p.pos+1 >= len(p.data) || p.data[p.pos] != '\\' || p.data[p.pos+1] != 'u' {
+				if r >= 0xFFFF || p.pos+1 >= len(p.data) || p.data[p.pos] != '\\' || p.data[p.pos+1] != 'u' {
 					return "", p.fail("lone surrogate escape")
 				}
 				p.pos += 2
@@ -374,8 +376,9 @@ func (p *parser) hex4() (rune, error) {
 
 func (p *parser) number() (any, error) {
 	start := p.pos
-	isInt := true
+	neg := false
 	if p.data[p.pos] == '-' {
+		neg = true
 		p.pos++
 	}
 	digits := func() int {
@@ -392,39 +395,112 @@ func (p *parser) number() (any, error) {
 	} else if n > 1 && p.data[intStart] == '0' {
 		return nil, &Error{Offset: intStart, Reason: "leading zero in number"}
 	}
+	intPart := p.data[intStart:p.pos]
+	var frac []byte
 	if p.pos < len(p.data) && p.data[p.pos] == '.' {
-		isInt = false
 		p.pos++
+		fs := p.pos
 		if digits() == 0 {
 			return nil, p.fail("invalid fraction")
 		}
+		frac = p.data[fs:p.pos]
 	}
+	exp := int64(0)
 	if p.pos < len(p.data) && (p.data[p.pos] == 'e' || p.data[p.pos] == 'E') {
-		isInt = false
 		p.pos++
+		expNeg := false
 		if p.pos < len(p.data) && (p.data[p.pos] == '+' || p.data[p.pos] == '-') {
+			expNeg = p.data[p.pos] == '-'
 			p.pos++
 		}
+		es := p.pos
 		if digits() == 0 {
 			return nil, p.fail("invalid exponent")
 		}
+		for _, c := range p.data[es:p.pos] {
+			exp = exp*10 + int64(c-'0')
+			if exp > maxExponent {
+				return nil, &Error{Offset: start, Reason: "number out of range"}
+			}
+		}
+		if expNeg {
+			exp = -exp
+		}
 	}
-	text := string(p.data[start:p.pos])
-	var canonical string
-	if isInt {
-		canonical = text
-		if canonical == "-0" {
-			canonical = "0"
-		}
-	} else {
-		f, err := strconv.ParseFloat(text, 64)
-		if err != nil || math.IsInf(f, 0) {
-			return nil, &Error{Offset: start, Reason: "number out of range"}
-		}
-		canonical = FormatFloat(f)
+	canonical, ok := formatDecimal(neg, intPart, frac, exp)
+	if !ok {
+		return nil, &Error{Offset: start, Reason: "number out of range"}
 	}
 	p.out = append(p.out, canonical...)
 	return json.Number(canonical), nil
+}
+
+// maxExponent bounds exponents so that exponent arithmetic cannot overflow;
+// values beyond float64's range are rejected anyway.
+const maxExponent = 1 << 20
+
+// formatDecimal writes the exact decimal value sign·int.frac·10^exp in the
+// number form of RFC 8785 (ECMAScript's Number.prototype.toString) applied to
+// its exact digits: the shortest digit string without leading or trailing
+// zeros, in plain notation when the decimal point falls from 10^-6 to 10^21
+// and in exponent notation (1e+21, 1.5e-7) outside. For any number written
+// with at most 17 significant digits this is RFC 8785's output exactly; a
+// longer number keeps every digit instead of being rounded to a float64, so
+// two different values never share a form and one value has only one.
+// Values whose magnitude exceeds float64's range are rejected.
+func formatDecimal(neg bool, intPart, frac []byte, exp int64) (string, bool) {
+	// All significant digits, and the position of the decimal point.
+	d := make([]byte, 0, len(intPart)+len(frac))
+	d = append(d, intPart...)
+	d = append(d, frac...)
+	point := int64(len(intPart)) + exp
+	lead := 0
+	for lead < len(d) && d[lead] == '0' {
+		lead++
+	}
+	d = d[lead:]
+	point -= int64(lead)
+	for len(d) > 0 && d[len(d)-1] == '0' {
+		d = d[:len(d)-1]
+	}
+	if len(d) == 0 {
+		return "0", true
+	}
+	// Range: the value is 0.d × 10^point.
+	if point >= 309 {
+		if f, err := strconv.ParseFloat("0."+string(d)+"e"+strconv.FormatInt(point, 10), 64); err != nil || math.IsInf(f, 0) {
+			return "", false
+		}
+	}
+	out := formatDigits(string(d), int(point))
+	if neg {
+		return "-" + out, true
+	}
+	return out, true
+}
+
+// formatDigits places the decimal point in the digits (no leading or
+// trailing zeros) with value 0.digits × 10^n, ECMAScript style.
+func formatDigits(digits string, n int) string {
+	k := len(digits)
+	switch {
+	case k <= n && n <= 21:
+		return digits + strings.Repeat("0", n-k)
+	case 0 < n && n <= 21:
+		return digits[:n] + "." + digits[n:]
+	case -6 < n && n <= 0:
+		return "0." + strings.Repeat("0", -n) + digits
+	}
+	e := n - 1
+	sign := "+"
+	if e < 0 {
+		sign = "-"
+		e = -e
+	}
+	if k == 1 {
+		return digits + "e" + sign + strconv.Itoa(e)
+	}
+	return digits[:1] + "." + digits[1:] + "e" + sign + strconv.Itoa(e)
 }
 
 // FormatFloat writes f the way ECMAScript's Number.prototype.toString does,
@@ -439,34 +515,10 @@ func FormatFloat(f float64) string {
 	if neg {
 		f = -f
 	}
-	// Shortest round-trip digits and decimal exponent.
-	s := strconv.FormatFloat(f, 'e', -1, 64) // d.ddddde±XX
-	mant, expPart, _ := strings.Cut(s, "e")
+	// Shortest round-trip digits and decimal exponent: d.ddddde±XX.
+	mant, expPart, _ := strings.Cut(strconv.FormatFloat(f, 'e', -1, 64), "e")
 	exp, _ := strconv.Atoi(expPart)
-	digits := strings.Replace(mant, ".", "", 1)
-	k := len(digits)
-	n := exp + 1 // position of the decimal point relative to the digits
-	var out string
-	switch {
-	case k <= n && n <= 21:
-		out = digits + strings.Repeat("0", n-k)
-	case 0 < n && n <= 21:
-		out = digits[:n] + "." + digits[n:]
-	case -6 < n && n <= 0:
-		out = "0." + strings.Repeat("0", -n) + digits
-	default:
-		e := n - 1
-		sign := "+"
-		if e < 0 {
-			sign = "-"
-			e = -e
-		}
-		if k == 1 {
-			out = digits + "e" + sign + strconv.Itoa(e)
-		} else {
-			out = digits[:1] + "." + digits[1:] + "e" + sign + strconv.Itoa(e)
-		}
-	}
+	out := formatDigits(strings.Replace(mant, ".", "", 1), exp+1)
 	if neg {
 		return "-" + out
 	}
