@@ -73,6 +73,7 @@ type Service struct {
 	mu          sync.Mutex
 	orders      map[string]Order
 	failure     Failure
+	next        Failure // a one-shot failure for the next operation
 	drafts      int
 	receipts    map[string]Draft
 	noReceipt   map[string]bool
@@ -115,6 +116,23 @@ func (s *Service) SetFailure(f Failure) {
 	s.failure = f
 }
 
+// FailNext makes only the next operation (GetOrder or CreateDraft) fail so.
+func (s *Service) FailNext(f Failure) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.next = f
+}
+
+// take returns the failure for the operation starting now.
+func (s *Service) take() Failure {
+	if s.next != "" && s.next != NoFailure {
+		f := s.next
+		s.next = ""
+		return f
+	}
+	return s.failure
+}
+
 // SideEffects returns how many drafts the service has created.
 func (s *Service) SideEffects() int {
 	s.mu.Lock()
@@ -142,8 +160,8 @@ func (s *Service) Owner(tenantID, ref string) (owner string, ok bool) {
 }
 
 // preflight applies an injected failure that stops a call before it runs.
-func (s *Service) preflight() error {
-	switch s.failure {
+func (s *Service) preflight(f Failure) error {
+	switch f {
 	case FailBeforeExecute:
 		return ErrNotSent
 	case FailRateLimit:
@@ -160,14 +178,15 @@ func (s *Service) GetOrder(ctx context.Context, tenantID, ref string) (Order, er
 	if err := ctx.Err(); err != nil {
 		return Order{}, ErrNotSent
 	}
-	if err := s.preflight(); err != nil {
+	f := s.take()
+	if err := s.preflight(f); err != nil {
 		return Order{}, err
 	}
 	o, ok := s.orders[ref]
 	if !ok || o.TenantID != tenantID {
 		return Order{}, ErrNoSuchOrder
 	}
-	if s.failure == FailAfterCommit || s.failure == FailAfterCommitNoReceipt {
+	if f == FailAfterCommit || f == FailAfterCommitNoReceipt {
 		return Order{}, ErrReplyLost
 	}
 	return o, nil
@@ -181,7 +200,8 @@ func (s *Service) CreateDraft(ctx context.Context, key, tenantID, ref, reason st
 	if err := ctx.Err(); err != nil {
 		return Draft{}, ErrNotSent
 	}
-	if err := s.preflight(); err != nil {
+	f := s.take()
+	if err := s.preflight(f); err != nil {
 		return Draft{}, err
 	}
 	if o, ok := s.orders[ref]; !ok || o.TenantID != tenantID {
@@ -196,7 +216,7 @@ func (s *Service) CreateDraft(ctx context.Context, key, tenantID, ref, reason st
 			s.receipts[key] = d
 		}
 	}
-	switch s.failure {
+	switch f {
 	case FailAfterCommit:
 		return Draft{}, ErrReplyLost
 	case FailAfterCommitNoReceipt:

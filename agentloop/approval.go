@@ -1,0 +1,78 @@
+package agentloop
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/toolguard/toolguard/guard"
+)
+
+// ApprovalRequest is a write the model asked for that needs a human's yes.
+// It has passed every other check (tool, arguments, authorization), so no
+// human is ever asked about something the principal may not do.
+type ApprovalRequest struct {
+	CallID      string          `json:"call_id"`
+	Tool        string          `json:"tool"`
+	Arguments   json.RawMessage `json:"arguments"` // canonical JSON
+	Principal   guard.Principal `json:"principal"`
+	Fingerprint string          `json:"fingerprint"`
+	OperationID string          `json:"operation_id"`
+}
+
+// Decision is a human's answer to an ApprovalRequest.
+type Decision struct {
+	Approved bool
+	// Approver names who decided; it is recorded in the grant and the
+	// audit log.
+	Approver string
+}
+
+// Approver asks a human.
+type Approver interface {
+	Approve(ctx context.Context, req ApprovalRequest) (Decision, error)
+}
+
+// ApproverFunc adapts a function to Approver.
+type ApproverFunc func(ctx context.Context, req ApprovalRequest) (Decision, error)
+
+// Approve calls f.
+func (f ApproverFunc) Approve(ctx context.Context, req ApprovalRequest) (Decision, error) {
+	return f(ctx, req)
+}
+
+// deniedMessage is what the model is told when the human said no.
+const deniedMessage = "A human reviewed this action and denied it. Do not retry it; tell the user it was not approved."
+
+// Grant mints a signed grant for the request, for a host that approves a
+// paused run: pass the token to Resume as an Approval.
+func (l *Loop) Grant(req ApprovalRequest, approver string) (string, error) {
+	if l.err != nil {
+		return "", l.err
+	}
+	g := guard.NewGrant(req.Principal, guard.Proposal{Name: req.Tool, Arguments: req.Arguments}, approver, l.clock.Now(), l.grantTTL)
+	if g.Fingerprint != req.Fingerprint {
+		return "", errors.New("agentloop: approval request's arguments do not match its fingerprint")
+	}
+	return l.signer.Sign(g)
+}
+
+// Approval answers one pending request of a paused run: a signed grant
+// token, or Denied.
+type Approval struct {
+	CallID string
+	Grant  string
+	Denied bool
+}
+
+// ErrNotPaused is returned by Resume for a state that waits for nothing.
+var ErrNotPaused = errors.New("agentloop: the run is not waiting for approvals")
+
+// ErrWrongPrincipal is returned by Resume when the host's principal is not
+// the one the run was started for.
+var ErrWrongPrincipal = errors.New("agentloop: the run belongs to another principal")
+
+func missingApproval(callID string) error {
+	return fmt.Errorf("agentloop: no approval or denial given for pending call %s", callID)
+}

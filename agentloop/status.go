@@ -1,0 +1,55 @@
+package agentloop
+
+import (
+	"context"
+	"encoding/json"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/responses"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/canon"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// StatusInput is the input of the built-in status tool.
+type StatusInput struct {
+	OperationID string `json:"operation_id" jsonschema:"description=The operation_id of an earlier result whose recovery was query_status."`
+}
+
+const statusDescription = "Ask for the outcome of an earlier operation whose result said recovery query_status (outcome unknown). " +
+	"Call this before retrying anything whose outcome is unknown."
+
+func statusToolDef(name string) responses.ToolUnionParam {
+	s, err := toolset.SchemaFor[StatusInput]()
+	if err != nil {
+		panic(err) // StatusInput is a fixed, valid type
+	}
+	return responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{
+		Name: name, Description: oai.String(statusDescription), Parameters: s.Map(), Strict: oai.Bool(true),
+	}}
+}
+
+// status answers a call of the built-in status tool: its arguments are
+// checked against its schema like any tool's, then the guard's status query
+// runs for the run's principal (never one the model names).
+func (l *Loop) status(ctx context.Context, p guard.Principal, c guard.ExecutionContext, args string) *guard.Result {
+	s, _ := toolset.SchemaFor[StatusInput]()
+	_, v, err := canon.Parse([]byte(args), canon.Limits{})
+	if err == nil {
+		err = s.Validate(v)
+	}
+	var in StatusInput
+	if err == nil {
+		err = json.Unmarshal([]byte(args), &in)
+	}
+	if err != nil {
+		return &guard.Result{Code: guard.InvalidArguments, Delivery: guard.DeliveryFresh,
+			Message: `The status tool takes {"operation_id": "<id from the earlier result>"}.`}
+	}
+	res, err := l.guard.QueryStatus(ctx, guard.StatusCall{Principal: p, OperationID: in.OperationID, Context: c})
+	if err != nil {
+		return &guard.Result{Code: guard.Unavailable, Delivery: guard.DeliveryFresh, Message: guard.Unavailable.DefaultMessage()}
+	}
+	return res
+}

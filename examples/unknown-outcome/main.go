@@ -1,0 +1,89 @@
+// Command unknown-outcome is an offline example agent that shows an unknown
+// outcome being settled. The order service creates the refund draft but the
+// reply is lost on the way back; the guard tells the model the outcome is
+// unknown (never "failed", never "retry"), the model calls the built-in
+// status tool, and the guard settles the outcome from the service's receipt
+// without creating a second draft.
+//
+//	go run ./examples/unknown-outcome
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+
+	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/examples/internal/demo"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/orders"
+)
+
+func main() {
+	if err := run(context.Background(), os.Stdout); err != nil {
+		fmt.Fprintln(os.Stderr, "unknown-outcome:", err)
+		os.Exit(1)
+	}
+}
+
+// script is the fake model: it drafts the refund, and when told the outcome
+// is unknown it asks for the operation's status instead of retrying.
+func script() []openaitest.Turn {
+	return []openaitest.Turn{
+		{Calls: []openaitest.Call{{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"damaged"}`}}},
+		{Respond: func(req openaitest.Request) *openaitest.Turn {
+			for _, r := range demo.LastOutputs(req) {
+				if r.Recovery() == guard.RecoveryQueryStatus {
+					args, _ := json.Marshal(agentloop.StatusInput{OperationID: r.OperationID})
+					return &openaitest.Turn{Text: "The result was lost; checking what happened.",
+						Calls: []openaitest.Call{{Name: agentloop.DefaultStatusTool, Arguments: string(args)}}}
+				}
+			}
+			return &openaitest.Turn{Text: "The refund draft is created."}
+		}},
+		{Respond: func(req openaitest.Request) *openaitest.Turn {
+			for _, r := range demo.LastOutputs(req) {
+				if r.Code == guard.OK {
+					var d orders.Draft
+					_ = json.Unmarshal(r.Data, &d)
+					return &openaitest.Turn{Text: fmt.Sprintf("Confirmed: refund draft %s exists for %s; nothing was created twice.", d.ID, d.OrderRef)}
+				}
+			}
+			return &openaitest.Turn{Text: "I cannot confirm the refund yet; a human should check it."}
+		}},
+	}
+}
+
+func run(ctx context.Context, w io.Writer) error {
+	client, model, closeClient := demo.Client(w, script()...)
+	defer closeClient()
+	rdb, closeRedis, err := demo.Redis(w)
+	if err != nil {
+		return err
+	}
+	defer closeRedis()
+
+	svc := orders.NewService()
+	svc.FailNext(orders.FailAfterCommit) // the draft is created, then the reply is lost
+	approveAll := agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
+		return agentloop.Decision{Approved: true, Approver: "auto-approver"}, nil
+	})
+	loop := agentloop.New(client, orders.Tools(svc), agentloop.WithStore(rdb), agentloop.WithModel(model),
+		agentloop.WithApprover(approveAll), agentloop.WithObserver(func(e agentloop.Event) { fmt.Fprintln(w, e) }))
+	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
+	res, err := loop.Run(ctx, principal, "My order ORDER-7 arrived damaged, please refund it.")
+	if err != nil {
+		return err
+	}
+	n, err := guard.VerifyAudit(ctx, loop.Store(), principal.TenantID)
+	if err != nil {
+		return fmt.Errorf("audit: %w", err)
+	}
+	fmt.Fprintf(w, "run:       %d turns, status %s\n", res.Turns, res.Status)
+	fmt.Fprintf(w, "drafts:    %d created downstream\n", svc.SideEffects())
+	fmt.Fprintf(w, "audit:     %d records, hash chain verified\n", n)
+	return nil
+}
