@@ -35,6 +35,12 @@ type Handler func(ctx context.Context, call *Call) (*Result, error)
 // Options.Interceptors the first listed runs first (outermost).
 type Interceptor func(next Handler) Handler
 
+// StatusHandler runs one status query. StatusInterceptors wrap it.
+type StatusHandler func(ctx context.Context, call *StatusCall) (*Result, error)
+
+// StatusInterceptor wraps a StatusHandler, as Interceptor wraps Handler.
+type StatusInterceptor func(next StatusHandler) StatusHandler
+
 // Check is an extra step run after approval and before execution. It
 // returns nil to let the call through, or an error whose code (CodeOf) is
 // the result; errors without a code fail closed as NOT_FOUND.
@@ -60,6 +66,8 @@ type Options struct {
 	Checks []Check
 	// Interceptors wrap Dispatch; the first listed runs first.
 	Interceptors []Interceptor
+	// StatusInterceptors wrap QueryStatus; the first listed runs first.
+	StatusInterceptors []StatusInterceptor
 }
 
 // Guard dispatches tool calls. It is safe for concurrent use.
@@ -69,6 +77,7 @@ type Guard struct {
 	opts     Options
 	limits   canon.Limits
 	dispatch Handler
+	status   StatusHandler
 }
 
 // New returns a guard over the tools and the store.
@@ -86,6 +95,11 @@ func New(tools Tools, store Store, opts Options) *Guard {
 		h = opts.Interceptors[i](h)
 	}
 	g.dispatch = h
+	sh := StatusHandler(g.queryStatus)
+	for i := len(opts.StatusInterceptors) - 1; i >= 0; i-- {
+		sh = opts.StatusInterceptors[i](sh)
+	}
+	g.status = sh
 	return g
 }
 

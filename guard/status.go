@@ -20,6 +20,10 @@ import (
 //
 // Every query is audited. The error is for the host only, as for Dispatch.
 func (g *Guard) QueryStatus(ctx context.Context, sc StatusCall) (*Result, error) {
+	return g.status(ctx, &sc)
+}
+
+func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error) {
 	if err := sc.Principal.Validate(); err != nil {
 		return nil, err
 	}
