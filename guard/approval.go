@@ -8,7 +8,9 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"hash"
 	"strings"
+	"sync"
 	"time"
 )
 
@@ -48,8 +50,15 @@ func NewGrant(p Principal, prop Proposal, approver string, now time.Time, ttl ti
 // the host's. Tokens are "tg1." + base64url(grant JSON) + "." +
 // base64url(MAC); the MAC covers the version prefix and the payload.
 type Signer struct {
-	key []byte
+	key  []byte
+	macs sync.Pool // of hash.Hash: HMAC instances, reset between uses
+
+	mu       sync.Mutex
+	verified map[string]Grant // tokens already verified: same token, same grant
 }
+
+// maxVerified bounds the cache of verified tokens; it is cleared when full.
+const maxVerified = 4096
 
 // ErrShortKey is returned by NewSigner for keys under 32 bytes.
 var ErrShortKey = errors.New("guard: approval key must be at least 32 bytes")
@@ -60,7 +69,9 @@ func NewSigner(key []byte) (*Signer, error) {
 	if len(key) < 32 {
 		return nil, ErrShortKey
 	}
-	return &Signer{key: append([]byte(nil), key...)}, nil
+	s := &Signer{key: append([]byte(nil), key...), verified: map[string]Grant{}}
+	s.macs.New = func() any { return hmac.New(sha256.New, s.key) }
+	return s, nil
 }
 
 const grantPrefix = "tg1."
@@ -76,9 +87,12 @@ func (s *Signer) Sign(g Grant) (string, error) {
 }
 
 func (s *Signer) mac(body string) []byte {
-	m := hmac.New(sha256.New, s.key)
+	m := s.macs.Get().(hash.Hash)
+	m.Reset()
 	m.Write([]byte(body))
-	return m.Sum(nil)
+	sum := m.Sum(nil)
+	s.macs.Put(m)
+	return sum
 }
 
 // ErrBadGrant is returned by Verify for a token that is malformed or whose
@@ -88,6 +102,26 @@ var ErrBadGrant = errors.New("guard: approval token is malformed or its signatur
 // Verify checks the token's signature and returns its grant. It does not
 // check what the grant is bound to; Check does.
 func (s *Signer) Verify(token string) (Grant, error) {
+	s.mu.Lock()
+	g, ok := s.verified[token]
+	s.mu.Unlock()
+	if ok {
+		return g, nil
+	}
+	g, err := s.verify(token)
+	if err != nil {
+		return Grant{}, err
+	}
+	s.mu.Lock()
+	if len(s.verified) >= maxVerified {
+		clear(s.verified)
+	}
+	s.verified[token] = g
+	s.mu.Unlock()
+	return g, nil
+}
+
+func (s *Signer) verify(token string) (Grant, error) {
 	if len(token) > 4096 || !strings.HasPrefix(token, grantPrefix) {
 		return Grant{}, ErrBadGrant
 	}

@@ -8,7 +8,10 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/toolguard/toolguard/internal/canon"
 )
 
 // AuditContract is the contract name of audit records.
@@ -187,53 +190,80 @@ func (r AuditRecord) MarshalJSON() ([]byte, error) {
 	return json.Marshal(body)
 }
 
-// auditBody writes the fixed part of the audit record of an invocation.
+// auditBody writes the fixed part of the audit record of an invocation: the
+// JSON of AuditBody, written by hand because it is on every dispatch's path.
 func auditBody(action string, inv *Invocation) []byte {
-	b := AuditBody{
-		Contract: AuditContract,
-		Action:   action,
-		Time:     inv.Now.UTC().Format(time.RFC3339Nano),
-		Principal: AuditPrincipal{
-			TenantID:  inv.Principal.TenantID,
-			SubjectID: inv.Principal.SubjectID,
-			Roles:     inv.Principal.Roles,
-		},
-		Context: AuditContext{
-			Provider:        inv.Context.Provider,
-			APIFamily:       inv.Context.APIFamily,
-			ResponseID:      inv.Context.ResponseID,
-			CallID:          inv.Context.CallID,
-			OperationID:     inv.opID,
-			AdapterRevision: inv.Context.AdapterRevision,
-		},
-		Tool:        inv.Proposal.Name,
-		Fingerprint: inv.Fingerprint,
+	str := func(dst []byte, s string) []byte { return canon.AppendString(dst, strings.ToValidUTF8(s, "\uFFFD")) }
+	b := make([]byte, 0, 512)
+	b = append(b, `{"contract":"`+AuditContract+`","action":`...)
+	b = str(b, action)
+	b = append(b, `,"time":`...)
+	b = str(b, inv.Now.UTC().Format(time.RFC3339Nano))
+	b = append(b, `,"principal":{"tenant_id":`...)
+	b = str(b, inv.Principal.TenantID)
+	b = append(b, `,"subject_id":`...)
+	b = str(b, inv.Principal.SubjectID)
+	b = append(b, `,"roles":[`...)
+	for i, r := range inv.Principal.Roles {
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = str(b, r)
 	}
-	if b.Principal.Roles == nil {
-		b.Principal.Roles = []string{}
-	}
+	b = append(b, `]},"context":{"provider":`...)
+	b = str(b, inv.Context.Provider)
+	b = append(b, `,"api_family":`...)
+	b = str(b, inv.Context.APIFamily)
+	b = append(b, `,"response_id":`...)
+	b = str(b, inv.Context.ResponseID)
+	b = append(b, `,"call_id":`...)
+	b = str(b, inv.Context.CallID)
+	b = append(b, `,"operation_id":`...)
+	b = str(b, inv.opID)
+	b = append(b, `,"idempotency_key":`...)
 	if k := inv.Context.IdempotencyKey; k != "" {
-		b.Context.IdempotencyKey = &k
+		b = str(b, k)
+	} else {
+		b = append(b, "null"...)
 	}
-	if inv.Grant != nil {
-		b.Approval = &AuditApproval{GrantID: inv.Grant.ID, Approver: inv.Grant.Approver}
-	}
+	b = append(b, `,"adapter_revision":`...)
+	b = str(b, inv.Context.AdapterRevision)
+	b = append(b, `},"tool":`...)
+	b = str(b, inv.Proposal.Name)
+	b = append(b, `,"fingerprint":`...)
+	b = str(b, inv.Fingerprint)
 	if inv.tool != nil {
 		if obj, ok := inv.args.(map[string]any); ok {
-			var logged map[string]any
+			first := true
 			for _, name := range inv.tool.LoggedArguments() {
-				if v, ok := obj[name]; ok {
-					if logged == nil {
-						logged = map[string]any{}
-					}
-					logged[name] = v
+				v, ok := obj[name]
+				if !ok {
+					continue
 				}
+				if first {
+					b = append(b, `,"arguments":{`...)
+					first = false
+				} else {
+					b = append(b, ',')
+				}
+				b = str(b, name)
+				b = append(b, ':')
+				b = canon.AppendValue(b, v)
 			}
-			if logged != nil {
-				b.Arguments, _ = json.Marshal(logged)
+			if !first {
+				b = append(b, '}')
 			}
 		}
 	}
-	out, _ := json.Marshal(b)
-	return out
+	b = append(b, `,"approval":`...)
+	if g := inv.Grant; g != nil {
+		b = append(b, `{"grant_id":`...)
+		b = str(b, g.ID)
+		b = append(b, `,"approver":`...)
+		b = str(b, g.Approver)
+		b = append(b, '}')
+	} else {
+		b = append(b, "null"...)
+	}
+	return append(b, '}')
 }

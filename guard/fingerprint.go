@@ -3,7 +3,9 @@ package guard
 import (
 	"crypto/sha256"
 	"encoding/base64"
+	"encoding/binary"
 	"encoding/hex"
+	"sync"
 
 	"github.com/toolguard/toolguard/internal/canon"
 )
@@ -20,9 +22,13 @@ func Fingerprint(name string, arguments []byte) string {
 	return fingerprint(name, arguments, c, err)
 }
 
+// bufs pools the scratch buffers of fingerprints and derived keys.
+var bufs = sync.Pool{New: func() any { b := make([]byte, 0, 512); return &b }}
+
 func fingerprint(name string, raw, canonical []byte, parseErr error) string {
-	h := sha256.New()
-	buf := make([]byte, 0, 32+len(name)+len(canonical))
+	bp := bufs.Get().(*[]byte)
+	defer bufs.Put(bp)
+	buf := (*bp)[:0]
 	buf = append(buf, `{"arguments":`...)
 	if parseErr != nil {
 		// Invalid UTF-8 in raw text is replaced, as JSON cannot hold it;
@@ -35,21 +41,28 @@ func fingerprint(name string, raw, canonical []byte, parseErr error) string {
 	buf = append(buf, `,"name":`...)
 	buf = canon.AppendString(buf, name)
 	buf = append(buf, '}')
-	h.Write(buf)
-	return hex.EncodeToString(h.Sum(nil))
+	*bp = buf
+	sum := sha256.Sum256(buf)
+	var out [64]byte
+	hex.Encode(out[:], sum[:])
+	return string(out[:])
 }
 
 // downstreamKey derives the idempotency key handed to downstream systems:
 // "tg1_" and the URL-safe base64 of SHA-256(tenant, subject, key), each
 // length-prefixed so that no choice of ids can make two scopes meet.
 func downstreamKey(p Principal, key string) string {
-	h := sha256.New()
-	for _, s := range []string{p.TenantID, p.SubjectID, key} {
-		var n [4]byte
-		l := len(s)
-		n[0], n[1], n[2], n[3] = byte(l>>24), byte(l>>16), byte(l>>8), byte(l)
-		h.Write(n[:])
-		h.Write([]byte(s))
+	bp := bufs.Get().(*[]byte)
+	defer bufs.Put(bp)
+	buf := (*bp)[:0]
+	for _, s := range [3]string{p.TenantID, p.SubjectID, key} {
+		buf = binary.BigEndian.AppendUint32(buf, uint32(len(s)))
+		buf = append(buf, s...)
 	}
-	return "tg1_" + base64.RawURLEncoding.EncodeToString(h.Sum(nil))
+	*bp = buf
+	sum := sha256.Sum256(buf)
+	var out [4 + 43]byte
+	copy(out[:], "tg1_")
+	base64.RawURLEncoding.Encode(out[4:], sum[:])
+	return string(out[:])
 }

@@ -55,8 +55,10 @@ type Options struct {
 	// APPROVAL_REQUIRED when not.
 	Signer *Signer
 	// Lease is how long a write's reservation holds before a dead
-	// holder's write is declared unknown; default 30s. The tool's context
-	// gets the same deadline.
+	// holder's write is declared unknown; default 30s. Tools run under
+	// the caller's context: bound it. A tool that outlives its lease is
+	// safe (others see the outcome unknown, and its late commit stores
+	// the truth), but keep the lease above your tools' usual latency.
 	Lease time.Duration
 	// MaxArgumentBytes bounds the arguments' size; default 512 KiB.
 	MaxArgumentBytes int
@@ -141,9 +143,7 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	if answer != nil {
 		return answer, nil
 	}
-	xctx, cancel := context.WithTimeout(ctx, g.opts.Lease)
-	out, xerr := execute(xctx, tool, inv)
-	cancel()
+	out, xerr := execute(ctx, tool, inv)
 	e.setOutcome(out, xerr, Write)
 	return g.commit(ctx, e, token)
 }
@@ -354,6 +354,9 @@ func (e *Entry) setOutcome(out json.RawMessage, err error, effect Effect) {
 // seal completes the entry once the outcome is known: the tool's effect,
 // the effective idempotency key and the audit body.
 func (e *Entry) seal() {
+	if e.AuditBody != nil {
+		return // the body depends only on the checked call, done once
+	}
 	inv := e.inv
 	if inv.tool != nil {
 		e.Effect = inv.tool.Effect()

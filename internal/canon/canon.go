@@ -149,7 +149,7 @@ func (p *parser) literal(word string) error {
 
 type member struct {
 	name  string
-	start int // offset of the member's canonical value in p.out
+	start int // offset of the member's canonical "name":value in p.out
 	end   int
 }
 
@@ -159,13 +159,16 @@ func (p *parser) object(depth int) (any, error) {
 	}
 	p.pos++ // {
 	obj := map[string]any{}
-	// Members are written to p.out as they are parsed and then reordered.
+	// Members are written to p.out in input order, each as "name":value;
+	// if they turn out not to be sorted they are reordered at the end.
 	base := len(p.out)
+	p.out = append(p.out, '{')
 	var members []member
+	sorted := true
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
-		p.out = append(p.out, '{', '}')
+		p.out = append(p.out, '}')
 		return obj, nil
 	}
 	for {
@@ -186,7 +189,13 @@ func (p *parser) object(depth int) (any, error) {
 		}
 		p.pos++
 		p.skipSpace()
+		if len(members) > 0 {
+			p.out = append(p.out, ',')
+			sorted = sorted && members[len(members)-1].name < name
+		}
 		start := len(p.out)
+		p.out = appendString(p.out, name)
+		p.out = append(p.out, ':')
 		v, err := p.value(depth)
 		if err != nil {
 			return nil, err
@@ -207,16 +216,16 @@ func (p *parser) object(depth int) (any, error) {
 		}
 		return nil, p.fail("expected ',' or '}'")
 	}
-	values := slices.Clone(p.out[base:])
-	slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.name, b.name) })
-	p.out = append(p.out[:base], '{')
-	for i, m := range members {
-		if i > 0 {
-			p.out = append(p.out, ',')
+	if !sorted {
+		segments := slices.Clone(p.out[base:])
+		slices.SortFunc(members, func(a, b member) int { return strings.Compare(a.name, b.name) })
+		p.out = append(p.out[:base], '{')
+		for i, m := range members {
+			if i > 0 {
+				p.out = append(p.out, ',')
+			}
+			p.out = append(p.out, segments[m.start-base:m.end-base]...)
 		}
-		p.out = appendString(p.out, m.name)
-		p.out = append(p.out, ':')
-		p.out = append(p.out, values[m.start-base:m.end-base]...)
 	}
 	p.out = append(p.out, '}')
 	return obj, nil
@@ -332,7 +341,7 @@ func (p *parser) str() (string, error) {
 				return "", err
 			}
 			if utf16.IsSurrogate(r) {
-				if r >= 0xFFFF || p.pos+1 >= len(p.data) || p.data[p.pos] != '\\' || p.data[p.pos+1] != 'u' {
+				if r >= 0xDC00 || p.pos+1 >= len(p.data) || p.data[p.pos] != '\\' || p.data[p.pos+1] != 'u' {
 					return "", p.fail("lone surrogate escape")
 				}
 				p.pos += 2
@@ -444,8 +453,10 @@ const maxExponent = 1 << 20
 // its exact digits: the shortest digit string without leading or trailing
 // zeros, in plain notation when the decimal point falls from 10^-6 to 10^21
 // and in exponent notation (1e+21, 1.5e-7) outside. For any number written
-// with at most 17 significant digits this is RFC 8785's output exactly; a
-// longer number keeps every digit instead of being rounded to a float64, so
+// with at most 15 significant digits in float64's normal range this is RFC
+// 8785's output exactly; a longer number (333333333.33333329 has 17 digits
+// where RFC 8785 writes 333333333.3333333), a subnormal or a number below
+// float64's range keeps every digit instead of being rounded to a float64, so
 // two different values never share a form and one value has only one.
 // Values whose magnitude exceeds float64's range are rejected.
 func formatDecimal(neg bool, intPart, frac []byte, exp int64) (string, bool) {
@@ -505,7 +516,7 @@ func formatDigits(digits string, n int) string {
 
 // FormatFloat writes f the way ECMAScript's Number.prototype.toString does,
 // which is the number form of RFC 8785: the shortest digits that read back to
-// f, in plain notation for exponents from -7 to 20 and in exponent notation
+// f, in plain notation for exponents from -6 to 20 and in exponent notation
 // (1e+21, 1.5e-7) outside that range.
 func FormatFloat(f float64) string {
 	if f == 0 {
@@ -562,3 +573,48 @@ func appendString(dst []byte, s string) []byte {
 
 // AppendString appends s to dst as a canonical JSON string.
 func AppendString(dst []byte, s string) []byte { return appendString(dst, s) }
+
+// AppendValue appends the canonical JSON of a value tree as Parse returns it
+// (nil, bool, string, json.Number, []any, map[string]any). Other types are
+// written as null.
+func AppendValue(dst []byte, v any) []byte {
+	switch v := v.(type) {
+	case nil:
+		return append(dst, "null"...)
+	case bool:
+		if v {
+			return append(dst, "true"...)
+		}
+		return append(dst, "false"...)
+	case string:
+		return appendString(dst, v)
+	case json.Number:
+		return append(dst, v...)
+	case []any:
+		dst = append(dst, '[')
+		for i, e := range v {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = AppendValue(dst, e)
+		}
+		return append(dst, ']')
+	case map[string]any:
+		names := make([]string, 0, len(v))
+		for k := range v {
+			names = append(names, k)
+		}
+		slices.Sort(names)
+		dst = append(dst, '{')
+		for i, k := range names {
+			if i > 0 {
+				dst = append(dst, ',')
+			}
+			dst = appendString(dst, k)
+			dst = append(dst, ':')
+			dst = AppendValue(dst, v[k])
+		}
+		return append(dst, '}')
+	}
+	return append(dst, "null"...)
+}

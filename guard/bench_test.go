@@ -1,0 +1,151 @@
+package guard_test
+
+import (
+	"context"
+	"os"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/orders"
+)
+
+// rtCounter counts Redis round trips: one per command or pipeline.
+type rtCounter struct{ n atomic.Int64 }
+
+func (c *rtCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *rtCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+func (c *rtCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+}
+
+type benchWorld struct {
+	g      *guard.Guard
+	signer *guard.Signer
+	p      guard.Principal
+	grant  string
+	rt     *rtCounter
+}
+
+func newBenchWorld(b *testing.B, store guard.Store, rt *rtCounter) *benchWorld {
+	signer, _ := guard.NewSigner([]byte("bench-approval-key-0123456789abcdef"))
+	w := &benchWorld{signer: signer, p: guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}, rt: rt}
+	w.g = guard.New(orders.Tools(orders.NewService()), store, guard.Options{Signer: signer})
+	tok, err := signer.Sign(guard.NewGrant(w.p, writeProp, "bench", time.Now(), time.Hour))
+	if err != nil {
+		b.Fatal(err)
+	}
+	w.grant = tok
+	return w
+}
+
+var (
+	readProp  = guard.Proposal{Name: "get_order", Arguments: []byte(`{"order_ref":"ORDER-7"}`)}
+	writeProp = guard.Proposal{Name: "create_refund_draft", Arguments: []byte(`{"order_ref":"ORDER-7","reason":"duplicate"}`)}
+	otherProp = guard.Proposal{Name: "create_refund_draft", Arguments: []byte(`{"order_ref":"ORDER-7","reason":"damaged"}`)}
+	badProp   = guard.Proposal{Name: "create_refund_draft", Arguments: []byte(`{"order_ref":"ORDER-7","reason":"because"}`)}
+)
+
+func (w *benchWorld) call(prop guard.Proposal, callID, key string, approved bool) guard.Call {
+	c := guard.Call{Principal: w.p, Proposal: prop,
+		Context: guard.ExecutionContext{Provider: "openai", APIFamily: "responses", ResponseID: "resp_1",
+			CallID: callID, IdempotencyKey: key, AdapterRevision: "openai-responses-v1"}}
+	if approved {
+		c.Approval = w.grant
+	}
+	return c
+}
+
+// benchCases are the dispatch paths of issue 5: a fresh read, a fresh write,
+// a replay, a conflict and invalid arguments.
+var benchCases = []struct {
+	name  string
+	want  guard.Code
+	setup func(w *benchWorld)
+	call  func(w *benchWorld, i int) guard.Call
+}{
+	{"read", guard.OK, nil, func(w *benchWorld, i int) guard.Call {
+		return w.call(readProp, "r"+strconv.Itoa(i), "", false)
+	}},
+	{"write", guard.OK, nil, func(w *benchWorld, i int) guard.Call {
+		return w.call(writeProp, "w"+strconv.Itoa(i), "k"+strconv.Itoa(i), true)
+	}},
+	{"replay", guard.OK, func(w *benchWorld) {
+		_, _ = w.g.Dispatch(context.Background(), w.call(writeProp, "first", "k-replay", true))
+	}, func(w *benchWorld, i int) guard.Call {
+		return w.call(writeProp, "p"+strconv.Itoa(i), "k-replay", true)
+	}},
+	{"conflict", guard.IdempotencyConflict, func(w *benchWorld) {
+		_, _ = w.g.Dispatch(context.Background(), w.call(writeProp, "first", "k-conflict", true))
+	}, func(w *benchWorld, i int) guard.Call {
+		c := w.call(otherProp, "c"+strconv.Itoa(i), "k-conflict", false)
+		tok, _ := w.signer.Sign(guard.NewGrant(w.p, otherProp, "bench", time.Now(), time.Hour))
+		c.Approval = tok
+		return c
+	}},
+	{"invalid", guard.InvalidArguments, nil, func(w *benchWorld, i int) guard.Call {
+		return w.call(badProp, "i"+strconv.Itoa(i), "ki"+strconv.Itoa(i), true)
+	}},
+}
+
+// BenchmarkDispatch measures whole dispatches through the Redis store,
+// reporting Redis round trips per dispatch (redis-rt/op). It runs on
+// miniredis, and on a real server when TOOLGUARD_REDIS_URL is set.
+func BenchmarkDispatch(b *testing.B) {
+	backends := []struct {
+		name string
+		open func(b *testing.B) redis.UniversalClient
+	}{
+		{"miniredis", func(b *testing.B) redis.UniversalClient { _, c := redistest.Mini(b); return c }},
+	}
+	if os.Getenv(redistest.EnvURL) != "" {
+		backends = append(backends, struct {
+			name string
+			open func(b *testing.B) redis.UniversalClient
+		}{"redis", func(b *testing.B) redis.UniversalClient { return redistest.Standalone(b) }})
+	}
+	for _, bc := range benchCases {
+		b.Run(bc.name, func(b *testing.B) {
+			for _, be := range backends {
+				b.Run(be.name, func(b *testing.B) {
+					rdb := be.open(b)
+					rt := &rtCounter{}
+					rdb.AddHook(rt)
+					store, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(b)})
+					if err != nil {
+						b.Fatal(err)
+					}
+					w := newBenchWorld(b, store, rt)
+					if bc.setup != nil {
+						bc.setup(w)
+					}
+					// Warm the script cache so EVALSHA never misses in the loop.
+					_, _ = w.g.Dispatch(context.Background(), bc.call(w, -1))
+					calls := make([]guard.Call, b.N)
+					for i := range calls {
+						calls[i] = bc.call(w, i)
+					}
+					rt.n.Store(0)
+					b.ReportAllocs()
+					b.ResetTimer()
+					for i := range b.N {
+						res, err := w.g.Dispatch(context.Background(), calls[i])
+						if err != nil || res.Code != bc.want {
+							b.Fatalf("%s: %v %v", bc.name, res, err)
+						}
+					}
+					b.StopTimer()
+					b.ReportMetric(float64(rt.n.Load())/float64(b.N), "redis-rt/op")
+				})
+			}
+		})
+	}
+}
