@@ -20,13 +20,13 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redisconn"
 )
 
 func main() {
@@ -61,7 +61,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 
 	var shared redis.UniversalClient
 	if *redisAddr != "" {
-		c, err := connect(*redisAddr)
+		c, err := redisconn.Open(*redisAddr, 0)
 		if err != nil {
 			fmt.Fprintf(stderr, "toolcases: -redis: %v\n", err)
 			return 2
@@ -136,30 +136,6 @@ func auditJSON(s cases.StepReport) []json.RawMessage {
 		}
 	}
 	return out
-}
-
-// connect opens a client for a redis:// URL or a cluster address list.
-func connect(addr string) (redis.UniversalClient, error) {
-	var c redis.UniversalClient
-	if strings.Contains(addr, "://") {
-		opt, err := redis.ParseURL(addr)
-		if err != nil {
-			return nil, err
-		}
-		c = redis.NewClient(opt)
-	} else {
-		addrs := strings.Split(addr, ",")
-		if len(addrs) == 1 {
-			c = redis.NewClient(&redis.Options{Addr: addrs[0]})
-		} else {
-			c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
-		}
-	}
-	if err := c.Ping(context.Background()).Err(); err != nil {
-		c.Close()
-		return nil, err
-	}
-	return c, nil
 }
 
 // world returns a fresh world: its own miniredis, or its own key prefix on
