@@ -1,0 +1,367 @@
+package idem_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// redisDownstream is a downstream system that lives in Redis itself, so
+// that several processes share it: each write INCRs a counter and stores a
+// receipt under the downstream idempotency key.
+type redisDownstream struct {
+	rdb    redis.UniversalClient
+	prefix string
+	// block, when set, makes writes and reads wait after doing their work.
+	block chan struct{}
+}
+
+type putIn struct {
+	Key   string `json:"key"`
+	Value string `json:"value"`
+}
+
+type getIn struct {
+	Key string `json:"key"`
+}
+
+func (d *redisDownstream) writes(t testing.TB) int {
+	n, err := d.rdb.Get(context.Background(), d.prefix+"{ds}:writes").Int()
+	if err != nil && err != redis.Nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func (d *redisDownstream) reads(t testing.TB) int {
+	n, _ := d.rdb.Get(context.Background(), d.prefix+"{ds}:reads").Int()
+	return n
+}
+
+func (d *redisDownstream) tools() *toolset.Set {
+	put := toolset.Write("put", "Write a value.", func(ctx context.Context, inv *guard.Invocation, in putIn) (map[string]any, error) {
+		n, err := d.rdb.Incr(ctx, d.prefix+"{ds}:writes").Result()
+		if err != nil {
+			return nil, guard.NotStarted(err)
+		}
+		out := map[string]any{"key": in.Key, "value": in.Value, "write": n}
+		b, _ := json.Marshal(out)
+		d.rdb.Set(ctx, d.prefix+"{ds}:receipt:"+inv.IdempotencyKey, b, time.Hour)
+		if d.block != nil {
+			<-d.block
+		}
+		return out, nil
+	}).Receipt(func(ctx context.Context, inv *guard.Invocation) (map[string]any, bool, error) {
+		b, err := d.rdb.Get(ctx, d.prefix+"{ds}:receipt:"+inv.IdempotencyKey).Bytes()
+		if err == redis.Nil {
+			return nil, false, nil
+		}
+		if err != nil {
+			return nil, false, err
+		}
+		var out map[string]any
+		err = json.Unmarshal(b, &out)
+		return out, err == nil, err
+	})
+	get := toolset.Read("get", "Read a value.", func(ctx context.Context, _ *guard.Invocation, in getIn) (string, error) {
+		d.rdb.Incr(ctx, d.prefix+"{ds}:reads")
+		if d.block != nil {
+			<-d.block
+		}
+		return "value of " + in.Key, nil
+	})
+	return toolset.MustNew(put, get)
+}
+
+func guardOn(t testing.TB, rdb redis.UniversalClient, prefix string, d *redisDownstream, clock guard.Clock) *guard.Guard {
+	s, err := idem.New(rdb, idem.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return guard.New(d.tools(), s, guard.Options{Clock: clock, Lease: 10 * time.Second})
+}
+
+func putCall(callID, key string) guard.Call {
+	return guard.Call{Principal: alice, Proposal: guard.Proposal{Name: "put", Arguments: []byte(`{"key":"a","value":"1"}`)},
+		Context: guard.ExecutionContext{CallID: callID, IdempotencyKey: key}}
+}
+
+// TestConcurrentSameKey: 200 goroutines dispatch the same write with the
+// same key at once: exactly one side effect; every other caller gets the
+// replay or IN_PROGRESS, never a second execution; one audit record each.
+func TestConcurrentSameKey(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		prefix := redistest.Prefix(t)
+		d := &redisDownstream{rdb: rdb, prefix: prefix}
+		g := guardOn(t, rdb, prefix, d, nil)
+		const n = 200
+		results := make([]*guard.Result, n)
+		var wg sync.WaitGroup
+		start := make(chan struct{})
+		for i := range n {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				<-start
+				results[i], _ = g.Dispatch(context.Background(), putCall(fmt.Sprintf("call-%d", i), "the-key"))
+			}()
+		}
+		close(start)
+		wg.Wait()
+		tally := map[string]int{}
+		for _, r := range results {
+			tally[r.Code.String()+"/"+string(r.Delivery)]++
+		}
+		if tally["OK/fresh"] != 1 || tally["OK/fresh"]+tally["OK/local_replay"]+tally["IN_PROGRESS/fresh"] != n {
+			t.Fatalf("results %v: want exactly one fresh OK, the rest replays or IN_PROGRESS", tally)
+		}
+		if w := d.writes(t); w != 1 {
+			t.Fatalf("%d side effects, want 1", w)
+		}
+		if got, err := guard.VerifyAudit(context.Background(), g.Store(), alice.TenantID); err != nil || got != n {
+			t.Fatalf("audit: %d records, %v; want %d", got, err, n)
+		}
+		t.Logf("200 concurrent callers: %v", tally)
+	})
+}
+
+// The worker process of the multi-process tests: it is this test binary
+// re-executed with TOOLGUARD_WORKER set.
+func TestMain(m *testing.M) {
+	if mode := os.Getenv("TOOLGUARD_WORKER"); mode != "" {
+		os.Exit(worker(mode))
+	}
+	os.Exit(m.Run())
+}
+
+func worker(mode string) int {
+	addr, prefix := os.Getenv("TOOLGUARD_WORKER_ADDR"), os.Getenv("TOOLGUARD_WORKER_PREFIX")
+	var rdb redis.UniversalClient
+	if strings.Contains(addr, ",") {
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addr, ",")})
+	} else {
+		rdb = redis.NewClient(&redis.Options{Addr: addr})
+	}
+	defer rdb.Close()
+	d := &redisDownstream{rdb: rdb, prefix: prefix}
+	if mode == "block" {
+		d.block = make(chan struct{}) // never closed: the process is killed mid-call
+	}
+	s, err := idem.New(rdb, idem.Options{Prefix: prefix})
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
+	}
+	g := guard.New(d.tools(), s, guard.Options{Lease: 10 * time.Second})
+	ctx := context.Background()
+	switch mode {
+	case "race":
+		id := os.Getenv("TOOLGUARD_WORKER_ID")
+		var wg sync.WaitGroup
+		out := make(chan string, 25)
+		for i := range 25 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				r, err := g.Dispatch(ctx, putCall(fmt.Sprintf("proc-%s-call-%d", id, i), "shared-key"))
+				if err != nil {
+					out <- "ERR"
+					return
+				}
+				out <- r.Code.String() + "/" + string(r.Delivery)
+			}()
+		}
+		wg.Wait()
+		close(out)
+		for s := range out {
+			fmt.Println(s)
+		}
+	case "block":
+		what := os.Getenv("TOOLGUARD_WORKER_CALL")
+		call := putCall("victim", "victim-key")
+		if what == "read" {
+			call = guard.Call{Principal: alice, Proposal: guard.Proposal{Name: "get", Arguments: []byte(`{"key":"a"}`)},
+				Context: guard.ExecutionContext{CallID: "victim-read"}}
+		}
+		_, _ = g.Dispatch(ctx, call) // blocks forever after the side effect
+	}
+	return 0
+}
+
+// workerAddr gives child processes the address of the backend: miniredis
+// and the real servers all listen on TCP.
+func workerAddr(t *testing.T, rdb redis.UniversalClient) string {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().Addr
+	case *redis.ClusterClient:
+		return strings.Join(c.Options().Addrs, ",")
+	}
+	t.Fatalf("unknown client %T", rdb)
+	return ""
+}
+
+func startWorker(t *testing.T, mode, addr, prefix string, env ...string) *exec.Cmd {
+	cmd := exec.Command(os.Args[0], "-test.run=^$")
+	cmd.Env = append(os.Environ(), "TOOLGUARD_WORKER="+mode, "TOOLGUARD_WORKER_ADDR="+addr, "TOOLGUARD_WORKER_PREFIX="+prefix)
+	cmd.Env = append(cmd.Env, env...)
+	cmd.Stderr = os.Stderr
+	return cmd
+}
+
+// TestConcurrentProcesses: 8 processes of 25 goroutines each dispatch the
+// same write with the same key: one side effect in all.
+func TestConcurrentProcesses(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		prefix := redistest.Prefix(t)
+		addr := workerAddr(t, rdb)
+		const procs = 8
+		outs := make([]string, procs)
+		var wg sync.WaitGroup
+		for p := range procs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				cmd := startWorker(t, "race", addr, prefix, "TOOLGUARD_WORKER_ID="+strconv.Itoa(p))
+				b, err := cmd.Output()
+				if err != nil {
+					t.Errorf("worker %d: %v", p, err)
+				}
+				outs[p] = string(b)
+			}()
+		}
+		wg.Wait()
+		tally := map[string]int{}
+		for _, o := range outs {
+			sc := bufio.NewScanner(strings.NewReader(o))
+			for sc.Scan() {
+				tally[sc.Text()]++
+			}
+		}
+		d := &redisDownstream{rdb: rdb, prefix: prefix}
+		if tally["OK/fresh"] != 1 || tally["OK/fresh"]+tally["OK/local_replay"]+tally["IN_PROGRESS/fresh"] != procs*25 {
+			t.Fatalf("results over %d processes: %v", procs, tally)
+		}
+		if w := d.writes(t); w != 1 {
+			t.Fatalf("%d side effects over %d processes, want 1", w, procs)
+		}
+		s, _ := idem.New(rdb, idem.Options{Prefix: prefix})
+		if got, err := guard.VerifyAudit(context.Background(), s, alice.TenantID); err != nil || got != procs*25 {
+			t.Fatalf("audit: %d records, %v", got, err)
+		}
+		t.Logf("8 processes x 25 callers: %v", tally)
+	})
+}
+
+// TestWorkerKilledMidCall: a worker process is killed after its write's
+// side effect and before the commit. The write is held by its lease, then
+// becomes unknown — never executed again — and a status query settles it
+// from the receipt. A read killed the same way simply runs again.
+func TestWorkerKilledMidCall(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		prefix := redistest.Prefix(t)
+		d := &redisDownstream{rdb: rdb, prefix: prefix}
+		addr := workerAddr(t, rdb)
+
+		kill := func(call string, done func() bool) {
+			cmd := startWorker(t, "block", addr, prefix, "TOOLGUARD_WORKER_CALL="+call)
+			if err := cmd.Start(); err != nil {
+				t.Fatal(err)
+			}
+			deadline := time.Now().Add(20 * time.Second)
+			for !done() {
+				if time.Now().After(deadline) {
+					_ = cmd.Process.Kill()
+					t.Fatalf("worker never reached the %s's side effect", call)
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+			_ = cmd.Process.Kill()
+			_ = cmd.Wait()
+		}
+		kill("write", func() bool { return d.writes(t) == 1 })
+
+		var skew time.Duration
+		clock := guard.ClockFunc(func() time.Time { return time.Now().Add(skew) })
+		g := guardOn(t, rdb, prefix, d, clock)
+		ctx := context.Background()
+		r, _ := g.Dispatch(ctx, putCall("retry-1", "victim-key"))
+		if r.Code != guard.InProgress {
+			t.Fatalf("during the dead worker's lease: %s, want IN_PROGRESS", r)
+		}
+		skew = 11 * time.Second // past the 10 s lease
+		r, _ = g.Dispatch(ctx, putCall("retry-2", "victim-key"))
+		if r.Code != guard.OutcomeUnknown || r.OperationID != "victim" {
+			t.Fatalf("after the lease: %s, want OUTCOME_UNKNOWN for operation victim", r)
+		}
+		if w := d.writes(t); w != 1 {
+			t.Fatalf("%d side effects: the write ran again", w)
+		}
+		s, _ := g.QueryStatus(ctx, guard.StatusCall{Principal: alice, OperationID: "victim"})
+		if s.Code != guard.OK || s.Delivery != guard.DeliveryReceiptReconciled {
+			t.Fatalf("status query: %s, want OK from the receipt", s)
+		}
+
+		kill("read", func() bool { return d.reads(t) == 1 })
+		r, _ = g.Dispatch(ctx, guard.Call{Principal: alice, Proposal: guard.Proposal{Name: "get", Arguments: []byte(`{"key":"a"}`)},
+			Context: guard.ExecutionContext{CallID: "victim-read"}})
+		if r.Code != guard.OK || r.Delivery != guard.DeliveryFresh || d.reads(t) != 2 {
+			t.Fatalf("read after its worker died: %s, reads %d; want a fresh run", r, d.reads(t))
+		}
+		if _, err := guard.VerifyAudit(ctx, g.Store(), alice.TenantID); err != nil {
+			t.Fatal(err)
+		}
+	})
+}
+
+// TestClockSkew: lease expiry is decided on each guard's own clock. A
+// worker whose clock runs ahead by less than the lease sees IN_PROGRESS;
+// one ahead by more sees the write unknown. Neither executes it again, and
+// the holder's late commit stores the truth.
+func TestClockSkew(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		prefix := redistest.Prefix(t)
+		d := &redisDownstream{rdb: rdb, prefix: prefix, block: make(chan struct{})}
+		base := time.Now()
+		at := func(off time.Duration) guard.Clock { return guard.ClockFunc(func() time.Time { return base.Add(off) }) }
+		holder := guardOn(t, rdb, prefix, d, at(0))
+		done := make(chan *guard.Result)
+		go func() { r, _ := holder.Dispatch(context.Background(), putCall("c0", "k")); done <- r }()
+		for d.writes(t) == 0 {
+			time.Sleep(5 * time.Millisecond)
+		}
+		ahead := guardOn(t, rdb, prefix, &redisDownstream{rdb: rdb, prefix: prefix}, at(5*time.Second))
+		far := guardOn(t, rdb, prefix, &redisDownstream{rdb: rdb, prefix: prefix}, at(15*time.Second))
+		if r, _ := ahead.Dispatch(context.Background(), putCall("c1", "k")); r.Code != guard.InProgress {
+			t.Fatalf("clock 5 s ahead: %s, want IN_PROGRESS", r)
+		}
+		if r, _ := far.Dispatch(context.Background(), putCall("c2", "k")); r.Code != guard.OutcomeUnknown {
+			t.Fatalf("clock 15 s ahead: %s, want OUTCOME_UNKNOWN", r)
+		}
+		close(d.block)
+		if r := <-done; r.Code != guard.OK {
+			t.Fatalf("holder: %s", r)
+		}
+		if r, _ := far.Dispatch(context.Background(), putCall("c3", "k")); r.Code != guard.OK || r.Delivery != guard.DeliveryLocalReplay {
+			t.Fatalf("after the late commit: %s, want the replay", r)
+		}
+		if w := d.writes(t); w != 1 {
+			t.Fatalf("%d side effects, want 1", w)
+		}
+	})
+}
