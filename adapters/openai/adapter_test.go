@@ -3,6 +3,7 @@ package openai_test
 import (
 	"context"
 	"encoding/json"
+	"strings"
 	"testing"
 
 	oai "github.com/openai/openai-go/v3"
@@ -164,4 +165,48 @@ func FuzzArguments(f *testing.F) {
 			t.Fatalf("output %q is not a valid model result", out)
 		}
 	})
+}
+
+// Bad input at the edges, at the default limits, through the adapter.
+func TestHostileArgumentsAtDefaultLimits(t *testing.T) {
+	g := newGuard(t)
+	p := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
+	huge := `{"order_ref":"` + strings.Repeat("x", 1<<20) + `"}`
+	deep := strings.Repeat(`{"a":`, 200) + `1` + strings.Repeat(`}`, 200)
+	cases := map[string]string{
+		"1 MiB":            huge,
+		"200 levels deep":  deep,
+		"invalid UTF-8":    "{\"order_ref\":\"ORDER-7\xc3\x28\"}",
+		"duplicate keys":   `{"order_ref":"ORDER-7","order_ref":"ORDER-8"}`,
+		"number overflow":  `{"order_ref":1e999}`,
+		"empty":            ``,
+		"truncated":        `{"order_ref":"ORDER-7"`,
+		"array":            `["ORDER-7"]`,
+		"NUL in string":    "{\"order_ref\":\"ORDER\x00-7\"}",
+		"escaped NUL":      `{"order_ref":"ORDER\u0000-7"}`,
+		"BOM":              "\ufeff{\"order_ref\":\"ORDER-7\"}",
+		"single quotes":    `{'order_ref':'ORDER-7'}`,
+		"trailing comma":   `{"order_ref":"ORDER-7",}`,
+		"NaN":              `{"order_ref":NaN}`,
+		"comment":          `{"order_ref":"ORDER-7"/*x*/}`,
+		"lone surrogate":   `{"order_ref":"\udc00"}`,
+		"extra top-levels": `{"order_ref":"ORDER-7"}{"order_ref":"ORDER-8"}`,
+	}
+	for name, args := range cases {
+		res, err := g.Dispatch(context.Background(), tgopenai.Call(p, "resp_1",
+			responses.ResponseFunctionToolCall{Name: "get_order", Arguments: args, CallID: "call-" + name}))
+		if err != nil {
+			t.Fatalf("%s: host error %v", name, err)
+		}
+		want := guard.InvalidArguments
+		if name == "escaped NUL" {
+			want = guard.NotFound // valid JSON; no such order
+		}
+		if res.Code != want {
+			t.Errorf("%s: %s, want %s", name, res, want)
+		}
+		if len(res.String()) > 2048 {
+			t.Errorf("%s: the result echoes the input (%d bytes)", name, len(res.String()))
+		}
+	}
 }
