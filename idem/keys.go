@@ -19,9 +19,9 @@ var enc = base64.RawURLEncoding
 
 func tenantTag(prefix, tenant string) string {
 	var b strings.Builder
-	b.Grow(len(prefix) + enc.EncodedLen(len(tenant)) + 2)
+	b.Grow(len(prefix) + enc.EncodedLen(len(tenant)) + 3)
 	b.WriteString(prefix)
-	b.WriteByte('{')
+	b.WriteString("{t") // never an empty tag, which Redis would ignore
 	b.WriteString(enc.EncodeToString([]byte(tenant)))
 	b.WriteByte('}')
 	return b.String()

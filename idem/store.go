@@ -6,7 +6,7 @@
 // Each state change is one Lua script, so it is atomic and costs one round
 // trip: a read or a failed check is one (Finish), a fresh write two (Reserve,
 // Commit), a replay or conflict one. All keys of a tenant share a hash tag
-// ({base64url(tenant)}), so every script is legal on a cluster.
+// ({t<base64url(tenant)>}), so every script is legal on a cluster.
 //
 // Time-based decisions (leases) use the guard's clock, passed in by the
 // guard; Redis TTLs only collect garbage. The audit log of a tenant is a
