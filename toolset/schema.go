@@ -49,7 +49,9 @@ var schemaCache sync.Map // reflect.Type -> *Schema or error
 // decodes to its zero value when null; no "$schema", "$id" or "$ref".
 // Descriptions and enums come from jsonschema struct tags
 // (`jsonschema:"description=…,enum=a,enum=b"`). Maps, interfaces and
-// recursive types cannot be expressed in strict mode and are rejected.
+// recursive types cannot be expressed in strict mode and are rejected, as
+// are types over its limits (nesting deeper than 10 levels, more than 5000
+// properties, more than 1000 enum values).
 func SchemaFor[T any]() (*Schema, error) {
 	return schemaForType(reflect.TypeFor[T]())
 }
@@ -84,6 +86,10 @@ func buildSchema(t reflect.Type) (*Schema, error) {
 	r := invopop.Reflector{DoNotReference: true, Anonymous: true, ExpandedStruct: true}
 	s := r.ReflectFromType(base)
 	if err := strictify(s, "$"); err != nil {
+		return nil, fmt.Errorf("toolset: input type %v: %w", t, err)
+	}
+	props := 0
+	if err := checkLimits(s, "$", 0, &props); err != nil {
 		return nil, fmt.Errorf("toolset: input type %v: %w", t, err)
 	}
 	s.Version, s.ID, s.Definitions = "", "", nil
@@ -199,6 +205,48 @@ func strictify(s *invopop.Schema, path string) error {
 	}
 	if len(s.OneOf) > 0 || len(s.AllOf) > 0 || s.Not != nil || s.If != nil {
 		return fmt.Errorf("%s: oneOf, allOf, not and if are not allowed in strict mode", path)
+	}
+	return nil
+}
+
+// Strict mode's size limits.
+const (
+	maxNesting    = 10
+	maxProperties = 5000
+	maxEnumValues = 1000
+)
+
+// checkLimits rejects a schema over strict mode's size limits, counting
+// nesting as OpenAI does: one level per property or array item, none per
+// anyOf branch.
+func checkLimits(s *invopop.Schema, path string, depth int, props *int) error {
+	if s == nil {
+		return nil
+	}
+	if depth > maxNesting {
+		return fmt.Errorf("%s: nested deeper than %d levels, the strict-mode limit", path, maxNesting)
+	}
+	if len(s.Enum) > maxEnumValues {
+		return fmt.Errorf("%s: more than %d enum values, the strict-mode limit", path, maxEnumValues)
+	}
+	if s.Properties != nil {
+		*props += s.Properties.Len()
+		if *props > maxProperties {
+			return fmt.Errorf("more than %d properties, the strict-mode limit", maxProperties)
+		}
+		for p := s.Properties.Oldest(); p != nil; p = p.Next() {
+			if err := checkLimits(p.Value, path+"."+p.Key, depth+1, props); err != nil {
+				return err
+			}
+		}
+	}
+	if err := checkLimits(s.Items, path+"[]", depth+1, props); err != nil {
+		return err
+	}
+	for i, sub := range s.AnyOf {
+		if err := checkLimits(sub, fmt.Sprintf("%s.anyOf[%d]", path, i), depth, props); err != nil {
+			return err
+		}
 	}
 	return nil
 }
