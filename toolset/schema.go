@@ -48,7 +48,9 @@ var schemaCache sync.Map // reflect.Type -> *Schema or error
 // becomes a union with null ("anyOf": [schema, {"type": "null"}]) and
 // decodes to its zero value when null; no "$schema", "$id" or "$ref".
 // Descriptions and enums come from jsonschema struct tags
-// (`jsonschema:"description=…,enum=a,enum=b"`). Maps, interfaces and
+// (`jsonschema:"description=…,enum=a,enum=b"`); a description with a comma
+// goes in its own tag, `jsonschema_description:"…"`, as the jsonschema tag
+// splits on commas. Maps, interfaces and
 // recursive types cannot be expressed in strict mode and are rejected, as
 // are types over its limits (nesting deeper than 10 levels, more than 5000
 // properties, more than 1000 enum values).
