@@ -75,6 +75,10 @@ type Option func(*Loop)
 // fine for examples and tests and loses everything when the process ends.
 func WithStore(rdb redis.UniversalClient) Option {
 	return func(l *Loop) {
+		if rdb == nil {
+			l.err = errors.New("agentloop: WithStore needs a Redis client")
+			return
+		}
 		s, err := idem.New(rdb, idem.Options{})
 		if err != nil {
 			l.err = err

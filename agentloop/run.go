@@ -82,7 +82,7 @@ func (l *Loop) Resume(ctx context.Context, p guard.Principal, st *State, approva
 	if l.err != nil {
 		return nil, l.err
 	}
-	if len(st.Pending) == 0 {
+	if st == nil || len(st.Pending) == 0 {
 		return nil, ErrNotPaused
 	}
 	if !st.owner(p) {
@@ -243,7 +243,13 @@ func (l *Loop) dispatch(ctx context.Context, p guard.Principal, st *State, respI
 	call := tgopenai.Call(p, respID, c)
 	call.Approval = grant
 	fp := guard.Fingerprint(c.Name, []byte(c.Arguments))
-	op, key := (l.keyFunc())(st.RunID, call.Proposal, fp)
+	// The KeyFunc sees the canonical arguments, as in approve, so that the
+	// operation id an ApprovalRequest names is the one the guard uses.
+	prop := call.Proposal
+	if args, _, err := canon.Parse(prop.Arguments, canon.Limits{}); err == nil {
+		prop.Arguments = args
+	}
+	op, key := (l.keyFunc())(st.RunID, prop, fp)
 	call.Context.OperationID = op
 	if t := l.tools.Lookup(c.Name); t != nil && t.Effect() == guard.Write {
 		// Reads get no key: reading again later in the run must see

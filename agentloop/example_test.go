@@ -1,0 +1,114 @@
+package agentloop_test
+
+import (
+	"context"
+	"fmt"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/orders"
+)
+
+// Example runs a scripted model offline: it reads an order, drafts a refund
+// that a human approves, and asks for the same refund again with its keys
+// in another order. The draft is created once; the repeat is a replay.
+func Example() {
+	srv := openaitest.NewServer(
+		openaitest.Turn{Calls: []openaitest.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
+		openaitest.Turn{Text: "ORDER-7 is paid; drafting the refund.", Calls: []openaitest.Call{
+			{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}}},
+		openaitest.Turn{Calls: []openaitest.Call{
+			{Name: "create_refund_draft", Arguments: `{"reason":"duplicate","order_ref":"ORDER-7"}`}}},
+		openaitest.Turn{Text: "Refund draft DRAFT-1 is created."},
+	)
+	defer srv.Close()
+	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
+
+	svc := orders.NewService()
+	approve := agentloop.ApproverFunc(func(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+		return agentloop.Decision{Approved: true, Approver: "ann"}, nil
+	})
+	// Without WithStore the loop keeps its records in an embedded Redis.
+	loop := agentloop.New(client, orders.Tools(svc), agentloop.WithApprover(approve))
+	defer loop.Close()
+
+	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"} // from the host's session
+	res, err := loop.Run(context.Background(), principal, "Please refund my duplicate order ORDER-7.")
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Print(res.Transcript)
+	fmt.Printf("status %s after %d turns; %d draft created\n", res.Status, res.Turns, svc.SideEffects())
+	// Output:
+	// user:      Please refund my duplicate order ORDER-7.
+	// model:     calls get_order {"order_ref":"ORDER-7"}
+	// guard:     get_order OK (fresh, none) {"order_ref":"ORDER-7","status":"paid"}
+	// assistant: ORDER-7 is paid; drafting the refund.
+	// model:     calls create_refund_draft {"order_ref":"ORDER-7","reason":"duplicate"}
+	// approval:  create_refund_draft {"order_ref":"ORDER-7","reason":"duplicate"} needs a human's yes
+	// approval:  create_refund_draft approved by ann
+	// guard:     create_refund_draft OK (fresh, none) {"draft_id":"DRAFT-1","order_ref":"ORDER-7","reason":"duplicate"}
+	// model:     calls create_refund_draft {"reason":"duplicate","order_ref":"ORDER-7"}
+	// guard:     create_refund_draft OK (local_replay, none) {"draft_id":"DRAFT-1","order_ref":"ORDER-7","reason":"duplicate"}
+	// assistant: Refund draft DRAFT-1 is created.
+	// status completed after 4 turns; 1 draft created
+}
+
+// ExampleLoop_Resume pauses a run at a write that needs approval, saves its
+// state, and resumes it once a human said yes.
+func ExampleLoop_Resume() {
+	srv := openaitest.NewServer(
+		openaitest.Turn{Calls: []openaitest.Call{
+			{Name: "create_refund_draft", Arguments: `{"reason":"damaged","order_ref":"ORDER-7"}`}}},
+		openaitest.Turn{Text: "The refund draft is created."},
+	)
+	defer srv.Close()
+	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
+	svc := orders.NewService()
+	loop := agentloop.New(client, orders.Tools(svc)) // no Approver: the run pauses
+	defer loop.Close()
+	ctx := context.Background()
+	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
+
+	res, err := loop.Run(ctx, principal, "ORDER-7 arrived damaged.")
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	for _, req := range res.Pending {
+		fmt.Printf("%s: %s %s for %s\n", res.Status, req.Tool, req.Arguments, req.Principal.SubjectID)
+	}
+	saved, _ := res.State.Marshal() // kept by the host until the human answers
+
+	st, err := agentloop.LoadState(saved)
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	grant, err := loop.Grant(st.Pending[0], "ann")
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	res, err = loop.Resume(ctx, principal, st, agentloop.Approval{CallID: st.Pending[0].CallID, Grant: grant})
+	if err != nil {
+		fmt.Println("error:", err)
+		return
+	}
+	fmt.Print(res.Transcript)
+	fmt.Printf("%s after %d turns; %d draft created\n", res.Status, res.Turns, svc.SideEffects())
+	// Output:
+	// paused: create_refund_draft {"order_ref":"ORDER-7","reason":"damaged"} for user-1
+	// user:      ORDER-7 arrived damaged.
+	// model:     calls create_refund_draft {"reason":"damaged","order_ref":"ORDER-7"}
+	// approval:  create_refund_draft {"order_ref":"ORDER-7","reason":"damaged"} needs a human's yes
+	// approval:  create_refund_draft approved by grant
+	// guard:     create_refund_draft OK (fresh, none) {"draft_id":"DRAFT-1","order_ref":"ORDER-7","reason":"damaged"}
+	// assistant: The refund draft is created.
+	// completed after 2 turns; 1 draft created
+}

@@ -1,0 +1,222 @@
+package agentloop_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/orders"
+)
+
+// The principals of the orders world: user1 owns ORDER-7, user2 owns ORDER-8.
+var (
+	user1 = guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
+	user2 = guard.Principal{TenantID: "tenant-a", SubjectID: "user-2"}
+)
+
+const (
+	refundArgs   = `{"order_ref":"ORDER-7","reason":"duplicate"}`
+	readArgs     = `{"order_ref":"ORDER-7"}`
+	refundTool   = "create_refund_draft"
+	readTool     = "get_order"
+	testDeadline = 20 * time.Second
+)
+
+// world is one test's fake provider, order service, Redis and loop.
+type world struct {
+	t      *testing.T
+	srv    *openaitest.Server
+	client oai.Client
+	svc    *orders.Service
+	mr     *miniredis.Miniredis
+	rdb    redis.UniversalClient
+}
+
+// newWorld starts a fake Responses server playing turns, a fresh order
+// service and a miniredis; everything is closed when the test ends.
+func newWorld(t *testing.T, turns ...openaitest.Turn) *world {
+	t.Helper()
+	srv := openaitest.NewServer(turns...)
+	t.Cleanup(srv.Close)
+	mr, rdb := redistest.Mini(t)
+	return &world{
+		t:      t,
+		srv:    srv,
+		client: newClient(srv),
+		svc:    orders.NewService(),
+		mr:     mr,
+		rdb:    rdb,
+	}
+}
+
+func newClient(srv *openaitest.Server) oai.Client {
+	return oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(2))
+}
+
+// loop returns a loop over the world's client, tools and Redis.
+func (w *world) loop(opts ...agentloop.Option) *agentloop.Loop {
+	w.t.Helper()
+	all := append([]agentloop.Option{agentloop.WithStore(w.rdb)}, opts...)
+	l := agentloop.New(w.client, orders.Tools(w.svc), all...)
+	if err := l.Err(); err != nil {
+		w.t.Fatalf("New: %v", err)
+	}
+	w.t.Cleanup(l.Close)
+	return l
+}
+
+func testCtx(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), testDeadline)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// approver approves everything and records what it was asked.
+type approver struct {
+	mu   sync.Mutex
+	reqs []agentloop.ApprovalRequest
+	n    atomic.Int32
+}
+
+func (a *approver) Approve(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+	a.mu.Lock()
+	a.reqs = append(a.reqs, req)
+	a.mu.Unlock()
+	a.n.Add(1)
+	return agentloop.Decision{Approved: true, Approver: "ann"}, nil
+}
+
+func (a *approver) asked() []agentloop.ApprovalRequest {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return append([]agentloop.ApprovalRequest(nil), a.reqs...)
+}
+
+// calls builds one turn of function calls.
+func calls(cs ...openaitest.Call) openaitest.Turn { return openaitest.Turn{Calls: cs} }
+
+func call(id, name, args string) openaitest.Call {
+	return openaitest.Call{CallID: id, Name: name, Arguments: args}
+}
+
+// output is one function_call_output the loop sent, decoded.
+type output struct {
+	CallID string
+	Raw    string
+	Result guard.Result
+}
+
+// outputsOf decodes every function_call_output of a request, failing the
+// test when one is not a tool-model-result-v2 object.
+func outputsOf(t *testing.T, req openaitest.Request) []output {
+	t.Helper()
+	var out []output
+	for _, o := range req.FunctionCallOutputs() {
+		var r guard.Result
+		if err := json.Unmarshal([]byte(o.Output), &r); err != nil {
+			t.Fatalf("output for %s is not a guard.Result: %v: %s", o.CallID, err, o.Output)
+		}
+		out = append(out, output{CallID: o.CallID, Raw: o.Output, Result: r})
+	}
+	return out
+}
+
+// lastOutputs decodes the outputs of a request inside a Respond callback,
+// where failing the test is not possible; bad outputs are skipped.
+func lastOutputs(req openaitest.Request) []guard.Result {
+	var out []guard.Result
+	for _, o := range req.FunctionCallOutputs() {
+		var r guard.Result
+		if json.Unmarshal([]byte(o.Output), &r) == nil {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// byCallID indexes outputs by call id, failing on a call id answered twice.
+func byCallID(t *testing.T, outs []output) map[string]output {
+	t.Helper()
+	m := map[string]output{}
+	for _, o := range outs {
+		if _, dup := m[o.CallID]; dup {
+			t.Fatalf("call id %s answered twice", o.CallID)
+		}
+		m[o.CallID] = o
+	}
+	return m
+}
+
+// okRequests returns the requests the server answered with 200.
+func okRequests(srv *openaitest.Server) []openaitest.Request {
+	var out []openaitest.Request
+	for _, r := range srv.Requests() {
+		if r.StatusCode == 200 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// checkChain asserts that every answered request continues the one before
+// it with previous_response_id, and that none was rejected.
+func checkChain(t *testing.T, srv *openaitest.Server) {
+	t.Helper()
+	reqs := srv.Requests()
+	prev := ""
+	for i, r := range reqs {
+		if r.StatusCode != 200 {
+			t.Fatalf("request %d answered %d: %s", i, r.StatusCode, r.Body)
+		}
+		if r.PreviousResponseID != prev {
+			t.Errorf("request %d: previous_response_id %q, want %q", i, r.PreviousResponseID, prev)
+		}
+		prev = r.ResponseID
+	}
+}
+
+func kinds(tr agentloop.Transcript) string {
+	var b []string
+	for _, e := range tr {
+		b = append(b, string(e.Kind))
+	}
+	return strings.Join(b, ",")
+}
+
+func jsonEqual(t *testing.T, got, want []byte) bool {
+	t.Helper()
+	var a, b any
+	if err := json.Unmarshal(got, &a); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, got)
+	}
+	if err := json.Unmarshal(want, &b); err != nil {
+		t.Fatalf("not JSON: %v: %s", err, want)
+	}
+	x, _ := json.Marshal(a)
+	y, _ := json.Marshal(b)
+	return bytes.Equal(x, y)
+}
+
+// draftOf decodes the draft of an OK create_refund_draft result.
+func draftOf(t *testing.T, r guard.Result) orders.Draft {
+	t.Helper()
+	var d orders.Draft
+	if err := json.Unmarshal(r.Data, &d); err != nil {
+		t.Fatalf("draft data %s: %v", r.Data, err)
+	}
+	return d
+}

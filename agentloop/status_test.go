@@ -1,0 +1,232 @@
+package agentloop_test
+
+import (
+	"encoding/json"
+	"sync"
+	"testing"
+
+	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/orders"
+)
+
+// The draft is created but the reply is lost: the model is told the outcome
+// is unknown with the operation id, asks the status tool, and the receipt
+// settles it without a second draft.
+func TestUnknownOutcomeSettledByStatusTool(t *testing.T) {
+	var (
+		mu      sync.Mutex
+		seenOps []string
+	)
+	w := newWorld(t,
+		calls(call("w1", refundTool, refundArgs)),
+		openaitest.Turn{Respond: func(req openaitest.Request) *openaitest.Turn {
+			for _, r := range lastOutputs(req) {
+				if r.Recovery() == guard.RecoveryQueryStatus {
+					mu.Lock()
+					seenOps = append(seenOps, r.OperationID)
+					mu.Unlock()
+					args, _ := json.Marshal(agentloop.StatusInput{OperationID: r.OperationID})
+					return &openaitest.Turn{Text: "checking", Calls: []openaitest.Call{call("s1", agentloop.DefaultStatusTool, string(args))}}
+				}
+			}
+			return &openaitest.Turn{Text: "no unknown outcome seen"}
+		}},
+		openaitest.Turn{Respond: func(req openaitest.Request) *openaitest.Turn {
+			for _, r := range lastOutputs(req) {
+				if r.Code == guard.OK && r.Delivery == guard.DeliveryReceiptReconciled {
+					return &openaitest.Turn{Text: "confirmed"}
+				}
+			}
+			return &openaitest.Turn{Text: "not confirmed"}
+		}},
+	)
+	w.svc.FailNext(orders.FailAfterCommit)
+	appr := &approver{}
+	loop := w.loop(agentloop.WithApprover(appr))
+	ctx := testCtx(t)
+	res, err := loop.Run(ctx, user1, "refund ORDER-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != agentloop.StatusCompleted || res.Output != "confirmed" || res.Turns != 3 {
+		t.Fatalf("status %q output %q turns %d\n%s", res.Status, res.Output, res.Turns, res.Transcript)
+	}
+	if w.svc.SideEffects() != 1 {
+		t.Errorf("%d side effects, want 1", w.svc.SideEffects())
+	}
+	checkChain(t, w.srv)
+	opID := appr.asked()[0].OperationID
+	mu.Lock()
+	if len(seenOps) != 1 || seenOps[0] != opID {
+		t.Errorf("model saw operation ids %v, want %s", seenOps, opID)
+	}
+	mu.Unlock()
+
+	reqs := w.srv.Requests()
+	unknown := outputsOf(t, reqs[1])
+	if len(unknown) != 1 {
+		t.Fatalf("outputs %+v", unknown)
+	}
+	if r := unknown[0].Result; r.Code != guard.OutcomeUnknown || r.Status() != guard.StatusUnknown ||
+		r.Outcome() != guard.OutcomeIsUnknown || r.OperationID != opID || r.Data != nil {
+		t.Errorf("lost reply: %s", unknown[0].Raw)
+	}
+	settled := outputsOf(t, reqs[2])
+	if len(settled) != 1 || settled[0].CallID != "s1" {
+		t.Fatalf("outputs %+v", settled)
+	}
+	r := settled[0].Result
+	if r.Code != guard.OK || r.Delivery != guard.DeliveryReceiptReconciled || draftOf(t, r).ID != "DRAFT-1" {
+		t.Errorf("status tool: %s", settled[0].Raw)
+	}
+
+	// Asked again, directly, the stored result is replayed.
+	again, err := loop.QueryStatus(ctx, user1, opID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.Code != guard.OK || again.Delivery != guard.DeliveryLocalReplay || string(again.Data) != string(r.Data) {
+		t.Errorf("QueryStatus: %s", again)
+	}
+	for _, p := range []guard.Principal{user2, {TenantID: "tenant-b", SubjectID: "user-1"}} {
+		if other, err := loop.QueryStatus(ctx, p, opID); err != nil || other.Code != guard.NotFound {
+			t.Errorf("QueryStatus as %+v: %v, %v", p, other, err)
+		}
+	}
+	if _, err := loop.QueryStatus(ctx, guard.Principal{}, opID); err == nil {
+		t.Error("QueryStatus accepted an empty principal")
+	}
+	if w.svc.SideEffects() != 1 {
+		t.Errorf("%d side effects after the status queries", w.svc.SideEffects())
+	}
+	if _, err := guard.VerifyAudit(ctx, loop.Store(), "tenant-a"); err != nil {
+		t.Error(err)
+	}
+}
+
+// While the receipt cannot be read the outcome stays unknown; once it can,
+// the next query settles it.
+func TestUnknownOutcomeReceiptUnavailable(t *testing.T) {
+	w := newWorld(t,
+		calls(call("w1", refundTool, refundArgs)),
+		openaitest.Turn{Text: "lost"},
+	)
+	w.svc.FailNext(orders.FailAfterCommit)
+	appr := &approver{}
+	loop := w.loop(agentloop.WithApprover(appr))
+	ctx := testCtx(t)
+	if _, err := loop.Run(ctx, user1, "refund"); err != nil {
+		t.Fatal(err)
+	}
+	op := appr.asked()[0].OperationID
+	w.svc.SetFailure(orders.FailRateLimit)
+	r, err := loop.QueryStatus(ctx, user1, op)
+	if err != nil || r.Code != guard.OutcomeUnknown || r.OperationID != op {
+		t.Fatalf("receipt offline: %v, %v", r, err)
+	}
+	w.svc.SetFailure(orders.NoFailure)
+	r, err = loop.QueryStatus(ctx, user1, op)
+	if err != nil || r.Code != guard.OK || r.Delivery != guard.DeliveryReceiptReconciled {
+		t.Fatalf("receipt back: %v, %v", r, err)
+	}
+	if w.svc.SideEffects() != 1 {
+		t.Errorf("%d side effects", w.svc.SideEffects())
+	}
+}
+
+// The status tool checks its arguments like any tool.
+func TestStatusToolArguments(t *testing.T) {
+	st := agentloop.DefaultStatusTool
+	w := newWorld(t,
+		calls(
+			call("s1", st, `{}`),
+			call("s2", st, `{"operation_id":5}`),
+			call("s3", st, `not json`),
+			call("s4", st, `{"operation_id":"op_x","extra":1}`),
+			call("s5", st, `{"operation_id":"op_x","operation_id":"op_y"}`),
+			call("s6", st, `{"operation_id":"op_never_ran"}`),
+			call("s7", st, `{"operation_id":""}`),
+			call("s8", st, ``),
+		),
+		openaitest.Turn{Text: "ok"},
+	)
+	res, err := w.loop().Run(testCtx(t), user1, "status?")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != agentloop.StatusCompleted {
+		t.Fatalf("status %q", res.Status)
+	}
+	outs := byCallID(t, outputsOf(t, w.srv.Requests()[1]))
+	want := map[string]guard.Code{
+		"s1": guard.InvalidArguments, "s2": guard.InvalidArguments, "s3": guard.InvalidArguments,
+		"s4": guard.InvalidArguments, "s5": guard.InvalidArguments, "s6": guard.NotFound,
+		"s7": guard.NotFound, "s8": guard.InvalidArguments,
+	}
+	if len(outs) != len(want) {
+		t.Fatalf("%d outputs", len(outs))
+	}
+	for id, code := range want {
+		if outs[id].Result.Code != code {
+			t.Errorf("%s: %s, want %s", id, outs[id].Raw, code)
+		}
+	}
+}
+
+// The status tool asks for the run's principal only: another user's
+// operation id is NOT_FOUND.
+func TestStatusToolOtherPrincipal(t *testing.T) {
+	w := newWorld(t,
+		calls(call("w1", refundTool, refundArgs)),
+		openaitest.Turn{Text: "refunded"},
+	)
+	appr := &approver{}
+	loop := w.loop(agentloop.WithApprover(appr))
+	ctx := testCtx(t)
+	if _, err := loop.Run(ctx, user1, "refund"); err != nil {
+		t.Fatal(err)
+	}
+	op := appr.asked()[0].OperationID
+	args, _ := json.Marshal(agentloop.StatusInput{OperationID: op})
+	w.srv.Enqueue(calls(call("s1", agentloop.DefaultStatusTool, string(args))), openaitest.Turn{Text: "?"})
+	if _, err := loop.Run(ctx, user2, "what happened to user-1's refund?"); err != nil {
+		t.Fatal(err)
+	}
+	reqs := w.srv.Requests()
+	if o := outputsOf(t, reqs[len(reqs)-1]); len(o) != 1 || o[0].Result.Code != guard.NotFound || o[0].Result.Data != nil {
+		t.Errorf("other principal's operation: %+v", o)
+	}
+	// The owner's own status tool replays it.
+	w.srv.Enqueue(calls(call("s2", agentloop.DefaultStatusTool, string(args))), openaitest.Turn{Text: "!"})
+	if _, err := loop.Run(ctx, user1, "what happened to my refund?"); err != nil {
+		t.Fatal(err)
+	}
+	reqs = w.srv.Requests()
+	if o := outputsOf(t, reqs[len(reqs)-1]); len(o) != 1 || o[0].Result.Code != guard.OK || o[0].Result.Delivery != guard.DeliveryLocalReplay {
+		t.Errorf("owner's operation: %+v", o)
+	}
+}
+
+// Without the status tool, a call of it is an unknown tool.
+func TestStatusToolRemoved(t *testing.T) {
+	w := newWorld(t,
+		calls(call("s1", agentloop.DefaultStatusTool, `{"operation_id":"op_1"}`)),
+		openaitest.Turn{Text: "ok"},
+	)
+	if _, err := w.loop(agentloop.WithStatusTool("")).Run(testCtx(t), user1, "hi"); err != nil {
+		t.Fatal(err)
+	}
+	reqs := w.srv.Requests()
+	for _, r := range reqs {
+		for _, n := range r.ToolNames() {
+			if n == agentloop.DefaultStatusTool {
+				t.Errorf("status tool declared")
+			}
+		}
+	}
+	if o := outputsOf(t, reqs[1]); len(o) != 1 || o[0].Result.Code != guard.UnknownTool {
+		t.Errorf("outputs %+v", o)
+	}
+}
