@@ -54,7 +54,7 @@ type Signer struct {
 	macs sync.Pool // of hash.Hash: HMAC instances, reset between uses
 
 	mu       sync.Mutex
-	verified map[string]Grant // tokens already verified: same token, same grant
+	verified map[string]*Grant // tokens already verified: same token, same grant (shared, read-only)
 }
 
 // maxVerified bounds the cache of verified tokens; it is cleared when full.
@@ -69,7 +69,7 @@ func NewSigner(key []byte) (*Signer, error) {
 	if len(key) < 32 {
 		return nil, ErrShortKey
 	}
-	s := &Signer{key: append([]byte(nil), key...), verified: map[string]Grant{}}
+	s := &Signer{key: append([]byte(nil), key...), verified: map[string]*Grant{}}
 	s.macs.New = func() any { return hmac.New(sha256.New, s.key) }
 	return s, nil
 }
@@ -102,16 +102,26 @@ var ErrBadGrant = errors.New("guard: approval token is malformed or its signatur
 // Verify checks the token's signature and returns its grant. It does not
 // check what the grant is bound to; Check does.
 func (s *Signer) Verify(token string) (Grant, error) {
+	g, err := s.verified1(token)
+	if err != nil {
+		return Grant{}, err
+	}
+	return *g, nil
+}
+
+// verified1 returns the shared, read-only grant of a verified token.
+func (s *Signer) verified1(token string) (*Grant, error) {
 	s.mu.Lock()
 	g, ok := s.verified[token]
 	s.mu.Unlock()
 	if ok {
 		return g, nil
 	}
-	g, err := s.verify(token)
+	v, err := s.verify(token)
 	if err != nil {
-		return Grant{}, err
+		return nil, err
 	}
+	g = &v
 	s.mu.Lock()
 	if len(s.verified) >= maxVerified {
 		clear(s.verified)
@@ -146,17 +156,25 @@ func (s *Signer) verify(token string) (Grant, error) {
 // principal, tool and fingerprint and has not expired at now (a grant is
 // valid strictly before ExpiresAt).
 func (s *Signer) Check(token string, p Principal, tool, fingerprint string, now time.Time) (Grant, error) {
-	g, err := s.Verify(token)
+	g, err := s.check(token, p, tool, fingerprint, now)
 	if err != nil {
 		return Grant{}, err
 	}
+	return *g, nil
+}
+
+func (s *Signer) check(token string, p Principal, tool, fingerprint string, now time.Time) (*Grant, error) {
+	g, err := s.verified1(token)
+	if err != nil {
+		return nil, err
+	}
 	switch {
 	case g.TenantID != p.TenantID || g.SubjectID != p.SubjectID:
-		return Grant{}, errors.New("guard: approval granted to another principal")
+		return nil, errors.New("guard: approval granted to another principal")
 	case g.Tool != tool || g.Fingerprint != fingerprint:
-		return Grant{}, errors.New("guard: approval granted for another intent")
+		return nil, errors.New("guard: approval granted for another intent")
 	case !now.Before(g.ExpiresAt):
-		return Grant{}, errors.New("guard: approval expired")
+		return nil, errors.New("guard: approval expired")
 	}
 	return g, nil
 }

@@ -67,6 +67,7 @@ type Invocation struct {
 	// that two tenants choosing the same key never collide downstream.
 	IdempotencyKey string
 	// Grant is the verified approval grant, if one was given and valid.
+	// It is shared: tools must not modify it.
 	Grant *Grant
 	// Now is the guard's clock at the start of the dispatch.
 	Now time.Time

@@ -123,8 +123,15 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	if err := call.Principal.Validate(); err != nil {
 		return nil, err
 	}
-	inv := g.prepare(call)
-	e := g.entry(inv, "dispatch")
+	// The invocation and its store entry live and die together: one
+	// allocation for both.
+	st := &struct {
+		inv Invocation
+		e   Entry
+	}{}
+	inv, e := &st.inv, &st.e
+	g.prepare(call, inv)
+	g.fillEntry(e, inv, "dispatch")
 	if code, ferr := g.check(ctx, inv); code != 0 {
 		e.setError(code, ferr)
 		return g.finish(ctx, e)
@@ -153,10 +160,14 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 // model is told the outcome is unknown, and the reservation's lease turns
 // the record unknown for everyone else too.
 func (g *Guard) commit(ctx context.Context, e *Entry, token string) (*Result, error) {
+	if ctx.Done() != nil {
+		// The write ran: its commit must not be cancelled with the caller.
+		ctx = context.WithoutCancel(ctx)
+	}
 	var err error
 	for attempt := 0; attempt < 3; attempt++ {
 		var res *Result
-		if res, err = g.store.Commit(context.WithoutCancel(ctx), e, token); err == nil {
+		if res, err = g.store.Commit(ctx, e, token); err == nil {
 			return res, nil
 		}
 		if attempt < 2 {
@@ -180,8 +191,8 @@ func storeUnavailable() *Result {
 }
 
 // prepare canonicalizes the arguments and derives the ids.
-func (g *Guard) prepare(call *Call) *Invocation {
-	inv := &Invocation{
+func (g *Guard) prepare(call *Call, inv *Invocation) {
+	*inv = Invocation{
 		Principal: call.Principal,
 		Proposal:  call.Proposal,
 		Context:   call.Context,
@@ -198,7 +209,6 @@ func (g *Guard) prepare(call *Call) *Invocation {
 	if k := call.Context.IdempotencyKey; k != "" {
 		inv.idemKey = "k:" + k
 	}
-	return inv
 }
 
 // check runs steps 3–6 and the extra checks. It returns 0 when the call may
@@ -228,7 +238,7 @@ func (g *Guard) check(ctx context.Context, inv *Invocation) (Code, error) {
 		return InvalidArguments, nil
 	}
 	inv.Input = input
-	if err := safeRun(func() error { return tool.AuthorizeCall(ctx, inv) }); err != nil {
+	if err := authorize(ctx, tool, inv); err != nil {
 		return failClosed(err)
 	}
 	if tool.Effect() == Write && tool.NeedsApproval() {
@@ -238,11 +248,11 @@ func (g *Guard) check(ctx context.Context, inv *Invocation) (Code, error) {
 		if g.opts.Signer == nil {
 			return ApprovalInvalid, nil
 		}
-		grant, err := g.opts.Signer.Check(inv.approval, inv.Principal, tool.Name(), inv.Fingerprint, inv.Now)
+		grant, err := g.opts.Signer.check(inv.approval, inv.Principal, tool.Name(), inv.Fingerprint, inv.Now)
 		if err != nil {
 			return ApprovalInvalid, nil
 		}
-		inv.Grant = &grant
+		inv.Grant = grant
 	}
 	for _, c := range g.opts.Checks {
 		if err := safeRun(func() error { return c(ctx, inv) }); err != nil {
@@ -292,17 +302,32 @@ func safeRun(f func() error) (err error) {
 }
 
 func execute(ctx context.Context, tool Tool, inv *Invocation) (out json.RawMessage, err error) {
-	err = safeRun(func() error {
-		var e error
-		out, e = tool.Execute(ctx, inv)
-		return e
-	})
-	return out, err
+	defer recoverTo(&err)
+	return tool.Execute(ctx, inv)
 }
 
-// entry starts the store entry of an invocation with its audit body.
+func authorize(ctx context.Context, tool Tool, inv *Invocation) (err error) {
+	defer recoverTo(&err)
+	return tool.AuthorizeCall(ctx, inv)
+}
+
+// recoverTo turns a panic into *err; deferred directly, so no closure is
+// allocated on the hot path.
+func recoverTo(err *error) {
+	if r := recover(); r != nil {
+		*err = fmt.Errorf("guard: panic: %v", r)
+	}
+}
+
+// entry starts the store entry of an invocation.
 func (g *Guard) entry(inv *Invocation, action string) *Entry {
-	return &Entry{
+	e := new(Entry)
+	g.fillEntry(e, inv, action)
+	return e
+}
+
+func (g *Guard) fillEntry(e *Entry, inv *Invocation, action string) {
+	*e = Entry{
 		TenantID:       inv.Principal.TenantID,
 		SubjectID:      inv.Principal.SubjectID,
 		CallID:         inv.Context.CallID,

@@ -1,9 +1,11 @@
 -- commit: the outcome of a reserved write, with its audit record.
 local code, delivery, data, msg, op = ARGV[5], 'fresh', ARGV[6], ARGV[7], ''
 local k = redis.call('HMGET', KEYS[2], 'fp', 'state', 'token', 'data', 'msg')
+local side = ARGV[9]
 if k[1] == FP and k[2] == 'C' then
-  -- settled meanwhile from a receipt: the stored result stands.
-  code, delivery, data, msg = 'OK', 'local_replay', k[4], k[5]
+  -- settled meanwhile from a receipt: the stored result stands, and the
+  -- side effect was already audited as 'yes' by the status query.
+  code, delivery, data, msg, side = 'OK', 'local_replay', k[4], k[5], 'no'
 elseif k[1] and k[1] ~= FP then
   -- the key now belongs to another intent (ours was freed and reused):
   -- never overwrite it; our outcome is still reported and audited.
@@ -30,5 +32,5 @@ if HAS_CALL then
   end
   redis.call('PEXPIRE', KEYS[1], TTL)
 end
-audit(code, delivery, ARGV[9])
+audit(code, delivery, side)
 return answer(code, delivery, data, msg, ARGV[8], op)

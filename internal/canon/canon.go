@@ -163,7 +163,8 @@ func (p *parser) object(depth int) (any, error) {
 	// if they turn out not to be sorted they are reordered at the end.
 	base := len(p.out)
 	p.out = append(p.out, '{')
-	var members []member
+	var small [8]member // most tool arguments have few members
+	members := small[:0]
 	sorted := true
 	p.skipSpace()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
