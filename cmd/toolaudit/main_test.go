@@ -1,0 +1,380 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"os"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/guard/guardtest"
+	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redistest"
+)
+
+// fill writes n audit records of tenant-a (reads, a write, a status query)
+// and one of tenant-b through a guard, and returns the store.
+func fill(t *testing.T, rdb redis.UniversalClient, prefix string, n int) *idem.Store {
+	t.Helper()
+	s, err := idem.New(rdb, idem.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := guardtest.NewWorld(t, s)
+	a := guardtest.Principal("tenant-a", "alice")
+	for i := range n {
+		switch i % 3 {
+		case 0:
+			w.Dispatch(t, a, "get", `{"key":"k"}`, "c"+string(rune('a'+i)), "")
+		case 1:
+			w.Dispatch(t, a, "put", `{"key":"k","value":"v"}`, "c"+string(rune('a'+i)), "")
+		default:
+			w.Status(t, a, "c"+string(rune('a'+i-1)))
+		}
+	}
+	w.Dispatch(t, guardtest.Principal("tenant-b", "bob"), "get", `{"key":"k"}`, "cb", "")
+	if got, err := guard.VerifyAudit(context.Background(), s, "tenant-a"); err != nil || got != int64(n) {
+		t.Fatalf("fresh log: %d records, %v", got, err)
+	}
+	return s
+}
+
+type outcome struct {
+	code           int
+	stdout, stderr string
+}
+
+func (o outcome) lines(t *testing.T) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	sc := bufio.NewScanner(strings.NewReader(o.stdout))
+	sc.Buffer(nil, 1<<20)
+	for sc.Scan() {
+		var m map[string]any
+		if err := json.Unmarshal(sc.Bytes(), &m); err != nil {
+			t.Fatalf("line %q: %v", sc.Text(), err)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func exec(args ...string) outcome {
+	var stdout, stderr strings.Builder
+	code := run(args, &stdout, &stderr)
+	return outcome{code, stdout.String(), stderr.String()}
+}
+
+func want(t *testing.T, o outcome, code int, stderr string) {
+	t.Helper()
+	if o.code != code || !strings.Contains(o.stderr, stderr) {
+		t.Fatalf("exit %d, stderr %q; want exit %d with %q\nstdout:\n%s", o.code, o.stderr, code, stderr, o.stdout)
+	}
+}
+
+// rewrite replaces the stream with its entries passed through edit, as
+// someone with write access to Redis would edit a record.
+func rewrite(t *testing.T, rdb redis.UniversalClient, key string, edit func(id string, v map[string]any) bool) {
+	t.Helper()
+	ctx := context.Background()
+	msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range msgs {
+		if !edit(m.ID, m.Values) {
+			continue
+		}
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: m.ID, Values: m.Values}).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func mini(t *testing.T) (redis.UniversalClient, string) {
+	t.Helper()
+	mr, rdb := redistest.Mini(t)
+	return rdb, "redis://" + mr.Addr() + "/0"
+}
+
+func TestPrintAndVerify(t *testing.T) {
+	rdb, url := mini(t)
+	fill(t, rdb, "tga:", 6)
+	for _, verify := range []bool{false, true} {
+		args := []string{"-redis", url, "-prefix", "tga:", "-tenant", "tenant-a"}
+		if verify {
+			args = append(args, "-verify")
+		}
+		o := exec(args...)
+		want(t, o, 0, "")
+		recs := o.lines(t)
+		if len(recs) != 6 {
+			t.Fatalf("%d lines, want 6:\n%s", len(recs), o.stdout)
+		}
+		for i, r := range recs {
+			if r["seq"] != float64(i+1) || r["contract"] != guard.AuditContract || r["hash"] == "" {
+				t.Errorf("line %d: %v", i, r)
+			}
+			p, _ := r["principal"].(map[string]any)
+			if p["tenant_id"] != "tenant-a" {
+				t.Errorf("line %d of another tenant: %v", i, r)
+			}
+		}
+		if recs[2]["action"] != "query_status" || recs[1]["side_effect"] != "yes" {
+			t.Errorf("records 2 and 3: %v, %v", recs[1], recs[2])
+		}
+		if verify && !strings.Contains(o.stderr, "6 records verified from record 1 to the head (seq 6") {
+			t.Errorf("stderr %q", o.stderr)
+		}
+	}
+	// An empty log verifies.
+	o := exec("-redis", url, "-prefix", "tga:", "-tenant", "nobody", "-verify")
+	want(t, o, 0, "0 records verified")
+}
+
+func TestBrokenChain(t *testing.T) {
+	ctx := context.Background()
+	cases := []struct {
+		name   string
+		edit   func(t *testing.T, rdb redis.UniversalClient, stream, head string)
+		seq    string
+		reason string
+		lines  int
+	}{
+		{"EditedBody", func(t *testing.T, rdb redis.UniversalClient, stream, _ string) {
+			rewrite(t, rdb, stream, func(id string, v map[string]any) bool {
+				if id == "2-1" {
+					v["body"] = strings.Replace(v["body"].(string), `"alice"`, `"mallory"`, 1)
+				}
+				return true
+			})
+		}, "record 2", "edited", 1},
+		{"EditedSideEffect", func(t *testing.T, rdb redis.UniversalClient, stream, _ string) {
+			rewrite(t, rdb, stream, func(id string, v map[string]any) bool {
+				if id == "5-1" {
+					v["side"] = "no"
+				}
+				return true
+			})
+		}, "record 5", "edited", 4},
+		{"BodyNotJSON", func(t *testing.T, rdb redis.UniversalClient, stream, _ string) {
+			rewrite(t, rdb, stream, func(id string, v map[string]any) bool {
+				if id == "3-1" {
+					v["body"] = "not json"
+				}
+				return true
+			})
+		}, "record 3", "", 2},
+		{"DroppedMiddle", func(t *testing.T, rdb redis.UniversalClient, stream, _ string) {
+			rewrite(t, rdb, stream, func(id string, _ map[string]any) bool { return id != "3-1" })
+		}, "record 3", "dropped", 2},
+		{"DroppedTail", func(t *testing.T, rdb redis.UniversalClient, stream, _ string) {
+			rewrite(t, rdb, stream, func(id string, _ map[string]any) bool { return id != "6-1" })
+		}, "record 6", "tail", 5},
+		{"EditedHead", func(t *testing.T, rdb redis.UniversalClient, _, head string) {
+			if err := rdb.HSet(ctx, head, "hash", "0000").Err(); err != nil {
+				t.Fatal(err)
+			}
+		}, "record 7", "head", 6},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			rdb, url := mini(t)
+			s := fill(t, rdb, "tga:", 6)
+			stream, head := s.AuditKeys("tenant-a")
+			tc.edit(t, rdb, stream, head)
+			o := exec("-redis", url, "-prefix", "tga:", "-tenant", "tenant-a", "-verify")
+			want(t, o, 1, "chain broken at "+tc.seq+": ")
+			if !strings.Contains(o.stderr, tc.reason) {
+				t.Errorf("stderr %q does not say %q", o.stderr, tc.reason)
+			}
+			if n := len(o.lines(t)); n != tc.lines {
+				t.Errorf("%d records printed before the break, want %d", n, tc.lines)
+			}
+			// guard.VerifyAudit agrees.
+			_, err := guard.VerifyAudit(ctx, s, "tenant-a")
+			if err == nil || !strings.Contains(err.Error(), tc.seq+":") {
+				t.Errorf("VerifyAudit says %v, toolaudit %s", err, tc.seq)
+			}
+		})
+	}
+	// Without -verify an unreadable record still fails.
+	rdb, url := mini(t)
+	s := fill(t, rdb, "tga:", 3)
+	stream, _ := s.AuditKeys("tenant-a")
+	rewrite(t, rdb, stream, func(id string, v map[string]any) bool {
+		if id == "2-1" {
+			v["body"] = "not json"
+		}
+		return true
+	})
+	want(t, exec("-redis", url, "-prefix", "tga:", "-tenant", "tenant-a"), 1, "record 2")
+}
+
+// An export continues after the last one, and a trimmed log verifies from
+// the hash the export recorded.
+func TestAfterAndTrim(t *testing.T) {
+	rdb, url := mini(t)
+	s := fill(t, rdb, "tga:", 6)
+	base := []string{"-redis", url, "-prefix", "tga:", "-tenant", "tenant-a", "-verify"}
+	first := exec(base...)
+	want(t, first, 0, "")
+	hash2 := first.lines(t)[1]["hash"].(string)
+
+	o := exec(append(base, "-after", "2", "-prev", hash2)...)
+	want(t, o, 0, "4 records verified from record 3 to the head")
+	if recs := o.lines(t); len(recs) != 4 || recs[0]["seq"] != float64(3) {
+		t.Fatalf("after 2: %v", recs)
+	}
+	want(t, exec(append(base, "-after", "2", "-prev", strings.Repeat("0", 40))...), 1, "chain broken at record 3: prev hash")
+
+	// Trim records 1 and 2, as docs/operations.md describes.
+	stream, _ := s.AuditKeys("tenant-a")
+	if err := rdb.XTrimMinID(context.Background(), stream, "3-0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	want(t, exec(base...), 1, "chain broken at record 1: found record 3")
+	want(t, exec(append(base, "-after", "2", "-prev", hash2)...), 0, "4 records verified")
+	want(t, exec(append(base, "-after", "2")...), 0, "unchecked: pass -prev")
+	// Nothing after the head: the head must be the anchor.
+	hash6 := first.lines(t)[5]["hash"].(string)
+	want(t, exec(append(base, "-after", "6", "-prev", hash6)...), 0, "0 records verified")
+	want(t, exec(append(base, "-after", "6", "-prev", hash2)...), 1, "chain broken at record 7")
+}
+
+func TestUsageAndConnectionErrors(t *testing.T) {
+	_, url := mini(t)
+	want(t, exec("-redis", url), 2, "-tenant is required")
+	want(t, exec("-redis", url, "-tenant", "t", "extra"), 2, "unexpected arguments")
+	want(t, exec("-nope"), 2, "flag provided but not defined")
+	want(t, exec("-redis", url, "-tenant", "t", "-prev", "abc"), 2, "-prev needs -after")
+	want(t, exec("-redis", url, "-tenant", "t", "-after", "-1"), 2, "must not be negative")
+	want(t, exec("-redis", url, "-tenant", "t", "-prefix", "a{b"), 2, "-prefix")
+
+	mr := miniredis.RunT(t)
+	dead := mr.Addr()
+	mr.Close()
+	want(t, exec("-redis", "redis://"+dead+"/0", "-tenant", "t"), 2, "toolaudit: -redis:")
+	want(t, exec("-redis", dead, "-tenant", "t"), 2, "toolaudit: -redis:")
+	want(t, exec("-redis", "bogus://x", "-tenant", "t"), 2, "toolaudit: -redis:")
+	want(t, exec("-redis", " , ", "-tenant", "t"), 2, "toolaudit: -redis:")
+}
+
+func TestKeys(t *testing.T) {
+	s, _ := idem.New(nil, idem.Options{Prefix: "tga:"})
+	stream, head := s.AuditKeys("tenant-a")
+	o := exec("-prefix", "tga:", "-tenant", "tenant-a", "-keys")
+	want(t, o, 0, "")
+	if o.stdout != "stream "+stream+"\nhead "+head+"\n" {
+		t.Errorf("stdout %q", o.stdout)
+	}
+}
+
+// On a real cluster, given as an address list.
+func TestCluster(t *testing.T) {
+	rdb := redistest.Cluster(t)
+	prefix := redistest.Prefix(t)
+	fill(t, rdb, prefix, 4)
+	o := exec("-redis", os.Getenv(redistest.EnvCluster), "-prefix", prefix, "-tenant", "tenant-a", "-verify")
+	want(t, o, 0, "4 records verified")
+}
+
+// The retention procedure of docs/operations.md: export raw, keep the
+// anchor, trim, write more, export the rest, verify the archive offline.
+func TestRawExportTrimAndVerifyFile(t *testing.T) {
+	rdb, url := mini(t)
+	s, err := idem.New(rdb, idem.Options{Prefix: "tga:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := guardtest.NewWorld(t, s)
+	a := guardtest.Principal("tenant-a", "alice")
+	dispatch := func(from, to int) {
+		for i := from; i <= to; i++ {
+			w.Dispatch(t, a, "get", `{"key":"k"}`, "c"+string(rune('a'+i)), "")
+		}
+	}
+	dispatch(1, 6)
+	base := []string{"-redis", url, "-prefix", "tga:", "-tenant", "tenant-a"}
+
+	first := exec(append(base, "-verify", "-format", "raw")...)
+	want(t, first, 0, "6 records verified from record 1 to the head (seq 6, hash ")
+	var last struct {
+		Seq  int64
+		Hash string
+		Body string
+	}
+	lines := strings.Split(strings.TrimSpace(first.stdout), "\n")
+	if err := json.Unmarshal([]byte(lines[5]), &last); err != nil || last.Seq != 6 || !strings.HasPrefix(last.Body, `{"contract":"tool-audit-v2"`) {
+		t.Fatalf("raw line %q: %v", lines[5], err)
+	}
+	if !strings.Contains(first.stderr, last.Hash) {
+		t.Errorf("the summary %q does not name the anchor hash %s", first.stderr, last.Hash)
+	}
+
+	// Trim what was exported; the rest verifies from the anchor.
+	stream, _ := s.AuditKeys("tenant-a")
+	if err := rdb.XTrimMinID(context.Background(), stream, "7-0").Err(); err != nil {
+		t.Fatal(err)
+	}
+	dispatch(7, 9)
+	second := exec(append(base, "-verify", "-format", "raw", "-after", "6", "-prev", last.Hash)...)
+	want(t, second, 0, "3 records verified from record 7 to the head (seq 9")
+
+	dir := t.TempDir()
+	archive := dir + "/tenant-a.jsonl"
+	if err := os.WriteFile(archive, []byte(first.stdout+second.stdout), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	o := exec("-file", archive, "-tenant", "tenant-a", "-verify")
+	want(t, o, 0, "9 records verified from record 1 to the end of the file (seq 9")
+	if recs := o.lines(t); len(recs) != 9 || recs[8]["seq"] != float64(9) || recs[0]["contract"] != guard.AuditContract {
+		t.Errorf("flat records from the file: %d", len(recs))
+	}
+	// The file alone, from the anchor.
+	tail := dir + "/tail.jsonl"
+	_ = os.WriteFile(tail, []byte(second.stdout), 0o600)
+	want(t, exec("-file", tail, "-tenant", "tenant-a", "-verify", "-after", "6", "-prev", last.Hash), 0, "3 records verified")
+
+	// An edited archive, a flat export, another tenant's archive: exit 1.
+	edited := strings.Replace(first.stdout+second.stdout, `\"call_id\":\"ce\"`, `\"call_id\":\"cX\"`, 1)
+	if edited == first.stdout+second.stdout {
+		t.Fatal("nothing edited")
+	}
+	_ = os.WriteFile(archive, []byte(edited), 0o600)
+	want(t, exec("-file", archive, "-tenant", "tenant-a", "-verify"), 1, "chain broken at record 4: hash does not match")
+	flat := exec(base...)
+	_ = os.WriteFile(archive, []byte(flat.stdout), 0o600)
+	want(t, exec("-file", archive, "-tenant", "tenant-a", "-verify", "-after", "6"), 1, "line 1 is not a raw audit record")
+	_ = os.WriteFile(archive, []byte(first.stdout), 0o600)
+	want(t, exec("-file", archive, "-tenant", "tenant-b", "-verify"), 1, "chain broken at record 1: record of another tenant")
+	want(t, exec("-file", dir+"/missing.jsonl", "-tenant", "tenant-a"), 2, "-file:")
+	want(t, exec(append(base, "-format", "xml")...), 2, "-format is flat or raw")
+}
+
+// A whole chain copied from another tenant links up by itself; the tenant
+// check catches it.
+func TestChainOfAnotherTenant(t *testing.T) {
+	ctx := context.Background()
+	rdb, url := mini(t)
+	s := fill(t, rdb, "tga:", 3)
+	streamA, headA := s.AuditKeys("tenant-a")
+	streamB, headB := s.AuditKeys("tenant-b")
+	for _, k := range [][2]string{{streamB, streamA}, {headB, headA}} {
+		if err := rdb.Copy(ctx, k[0], k[1], 0, true).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil {
+		t.Fatalf("VerifyAudit: %v (the copied chain is valid by itself)", err)
+	}
+	want(t, exec("-redis", url, "-prefix", "tga:", "-tenant", "tenant-a", "-verify"), 1, "chain broken at record 1: record of another tenant")
+}

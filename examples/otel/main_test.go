@@ -1,0 +1,112 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+)
+
+func TestOtelExample(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("REDIS_URL", "")
+	var out strings.Builder
+	if err := run(context.Background(), &out, false); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+
+	// The spans, one JSON object a line.
+	type span struct {
+		Name        string
+		SpanContext struct{ SpanID string }
+		Parent      struct{ SpanID string }
+		Attributes  []struct {
+			Key   string
+			Value struct{ Value any }
+		}
+		Status struct{ Code string }
+	}
+	var spans []span
+	for _, line := range strings.Split(s, "\n") {
+		if strings.HasPrefix(line, `{"Name":`) {
+			var sp span
+			if err := json.Unmarshal([]byte(line), &sp); err != nil {
+				t.Fatalf("span line %q: %v", line, err)
+			}
+			spans = append(spans, sp)
+		}
+	}
+	attr := func(sp span, k string) any {
+		for _, a := range sp.Attributes {
+			if a.Key == k {
+				return a.Value.Value
+			}
+		}
+		return nil
+	}
+	var got []string
+	for _, sp := range spans {
+		got = append(got, sp.Name+" "+toString(attr(sp, "toolguard.code"))+" "+toString(attr(sp, "toolguard.delivery")))
+	}
+	want := []string{
+		"execute_tool get_order OK fresh",
+		"execute_tool create_refund_draft APPROVAL_REQUIRED fresh",
+		"execute_tool create_refund_draft OUTCOME_UNKNOWN fresh",
+		"execute_tool query_operation_status OK receipt_reconciled",
+		"invoke_agent refund-agent  ",
+	}
+	if strings.Join(got, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("spans:\n%s\nwant:\n%s\noutput:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"), s)
+	}
+	root := spans[len(spans)-1].SpanContext.SpanID
+	for _, sp := range spans[:len(spans)-1] {
+		if sp.Parent.SpanID != root {
+			t.Errorf("span %q is not a child of the run's span", sp.Name)
+		}
+		if attr(sp, "gen_ai.operation.name") != "execute_tool" || attr(sp, "gen_ai.tool.call.id") == nil {
+			t.Errorf("span %q lacks the GenAI attributes", sp.Name)
+		}
+	}
+	if spans[2].Status.Code != "Error" || attr(spans[2], "error.type") != "OUTCOME_UNKNOWN" {
+		t.Errorf("unknown outcome span: status %s, error.type %v", spans[2].Status.Code, attr(spans[2], "error.type"))
+	}
+
+	for _, want := range []string{
+		`level=WARN msg="toolguard dispatch" tool=create_refund_draft effect=write call_id=call_0002 operation_id=call_0002 code=OUTCOME_UNKNOWN`,
+		`level=DEBUG msg="toolguard query_status" tool=query_operation_status`,
+		"metric:    toolguard.side_effects{gen_ai.tool.name=create_refund_draft,toolguard.delivery=receipt_reconciled} 1",
+		"metric:    toolguard.unknown_outcomes.pending{} 0",
+		"assistant: Confirmed: the refund draft exists; nothing was created twice.",
+		"drafts:    1 created downstream",
+		"audit:     4 records, hash chain verified",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("output lacks %q:\n%s", want, s)
+		}
+	}
+	// No principal ids in spans or logs (the audit keeps them).
+	if strings.Contains(s, "tenant-a") || strings.Contains(s, "user-1") {
+		t.Errorf("output names the principal:\n%s", s)
+	}
+}
+
+func toString(v any) string {
+	if v == nil {
+		return ""
+	}
+	s, _ := v.(string)
+	return s
+}
+
+func TestOtelExamplePretty(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("REDIS_URL", "")
+	var out strings.Builder
+	if err := run(context.Background(), &out, true); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "\t\"Name\": \"execute_tool get_order\"") {
+		t.Errorf("pretty output:\n%s", out.String())
+	}
+}

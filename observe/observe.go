@@ -1,0 +1,216 @@
+// Package observe makes a guard observable: OpenTelemetry spans and metrics
+// and log/slog records for every dispatch and status query, as guard
+// interceptors.
+//
+//	var opts guard.Options
+//	err := observe.Config{
+//		TracerProvider: tp,     // nil: otel.GetTracerProvider()
+//		MeterProvider:  mp,     // nil: otel.GetMeterProvider()
+//		Logger:         logger, // nil: no log records
+//		Options:        []observe.Option{observe.WithTools(tools)},
+//	}.Apply(&opts)
+//	g := guard.New(tools, store, opts)
+//
+// or, one signal at a time, Tracing and StatusTracing, Metrics, Logging.
+//
+// Spans follow the OpenTelemetry GenAI semantic conventions for tool
+// execution: one INTERNAL span "execute_tool {tool}" per dispatch, with
+// gen_ai.operation.name, gen_ai.tool.name, gen_ai.tool.type and
+// gen_ai.tool.call.id, plus toolguard.* attributes for the result and the
+// idempotency decision. A status query is a span of the status tool the
+// model called (default "query_operation_status", see WithStatusTool).
+//
+// Redaction is stricter than the audit record's: no signal carries the
+// arguments, the tool's data, the result's message (a schema error may quote
+// an argument), tenant or subject ids, roles, approval grants or the
+// idempotency key. What is recorded: the tool's name, the provider's call
+// id, the operation id, and what the guard decided. See docs/operations.md.
+package observe
+
+import (
+	"crypto/sha256"
+	"encoding/binary"
+	"strings"
+	"unicode/utf8"
+
+	"go.opentelemetry.io/otel/attribute"
+
+	"github.com/toolguard/toolguard/guard"
+)
+
+// InstrumentationName names the tracer and meter of this package.
+const InstrumentationName = "github.com/toolguard/toolguard/observe"
+
+// DefaultStatusTool is the status tool's name in status query spans, logs
+// and metrics unless WithStatusTool says otherwise; it is agentloop's.
+const DefaultStatusTool = "query_operation_status"
+
+// OtherTool stands for a tool name the guard does not know (UNKNOWN_TOOL) in
+// metric attributes, so that names a model invents cannot grow the number of
+// time series without bound.
+const OtherTool = "_OTHER"
+
+// The attribute keys. gen_ai.* and error.type are OpenTelemetry semantic
+// conventions; toolguard.* are this package's.
+const (
+	KeyOperationName = attribute.Key("gen_ai.operation.name") // always "execute_tool"
+	KeyToolName      = attribute.Key("gen_ai.tool.name")
+	KeyToolType      = attribute.Key("gen_ai.tool.type") // always "function"
+	KeyToolCallID    = attribute.Key("gen_ai.tool.call.id")
+	KeyErrorType     = attribute.Key("error.type") // the code, on non-OK results
+
+	KeyAction        = attribute.Key("toolguard.action")               // "dispatch" or "query_status", as in the audit record
+	KeyOperationID   = attribute.Key("toolguard.operation.id")         // the operation (for query_status: the one queried)
+	KeyOperationTool = attribute.Key("toolguard.operation.tool")       // a status query's StatusCall.Tool, when given
+	KeyEffect        = attribute.Key("toolguard.tool.effect")          // "read" or "write", with WithTools
+	KeyCode          = attribute.Key("toolguard.code")                 // e.g. "OK", "OUTCOME_UNKNOWN"
+	KeyStatus        = attribute.Key("toolguard.status")               // succeeded, failed, unknown
+	KeyOutcome       = attribute.Key("toolguard.outcome")              // committed, not_started, unknown
+	KeyRecovery      = attribute.Key("toolguard.recovery")             // none, correct_input, …
+	KeyDelivery      = attribute.Key("toolguard.delivery")             // fresh, local_replay, receipt_reconciled
+	KeyReplayed      = attribute.Key("toolguard.replayed")             // delivery == local_replay
+	KeyDecision      = attribute.Key("toolguard.idempotency.decision") // see Decision
+	KeyRetryAfterMS  = attribute.Key("toolguard.retry_after_ms")       // when the result carries one
+	KeyHostError     = attribute.Key("toolguard.host_error")           // the guard returned an error to the host
+)
+
+// The idempotency decisions (Decision).
+const (
+	DecisionFresh      = "fresh"       // computed by this dispatch: executed, or failed a check
+	DecisionReplay     = "replay"      // a stored result returned again (local_replay)
+	DecisionConflict   = "conflict"    // IDEMPOTENCY_CONFLICT or CALL_ID_CONFLICT, fresh
+	DecisionInProgress = "in_progress" // IN_PROGRESS: the same operation is running
+	DecisionUnknown    = "unknown"     // OUTCOME_UNKNOWN, fresh
+	DecisionReconciled = "reconciled"  // receipt_reconciled (status queries)
+)
+
+// Decision names what the idempotency store decided for a result, derived
+// from its code and delivery: replay, reconciled, conflict, in_progress,
+// unknown, or fresh for everything else (including check failures and an
+// unreachable store).
+func Decision(res *guard.Result) string {
+	switch {
+	case res.Delivery == guard.DeliveryLocalReplay:
+		return DecisionReplay
+	case res.Delivery == guard.DeliveryReceiptReconciled:
+		return DecisionReconciled
+	case res.Code == guard.IdempotencyConflict || res.Code == guard.CallIDConflict:
+		return DecisionConflict
+	case res.Code == guard.InProgress:
+		return DecisionInProgress
+	case res.Code == guard.OutcomeUnknown:
+		return DecisionUnknown
+	}
+	return DecisionFresh
+}
+
+// Option configures the interceptors of this package.
+type Option func(*settings)
+
+type settings struct {
+	tools          guard.Tools
+	statusTool     string
+	debugPrincipal bool
+}
+
+func newSettings(opts []Option) *settings {
+	s := &settings{statusTool: DefaultStatusTool}
+	for _, o := range opts {
+		o(s)
+	}
+	if s.statusTool == "" {
+		s.statusTool = DefaultStatusTool
+	}
+	return s
+}
+
+// WithTools gives the interceptors the guard's tools, so they can tell a
+// read from a write (toolguard.tool.effect; toolguard.side_effects counts
+// writes only) and an unknown tool from a known one before the guard
+// answers. Pass the same Tools as to guard.New.
+func WithTools(t guard.Tools) Option { return func(s *settings) { s.tools = t } }
+
+// WithStatusTool names the status tool the model calls, for status query
+// spans, logs and metrics; default DefaultStatusTool.
+func WithStatusTool(name string) Option { return func(s *settings) { s.statusTool = name } }
+
+// WithPrincipalInDebugLogs adds tenant_id and subject_id to Logging's Debug
+// records (never to Warn records, spans or metrics). Off by default: the
+// audit log is where principals are kept.
+func WithPrincipalInDebugLogs() Option { return func(s *settings) { s.debugPrincipal = true } }
+
+// toolRef is what the interceptors know of a dispatch's tool.
+type toolRef struct {
+	name    string // the proposed name, cleaned, for spans and logs
+	label   string // the name for metric attributes: OtherTool when unknown
+	effect  string // "read", "write" or "" when not known
+	unknown bool   // known to be unknown
+}
+
+// maxName bounds tool names, call ids and operation ids in signals.
+const (
+	maxName        = 128
+	maxUnknownName = 64
+	maxID          = 256
+)
+
+func (s *settings) tool(name string) toolRef {
+	r := toolRef{name: clean(name, maxName), label: clean(name, maxName)}
+	if s.tools == nil {
+		return r
+	}
+	t := s.tools.Lookup(name)
+	if t == nil {
+		r.markUnknown(name)
+		return r
+	}
+	r.effect = t.Effect().String()
+	return r
+}
+
+func (r *toolRef) markUnknown(name string) {
+	r.name, r.label, r.effect, r.unknown = clean(name, maxUnknownName), OtherTool, "", true
+}
+
+// settle updates what is known of the tool once the result is: an
+// UNKNOWN_TOOL result means the name is not a tool.
+func (r *toolRef) settle(name string, res *guard.Result) {
+	if !r.unknown && res != nil && res.Code == guard.UnknownTool {
+		r.markUnknown(name)
+	}
+}
+
+// clean makes s valid UTF-8 of at most max bytes.
+func clean(s string, max int) string {
+	s = strings.ToValidUTF8(s, "\uFFFD")
+	if len(s) <= max {
+		return s
+	}
+	s = s[:max]
+	for len(s) > 0 && !utf8.ValidString(s) {
+		s = s[:len(s)-1]
+	}
+	return s
+}
+
+// operationID is a dispatch's operation id as the guard derives it.
+func operationID(call *guard.Call) string {
+	if call.Context.OperationID != "" {
+		return call.Context.OperationID
+	}
+	return call.Context.CallID
+}
+
+// opKey identifies an operation of a principal without keeping its ids.
+func opKey(p guard.Principal, op string) [32]byte {
+	h := sha256.New()
+	var n [8]byte
+	for _, s := range []string{p.TenantID, p.SubjectID, op} {
+		binary.BigEndian.PutUint64(n[:], uint64(len(s)))
+		h.Write(n[:])
+		h.Write([]byte(s))
+	}
+	var k [32]byte
+	h.Sum(k[:0])
+	return k
+}

@@ -1,0 +1,149 @@
+package observe
+
+import (
+	"context"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/toolguard/toolguard/guard"
+)
+
+const spanPrefix = "execute_tool"
+
+// Tracing returns an interceptor that records one span per dispatch: an
+// INTERNAL span named "execute_tool {tool}" ("execute_tool" alone for a
+// name that is not a tool), with the GenAI tool attributes and the guard's
+// decision (see the Key constants). A non-OK result sets the span's status
+// to Error with error.type = the code. The dispatch runs in the span's
+// context, so spans the tool starts are its children.
+//
+// A nil tp means otel.GetTracerProvider(), which records nothing until a
+// provider is installed.
+func Tracing(tp trace.TracerProvider, opts ...Option) guard.Interceptor {
+	s := newSettings(opts)
+	tracer := tracerOf(tp)
+	return func(next guard.Handler) guard.Handler {
+		return func(ctx context.Context, call *guard.Call) (res *guard.Result, err error) {
+			ref := s.tool(call.Proposal.Name)
+			attrs := []attribute.KeyValue{
+				KeyOperationName.String(spanPrefix),
+				KeyToolName.String(ref.name),
+				KeyToolType.String("function"),
+				KeyAction.String("dispatch"),
+			}
+			if id := call.Context.CallID; id != "" {
+				attrs = append(attrs, KeyToolCallID.String(clean(id, maxID)))
+			}
+			if op := operationID(call); op != "" {
+				attrs = append(attrs, KeyOperationID.String(clean(op, maxID)))
+			}
+			if ref.effect != "" {
+				attrs = append(attrs, KeyEffect.String(ref.effect))
+			}
+			ctx, span := tracer.Start(ctx, spanName(ref), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+			defer func() {
+				ref.settle(call.Proposal.Name, res)
+				if ref.unknown {
+					span.SetName(spanName(ref))
+					span.SetAttributes(KeyToolName.String(ref.name))
+				}
+				endSpan(span, res, err)
+			}()
+			return next(ctx, call)
+		}
+	}
+}
+
+// StatusTracing returns an interceptor that records one span per status
+// query: an INTERNAL span named "execute_tool {status tool}" (see
+// WithStatusTool), with gen_ai.tool.call.id the query's own call id,
+// toolguard.operation.id the operation queried, toolguard.operation.tool its
+// tool when the StatusCall names one, and the result as for Tracing.
+func StatusTracing(tp trace.TracerProvider, opts ...Option) guard.StatusInterceptor {
+	s := newSettings(opts)
+	tracer := tracerOf(tp)
+	name := clean(s.statusTool, maxName)
+	return func(next guard.StatusHandler) guard.StatusHandler {
+		return func(ctx context.Context, sc *guard.StatusCall) (res *guard.Result, err error) {
+			attrs := []attribute.KeyValue{
+				KeyOperationName.String(spanPrefix),
+				KeyToolName.String(name),
+				KeyToolType.String("function"),
+				KeyAction.String("query_status"),
+				KeyOperationID.String(clean(sc.OperationID, maxID)),
+			}
+			if id := sc.Context.CallID; id != "" {
+				attrs = append(attrs, KeyToolCallID.String(clean(id, maxID)))
+			}
+			if sc.Tool != "" {
+				attrs = append(attrs, KeyOperationTool.String(clean(sc.Tool, maxName)))
+			}
+			ctx, span := tracer.Start(ctx, spanPrefix+" "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
+			defer func() { endSpan(span, res, err) }()
+			return next(ctx, sc)
+		}
+	}
+}
+
+func tracerOf(tp trace.TracerProvider) trace.Tracer {
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	return tp.Tracer(InstrumentationName)
+}
+
+func spanName(ref toolRef) string {
+	if ref.unknown || ref.name == "" {
+		return spanPrefix
+	}
+	return spanPrefix + " " + ref.name
+}
+
+// endSpan records the result (never its data or message) and ends the span.
+func endSpan(span trace.Span, res *guard.Result, err error) {
+	defer span.End()
+	switch {
+	case err != nil:
+		span.SetAttributes(KeyHostError.Bool(true), KeyErrorType.String("host_error"))
+		span.SetStatus(codes.Error, "host error")
+		return
+	case res == nil:
+		// The handler panicked; the panic goes on.
+		span.SetAttributes(KeyErrorType.String("_OTHER"))
+		span.SetStatus(codes.Error, "no result")
+		return
+	}
+	span.SetAttributes(resultAttrs(res)...)
+	if res.Code != guard.OK {
+		span.SetAttributes(KeyErrorType.String(res.Code.String()))
+		span.SetStatus(codes.Error, res.Code.String())
+	}
+}
+
+func resultAttrs(res *guard.Result) []attribute.KeyValue {
+	d := res.Delivery
+	if d == "" {
+		d = guard.DeliveryFresh
+	}
+	attrs := []attribute.KeyValue{
+		KeyCode.String(res.Code.String()),
+		KeyStatus.String(string(res.Status())),
+		KeyOutcome.String(string(res.Outcome())),
+		KeyRecovery.String(string(res.Recovery())),
+		KeyDelivery.String(string(d)),
+		KeyReplayed.Bool(d == guard.DeliveryLocalReplay),
+		KeyDecision.String(Decision(res)),
+	}
+	if res.Recovery() == guard.RecoveryRetryAfter && res.RetryAfter > 0 {
+		attrs = append(attrs, KeyRetryAfterMS.Int64(res.RetryAfter.Milliseconds()))
+	}
+	if res.OperationID != "" {
+		// The operation the model is told to query, which for a retry
+		// answered from an earlier record is that record's.
+		attrs = append(attrs, KeyOperationID.String(clean(res.OperationID, maxID)))
+	}
+	return attrs
+}
