@@ -29,6 +29,8 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/guard"
@@ -63,6 +65,9 @@ type Loop struct {
 	grantTTL   time.Duration
 	defs       []responses.ToolUnionParam
 	observer   func(Event)
+	guardOpts  []func(*guard.Options)
+	tracer     trace.Tracer
+	agentName  string
 	closers    []func()
 	err        error
 }
@@ -127,6 +132,26 @@ func WithGrantTTL(d time.Duration) Option { return func(l *Loop) { l.grantTTL = 
 // a live transcript.
 func WithObserver(f func(Event)) Option { return func(l *Loop) { l.observer = f } }
 
+// WithGuardOptions adjusts the guard's options before it is built: add
+// interceptors (package observe), Checks (package ratelimit), a lease.
+// Clock and Signer are the loop's (WithClock, WithSigner).
+func WithGuardOptions(f func(*guard.Options)) Option {
+	return func(l *Loop) { l.guardOpts = append(l.guardOpts, f) }
+}
+
+// WithTracerProvider traces runs: an "invoke_agent {name}" span per run and
+// Resume, a "chat {model}" child span per model turn, under which the tool
+// spans of package observe nest. Default: the global provider, a no-op
+// unless the host set one.
+func WithTracerProvider(tp trace.TracerProvider) Option {
+	return func(l *Loop) { l.tracer = tp.Tracer(tracerName) }
+}
+
+// WithAgentName names the agent in run spans; default "agent".
+func WithAgentName(name string) Option { return func(l *Loop) { l.agentName = name } }
+
+const tracerName = "github.com/toolguard/toolguard/agentloop"
+
 // New returns a loop over the client and tools. Configuration errors are
 // reported by Run (and Err).
 func New(client oai.Client, tools *toolset.Set, opts ...Option) *Loop {
@@ -157,7 +182,18 @@ func New(client oai.Client, tools *toolset.Set, opts ...Option) *Loop {
 		l.err = errors.New("agentloop: a tool is named like the status tool " + l.statusTool + "; choose another name with WithStatusTool")
 		return l
 	}
-	l.guard = guard.New(tools, l.store, guard.Options{Clock: l.clock, Signer: l.signer})
+	gopts := guard.Options{}
+	for _, f := range l.guardOpts {
+		f(&gopts)
+	}
+	gopts.Clock, gopts.Signer = l.clock, l.signer
+	l.guard = guard.New(tools, l.store, gopts)
+	if l.tracer == nil {
+		l.tracer = otel.GetTracerProvider().Tracer(tracerName)
+	}
+	if l.agentName == "" {
+		l.agentName = "agent"
+	}
 	l.defs = tgopenai.Tools(tools)
 	if l.statusTool != "" {
 		l.defs = append(l.defs, statusToolDef(l.statusTool))

@@ -9,6 +9,9 @@ import (
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/guard"
@@ -71,8 +74,47 @@ func (l *Loop) Run(ctx context.Context, p guard.Principal, input string, opts ..
 		cfg.runID = "run_" + hex.EncodeToString(b[:])
 	}
 	st := &State{Version: StateVersion, RunID: cfg.runID, TenantID: p.TenantID, SubjectID: p.SubjectID}
+	ctx, span := l.startRun(ctx, st)
+	defer span.End()
 	l.emit(st, Event{Kind: EventUser, Text: input})
-	return l.drive(ctx, p, st, responses.ResponseNewParamsInputUnion{OfString: oai.String(input)})
+	res, err := l.drive(ctx, p, st, responses.ResponseNewParamsInputUnion{OfString: oai.String(input)})
+	endRun(span, res, err)
+	return res, err
+}
+
+// startRun opens the run's span. It names the agent and the run id, never
+// the principal or the user's text.
+func (l *Loop) startRun(ctx context.Context, st *State) (context.Context, trace.Span) {
+	return l.tracer.Start(ctx, "invoke_agent "+l.agentName, trace.WithSpanKind(trace.SpanKindInternal),
+		trace.WithAttributes(
+			attribute.String("gen_ai.operation.name", "invoke_agent"),
+			attribute.String("gen_ai.agent.name", l.agentName),
+			attribute.String("gen_ai.conversation.id", st.RunID),
+		))
+}
+
+func endRun(span trace.Span, res *Result, err error) {
+	if res != nil {
+		span.SetAttributes(attribute.String("toolguard.run.status", string(res.Status)), attribute.Int("toolguard.run.turns", res.Turns))
+	}
+	if err != nil {
+		span.SetStatus(codes.Error, "run failed")
+		span.SetAttributes(attribute.String("error.type", errorType(err)))
+	}
+}
+
+func errorType(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
+	}
+	var apiErr *oai.Error
+	if errors.As(err, &apiErr) {
+		return fmt.Sprintf("http_%d", apiErr.StatusCode)
+	}
+	return "_OTHER"
 }
 
 // Resume continues a paused run with the host's answers to its pending
@@ -101,6 +143,8 @@ func (l *Loop) Resume(ctx context.Context, p guard.Principal, st *State, approva
 	next.Calls = append([]CallState(nil), st.Calls...)
 	next.Transcript = append(Transcript(nil), st.Transcript...)
 	next.Pending = nil
+	ctx, span := l.startRun(ctx, &next)
+	defer span.End()
 	for i, c := range next.Calls {
 		if c.Output != "" {
 			continue
@@ -126,7 +170,9 @@ func (l *Loop) Resume(ctx context.Context, p guard.Principal, st *State, approva
 		items = append(items, outputItem(c.CallID, c.Output))
 	}
 	next.Calls = nil
-	return l.drive(ctx, p, &next, responses.ResponseNewParamsInputUnion{OfInputItemList: items})
+	res, err := l.drive(ctx, p, &next, responses.ResponseNewParamsInputUnion{OfInputItemList: items})
+	endRun(span, res, err)
+	return res, err
 }
 
 func denied() *guard.Result {
@@ -169,29 +215,55 @@ func (l *Loop) drive(ctx context.Context, p guard.Principal, st *State, input re
 		if st.PreviousResponseID != "" {
 			params.PreviousResponseID = oai.String(st.PreviousResponseID)
 		}
-		resp, err := l.client.Responses.New(ctx, params)
+		tctx, tspan := l.tracer.Start(ctx, "chat "+l.model, trace.WithSpanKind(trace.SpanKindClient),
+			trace.WithAttributes(
+				attribute.String("gen_ai.operation.name", "chat"),
+				attribute.String("gen_ai.provider.name", "openai"),
+				attribute.String("gen_ai.request.model", l.model),
+			))
+		res, next, err := l.turn(tctx, p, st, params)
 		if err != nil {
-			return l.result(st, "", ""), fmt.Errorf("agentloop: turn %d: %w", st.Turn+1, err)
+			tspan.SetStatus(codes.Error, "turn failed")
+			tspan.SetAttributes(attribute.String("error.type", errorType(err)))
 		}
-		st.Turn++
-		st.PreviousResponseID = resp.ID
-		text := resp.OutputText()
-		if text != "" {
-			l.emit(st, Event{Kind: EventMessage, Text: text})
+		tspan.End()
+		if err != nil || res != nil {
+			return res, err
 		}
-		calls := tgopenai.FunctionCalls(resp)
-		if len(calls) == 0 {
-			return l.result(st, StatusCompleted, text), nil
-		}
-		items, err := l.handleCalls(ctx, p, st, resp.ID, calls)
-		if err != nil {
-			return l.result(st, "", ""), err
-		}
-		if len(st.Pending) > 0 {
-			return l.result(st, StatusPaused, ""), nil
-		}
-		input = responses.ResponseNewParamsInputUnion{OfInputItemList: items}
+		input = next
 	}
+}
+
+// turn is one model turn: the request, then the dispatch of its calls. It
+// returns a result when the run ends or pauses, else the next input.
+func (l *Loop) turn(ctx context.Context, p guard.Principal, st *State, params responses.ResponseNewParams) (*Result, responses.ResponseNewParamsInputUnion, error) {
+	var none responses.ResponseNewParamsInputUnion
+	resp, err := l.client.Responses.New(ctx, params)
+	if err != nil {
+		return l.result(st, "", ""), none, fmt.Errorf("agentloop: turn %d: %w", st.Turn+1, err)
+	}
+	span := trace.SpanFromContext(ctx)
+	span.SetAttributes(attribute.String("gen_ai.response.id", resp.ID), attribute.String("gen_ai.response.model", resp.Model),
+		attribute.Int64("gen_ai.usage.input_tokens", resp.Usage.InputTokens),
+		attribute.Int64("gen_ai.usage.output_tokens", resp.Usage.OutputTokens))
+	st.Turn++
+	st.PreviousResponseID = resp.ID
+	text := resp.OutputText()
+	if text != "" {
+		l.emit(st, Event{Kind: EventMessage, Text: text})
+	}
+	calls := tgopenai.FunctionCalls(resp)
+	if len(calls) == 0 {
+		return l.result(st, StatusCompleted, text), none, nil
+	}
+	items, err := l.handleCalls(ctx, p, st, resp.ID, calls)
+	if err != nil {
+		return l.result(st, "", ""), none, err
+	}
+	if len(st.Pending) > 0 {
+		return l.result(st, StatusPaused, ""), none, nil
+	}
+	return nil, responses.ResponseNewParamsInputUnion{OfInputItemList: items}, nil
 }
 
 // handleCalls dispatches the calls of one response in order and returns

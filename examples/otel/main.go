@@ -7,20 +7,18 @@
 // dispatches again), the reply of the order service is lost
 // (OUTCOME_UNKNOWN), and the model asks the status tool, which settles the
 // outcome from the service's receipt. Every dispatch and status query is one
-// "execute_tool …" span under the run's "invoke_agent" span.
+// "execute_tool …" span under the model turn's "chat …" span, under the
+// run's "invoke_agent refund-agent" span.
 //
 //	go run ./examples/otel            # one JSON line per span
 //	go run ./examples/otel -pretty    # indented spans
 //
-// agentloop cannot take guard interceptors yet, so this example drives the
-// Responses API itself: the loop below is the part of agentloop it needs.
 // With OPENAI_API_KEY set it talks to the real API; with REDIS_URL set it
 // keeps its records in that Redis.
 package main
 
 import (
 	"context"
-	"crypto/rand"
 	"encoding/json"
 	"flag"
 	"fmt"
@@ -29,26 +27,18 @@ import (
 	"os"
 	"sort"
 	"strings"
-	"time"
 
-	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/responses"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/trace"
 
-	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/observe"
 	"github.com/toolguard/toolguard/orders"
-	"github.com/toolguard/toolguard/toolset"
 )
 
 func main() {
@@ -110,124 +100,45 @@ func run(ctx context.Context, w io.Writer, pretty bool) error {
 		return err
 	}
 	defer closeRedis()
-	store, err := idem.New(rdb, idem.Options{})
-	if err != nil {
-		return err
-	}
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	signer, err := guard.NewSigner(key)
-	if err != nil {
-		return err
-	}
-
-	// The guard, observed.
+	// The loop, observed: tool spans nest under a span per model turn,
+	// under the run's span.
 	tools := orders.Tools(svc)
-	opts := guard.Options{Signer: signer}
-	err = observe.Config{TracerProvider: tp, MeterProvider: mp, Logger: logger,
-		Options: []observe.Option{observe.WithTools(tools), observe.WithStatusTool(statusTool)}}.Apply(&opts)
-	if err != nil {
-		return err
+	approveAll := agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
+		return agentloop.Decision{Approved: true, Approver: "auto-approver"}, nil
+	})
+	var observeErr error
+	loop := agentloop.New(client, tools, agentloop.WithStore(rdb), agentloop.WithModel(model),
+		agentloop.WithApprover(approveAll), agentloop.WithTracerProvider(tp), agentloop.WithAgentName("refund-agent"),
+		agentloop.WithObserver(func(e agentloop.Event) {
+			if e.Kind == agentloop.EventResult || e.Kind == agentloop.EventApproved {
+				fmt.Fprintln(w, e)
+			}
+		}),
+		agentloop.WithGuardOptions(func(o *guard.Options) {
+			observeErr = observe.Config{TracerProvider: tp, MeterProvider: mp, Logger: logger,
+				Options: []observe.Option{observe.WithTools(tools), observe.WithStatusTool(statusTool)}}.Apply(o)
+		}))
+	defer loop.Close()
+	if observeErr != nil {
+		return observeErr
 	}
-	g := guard.New(tools, store, opts)
-
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
-	a := &agent{client: client, model: model, guard: g, tools: tools, signer: signer, principal: principal, w: w}
-	ctx, span := tp.Tracer("github.com/toolguard/toolguard/examples/otel").Start(ctx, "invoke_agent refund-agent",
-		trace.WithSpanKind(trace.SpanKindInternal),
-		trace.WithAttributes(attribute.String("gen_ai.operation.name", "invoke_agent"), attribute.String("gen_ai.agent.name", "refund-agent")))
-	text, err := a.run(ctx, "My order ORDER-7 arrived damaged, please refund it.")
-	span.End()
+	res, err := loop.Run(ctx, principal, "My order ORDER-7 arrived damaged, please refund it.")
 	if err != nil {
 		return err
 	}
-	fmt.Fprintln(w, "assistant:", text)
+	fmt.Fprintln(w, "assistant:", res.Output)
 
 	if err := printMetrics(ctx, w, reader); err != nil {
 		return err
 	}
-	n, err := guard.VerifyAudit(ctx, store, principal.TenantID)
+	n, err := guard.VerifyAudit(ctx, loop.Store(), principal.TenantID)
 	if err != nil {
 		return fmt.Errorf("audit: %w", err)
 	}
 	fmt.Fprintf(w, "drafts:    %d created downstream\n", svc.SideEffects())
 	fmt.Fprintf(w, "audit:     %d records, hash chain verified\n", n)
 	return nil
-}
-
-// agent is a minimal Responses agent loop over the observed guard: what
-// agentloop does, without its approvals API and saved runs.
-type agent struct {
-	client    oai.Client
-	model     string
-	guard     *guard.Guard
-	tools     *toolset.Set
-	signer    *guard.Signer
-	principal guard.Principal
-	w         io.Writer
-}
-
-func (a *agent) run(ctx context.Context, input string) (string, error) {
-	defs := append(tgopenai.Tools(a.tools), statusToolDef())
-	params := responses.ResponseNewParams{Model: a.model, Tools: defs,
-		Input: responses.ResponseNewParamsInputUnion{OfString: oai.String(input)}}
-	for turn := 0; turn < 8; turn++ {
-		resp, err := a.client.Responses.New(ctx, params)
-		if err != nil {
-			return "", err
-		}
-		calls := tgopenai.FunctionCalls(resp)
-		if len(calls) == 0 {
-			return resp.OutputText(), nil
-		}
-		var items []responses.ResponseInputItemUnionParam
-		for _, c := range calls {
-			res, err := a.call(ctx, resp.ID, c)
-			if err != nil {
-				return "", err
-			}
-			fmt.Fprintf(a.w, "guard:     %s %s (%s)\n", c.Name, res.Code, res.Delivery)
-			items = append(items, tgopenai.Output(c.CallID, res))
-		}
-		params.PreviousResponseID = oai.String(resp.ID)
-		params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: items}
-	}
-	return "", fmt.Errorf("no final answer after 8 turns")
-}
-
-// call dispatches one function call: the status tool to QueryStatus, the
-// others to Dispatch, approving writes that ask for it (this host approves
-// everything).
-func (a *agent) call(ctx context.Context, respID string, c responses.ResponseFunctionToolCall) (*guard.Result, error) {
-	if c.Name == statusTool {
-		var in agentloop.StatusInput
-		if err := json.Unmarshal([]byte(c.Arguments), &in); err != nil || in.OperationID == "" {
-			return &guard.Result{Code: guard.InvalidArguments, Message: `The status tool takes {"operation_id": "…"}.`}, nil
-		}
-		return a.guard.QueryStatus(ctx, guard.StatusCall{Principal: a.principal, OperationID: in.OperationID,
-			Context: tgopenai.Context(respID, c)})
-	}
-	call := tgopenai.Call(a.principal, respID, c)
-	res, err := a.guard.Dispatch(ctx, call)
-	if err != nil || res.Code != guard.ApprovalRequired {
-		return res, err
-	}
-	fmt.Fprintf(a.w, "approval:  %s %s approved\n", c.Name, c.Arguments)
-	tok, err := a.signer.Sign(guard.NewGrant(a.principal, call.Proposal, "auto-approver", time.Now(), 5*time.Minute))
-	if err != nil {
-		return nil, err
-	}
-	call.Approval = tok
-	return a.guard.Dispatch(ctx, call)
-}
-
-func statusToolDef() responses.ToolUnionParam {
-	s, err := toolset.SchemaFor[agentloop.StatusInput]()
-	if err != nil {
-		panic(err)
-	}
-	return responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{Name: statusTool, Parameters: s.Map(), Strict: oai.Bool(true),
-		Description: oai.String("Ask for the outcome of an earlier operation whose result said recovery query_status.")}}
 }
 
 // printMetrics prints the counters of the run, one line per series.
