@@ -308,26 +308,7 @@ func redisMemory(ctx context.Context, rdb redis.UniversalClient) uint64 {
 
 // cleanup deletes the run's keys.
 func cleanup(ctx context.Context, rdb redis.UniversalClient, prefix string) {
-	del := func(c *redis.Client) {
-		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
-		var batch []string
-		for iter.Next(ctx) {
-			batch = append(batch, iter.Val())
-			if len(batch) == 1000 {
-				c.Unlink(ctx, batch...)
-				batch = batch[:0]
-			}
-		}
-		if len(batch) > 0 {
-			c.Unlink(ctx, batch...)
-		}
-	}
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { del(m); return nil })
-	case *redis.Client:
-		del(c)
-	}
+	_ = redisconn.DeletePrefix(ctx, rdb, prefix)
 	for a := 0; a < 4096; a++ {
 		rdb.Del(ctx, "{bench-tenant-"+strconv.Itoa(a)+"}:floor")
 	}

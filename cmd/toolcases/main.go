@@ -146,7 +146,8 @@ func world(shared redis.UniversalClient, prefix string) (cases.World, error) {
 		if err != nil {
 			return cases.World{}, err
 		}
-		return cases.World{Store: s, Close: func() {}}, nil
+		// The world's keys go when the case is done.
+		return cases.World{Store: s, Close: func() { _ = redisconn.DeletePrefix(context.Background(), shared, prefix) }}, nil
 	}
 	mr := miniredis.NewMiniRedis()
 	if err := mr.Start(); err != nil {

@@ -40,3 +40,46 @@ func Open(addr string, poolSize int) (redis.UniversalClient, error) {
 	}
 	return c, nil
 }
+
+// DeletePrefix deletes every key that starts with prefix (SCAN and UNLINK,
+// on every master of a cluster). The prefix must not contain glob
+// characters.
+func DeletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string) error {
+	del := func(ctx context.Context, c *redis.Client) error {
+		iter := c.Scan(ctx, 0, prefix+"*", 1000).Iterator()
+		var batch []string
+		flush := func() error {
+			if len(batch) == 0 {
+				return nil
+			}
+			// One key per UNLINK: on a cluster node, keys of one batch may
+			// still span slots.
+			for _, k := range batch {
+				if err := c.Unlink(ctx, k).Err(); err != nil {
+					return err
+				}
+			}
+			batch = batch[:0]
+			return nil
+		}
+		for iter.Next(ctx) {
+			batch = append(batch, iter.Val())
+			if len(batch) == 1000 {
+				if err := flush(); err != nil {
+					return err
+				}
+			}
+		}
+		if err := iter.Err(); err != nil {
+			return err
+		}
+		return flush()
+	}
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return c.ForEachMaster(ctx, del)
+	case *redis.Client:
+		return del(ctx, c)
+	}
+	return nil
+}

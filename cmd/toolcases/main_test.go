@@ -1,0 +1,124 @@
+package main
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+func runCmd(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errOut strings.Builder
+	code := run(args, &out, &errOut)
+	return code, out.String(), errOut.String()
+}
+
+func TestSeedSuitePasses(t *testing.T) {
+	code, out, errOut := runCmd(t, "../../testdata/tool-cases-v2.json")
+	if code != 0 || !strings.HasSuffix(out, "18 passed, 0 failed\n") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	if n := strings.Count(out, "PASS "); n != 18 {
+		t.Fatalf("%d PASS lines, want 18", n)
+	}
+}
+
+func TestSeveralFiles(t *testing.T) {
+	code, out, _ := runCmd(t, "../../testdata/tool-cases-v2.json", "../../testdata/cases-extra.json")
+	if code != 0 || !strings.HasSuffix(out, "90 passed, 0 failed\n") {
+		t.Fatalf("exit %d:\n%s", code, out)
+	}
+}
+
+// A case whose expectation is wrong fails with the step and field named,
+// and the command exits 1.
+func TestFailingCase(t *testing.T) {
+	raw, err := os.ReadFile("../../testdata/tool-cases-v2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var f map[string]any
+	if err := json.Unmarshal(raw, &f); err != nil {
+		t.Fatal(err)
+	}
+	c := f["cases"].([]any)[0].(map[string]any)
+	f["cases"] = []any{c}
+	step := c["steps"].([]any)[0].(map[string]any)
+	step["expected"].(map[string]any)["code"] = "NOT_FOUND"
+	path := filepath.Join(t.TempDir(), "wrong.json")
+	b, _ := json.Marshal(f)
+	if err := os.WriteFile(path, b, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, out, _ := runCmd(t, path)
+	want := `FAIL read-own-order read: code want "NOT_FOUND" got "OK"`
+	if code != 1 || !strings.Contains(out, want) || !strings.HasSuffix(out, "0 passed, 1 failed\n") {
+		t.Fatalf("exit %d, want 1 and %q:\n%s", code, want, out)
+	}
+}
+
+func TestMalformedFile(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "bad.json")
+	bad := `{"schema_version":"tool-cases-v2","cases":[{"id":"c1","principal":{"tenant_id":"t","subject_id":"s","roles":[]},
+	  "steps":[{"step_id":"s1","action":"dispatch","proposal":{"name":"get_order","arguments":{}},"execution_context":{},
+	  "approval":"maybe","now":1,"failure":"none","status_ref_from":null,"expected":{"code":"OK"}}]}]}`
+	if err := os.WriteFile(path, []byte(bad), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	code, _, errOut := runCmd(t, path)
+	if code != 2 || !strings.Contains(errOut, "case c1 step s1: field approval") {
+		t.Fatalf("exit %d, stderr %q; want 2 naming the case, step and field", code, errOut)
+	}
+	if code, _, _ := runCmd(t, filepath.Join(t.TempDir(), "missing.json")); code != 2 {
+		t.Fatalf("missing file: exit %d, want 2", code)
+	}
+	if code, _, _ := runCmd(t); code != 2 {
+		t.Fatalf("no arguments: exit %d, want 2", code)
+	}
+}
+
+func TestJSONOutput(t *testing.T) {
+	code, out, _ := runCmd(t, "-json", "../../testdata/tool-cases-v2.json")
+	if code != 0 {
+		t.Fatalf("exit %d", code)
+	}
+	lines := 0
+	for _, line := range strings.Split(out, "\n") {
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		lines++
+		var step struct {
+			Case   string                     `json:"case"`
+			Step   string                     `json:"step"`
+			Result map[string]json.RawMessage `json:"model_result"`
+			Audit  []map[string]any           `json:"audit"`
+		}
+		if err := json.Unmarshal([]byte(line), &step); err != nil {
+			t.Fatalf("%v: %s", err, line)
+		}
+		if string(step.Result["contract"]) != `"tool-model-result-v2"` || len(step.Audit) != 1 ||
+			step.Audit[0]["contract"] != "tool-audit-v2" || step.Audit[0]["hash"] == "" {
+			t.Fatalf("step line %s", line)
+		}
+	}
+	if lines != 23 {
+		t.Fatalf("%d step lines, want the seed's 23 steps", lines)
+	}
+}
+
+func TestRealRedis(t *testing.T) {
+	for _, env := range []string{"TOOLGUARD_REDIS_URL", "TOOLGUARD_REDIS_CLUSTER"} {
+		addr := os.Getenv(env)
+		if addr == "" {
+			t.Logf("%s not set: skipping that backend", env)
+			continue
+		}
+		code, out, errOut := runCmd(t, "-redis", addr, "../../testdata/tool-cases-v2.json", "../../testdata/cases-extra.json")
+		if code != 0 || !strings.HasSuffix(out, "90 passed, 0 failed\n") {
+			t.Fatalf("%s: exit %d\n%s\n%s", env, code, out, errOut)
+		}
+	}
+}
