@@ -4,7 +4,6 @@ import (
 	"context"
 	"os"
 	"strconv"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -12,30 +11,20 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redisconn"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/orders"
 )
-
-// rtCounter counts Redis round trips: one per command or pipeline.
-type rtCounter struct{ n atomic.Int64 }
-
-func (c *rtCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *rtCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
-}
-func (c *rtCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
-}
 
 type benchWorld struct {
 	g      *guard.Guard
 	signer *guard.Signer
 	p      guard.Principal
 	grant  string
-	rt     *rtCounter
+	rt     *redisconn.RoundTrips
 }
 
-func newBenchWorld(b *testing.B, store guard.Store, rt *rtCounter) *benchWorld {
+func newBenchWorld(b *testing.B, store guard.Store, rt *redisconn.RoundTrips) *benchWorld {
 	signer, _ := guard.NewSigner([]byte("bench-approval-key-0123456789abcdef"))
 	w := &benchWorld{signer: signer, p: guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}, rt: rt}
 	w.g = guard.New(orders.Tools(orders.NewService()), store, guard.Options{Signer: signer})
@@ -117,7 +106,7 @@ func BenchmarkDispatch(b *testing.B) {
 			for _, be := range backends {
 				b.Run(be.name, func(b *testing.B) {
 					rdb := be.open(b)
-					rt := &rtCounter{}
+					rt := &redisconn.RoundTrips{}
 					rdb.AddHook(rt)
 					store, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(b)})
 					if err != nil {
@@ -133,7 +122,7 @@ func BenchmarkDispatch(b *testing.B) {
 					for i := range calls {
 						calls[i] = bc.call(w, i)
 					}
-					rt.n.Store(0)
+					rt.Reset()
 					b.ReportAllocs()
 					b.ResetTimer()
 					for i := range b.N {
@@ -143,7 +132,7 @@ func BenchmarkDispatch(b *testing.B) {
 						}
 					}
 					b.StopTimer()
-					b.ReportMetric(float64(rt.n.Load())/float64(b.N), "redis-rt/op")
+					b.ReportMetric(float64(rt.Count())/float64(b.N), "redis-rt/op")
 				})
 			}
 		})

@@ -29,28 +29,6 @@ func writeLog(t *testing.T, rdb redis.UniversalClient, n int) (guard.Store, stri
 	return s, stream
 }
 
-// rewrite replaces the stream with its entries passed through edit, as
-// someone with write access to Redis would edit a record.
-func rewrite(t *testing.T, rdb redis.UniversalClient, key string, edit func(id string, v map[string]any) bool) {
-	t.Helper()
-	ctx := context.Background()
-	msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.Del(ctx, key).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range msgs {
-		if !edit(m.ID, m.Values) {
-			continue
-		}
-		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: m.ID, Values: m.Values}).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func wantBroken(t *testing.T, s guard.Store, seq int64) {
 	t.Helper()
 	_, err := guard.VerifyAudit(context.Background(), s, "tenant-a")
@@ -64,7 +42,7 @@ func TestAuditDetectsTampering(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		t.Run("EditedBody", func(t *testing.T) {
 			s, key := writeLog(t, rdb, 4)
-			rewrite(t, rdb, key, func(id string, v map[string]any) bool {
+			redistest.RewriteStream(t, rdb, key, func(id string, v map[string]any) bool {
 				if id == "2-1" {
 					v["body"] = strings.Replace(v["body"].(string), `"alice"`, `"mallory"`, 1)
 				}
@@ -74,7 +52,7 @@ func TestAuditDetectsTampering(t *testing.T) {
 		})
 		t.Run("EditedCode", func(t *testing.T) {
 			s, key := writeLog(t, rdb, 4)
-			rewrite(t, rdb, key, func(id string, v map[string]any) bool {
+			redistest.RewriteStream(t, rdb, key, func(id string, v map[string]any) bool {
 				if id == "3-1" {
 					v["code"] = "NOT_FOUND"
 				}
@@ -84,19 +62,19 @@ func TestAuditDetectsTampering(t *testing.T) {
 		})
 		t.Run("DroppedMiddle", func(t *testing.T) {
 			s, key := writeLog(t, rdb, 4)
-			rewrite(t, rdb, key, func(id string, _ map[string]any) bool { return id != "2-1" })
+			redistest.RewriteStream(t, rdb, key, func(id string, _ map[string]any) bool { return id != "2-1" })
 			wantBroken(t, s, 2)
 		})
 		t.Run("DroppedTail", func(t *testing.T) {
 			s, key := writeLog(t, rdb, 4)
-			rewrite(t, rdb, key, func(id string, _ map[string]any) bool { return id != "4-1" })
+			redistest.RewriteStream(t, rdb, key, func(id string, _ map[string]any) bool { return id != "4-1" })
 			wantBroken(t, s, 4)
 		})
 		t.Run("RehashedRecordBreaksTheNext", func(t *testing.T) {
 			// Editing a record and fixing its own hash still breaks the
 			// link of the record after it.
 			s, key := writeLog(t, rdb, 4)
-			rewrite(t, rdb, key, func(id string, v map[string]any) bool {
+			redistest.RewriteStream(t, rdb, key, func(id string, v map[string]any) bool {
 				if id == "2-1" {
 					v["side"] = string(guard.SideEffectYes)
 					v["hash"] = guard.ChainLink(v["prev"].(string), 2, "x", v["code"].(string), v["delivery"].(string), "yes")

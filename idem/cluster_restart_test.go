@@ -19,23 +19,7 @@ import (
 // startClusterNode runs one cluster-enabled redis-server with the
 // append-only file fsynced on every write.
 func startClusterNode(t *testing.T, dir string, port int) *exec.Cmd {
-	t.Helper()
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000",
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--logfile", "")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
-	defer c.Close()
-	for i := 0; c.Ping(context.Background()).Err() != nil; i++ {
-		if i > 200 {
-			t.Fatal("cluster node did not start")
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	return cmd
+	return startRedis(t, dir, port, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
 }
 
 func waitClusterOK(t *testing.T, port int) {

@@ -17,11 +17,12 @@ import (
 )
 
 // startRedis runs a redis-server of the test's own, with the append-only
-// file fsynced on every write, in dir.
-func startRedis(t *testing.T, dir string, port int) *exec.Cmd {
+// file fsynced on every write, in dir; extra adds server arguments.
+func startRedis(t *testing.T, dir string, port int, extra ...string) *exec.Cmd {
 	t.Helper()
-	cmd := exec.Command("redis-server", "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--logfile", "")
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--logfile", ""}
+	cmd := exec.Command("redis-server", append(args, extra...)...)
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}

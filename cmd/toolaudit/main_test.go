@@ -77,28 +77,6 @@ func want(t *testing.T, o outcome, code int, stderr string) {
 	}
 }
 
-// rewrite replaces the stream with its entries passed through edit, as
-// someone with write access to Redis would edit a record.
-func rewrite(t *testing.T, rdb redis.UniversalClient, key string, edit func(id string, v map[string]any) bool) {
-	t.Helper()
-	ctx := context.Background()
-	msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := rdb.Del(ctx, key).Err(); err != nil {
-		t.Fatal(err)
-	}
-	for _, m := range msgs {
-		if !edit(m.ID, m.Values) {
-			continue
-		}
-		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: m.ID, Values: m.Values}).Err(); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func mini(t *testing.T) (redis.UniversalClient, string) {
 	t.Helper()
 	mr, rdb := redistest.Mini(t)
@@ -150,7 +128,7 @@ func TestBrokenChain(t *testing.T) {
 		lines  int
 	}{
 		{"EditedBody", func(t *testing.T, rdb redis.UniversalClient, stream, _ string) {
-			rewrite(t, rdb, stream, func(id string, v map[string]any) bool {
+			redistest.RewriteStream(t, rdb, stream, func(id string, v map[string]any) bool {
 				if id == "2-1" {
 					v["body"] = strings.Replace(v["body"].(string), `"alice"`, `"mallory"`, 1)
 				}
@@ -158,7 +136,7 @@ func TestBrokenChain(t *testing.T) {
 			})
 		}, "record 2", "edited", 1},
 		{"EditedSideEffect", func(t *testing.T, rdb redis.UniversalClient, stream, _ string) {
-			rewrite(t, rdb, stream, func(id string, v map[string]any) bool {
+			redistest.RewriteStream(t, rdb, stream, func(id string, v map[string]any) bool {
 				if id == "5-1" {
 					v["side"] = "no"
 				}
@@ -166,7 +144,7 @@ func TestBrokenChain(t *testing.T) {
 			})
 		}, "record 5", "edited", 4},
 		{"BodyNotJSON", func(t *testing.T, rdb redis.UniversalClient, stream, _ string) {
-			rewrite(t, rdb, stream, func(id string, v map[string]any) bool {
+			redistest.RewriteStream(t, rdb, stream, func(id string, v map[string]any) bool {
 				if id == "3-1" {
 					v["body"] = "not json"
 				}
@@ -174,10 +152,10 @@ func TestBrokenChain(t *testing.T) {
 			})
 		}, "record 3", "", 2},
 		{"DroppedMiddle", func(t *testing.T, rdb redis.UniversalClient, stream, _ string) {
-			rewrite(t, rdb, stream, func(id string, _ map[string]any) bool { return id != "3-1" })
+			redistest.RewriteStream(t, rdb, stream, func(id string, _ map[string]any) bool { return id != "3-1" })
 		}, "record 3", "dropped", 2},
 		{"DroppedTail", func(t *testing.T, rdb redis.UniversalClient, stream, _ string) {
-			rewrite(t, rdb, stream, func(id string, _ map[string]any) bool { return id != "6-1" })
+			redistest.RewriteStream(t, rdb, stream, func(id string, _ map[string]any) bool { return id != "6-1" })
 		}, "record 6", "tail", 5},
 		{"EditedHead", func(t *testing.T, rdb redis.UniversalClient, _, head string) {
 			if err := rdb.HSet(ctx, head, "hash", "0000").Err(); err != nil {
@@ -210,7 +188,7 @@ func TestBrokenChain(t *testing.T) {
 	rdb, url := mini(t)
 	s := fill(t, rdb, "tga:", 3)
 	stream, _ := s.AuditKeys("tenant-a")
-	rewrite(t, rdb, stream, func(id string, v map[string]any) bool {
+	redistest.RewriteStream(t, rdb, stream, func(id string, v map[string]any) bool {
 		if id == "2-1" {
 			v["body"] = "not json"
 		}

@@ -80,7 +80,7 @@ func run(args []string, w io.Writer) error {
 		return err
 	}
 	defer rdb.Close()
-	rt := &rtCounter{}
+	rt := &redisconn.RoundTrips{}
 	rdb.AddHook(rt)
 	cfg.prefix = fmt.Sprintf("tgbench:%d:", time.Now().UnixNano())
 	store, err := idem.New(rdb, idem.Options{Prefix: cfg.prefix, TTL: time.Hour})
@@ -101,7 +101,7 @@ func run(args []string, w io.Writer) error {
 	var next atomic.Int64
 	var failures atomic.Int64
 	codes := make([]map[guard.Code]int, cfg.c)
-	rt.n.Store(0)
+	rt.Reset()
 	start := time.Now()
 	var wg sync.WaitGroup
 	for a := range cfg.c {
@@ -130,7 +130,7 @@ func run(args []string, w io.Writer) error {
 	}
 	wg.Wait()
 	guardTime := time.Since(start)
-	roundTrips := rt.n.Load()
+	roundTrips := rt.Count()
 	heapAfter := heapInUse()
 	memAfter := redisMemory(ctx, rdb)
 
@@ -263,16 +263,6 @@ func floor(ctx context.Context, rdb redis.UniversalClient, c int, rounds int64) 
 		return 0, err
 	}
 	return time.Since(start), nil
-}
-
-type rtCounter struct{ n atomic.Int64 }
-
-func (c *rtCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
-func (c *rtCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
-}
-func (c *rtCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
 }
 
 func heapInUse() uint64 {

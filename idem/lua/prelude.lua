@@ -129,3 +129,18 @@ local function record()
   return {kind = 'k', key = key, fp = k[1], state = k[2], code = 'OK', data = k[3], msg = k[4], op = k[5],
     lease = tonumber(k[6]), tool = k[7], idem = k[8], call = k[9]}
 end
+
+-- settled answers a status query from a stored outcome: not found, or a
+-- stored result (replayed). It returns the record for the other cases.
+local function settled()
+  local r = record()
+  if not r then
+    audit('NOT_FOUND', 'fresh', 'no')
+    return answer('NOT_FOUND', 'fresh'), nil
+  end
+  if r.state == 'C' then
+    audit(r.code, 'local_replay', 'no')
+    return answer(r.code, 'local_replay', r.data, r.msg), nil
+  end
+  return nil, r
+end

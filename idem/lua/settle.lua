@@ -1,14 +1,7 @@
 -- settle: the end of a status query on an unknown outcome. ARGV[5] is 1 when
 -- the receipt was found, ARGV[6] its data. KEYS[1] is the original call's binding.
-local r = record()
-if not r then
-  audit('NOT_FOUND', 'fresh', 'no')
-  return answer('NOT_FOUND', 'fresh')
-end
-if r.state == 'C' then
-  audit(r.code, 'local_replay', 'no')
-  return answer(r.code, 'local_replay', r.data, r.msg)
-end
+local done, r = settled()
+if done then return done end
 if ARGV[5] ~= '1' then
   audit('OUTCOME_UNKNOWN', 'fresh', 'no')
   return answer('OUTCOME_UNKNOWN', 'fresh', '', '', 0, r.op)

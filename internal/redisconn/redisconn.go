@@ -6,6 +6,7 @@ package redisconn
 import (
 	"context"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -82,4 +83,27 @@ func DeletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string)
 		return del(ctx, c)
 	}
 	return nil
+}
+
+// RoundTrips is a go-redis hook that counts round trips: one per command,
+// one per pipeline. Add it with client.AddHook.
+type RoundTrips struct{ n atomic.Int64 }
+
+// Count returns the round trips so far.
+func (c *RoundTrips) Count() int64 { return c.n.Load() }
+
+// Reset sets the count to zero.
+func (c *RoundTrips) Reset() { c.n.Store(0) }
+
+// DialHook implements redis.Hook.
+func (c *RoundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+// ProcessHook implements redis.Hook.
+func (c *RoundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+}
+
+// ProcessPipelineHook implements redis.Hook.
+func (c *RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
 }

@@ -260,3 +260,26 @@ func globEscape(s string) string {
 	}
 	return b.String()
 }
+
+// RewriteStream replaces the stream at key with its entries passed through
+// edit (false drops an entry), as someone with write access to Redis would
+// edit or drop records: for tests of tamper detection.
+func RewriteStream(tb testing.TB, rdb redis.UniversalClient, key string, edit func(id string, v map[string]any) bool) {
+	tb.Helper()
+	ctx := context.Background()
+	msgs, err := rdb.XRange(ctx, key, "-", "+").Result()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	if err := rdb.Del(ctx, key).Err(); err != nil {
+		tb.Fatal(err)
+	}
+	for _, m := range msgs {
+		if !edit(m.ID, m.Values) {
+			continue
+		}
+		if err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: key, ID: m.ID, Values: m.Values}).Err(); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
