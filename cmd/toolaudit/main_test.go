@@ -11,6 +11,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
@@ -355,4 +356,45 @@ func TestChainOfAnotherTenant(t *testing.T) {
 		t.Fatalf("VerifyAudit: %v (the copied chain is valid by itself)", err)
 	}
 	want(t, exec("-redis", url, "-prefix", "tga:", "-tenant", "tenant-a", "-verify"), 1, "chain broken at record 1: record of another tenant")
+}
+
+// TestConformanceRunStore: the store a conformance run wrote verifies, case
+// by case, and fails once a record is edited.
+func TestConformanceRunStore(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	defer rdb.Close()
+	f, err := cases.Load("../../testdata/tool-cases-v2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range f.Cases {
+		c := &f.Cases[i]
+		prefix := "tgcases:test:" + c.ID + ":"
+		s, err := idem.New(rdb, idem.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep := cases.Run(context.Background(), c, cases.World{Store: s, Close: func() {}}); !rep.Passed() {
+			t.Fatalf("case %s failed", c.ID)
+		}
+		o := exec("-redis", "redis://"+mr.Addr(), "-prefix", prefix, "-tenant", c.Principal.TenantID, "-verify")
+		if o.code != 0 || len(o.lines(t)) != len(c.Steps) {
+			t.Fatalf("case %s: exit %d, %d records for %d steps\n%s", c.ID, o.code, len(o.lines(t)), len(c.Steps), o.stderr)
+		}
+	}
+	last := &f.Cases[len(f.Cases)-1]
+	prefix := "tgcases:test:" + last.ID + ":"
+	s, _ := idem.New(rdb, idem.Options{Prefix: prefix})
+	stream, _ := s.AuditKeys(last.Principal.TenantID)
+	redistest.RewriteStream(t, rdb, stream, func(id string, v map[string]any) bool {
+		if id == "1-1" {
+			v["code"] = "OK"
+		}
+		return true
+	})
+	o := exec("-redis", "redis://"+mr.Addr(), "-prefix", prefix, "-tenant", last.Principal.TenantID, "-verify")
+	if o.code != 1 || !strings.Contains(o.stderr, "record 1") {
+		t.Fatalf("edited record: exit %d, stderr %q; want 1 naming record 1", o.code, o.stderr)
+	}
 }

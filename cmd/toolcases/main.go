@@ -1,11 +1,14 @@
 // Command toolcases runs tool-call conformance case files through the whole
 // path of a call: the OpenAI adapter, the guard, the Redis store and back.
 //
-//	go run ./cmd/toolcases [-redis URL|ADDRS] [-json] FILE...
+//	go run ./cmd/toolcases [-redis URL|ADDRS [-keep]] [-json] FILE...
 //
 // Each case runs in a fresh world: an embedded miniredis by default, or a
 // real server (-redis redis://host:port/db) or Redis Cluster (-redis
-// host:port,host:port,…) with a key prefix of its own. It prints PASS or
+// host:port,host:port,…) with a key prefix of its own, deleted after the
+// case unless -keep (which prints "KEYS <case> prefix <prefix> tenant
+// <tenant>" per case, for cmd/toolaudit -prefix … -tenant … -verify). It
+// prints PASS or
 // FAIL per case, then "N passed, N failed", and exits 1 if any case failed
 // and 2 if a file could not be read or is malformed.
 package main
@@ -38,8 +41,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	redisAddr := fs.String("redis", "", "a redis:// URL for one server, or a comma-separated host:port list for a cluster (default: embedded miniredis)")
 	asJSON := fs.Bool("json", false, "also print each step's model result and audit record as JSON")
+	keep := fs.Bool("keep", false, "with -redis: keep each case's keys and print its key prefix (for cmd/toolaudit)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: toolcases [-redis URL|ADDRS] [-json] FILE...")
+		fmt.Fprintln(stderr, "usage: toolcases [-redis URL|ADDRS [-keep]] [-json] FILE...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -78,13 +82,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, f := range files {
 		for i := range f.Cases {
 			c := &f.Cases[i]
-			w, err := world(shared, fmt.Sprintf("tgcases:%s:%d:", runID, passed+failed))
+			prefix := fmt.Sprintf("tgcases:%s:%d:", runID, passed+failed)
+			w, err := world(shared, prefix, *keep)
 			if err != nil {
 				fmt.Fprintf(stderr, "toolcases: %v\n", err)
 				return 2
 			}
 			rep := cases.Run(ctx, c, w)
 			w.Close()
+			if *keep && shared != nil {
+				fmt.Fprintf(stdout, "KEYS %s prefix %s tenant %s\n", c.ID, prefix, c.Principal.TenantID)
+			}
 			if rep.Passed() {
 				passed++
 				fmt.Fprintf(stdout, "PASS %s\n", c.ID)
@@ -140,11 +148,14 @@ func auditJSON(s cases.StepReport) []json.RawMessage {
 
 // world returns a fresh world: its own miniredis, or its own key prefix on
 // the shared server.
-func world(shared redis.UniversalClient, prefix string) (cases.World, error) {
+func world(shared redis.UniversalClient, prefix string, keep bool) (cases.World, error) {
 	if shared != nil {
 		s, err := idem.New(shared, idem.Options{Prefix: prefix})
 		if err != nil {
 			return cases.World{}, err
+		}
+		if keep {
+			return cases.World{Store: s, Close: func() {}}, nil
 		}
 		// The world's keys go when the case is done.
 		return cases.World{Store: s, Close: func() { _ = redisconn.DeletePrefix(context.Background(), shared, prefix) }}, nil
