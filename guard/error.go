@@ -85,23 +85,23 @@ func Unknown(cause error) error {
 // caller gave up) is an error the guard cannot see into: for a write the side
 // effect may have happened, so the outcome is unknown; a read has no side
 // effect, so it is reported unavailable and may be retried.
-func classify(err error, effect Effect) (Code, *Error) {
+func classify(err error, effect Effect) Code {
 	var e *Error
 	if errors.As(err, &e) && e.code.Valid() {
 		switch e.code {
 		case OutcomeUnknown:
 			if effect == Write {
-				return e.code, e
+				return e.code
 			}
 		case TimeoutBeforeExecute, RateLimit, NotFound, InvalidArguments, Unavailable:
-			return e.code, e
+			return e.code
 		}
 		// Codes that only the guard itself may decide (conflicts,
 		// approvals, unknown tool, in progress) are not the tool's to
 		// claim: treat them as opaque failures.
 	}
 	if effect == Write {
-		return OutcomeUnknown, nil
+		return OutcomeUnknown
 	}
-	return Unavailable, nil
+	return Unavailable
 }

@@ -346,8 +346,10 @@ func (g *Guard) fillEntry(e *Entry, inv *Invocation, action string) {
 func (e *Entry) setError(code Code, err error) {
 	e.Code = code
 	e.Message = code.DefaultMessage()
+	// A typed error's message and wait apply only to the code it claimed
+	// and got: a tool's text never rides on a code the guard chose.
 	var ge *Error
-	if errors.As(err, &ge) {
+	if errors.As(err, &ge) && ge.code == code {
 		if ge.message != "" {
 			e.Message = ge.message
 		}
@@ -359,7 +361,7 @@ func (e *Entry) setError(code Code, err error) {
 // setOutcome records what a tool's execution produced.
 func (e *Entry) setOutcome(out json.RawMessage, err error, effect Effect) {
 	if err != nil {
-		code, _ := classify(err, effect)
+		code := classify(err, effect)
 		if code == OutcomeUnknown {
 			e.SideEffect = SideEffectUnknown
 		}

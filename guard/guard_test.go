@@ -210,7 +210,7 @@ func TestToolFailuresAreClassified(t *testing.T) {
 		toolset.Read("read_fails", "", func(context.Context, *guard.Invocation, in) (int, error) { return 0, plain }),
 		toolset.Write("write_fails", "", func(context.Context, *guard.Invocation, in) (int, error) { return 0, plain }),
 		toolset.Write("write_claims_conflict", "", func(context.Context, *guard.Invocation, in) (int, error) {
-			return 0, guard.NewError(guard.CallIDConflict, "")
+			return 0, guard.NewError(guard.CallIDConflict, "CLAIMED-TEXT")
 		}),
 		toolset.Read("read_rate_limited", "", func(context.Context, *guard.Invocation, in) (int, error) {
 			return 0, guard.RateLimited(2*time.Second, plain)
@@ -236,7 +236,7 @@ func TestToolFailuresAreClassified(t *testing.T) {
 		if res.Code != code {
 			t.Errorf("%s: %s, want %s", tool, res, code)
 		}
-		if strings.Contains(res.String(), "10.0.0.7") || strings.Contains(res.String(), "boom") {
+		if strings.Contains(res.String(), "10.0.0.7") || strings.Contains(res.String(), "boom") || strings.Contains(res.String(), "CLAIMED-TEXT") {
 			t.Errorf("%s: result leaks internals: %s", tool, res)
 		}
 	}
