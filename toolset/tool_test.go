@@ -446,3 +446,27 @@ func TestToolAccessors(t *testing.T) {
 		})
 	}
 }
+
+// Formats are asserted: a date-time the model invents fails validation with
+// the validator's reason, before decoding.
+func TestDateTimeFormatIsValidated(t *testing.T) {
+	type when struct {
+		At time.Time `json:"at"`
+	}
+	tool := toolset.Read("at", "", func(context.Context, *guard.Invocation, when) (string, error) { return "", nil })
+	decode := func(args string) error {
+		c, v, err := canon.Parse([]byte(args), canon.Limits{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tool.Decode(c, v)
+		return err
+	}
+	if err := decode(`{"at":"2026-11-29T10:00:00Z"}`); err != nil {
+		t.Fatalf("valid date-time: %v", err)
+	}
+	err := decode(`{"at":"yesterday"}`)
+	if code, _ := guard.CodeOf(err); code != guard.InvalidArguments || !strings.Contains(err.Error(), "date-time") {
+		t.Fatalf("invented date: %v", err)
+	}
+}
