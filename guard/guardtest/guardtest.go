@@ -57,6 +57,7 @@ var tests = []struct {
 	{"HostileIDs", testHostileIDs},
 	{"StatusOfOtherPrincipalIsNotFound", testStatusOtherPrincipal},
 	{"AuditChainOneRecordPerDispatch", testAuditChain},
+	{"CommitRetryIsIdempotent", testCommitRetry},
 }
 
 // World is a guard over the store with the suite's tools, a settable

@@ -290,3 +290,49 @@ func testAuditChain(t *testing.T, w *World) {
 		t.Errorf("fingerprint %q", body.Fingerprint)
 	}
 }
+
+// testCommitRetry: the guard retries a commit whose reply was lost. A commit
+// applied once and sent again with the same token changes nothing, audits
+// nothing more, and answers as the first did.
+func testCommitRetry(t *testing.T, w *World) {
+	ctx := context.Background()
+	for i, tc := range []struct {
+		code guard.Code
+		data string
+	}{
+		{guard.OK, `{"n":1}`},
+		{guard.OutcomeUnknown, ""},
+		{guard.TimeoutBeforeExecute, ""},
+	} {
+		e := &guard.Entry{
+			TenantID: "tenant-c", SubjectID: "s", CallID: fmt.Sprintf("call-%d", i), OperationID: fmt.Sprintf("op-%d", i),
+			IdempotencyKey: fmt.Sprintf("k:key-%d", i), Tool: "put", Fingerprint: fmt.Sprintf("%064d", i),
+			Effect: guard.Write, Now: w.Now(), SideEffect: guard.SideEffectYes,
+			AuditBody: []byte(`{"contract":"tool-audit-v2","action":"dispatch"}`),
+		}
+		answer, token, err := w.Store.Reserve(ctx, e, Lease)
+		if err != nil || answer != nil || token == "" {
+			t.Fatalf("%s: reserve: %v %v %q", tc.code, answer, err, token)
+		}
+		e.Code, e.Data = tc.code, []byte(tc.data)
+		first, err := w.Store.Commit(ctx, e, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, before, _ := w.Store.Audit(ctx, "tenant-c", 0, 1)
+		again, err := w.Store.Commit(ctx, e, token)
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, after, _ := w.Store.Audit(ctx, "tenant-c", 0, 1)
+		if again.Code != first.Code || string(again.Data) != string(first.Data) || again.OperationID != first.OperationID {
+			t.Errorf("%s: retried commit answered %s, the first %s", tc.code, again, first)
+		}
+		if after.Seq != before.Seq {
+			t.Errorf("%s: the retried commit appended %d audit records", tc.code, after.Seq-before.Seq)
+		}
+	}
+	if n, err := guard.VerifyAudit(ctx, w.Store, "tenant-c"); err != nil || n != 3 {
+		t.Fatalf("audit: %d records, %v; want 3", n, err)
+	}
+}
