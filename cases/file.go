@@ -98,6 +98,7 @@ type FormatError struct {
 	Case, Step, Field, Problem string
 }
 
+// Error names the case, step and field.
 func (e *FormatError) Error() string {
 	where := "file"
 	if e.Case != "" {

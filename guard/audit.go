@@ -112,6 +112,7 @@ type ChainError struct {
 	Reason string
 }
 
+// Error names the record and the reason.
 func (e *ChainError) Error() string {
 	return "guard: audit chain broken at record " + strconv.FormatInt(e.Seq, 10) + ": " + e.Reason
 }

@@ -35,6 +35,7 @@ func (e *Error) RetryAfter() time.Duration { return e.retryAfter }
 // Unwrap returns the underlying cause.
 func (e *Error) Unwrap() error { return e.cause }
 
+// Error returns the code, the message and the cause, for the host's logs.
 func (e *Error) Error() string {
 	msg := e.message
 	if msg == "" {

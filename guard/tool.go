@@ -17,6 +17,7 @@ const (
 	Write
 )
 
+// String returns "read" or "write".
 func (e Effect) String() string {
 	switch e {
 	case Read:

@@ -64,6 +64,7 @@ var (
 // RateLimitError is returned when the service refuses a call for rate.
 type RateLimitError struct{ RetryAfter time.Duration }
 
+// Error implements error.
 func (e *RateLimitError) Error() string {
 	return fmt.Sprintf("orders: rate limited, retry after %v", e.RetryAfter)
 }

@@ -51,6 +51,7 @@ type Error struct {
 	Reason string // short description
 }
 
+// Error returns the reason and the byte offset.
 func (e *Error) Error() string { return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.Reason) }
 
 // ErrTooLarge is wrapped by the error for input over Limits.MaxBytes.
