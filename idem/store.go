@@ -40,6 +40,12 @@ type Options struct {
 	// operation indexes are kept after their last change; default 7 days.
 	// It only collects garbage: no decision depends on it.
 	TTL time.Duration
+	// AuditTTL, when set, makes a tenant's whole audit log (stream and
+	// chain head) expire after that long without a new record. The
+	// default, zero, keeps audit logs until they are exported and trimmed
+	// (docs/operations.md): an audit log is evidence, and a trimmed log
+	// stays verifiable from its anchor while an expired one is gone.
+	AuditTTL time.Duration
 }
 
 // DefaultTTL is the retention of records when Options.TTL is zero.
@@ -47,9 +53,10 @@ const DefaultTTL = 7 * 24 * time.Hour
 
 // Store implements guard.Store on Redis.
 type Store struct {
-	rdb    redis.UniversalClient
-	prefix string
-	ttlMS  string
+	rdb        redis.UniversalClient
+	prefix     string
+	ttlMS      string
+	auditTTLMS string
 }
 
 var _ guard.Store = (*Store)(nil)
@@ -89,7 +96,11 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultTTL
 	}
-	return &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: strconv.FormatInt(opts.TTL.Milliseconds(), 10)}, nil
+	if opts.AuditTTL < 0 {
+		opts.AuditTTL = 0
+	}
+	return &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: strconv.FormatInt(opts.TTL.Milliseconds(), 10),
+		auditTTLMS: strconv.FormatInt(opts.AuditTTL.Milliseconds(), 10)}, nil
 }
 
 // AuditKeys returns the names of the tenant's audit stream and chain head,
@@ -140,6 +151,7 @@ func (s *Store) args(e *guard.Entry, callID string, extra string) ([]string, []a
 		extra,
 		callID,
 		e.IdempotencyKey,
+		s.auditTTLMS,
 	}
 }
 

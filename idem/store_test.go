@@ -1,7 +1,9 @@
 package idem_test
 
 import (
+	"context"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -31,4 +33,31 @@ func TestConformance(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		guardtest.TestStore(t, func(t *testing.T) guard.Store { return newStore(t, rdb) })
 	})
+}
+
+// TestAuditTTL: with AuditTTL set, an idle tenant's whole log expires
+// together; by default it is kept.
+func TestAuditTTL(t *testing.T) {
+	mr, rdb := redistest.Mini(t)
+	for _, tc := range []struct {
+		ttl  time.Duration
+		kept bool
+	}{{0, true}, {time.Hour, false}} {
+		s, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t), AuditTTL: tc.ttl})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := guardtest.NewWorld(t, s)
+		w.Dispatch(t, guardtest.Principal("tenant-a", "u"), "get", `{"key":"k"}`, "c1", "")
+		stream, head := s.AuditKeys("tenant-a")
+		if tc.ttl > 0 && (mr.TTL(stream) != tc.ttl || mr.TTL(head) != tc.ttl) {
+			t.Fatalf("audit ttl %v: stream %v head %v", tc.ttl, mr.TTL(stream), mr.TTL(head))
+		}
+		mr.FastForward(2 * time.Hour)
+		n, err := guard.VerifyAudit(context.Background(), s, "tenant-a")
+		if tc.kept && (err != nil || n != 1) || !tc.kept && (err != nil || n != 0) {
+			t.Fatalf("audit ttl %v after 2h: %d records, %v", tc.ttl, n, err)
+		}
+		mr.FlushAll()
+	}
 }

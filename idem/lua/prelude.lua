@@ -8,7 +8,8 @@
 --   ARGV[10] audit body        ARGV[11] hex SHA-256 of the audit body
 --   ARGV[12] ttl (ms)          ARGV[13] operation id   ARGV[14] tool
 --   ARGV[15] effect (r/w)      ARGV[16] lease (ms) or reservation token
---   ARGV[17] call id           ARGV[18] idempotency key   ARGV[19] lease (ms, reserve)
+--   ARGV[17] call id           ARGV[18] idempotency key
+--   ARGV[19] audit ttl (ms, 0: kept)                       ARGV[20] lease (ms, reserve)
 -- All keys share one hash tag, so the scripts are legal on a cluster.
 local FP, NOW = ARGV[1], tonumber(ARGV[2])
 local HAS_CALL, HAS_KEY = ARGV[3] == '1', ARGV[4] == '1'
@@ -28,6 +29,11 @@ local function audit(code, delivery, side)
   redis.call('XADD', KEYS[4], string.format('%d', seq) .. '-1', 'body', ARGV[10], 'code', code,
     'delivery', delivery, 'side', side, 'prev', prev, 'hash', hash)
   redis.call('HSET', KEYS[5], 'seq', seq, 'hash', hash)
+  if ARGV[19] ~= '0' then
+    -- An idle tenant's whole log (stream and head together) expires.
+    redis.call('PEXPIRE', KEYS[4], ARGV[19])
+    redis.call('PEXPIRE', KEYS[5], ARGV[19])
+  end
 end
 
 local function answer(code, delivery, data, msg, retry, op)

@@ -6,7 +6,7 @@ if not bound then bind('') end
 -- answered from this operation whatever key or operation id it carries.
 if HAS_CALL then redis.call('HSET', KEYS[1], 'key', KEYS[2]) end
 local token = ARGV[16]
-local lease = tonumber(ARGV[19])
+local lease = tonumber(ARGV[20])
 redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'P', 'op', OP, 'lease', NOW + lease, 'token', token,
   'tool', ARGV[14], 'key', ARGV[18], 'call', ARGV[17])
 redis.call('PEXPIRE', KEYS[2], TTL)
