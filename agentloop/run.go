@@ -310,29 +310,39 @@ func (l *Loop) handleCalls(ctx context.Context, p guard.Principal, st *State, re
 	return items, nil
 }
 
+// operation derives a call's identity within the run: its proposal with
+// canonical arguments (the raw text when they do not parse), fingerprint,
+// operation id and idempotency key. dispatch and approve both use it, so an
+// ApprovalRequest names the operation the guard runs.
+type operation struct {
+	prop        guard.Proposal
+	canonical   bool
+	fingerprint string
+	id, key     string
+}
+
+func (l *Loop) operation(runID string, c responses.ResponseFunctionToolCall) operation {
+	op := operation{prop: guard.Proposal{Name: c.Name, Arguments: []byte(c.Arguments)}}
+	if args, _, err := canon.Parse(op.prop.Arguments, canon.Limits{}); err == nil {
+		op.prop.Arguments, op.canonical = args, true
+	}
+	op.fingerprint = guard.Fingerprint(c.Name, op.prop.Arguments)
+	op.id, op.key = (l.keyFunc())(runID, op.prop, op.fingerprint)
+	return op
+}
+
 // dispatch runs one call through the guard with the run's keys.
 func (l *Loop) dispatch(ctx context.Context, p guard.Principal, st *State, respID string, c responses.ResponseFunctionToolCall, grant string) (*guard.Result, error) {
 	call := tgopenai.Call(p, respID, c)
 	call.Approval = grant
-	fp := guard.Fingerprint(c.Name, []byte(c.Arguments))
-	// The KeyFunc sees the canonical arguments, as in approve, so that the
-	// operation id an ApprovalRequest names is the one the guard uses.
-	prop := call.Proposal
-	if args, _, err := canon.Parse(prop.Arguments, canon.Limits{}); err == nil {
-		prop.Arguments = args
-	}
-	op, key := (l.keyFunc())(st.RunID, prop, fp)
-	call.Context.OperationID = op
+	op := l.operation(st.RunID, c)
+	call.Context.OperationID = op.id
 	if t := l.tools.Lookup(c.Name); t != nil && t.Effect() == guard.Write {
 		// Reads get no key: reading again later in the run must see
 		// fresh data. Writes are once per operation.
-		call.Context.IdempotencyKey = key
+		call.Context.IdempotencyKey = op.key
 	}
-	res, err := l.guard.Dispatch(ctx, call)
-	if err != nil {
-		return nil, err
-	}
-	return res, nil
+	return l.guard.Dispatch(ctx, call)
 }
 
 func (l *Loop) keyFunc() KeyFunc {
@@ -346,14 +356,13 @@ func (l *Loop) keyFunc() KeyFunc {
 // again with the grant (or tell the model it was denied); without, leave
 // the call pending.
 func (l *Loop) approve(ctx context.Context, p guard.Principal, st *State, respID string, c responses.ResponseFunctionToolCall) (*guard.Result, bool, error) {
-	args, _, err := canon.Parse([]byte(c.Arguments), canon.Limits{})
-	if err != nil {
+	op := l.operation(st.RunID, c)
+	if !op.canonical {
 		return nil, false, errors.New("agentloop: approval asked for unparsable arguments")
 	}
-	fp := guard.Fingerprint(c.Name, args)
-	op, _ := (l.keyFunc())(st.RunID, guard.Proposal{Name: c.Name, Arguments: args}, fp)
-	req := ApprovalRequest{CallID: c.CallID, Tool: c.Name, Arguments: args, Principal: p, Fingerprint: fp, OperationID: op}
-	l.emit(st, Event{Kind: EventApprovalRequested, CallID: c.CallID, Tool: c.Name, Arguments: string(args)})
+	req := ApprovalRequest{CallID: c.CallID, Tool: c.Name, Arguments: op.prop.Arguments, Principal: p,
+		Fingerprint: op.fingerprint, OperationID: op.id}
+	l.emit(st, Event{Kind: EventApprovalRequested, CallID: c.CallID, Tool: c.Name, Arguments: string(op.prop.Arguments)})
 	if l.approver == nil {
 		st.Pending = append(st.Pending, req)
 		return nil, true, nil
