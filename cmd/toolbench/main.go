@@ -25,11 +25,13 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -55,6 +57,7 @@ type config struct {
 	tenants       int
 	pool          int
 	keepKeys      bool
+	cpuProfile    string
 	prefix        string
 }
 
@@ -69,6 +72,7 @@ func run(args []string, w io.Writer) error {
 	fs.IntVar(&cfg.tenants, "tenants", 16, "tenants the agents act for (spread over cluster slots)")
 	fs.IntVar(&cfg.pool, "pool", 0, "Redis connection pool size (default: go-redis's, 10 per CPU)")
 	fs.BoolVar(&cfg.keepKeys, "keep", false, "keep the run's keys in Redis afterwards")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the guard's run (not the floor's) to this file")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -102,6 +106,17 @@ func run(args []string, w io.Writer) error {
 	var failures atomic.Int64
 	codes := make([]map[guard.Code]int, cfg.c)
 	rt.Reset()
+	if cfg.cpuProfile != "" {
+		f, err := os.Create(cfg.cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+	}
+	cpu0, rcpu0 := processCPU(), redisCPU(ctx, rdb)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for a := range cfg.c {
@@ -130,15 +145,21 @@ func run(args []string, w io.Writer) error {
 	}
 	wg.Wait()
 	guardTime := time.Since(start)
+	guardCPU, guardRedisCPU := processCPU()-cpu0, redisCPU(ctx, rdb)-rcpu0
+	if cfg.cpuProfile != "" {
+		pprof.StopCPUProfile()
+	}
 	roundTrips := rt.Count()
 	heapAfter := heapInUse()
 	memAfter := redisMemory(ctx, rdb)
 
 	// The floor: the same round trips, no guard.
+	cpu0, rcpu0 = processCPU(), redisCPU(ctx, rdb)
 	floorTime, err := floor(ctx, rdb, cfg.c, roundTrips)
 	if err != nil {
 		return err
 	}
+	floorCPU, floorRedisCPU := processCPU()-cpu0, redisCPU(ctx, rdb)-rcpu0
 	if !cfg.keepKeys {
 		cleanup(ctx, rdb, cfg.prefix)
 	}
@@ -167,6 +188,8 @@ func run(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "redis:       used_memory +%.1f MiB, %.0f bytes per stored dispatch (records, bindings, audit)\n",
 			mib(memAfter-memBefore), float64(memAfter-memBefore)/float64(stored))
 	}
+	fmt.Fprintf(w, "cpu:         guard run: client %v, redis %v per dispatch; floor run: client %v, redis %v per dispatch\n",
+		guardCPU/time.Duration(cfg.n), guardRedisCPU/time.Duration(cfg.n), floorCPU/time.Duration(cfg.n), floorRedisCPU/time.Duration(cfg.n))
 	fmt.Fprintf(w, "per dispatch: guard %v, floor %v at the same round trips\n", perDispatch, floorPer)
 	fmt.Fprintf(w, "guard/floor = %.2f\n", float64(guardTime)/float64(floorTime))
 	return nil
@@ -315,3 +338,38 @@ func formatCodes(m map[guard.Code]int) string {
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// processCPU is this process's user and system CPU time so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU sums used_cpu_user and used_cpu_sys over the masters (0 if INFO
+// is refused).
+func redisCPU(ctx context.Context, rdb redis.UniversalClient) time.Duration {
+	var total atomic.Int64
+	read := func(c *redis.Client) {
+		info, err := c.Info(ctx, "cpu").Result()
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(info, "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
+				f, _ := strconv.ParseFloat(v, 64)
+				total.Add(int64(f * 1e9))
+			}
+		}
+	}
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { read(m); return nil })
+	case *redis.Client:
+		read(c)
+	}
+	return time.Duration(total.Load())
+}
