@@ -53,15 +53,24 @@ func (d *redisDownstream) reads(t testing.TB) int {
 	return n
 }
 
+// writeWithReceipt counts a write and stores its receipt, the JSON of
+// {key, value, write}, atomically.
+var writeWithReceipt = redis.NewScript(`local n = redis.call('INCR', KEYS[1])
+redis.call('SET', KEYS[2], ARGV[1] .. n .. '}', 'PX', 3600000)
+return n`)
+
 func (d *redisDownstream) tools() *toolset.Set {
 	put := toolset.Write("put", "Write a value.", func(ctx context.Context, inv *guard.Invocation, in putIn) (map[string]any, error) {
-		n, err := d.rdb.Incr(ctx, d.prefix+"{ds}:writes").Result()
+		// The side effect and its receipt land together (one script), as in
+		// a downstream that keeps receipts: a worker killed right after the
+		// write counter moved has left its receipt too.
+		prefix, _ := json.Marshal(map[string]any{"key": in.Key, "value": in.Value})
+		n, err := writeWithReceipt.Run(ctx, d.rdb, []string{d.prefix + "{ds}:writes", d.prefix + "{ds}:receipt:" + inv.IdempotencyKey},
+			string(prefix[:len(prefix)-1])+`,"write":`).Int64()
 		if err != nil {
 			return nil, guard.NotStarted(err)
 		}
 		out := map[string]any{"key": in.Key, "value": in.Value, "write": n}
-		b, _ := json.Marshal(out)
-		d.rdb.Set(ctx, d.prefix+"{ds}:receipt:"+inv.IdempotencyKey, b, time.Hour)
 		if d.block != nil {
 			<-d.block
 		}
