@@ -86,7 +86,8 @@ var benchCases = []struct {
 }
 
 // BenchmarkDispatch measures whole dispatches through the Redis store,
-// reporting Redis round trips per dispatch (redis-rt/op). It runs on
+// reporting Redis round trips per dispatch (redis-rt/op) and, on a real
+// server, Redis's time executing them (redis-script-µs/op). It runs on
 // miniredis, and on a real server when TOOLGUARD_REDIS_URL is set.
 func BenchmarkDispatch(b *testing.B) {
 	backends := []struct {
@@ -123,6 +124,7 @@ func BenchmarkDispatch(b *testing.B) {
 						calls[i] = bc.call(w, i)
 					}
 					rt.Reset()
+					scripts := redisconn.ScriptTime(context.Background(), rdb)
 					b.ReportAllocs()
 					b.ResetTimer()
 					for i := range b.N {
@@ -133,6 +135,11 @@ func BenchmarkDispatch(b *testing.B) {
 					}
 					b.StopTimer()
 					b.ReportMetric(float64(rt.Count())/float64(b.N), "redis-rt/op")
+					if be.name == "redis" {
+						// Redis's own time executing the scripts (INFO commandstats).
+						scripts = redisconn.ScriptTime(context.Background(), rdb) - scripts
+						b.ReportMetric(float64(scripts.Microseconds())/float64(b.N), "redis-script-µs/op")
+					}
 				})
 			}
 		})

@@ -95,7 +95,7 @@ func run(args []string, w io.Writer) error {
 	signer, _ := guard.NewSigner([]byte("toolbench-approval-key-0123456789abcdef"))
 	g := guard.New(benchTools(), store, guard.Options{Signer: signer})
 
-	memBefore := redisMemory(ctx, rdb)
+	memBefore := redisconn.UsedMemory(ctx, rdb)
 	heapBefore := heapInUse()
 	fmt.Fprintf(w, "toolbench: %d dispatches, %d agents, %d%% reads, %d%% writes, %d%% replays, %d tenants\n",
 		cfg.n, cfg.c, cfg.reads, cfg.writes, 100-cfg.reads-cfg.writes, cfg.tenants)
@@ -116,7 +116,7 @@ func run(args []string, w io.Writer) error {
 			return err
 		}
 	}
-	cpu0, rcpu0 := processCPU(), redisCPU(ctx, rdb)
+	cpu0, rcpu0, script0 := processCPU(), redisconn.ServerCPU(ctx, rdb), redisconn.ScriptTime(ctx, rdb)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for a := range cfg.c {
@@ -145,21 +145,23 @@ func run(args []string, w io.Writer) error {
 	}
 	wg.Wait()
 	guardTime := time.Since(start)
-	guardCPU, guardRedisCPU := processCPU()-cpu0, redisCPU(ctx, rdb)-rcpu0
+	guardCPU, guardRedisCPU := processCPU()-cpu0, redisconn.ServerCPU(ctx, rdb)-rcpu0
+	guardScripts := redisconn.ScriptTime(ctx, rdb) - script0
 	if cfg.cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
 	roundTrips := rt.Count()
 	heapAfter := heapInUse()
-	memAfter := redisMemory(ctx, rdb)
+	memAfter := redisconn.UsedMemory(ctx, rdb)
 
 	// The floor: the same round trips, no guard.
-	cpu0, rcpu0 = processCPU(), redisCPU(ctx, rdb)
+	cpu0, rcpu0, script0 = processCPU(), redisconn.ServerCPU(ctx, rdb), redisconn.ScriptTime(ctx, rdb)
 	floorTime, err := floor(ctx, rdb, cfg.c, roundTrips)
 	if err != nil {
 		return err
 	}
-	floorCPU, floorRedisCPU := processCPU()-cpu0, redisCPU(ctx, rdb)-rcpu0
+	floorCPU, floorRedisCPU := processCPU()-cpu0, redisconn.ServerCPU(ctx, rdb)-rcpu0
+	floorScripts := redisconn.ScriptTime(ctx, rdb) - script0
 	if !cfg.keepKeys {
 		cleanup(ctx, rdb, cfg.prefix)
 	}
@@ -188,8 +190,11 @@ func run(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "redis:       used_memory +%.1f MiB, %.0f bytes per stored dispatch (records, bindings, audit)\n",
 			mib(memAfter-memBefore), float64(memAfter-memBefore)/float64(stored))
 	}
-	fmt.Fprintf(w, "cpu:         guard run: client %v, redis %v per dispatch; floor run: client %v, redis %v per dispatch\n",
-		guardCPU/time.Duration(cfg.n), guardRedisCPU/time.Duration(cfg.n), floorCPU/time.Duration(cfg.n), floorRedisCPU/time.Duration(cfg.n))
+	per := func(d time.Duration) time.Duration { return d / time.Duration(cfg.n) }
+	fmt.Fprintf(w, "cpu, guard:  client %v, redis %v (of which scripts %v) per dispatch\n",
+		per(guardCPU), per(guardRedisCPU), per(guardScripts))
+	fmt.Fprintf(w, "cpu, floor:  client %v, redis %v (of which scripts %v) per dispatch\n",
+		per(floorCPU), per(floorRedisCPU), per(floorScripts))
 	fmt.Fprintf(w, "per dispatch: guard %v, floor %v at the same round trips\n", perDispatch, floorPer)
 	fmt.Fprintf(w, "guard/floor = %.2f\n", float64(guardTime)/float64(floorTime))
 	return nil
@@ -295,30 +300,6 @@ func heapInUse() uint64 {
 	return m.HeapInuse
 }
 
-// redisMemory sums used_memory over the masters (0 if INFO is refused).
-func redisMemory(ctx context.Context, rdb redis.UniversalClient) uint64 {
-	var total atomic.Uint64
-	read := func(c *redis.Client) {
-		info, err := c.Info(ctx, "memory").Result()
-		if err != nil {
-			return
-		}
-		for _, line := range strings.Split(info, "\n") {
-			if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-				n, _ := strconv.ParseUint(v, 10, 64)
-				total.Add(n)
-			}
-		}
-	}
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { read(m); return nil })
-	case *redis.Client:
-		read(c)
-	}
-	return total.Load()
-}
-
 // cleanup deletes the run's keys.
 func cleanup(ctx context.Context, rdb redis.UniversalClient, prefix string) {
 	_ = redisconn.DeletePrefix(ctx, rdb, prefix)
@@ -346,30 +327,4 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// redisCPU sums used_cpu_user and used_cpu_sys over the masters (0 if INFO
-// is refused).
-func redisCPU(ctx context.Context, rdb redis.UniversalClient) time.Duration {
-	var total atomic.Int64
-	read := func(c *redis.Client) {
-		info, err := c.Info(ctx, "cpu").Result()
-		if err != nil {
-			return
-		}
-		for _, line := range strings.Split(info, "\n") {
-			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if ok && (k == "used_cpu_user" || k == "used_cpu_sys") {
-				f, _ := strconv.ParseFloat(v, 64)
-				total.Add(int64(f * 1e9))
-			}
-		}
-	}
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { read(m); return nil })
-	case *redis.Client:
-		read(c)
-	}
-	return time.Duration(total.Load())
 }

@@ -5,7 +5,10 @@ package redisconn
 
 import (
 	"context"
+	"slices"
+	"strconv"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -106,4 +109,76 @@ func (c *RoundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 // ProcessPipelineHook implements redis.Hook.
 func (c *RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+}
+
+// ScriptTime sums the time Redis spent executing scripts (EVALSHA and EVAL,
+// from INFO commandstats) over the client's masters: the server-side cost
+// of the scripts, without network and parsing. It is 0 if INFO is refused.
+func ScriptTime(ctx context.Context, rdb redis.UniversalClient) time.Duration {
+	var total atomic.Int64
+	read := func(c *redis.Client) {
+		info, err := c.Info(ctx, "commandstats").Result()
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(info, "\n") {
+			name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
+				continue
+			}
+			for _, kv := range strings.Split(stats, ",") {
+				if v, ok := strings.CutPrefix(kv, "usec="); ok {
+					n, _ := strconv.ParseInt(v, 10, 64)
+					total.Add(n)
+				}
+			}
+		}
+	}
+	forEachMaster(ctx, rdb, read)
+	return time.Duration(total.Load()) * time.Microsecond
+}
+
+// ServerCPU sums used_cpu_user and used_cpu_sys (INFO cpu) over the
+// client's masters: the CPU time the servers have used. It is 0 if INFO is
+// refused.
+func ServerCPU(ctx context.Context, rdb redis.UniversalClient) time.Duration {
+	return time.Duration(sumInfo(ctx, rdb, "cpu", "used_cpu_user", "used_cpu_sys") * 1e9)
+}
+
+// UsedMemory sums used_memory (INFO memory) over the client's masters, in
+// bytes. It is 0 if INFO is refused.
+func UsedMemory(ctx context.Context, rdb redis.UniversalClient) uint64 {
+	return uint64(sumInfo(ctx, rdb, "memory", "used_memory"))
+}
+
+// sumInfo sums the named numeric fields of an INFO section over the masters.
+func sumInfo(ctx context.Context, rdb redis.UniversalClient, section string, fields ...string) float64 {
+	var mu sync.Mutex
+	var total float64
+	forEachMaster(ctx, rdb, func(c *redis.Client) {
+		info, err := c.Info(ctx, section).Result()
+		if err != nil {
+			return
+		}
+		for _, line := range strings.Split(info, "\n") {
+			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if ok && slices.Contains(fields, k) {
+				f, _ := strconv.ParseFloat(v, 64)
+				mu.Lock()
+				total += f
+				mu.Unlock()
+			}
+		}
+	})
+	return total
+}
+
+// forEachMaster calls fn with each master of a cluster, or with the client.
+func forEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(*redis.Client)) {
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { fn(m); return nil })
+	case *redis.Client:
+		fn(c)
+	}
 }
