@@ -27,19 +27,37 @@ func tenantTag(prefix, tenant string) string {
 	return b.String()
 }
 
-func scoped(tag, kind, subject, id string) string {
-	return tag + ":" + kind + ":" + enc.EncodeToString([]byte(subject)) + ":" + enc.EncodeToString([]byte(id))
-}
-
+// makeKeys names the five keys of a call. They are written into one buffer
+// and sliced from one string: a dispatch allocates once for its key names.
 func makeKeys(prefix, tenant, subject, callID, idemKey, opID string) keys {
-	tag := tenantTag(prefix, tenant)
-	return keys{
-		call:  scoped(tag, "c", subject, callID),
-		idem:  scoped(tag, "k", subject, idemKey),
-		op:    scoped(tag, "o", subject, opID),
-		audit: tag + ":audit",
-		head:  tag + ":audit:head",
+	tagLen := len(prefix) + 3 + enc.EncodedLen(len(tenant))
+	subLen := enc.EncodedLen(len(subject))
+	scopedLen := func(id string) int { return tagLen + 4 + subLen + enc.EncodedLen(len(id)) }
+	b := make([]byte, 0, scopedLen(callID)+scopedLen(idemKey)+scopedLen(opID)+2*tagLen+len(":audit")+len(":audit:head"))
+	tag := func() {
+		b = append(b, prefix...)
+		b = append(b, "{t"...) // never an empty tag, which Redis would ignore
+		b = enc.AppendEncode(b, []byte(tenant))
+		b = append(b, '}')
 	}
+	var ends [5]int
+	for i, id := range [3]string{callID, idemKey, opID} {
+		tag()
+		b = append(b, ':', "cko"[i], ':')
+		b = enc.AppendEncode(b, []byte(subject))
+		b = append(b, ':')
+		b = enc.AppendEncode(b, []byte(id))
+		ends[i] = len(b)
+	}
+	tag()
+	b = append(b, ":audit"...)
+	ends[3] = len(b)
+	tag()
+	b = append(b, ":audit:head"...)
+	ends[4] = len(b)
+	all := string(b)
+	return keys{call: all[:ends[0]], idem: all[ends[0]:ends[1]], op: all[ends[1]:ends[2]],
+		audit: all[ends[2]:ends[3]], head: all[ends[3]:ends[4]]}
 }
 
 func (k keys) list() []string { return []string{k.call, k.idem, k.op, k.audit, k.head} }

@@ -56,3 +56,30 @@ func FuzzKeys(f *testing.F) {
 		}
 	})
 }
+
+// TestKeyNames pins the documented layout (docs/operations.md): keys written
+// by one version must be found by the next.
+func TestKeyNames(t *testing.T) {
+	k := makeKeys("tg:", "tenant-a", "user-1", "call_1", "k:refund-1", "op-1")
+	want := keys{
+		call:  "tg:{tdGVuYW50LWE}:c:dXNlci0x:Y2FsbF8x",
+		idem:  "tg:{tdGVuYW50LWE}:k:dXNlci0x:azpyZWZ1bmQtMQ",
+		op:    "tg:{tdGVuYW50LWE}:o:dXNlci0x:b3AtMQ",
+		audit: "tg:{tdGVuYW50LWE}:audit",
+		head:  "tg:{tdGVuYW50LWE}:audit:head",
+	}
+	if k != want {
+		t.Fatalf("keys\n got %+v\nwant %+v", k, want)
+	}
+	s, err := New(nil, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stream, head := s.AuditKeys("tenant-a"); stream != want.audit || head != want.head {
+		t.Fatalf("AuditKeys: %q %q", stream, head)
+	}
+	empty := makeKeys("p:", "", "", "", "", "")
+	if empty.call != "p:{t}:c::" || empty.head != "p:{t}:audit:head" {
+		t.Fatalf("empty ids: %+v", empty)
+	}
+}

@@ -55,8 +55,8 @@ const DefaultTTL = 7 * 24 * time.Hour
 type Store struct {
 	rdb        redis.UniversalClient
 	prefix     string
-	ttlMS      string
-	auditTTLMS string
+	ttlMS      any // boxed once
+	auditTTLMS any
 }
 
 var _ guard.Store = (*Store)(nil)
@@ -96,11 +96,12 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultTTL
 	}
+	opts.TTL = max(opts.TTL, time.Millisecond) // Redis TTLs are whole milliseconds
 	if opts.AuditTTL < 0 {
 		opts.AuditTTL = 0
 	}
 	return &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: strconv.FormatInt(opts.TTL.Milliseconds(), 10),
-		auditTTLMS: strconv.FormatInt(opts.AuditTTL.Milliseconds(), 10)}, nil
+		auditTTLMS: boxMS(opts.AuditTTL)}, nil
 }
 
 // AuditKeys returns the names of the tenant's audit stream and chain head,
@@ -113,35 +114,69 @@ func (s *Store) AuditKeys(tenantID string) (stream, head string) {
 // Client returns the Redis client.
 func (s *Store) Client() redis.UniversalClient { return s.rdb }
 
-func flag(b bool) string {
+// Boxed once: a string put in an interface allocates unless it is a
+// constant, and every script call passes about twenty.
+var (
+	boxedFlags       = [2]any{"0", "1"}
+	boxedEffects     = [2]any{"r", "w"}
+	boxedZero    any = "0"
+	boxedCodes       = func() map[guard.Code]any {
+		m := map[guard.Code]any{0: ""}
+		for _, c := range guard.Codes() {
+			m[c] = c.String()
+		}
+		return m
+	}()
+	boxedSides = map[guard.SideEffect]any{guard.SideEffectNone: string(guard.SideEffectNone),
+		guard.SideEffectYes: string(guard.SideEffectYes), guard.SideEffectUnknown: string(guard.SideEffectUnknown)}
+)
+
+func flag(b bool) any {
 	if b {
-		return "1"
+		return boxedFlags[1]
 	}
-	return "0"
+	return boxedFlags[0]
+}
+
+func boxCode(c guard.Code) any {
+	if v, ok := boxedCodes[c]; ok {
+		return v
+	}
+	return ""
+}
+
+func boxSide(s guard.SideEffect) any {
+	if v, ok := boxedSides[s]; ok {
+		return v
+	}
+	return string(s)
+}
+
+func boxMS(d time.Duration) any {
+	if d <= 0 {
+		return boxedZero
+	}
+	return strconv.FormatInt(d.Milliseconds(), 10)
 }
 
 // args builds KEYS and ARGV as laid out in lua/prelude.lua.
 func (s *Store) args(e *guard.Entry, callID string, extra string) ([]string, []any) {
 	k := makeKeys(s.prefix, e.TenantID, e.SubjectID, callID, e.IdempotencyKey, e.OperationID)
 	bodySum := sha256.Sum256(e.AuditBody)
-	effect := "r"
+	effect := boxedEffects[0]
 	if e.Effect == guard.Write {
-		effect = "w"
-	}
-	code := ""
-	if e.Code.Valid() {
-		code = e.Code.String()
+		effect = boxedEffects[1]
 	}
 	return k.list(), []any{
 		e.Fingerprint,
 		strconv.FormatInt(e.Now.UnixMilli(), 10),
 		flag(callID != ""),
 		flag(e.IdempotencyKey != ""),
-		code,
+		boxCode(e.Code),
 		string(e.Data),
 		e.Message,
-		strconv.FormatInt(e.RetryAfter.Milliseconds(), 10),
-		string(e.SideEffect),
+		boxMS(e.RetryAfter),
+		boxSide(e.SideEffect),
 		string(e.AuditBody),
 		hex.EncodeToString(bodySum[:]),
 		s.ttlMS,
@@ -252,15 +287,13 @@ func parseResult(reply []string) (*guard.Result, error) {
 func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]guard.AuditRecord, guard.AuditHead, error) {
 	streamKey, headKey := s.AuditKeys(tenantID)
 	var head guard.AuditHead
-	h, err := s.rdb.HMGet(ctx, headKey, "seq", "hash").Result()
-	if err != nil {
+	h, err := s.rdb.Get(ctx, headKey).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, head, err
 	}
-	if v, ok := h[0].(string); ok {
-		head.Seq, _ = strconv.ParseInt(v, 10, 64)
-	}
-	if v, ok := h[1].(string); ok {
-		head.Hash = v
+	if seq, hash, ok := strings.Cut(h, " "); ok {
+		head.Seq, _ = strconv.ParseInt(seq, 10, 64)
+		head.Hash = hash
 	}
 	msgs, err := s.rdb.XRangeN(ctx, streamKey, "("+strconv.FormatInt(after, 10)+"-1", "+", int64(limit)).Result()
 	if err != nil {

@@ -159,7 +159,7 @@ func TestBrokenChain(t *testing.T) {
 			redistest.RewriteStream(t, rdb, stream, func(id string, _ map[string]any) bool { return id != "6-1" })
 		}, "record 6", "tail", 5},
 		{"EditedHead", func(t *testing.T, rdb redis.UniversalClient, _, head string) {
-			if err := rdb.HSet(ctx, head, "hash", "0000").Err(); err != nil {
+			if err := rdb.Set(ctx, head, "6 0000", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
 		}, "record 7", "head", 6},

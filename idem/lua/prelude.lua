@@ -19,20 +19,24 @@ local OP = ARGV[13]
 local TERMINAL = {OK = true, NOT_FOUND = true, UNKNOWN_TOOL = true, INVALID_ARGUMENTS = true,
   IDEMPOTENCY_CONFLICT = true, CALL_ID_CONFLICT = true}
 
--- audit appends one hash-chained record; its id is its sequence number.
+-- audit appends one hash-chained record; its id is its sequence number. The
+-- chain head is one string, "<seq> <hash>".
 local function audit(code, delivery, side)
-  local head = redis.call('HMGET', KEYS[5], 'seq', 'hash')
-  local seq = tonumber(head[1] or '0') + 1
-  local prev = head[2] or ''
-  local hash = redis.sha1hex(prev .. '\n' .. string.format('%d', seq) .. '\n' .. ARGV[11] .. '\n' ..
-    code .. '\n' .. delivery .. '\n' .. side)
-  redis.call('XADD', KEYS[4], string.format('%d', seq) .. '-1', 'body', ARGV[10], 'code', code,
+  local head, seq, prev = redis.call('GET', KEYS[5]), 1, ''
+  if head then
+    local sp = string.find(head, ' ', 1, true)
+    seq, prev = tonumber(string.sub(head, 1, sp - 1)) + 1, string.sub(head, sp + 1)
+  end
+  local id = string.format('%d', seq)
+  local hash = redis.sha1hex(prev .. '\n' .. id .. '\n' .. ARGV[11] .. '\n' .. code .. '\n' .. delivery .. '\n' .. side)
+  redis.call('XADD', KEYS[4], id .. '-1', 'body', ARGV[10], 'code', code,
     'delivery', delivery, 'side', side, 'prev', prev, 'hash', hash)
-  redis.call('HSET', KEYS[5], 'seq', seq, 'hash', hash)
-  if ARGV[19] ~= '0' then
+  if ARGV[19] == '0' then
+    redis.call('SET', KEYS[5], id .. ' ' .. hash)
+  else
     -- An idle tenant's whole log (stream and head together) expires.
+    redis.call('SET', KEYS[5], id .. ' ' .. hash, 'PX', ARGV[19])
     redis.call('PEXPIRE', KEYS[4], ARGV[19])
-    redis.call('PEXPIRE', KEYS[5], ARGV[19])
   end
 end
 
@@ -66,14 +70,19 @@ local function keycheck(key, k)
   return 'OUTCOME_UNKNOWN', 'fresh', '', '', 0, k[5]
 end
 
--- index points the operation id at the record holding its outcome, unless
--- it already names a live write record: the first operation keeps its id.
+-- index points the operation id at the record holding its outcome. A call
+-- binding ('c') never replaces what the index names; a write record ('k')
+-- replaces it unless it names another live write record: the first
+-- operation keeps its id.
 local function index(ref)
+  if string.sub(ref, 1, 1) == 'c' then
+    redis.call('SET', KEYS[3], ref, 'PX', TTL, 'NX')
+    return
+  end
   local cur = redis.call('GET', KEYS[3])
   if cur and cur ~= ref and string.sub(cur, 1, 1) == 'k' and redis.call('EXISTS', string.sub(cur, 2)) == 1 then
     return
   end
-  if cur and string.sub(ref, 1, 1) == 'c' then return end
   redis.call('SET', KEYS[3], ref, 'PX', TTL)
 end
 
