@@ -195,11 +195,12 @@ func (r AuditRecord) MarshalJSON() ([]byte, error) {
 // JSON of AuditBody, written by hand because it is on every dispatch's path.
 func auditBody(action string, inv *Invocation) []byte {
 	str := func(dst []byte, s string) []byte { return canon.AppendString(dst, strings.ToValidUTF8(s, "\uFFFD")) }
-	b := make([]byte, 0, 512)
+	b := make([]byte, 0, 768)
 	b = append(b, `{"contract":"`+AuditContract+`","action":`...)
 	b = str(b, action)
-	b = append(b, `,"time":`...)
-	b = str(b, inv.Now.UTC().Format(time.RFC3339Nano))
+	b = append(b, `,"time":"`...)
+	b = inv.Now.UTC().AppendFormat(b, time.RFC3339Nano) // nothing in it to escape
+	b = append(b, '"')
 	b = append(b, `,"principal":{"tenant_id":`...)
 	b = str(b, inv.Principal.TenantID)
 	b = append(b, `,"subject_id":`...)
