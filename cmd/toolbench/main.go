@@ -210,11 +210,18 @@ func run(args []string, w io.Writer) error {
 			mib(memAfter-memBefore), float64(memAfter-memBefore)/float64(stored))
 	}
 	per := func(d time.Duration) time.Duration { return d / time.Duration(cfg.n) }
+	_, cluster := rdb.(*redis.ClusterClient)
 	fmt.Fprintf(w, "cpu, guard:  client %v, redis %v (of which scripts %v) per dispatch\n",
 		per(guardCPU), per(guardRedisCPU), per(guardScripts))
 	fmt.Fprintf(w, "cpu, floor:  client %v, redis %v (of which scripts %v) per dispatch\n",
 		per(floorCPU), per(floorRedisCPU), per(floorScripts))
 	fmt.Fprintf(w, "per dispatch: guard %v, floor %v at the same round trips\n", perDispatch, floorPer)
+	if guardRedisCPU > 0 && !cluster {
+		// One Redis thread serves every dispatch, so the guard's run can be
+		// no faster than Redis's CPU per dispatch.
+		fmt.Fprintf(w, "redis bound:  guard/floor >= %.2f (Redis CPU per dispatch over floor time per dispatch)\n",
+			float64(per(guardRedisCPU))/float64(floorPer))
+	}
 	fmt.Fprintf(w, "guard/floor = %.2f\n", float64(guardTime)/float64(floorTime))
 	return nil
 }
