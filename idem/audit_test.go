@@ -85,3 +85,41 @@ func TestAuditDetectsTampering(t *testing.T) {
 		})
 	})
 }
+
+// TestAuditHeadFromEarlierVersion: a chain head kept as a hash {seq, hash}
+// (before it became one string) is still read, and the next record links to
+// it and replaces it: an upgrade neither breaks the chain nor fails a call.
+func TestAuditHeadFromEarlierVersion(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s := newStore(t, rdb)
+		w := guardtest.NewWorld(t, s)
+		p := guardtest.Principal("tenant-a", "alice")
+		for i := range 3 {
+			w.Dispatch(t, p, "get", `{"key":"k"}`, "old"+string(rune('a'+i)), "")
+		}
+		_, headKey := s.AuditKeys("tenant-a")
+		cur, err := rdb.Get(ctx, headKey).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		seq, hash, _ := strings.Cut(cur, " ")
+		// Rewrite the head the way the earlier version kept it.
+		if err := rdb.Del(ctx, headKey).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.HSet(ctx, headKey, "seq", seq, "hash", hash).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil || n != 3 {
+			t.Fatalf("legacy head: %d records verified, %v", n, err)
+		}
+		w.Dispatch(t, p, "get", `{"key":"k"}`, "new-a", "")
+		if n, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil || n != 4 {
+			t.Fatalf("after the upgrade: %d records verified, %v", n, err)
+		}
+		if typ := rdb.Type(ctx, headKey).Val(); typ != "string" {
+			t.Fatalf("head is a %s after a new record, want a string", typ)
+		}
+	})
+}

@@ -288,6 +288,16 @@ func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit i
 	streamKey, headKey := s.AuditKeys(tenantID)
 	var head guard.AuditHead
 	h, err := s.rdb.Get(ctx, headKey).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		// A head kept by an earlier version, as a hash; the next record
+		// appended replaces it.
+		var f []any
+		if f, err = s.rdb.HMGet(ctx, headKey, "seq", "hash").Result(); err == nil {
+			seq, _ := f[0].(string)
+			hash, _ := f[1].(string)
+			h = seq + " " + hash
+		}
+	}
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, head, err
 	}

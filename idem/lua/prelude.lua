@@ -20,9 +20,15 @@ local TERMINAL = {OK = true, NOT_FOUND = true, UNKNOWN_TOOL = true, INVALID_ARGU
   IDEMPOTENCY_CONFLICT = true, CALL_ID_CONFLICT = true}
 
 -- audit appends one hash-chained record; its id is its sequence number. The
--- chain head is one string, "<seq> <hash>".
+-- chain head is one string, "<seq> <hash>"; a head kept by an earlier
+-- version as a hash {seq, hash} is read once and replaced.
 local function audit(code, delivery, side)
-  local head, seq, prev = redis.call('GET', KEYS[5]), 1, ''
+  local head, seq, prev = redis.pcall('GET', KEYS[5]), 1, ''
+  if type(head) == 'table' and head.err then
+    local h = redis.call('HMGET', KEYS[5], 'seq', 'hash')
+    redis.call('DEL', KEYS[5])
+    head = h[1] and (h[1] .. ' ' .. (h[2] or '')) or false
+  end
   if head then
     local sp = string.find(head, ' ', 1, true)
     seq, prev = tonumber(string.sub(head, 1, sp - 1)) + 1, string.sub(head, sp + 1)
