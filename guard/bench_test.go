@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-redis/redis_rate/v10"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolguard/toolguard/guard"
@@ -14,6 +15,7 @@ import (
 	"github.com/toolguard/toolguard/internal/redisconn"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/orders"
+	"github.com/toolguard/toolguard/ratelimit"
 )
 
 type benchWorld struct {
@@ -24,10 +26,10 @@ type benchWorld struct {
 	rt     *redisconn.RoundTrips
 }
 
-func newBenchWorld(b *testing.B, store guard.Store, rt *redisconn.RoundTrips) *benchWorld {
+func newBenchWorld(b *testing.B, store guard.Store, rt *redisconn.RoundTrips, checks ...guard.Check) *benchWorld {
 	signer, _ := guard.NewSigner([]byte("bench-approval-key-0123456789abcdef"))
 	w := &benchWorld{signer: signer, p: guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}, rt: rt}
-	w.g = guard.New(orders.Tools(orders.NewService()), store, guard.Options{Signer: signer})
+	w.g = guard.New(orders.Tools(orders.NewService()), store, guard.Options{Signer: signer, Checks: checks})
 	tok, err := signer.Sign(guard.NewGrant(w.p, writeProp, "bench", time.Now(), time.Hour))
 	if err != nil {
 		b.Fatal(err)
@@ -89,7 +91,24 @@ var benchCases = []struct {
 // reporting Redis round trips per dispatch (redis-rt/op) and, on a real
 // server, Redis's time executing them (redis-script-µs/op). It runs on
 // miniredis, and on a real server when TOOLGUARD_REDIS_URL is set.
-func BenchmarkDispatch(b *testing.B) {
+func BenchmarkDispatch(b *testing.B) { benchDispatch(b, nil) }
+
+// BenchmarkDispatchRateLimited is BenchmarkDispatch with the guard's own
+// rate limiter (package ratelimit) on, at a limit the run never reaches: the
+// goal is at most one more round trip per dispatch.
+func BenchmarkDispatchRateLimited(b *testing.B) {
+	benchDispatch(b, func(b *testing.B, rdb redis.UniversalClient) []guard.Check {
+		lim, err := ratelimit.New(rdb, func(string, string) redis_rate.Limit {
+			return redis_rate.PerSecond(1 << 30)
+		}, ratelimit.Options{Prefix: redistest.Prefix(b) + "rl:"})
+		if err != nil {
+			b.Fatal(err)
+		}
+		return []guard.Check{lim.Check}
+	})
+}
+
+func benchDispatch(b *testing.B, checks func(*testing.B, redis.UniversalClient) []guard.Check) {
 	backends := []struct {
 		name string
 		open func(b *testing.B) redis.UniversalClient
@@ -113,7 +132,11 @@ func BenchmarkDispatch(b *testing.B) {
 					if err != nil {
 						b.Fatal(err)
 					}
-					w := newBenchWorld(b, store, rt)
+					var cs []guard.Check
+					if checks != nil {
+						cs = checks(b, rdb)
+					}
+					w := newBenchWorld(b, store, rt, cs...)
 					if bc.setup != nil {
 						bc.setup(w)
 					}
