@@ -79,13 +79,7 @@ func DeletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string)
 		}
 		return flush()
 	}
-	switch c := rdb.(type) {
-	case *redis.ClusterClient:
-		return c.ForEachMaster(ctx, del)
-	case *redis.Client:
-		return del(ctx, c)
-	}
-	return nil
+	return forEachMaster(ctx, rdb, del)
 }
 
 // RoundTrips is a go-redis hook that counts round trips: one per command,
@@ -115,70 +109,80 @@ func (c *RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 // from INFO commandstats) over the client's masters: the server-side cost
 // of the scripts, without network and parsing. It is 0 if INFO is refused.
 func ScriptTime(ctx context.Context, rdb redis.UniversalClient) time.Duration {
-	var total atomic.Int64
-	read := func(c *redis.Client) {
-		info, err := c.Info(ctx, "commandstats").Result()
-		if err != nil {
-			return
+	usec := sumInfo(ctx, rdb, "commandstats", func(field, stats string) (float64, bool) {
+		if field != "cmdstat_evalsha" && field != "cmdstat_eval" {
+			return 0, false
 		}
-		for _, line := range strings.Split(info, "\n") {
-			name, stats, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if !ok || (name != "cmdstat_evalsha" && name != "cmdstat_eval") {
-				continue
-			}
-			for _, kv := range strings.Split(stats, ",") {
-				if v, ok := strings.CutPrefix(kv, "usec="); ok {
-					n, _ := strconv.ParseInt(v, 10, 64)
-					total.Add(n)
-				}
+		// calls=…,usec=…,usec_per_call=…
+		for _, kv := range strings.Split(stats, ",") {
+			if v, ok := strings.CutPrefix(kv, "usec="); ok {
+				n, err := strconv.ParseFloat(v, 64)
+				return n, err == nil
 			}
 		}
-	}
-	forEachMaster(ctx, rdb, read)
-	return time.Duration(total.Load()) * time.Microsecond
+		return 0, false
+	})
+	return time.Duration(usec) * time.Microsecond
 }
 
 // ServerCPU sums used_cpu_user and used_cpu_sys (INFO cpu) over the
 // client's masters: the CPU time the servers have used. It is 0 if INFO is
 // refused.
 func ServerCPU(ctx context.Context, rdb redis.UniversalClient) time.Duration {
-	return time.Duration(sumInfo(ctx, rdb, "cpu", "used_cpu_user", "used_cpu_sys") * 1e9)
+	return time.Duration(sumInfo(ctx, rdb, "cpu", numbers("used_cpu_user", "used_cpu_sys")) * 1e9)
 }
 
 // UsedMemory sums used_memory (INFO memory) over the client's masters, in
 // bytes. It is 0 if INFO is refused.
 func UsedMemory(ctx context.Context, rdb redis.UniversalClient) uint64 {
-	return uint64(sumInfo(ctx, rdb, "memory", "used_memory"))
+	return uint64(sumInfo(ctx, rdb, "memory", numbers("used_memory")))
 }
 
-// sumInfo sums the named numeric fields of an INFO section over the masters.
-func sumInfo(ctx context.Context, rdb redis.UniversalClient, section string, fields ...string) float64 {
+// numbers reads the named fields of an INFO section as plain numbers.
+func numbers(names ...string) func(field, text string) (float64, bool) {
+	return func(field, text string) (float64, bool) {
+		if !slices.Contains(names, field) {
+			return 0, false
+		}
+		f, err := strconv.ParseFloat(text, 64)
+		return f, err == nil
+	}
+}
+
+// sumInfo sums, over the masters, what value reads from the "field:text"
+// lines of an INFO section.
+func sumInfo(ctx context.Context, rdb redis.UniversalClient, section string, value func(field, text string) (float64, bool)) float64 {
 	var mu sync.Mutex
 	var total float64
-	forEachMaster(ctx, rdb, func(c *redis.Client) {
+	_ = forEachMaster(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
 		info, err := c.Info(ctx, section).Result()
 		if err != nil {
-			return
+			return nil // refused: counts as 0
 		}
 		for _, line := range strings.Split(info, "\n") {
-			k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-			if ok && slices.Contains(fields, k) {
-				f, _ := strconv.ParseFloat(v, 64)
+			field, text, ok := strings.Cut(strings.TrimSpace(line), ":")
+			if !ok {
+				continue
+			}
+			if f, ok := value(field, text); ok {
 				mu.Lock()
 				total += f
 				mu.Unlock()
 			}
 		}
+		return nil
 	})
 	return total
 }
 
-// forEachMaster calls fn with each master of a cluster, or with the client.
-func forEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(*redis.Client)) {
+// forEachMaster calls fn with each master of a cluster (concurrently), or
+// with the client.
+func forEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
 	switch c := rdb.(type) {
 	case *redis.ClusterClient:
-		_ = c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { fn(m); return nil })
+		return c.ForEachMaster(ctx, fn)
 	case *redis.Client:
-		fn(c)
+		return fn(ctx, c)
 	}
+	return nil
 }
