@@ -134,7 +134,7 @@ func run(args []string, w io.Writer) error {
 			return err
 		}
 	}
-	cpu0, rcpu0, script0 := processCPU(), redisconn.ServerCPU(ctx, rdb), redisconn.ScriptTime(ctx, rdb)
+	guardCost := measure(ctx, rdb)
 	start := time.Now()
 	var wg sync.WaitGroup
 	for a := range cfg.c {
@@ -162,8 +162,7 @@ func run(args []string, w io.Writer) error {
 	}
 	wg.Wait()
 	guardTime := time.Since(start)
-	guardCPU, guardRedisCPU := processCPU()-cpu0, redisconn.ServerCPU(ctx, rdb)-rcpu0
-	guardScripts := redisconn.ScriptTime(ctx, rdb) - script0
+	guardCost = measure(ctx, rdb).since(guardCost)
 	if cfg.cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
@@ -172,13 +171,12 @@ func run(args []string, w io.Writer) error {
 	memAfter := redisconn.UsedMemory(ctx, rdb)
 
 	// The floor: the same round trips, no guard.
-	cpu0, rcpu0, script0 = processCPU(), redisconn.ServerCPU(ctx, rdb), redisconn.ScriptTime(ctx, rdb)
+	floorCost := measure(ctx, rdb)
 	floorTime, err := floor(ctx, rdb, cfg.c, roundTrips)
 	if err != nil {
 		return err
 	}
-	floorCPU, floorRedisCPU := processCPU()-cpu0, redisconn.ServerCPU(ctx, rdb)-rcpu0
-	floorScripts := redisconn.ScriptTime(ctx, rdb) - script0
+	floorCost = measure(ctx, rdb).since(floorCost)
 	if !cfg.keepKeys {
 		cleanup(ctx, rdb, cfg.prefix)
 	}
@@ -193,8 +191,7 @@ func run(args []string, w io.Writer) error {
 	for i := range hists {
 		lat.merge(&hists[i])
 	}
-	perDispatch := guardTime / time.Duration(cfg.n)
-	floorPer := floorTime / time.Duration(cfg.n)
+	per := func(d time.Duration) time.Duration { return d / time.Duration(cfg.n) }
 	fmt.Fprintf(w, "results:     %s\n", formatCodes(all))
 	if f := failures.Load(); f > 0 {
 		fmt.Fprintf(w, "unexpected:  %d dispatches did not get the expected code\n", f)
@@ -209,18 +206,20 @@ func run(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "redis:       used_memory +%.1f MiB, %.0f bytes per stored dispatch (records, bindings, audit)\n",
 			mib(memAfter-memBefore), float64(memAfter-memBefore)/float64(stored))
 	}
-	per := func(d time.Duration) time.Duration { return d / time.Duration(cfg.n) }
 	_, cluster := rdb.(*redis.ClusterClient)
-	fmt.Fprintf(w, "cpu, guard:  client %v, redis %v (of which scripts %v) per dispatch\n",
-		per(guardCPU), per(guardRedisCPU), per(guardScripts))
-	fmt.Fprintf(w, "cpu, floor:  client %v, redis %v (of which scripts %v) per dispatch\n",
-		per(floorCPU), per(floorRedisCPU), per(floorScripts))
-	fmt.Fprintf(w, "per dispatch: guard %v, floor %v at the same round trips\n", perDispatch, floorPer)
-	if guardRedisCPU > 0 && !cluster {
+	for _, run := range []struct {
+		name string
+		c    cost
+	}{{"guard", guardCost}, {"floor", floorCost}} {
+		fmt.Fprintf(w, "cpu, %s:  client %v, redis %v (of which scripts %v) per dispatch\n",
+			run.name, per(run.c.client), per(run.c.redis), per(run.c.scripts))
+	}
+	fmt.Fprintf(w, "per dispatch: guard %v, floor %v at the same round trips\n", per(guardTime), per(floorTime))
+	if guardCost.redis > 0 && !cluster {
 		// One Redis thread serves every dispatch, so the guard's run can be
 		// no faster than Redis's CPU per dispatch.
 		fmt.Fprintf(w, "redis bound:  guard/floor >= %.2f (Redis CPU per dispatch over floor time per dispatch)\n",
-			float64(per(guardRedisCPU))/float64(floorPer))
+			float64(guardCost.redis)/float64(floorTime))
 	}
 	fmt.Fprintf(w, "guard/floor = %.2f\n", float64(guardTime)/float64(floorTime))
 	return nil
@@ -353,6 +352,19 @@ func formatCodes(m map[guard.Code]int) string {
 }
 
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
+
+// cost is CPU spent so far, or over a run: this process's, the Redis
+// masters', and the masters' time inside scripts.
+type cost struct{ client, redis, scripts time.Duration }
+
+func measure(ctx context.Context, rdb redis.UniversalClient) cost {
+	return cost{processCPU(), redisconn.ServerCPU(ctx, rdb), redisconn.ScriptTime(ctx, rdb)}
+}
+
+// since is the cost from start to c.
+func (c cost) since(start cost) cost {
+	return cost{c.client - start.client, c.redis - start.redis, c.scripts - start.scripts}
+}
 
 // processCPU is this process's user and system CPU time so far.
 func processCPU() time.Duration {
