@@ -75,16 +75,27 @@ func (c collected) total(metric string) float64 {
 	return n
 }
 
-func TestMetrics(t *testing.T) {
+// metricsWorld is a world whose guard records metrics into reader's
+// provider, told the tools' effects when withTools.
+func metricsWorld(t *testing.T, withTools bool) (*world, *sdkmetric.ManualReader) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	w := newWorld(t, func(tools guard.Tools) guard.Options {
-		d, s, err := observe.Metrics(mp, observe.WithTools(tools))
+		var opts []observe.Option
+		if withTools {
+			opts = append(opts, observe.WithTools(tools))
+		}
+		d, s, err := observe.Metrics(mp, opts...)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return guard.Options{Interceptors: []guard.Interceptor{d}, StatusInterceptors: []guard.StatusInterceptor{s}}
 	})
+	return w, reader
+}
+
+func TestMetrics(t *testing.T) {
+	w, reader := metricsWorld(t, true)
 	scenario(t, w)
 	c, rm := collect(t, reader)
 
@@ -144,15 +155,7 @@ func assertNoSecretsInMetrics(t *testing.T, c collected) {
 }
 
 func TestMetricsPendingUnknowns(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	w := newWorld(t, func(tools guard.Tools) guard.Options {
-		d, s, err := observe.Metrics(mp, observe.WithTools(tools))
-		if err != nil {
-			t.Fatal(err)
-		}
-		return guard.Options{Interceptors: []guard.Interceptor{d}, StatusInterceptors: []guard.StatusInterceptor{s}}
-	})
+	w, reader := metricsWorld(t, true)
 	pending := func() float64 {
 		c, _ := collect(t, reader)
 		return c[observe.MetricUnknownPending][""]
@@ -221,15 +224,7 @@ func TestMetricsPendingUnknowns(t *testing.T) {
 // dispatch counts as a side effect, and unknown tools are known only from
 // their code.
 func TestMetricsWithoutTools(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	w := newWorld(t, func(guard.Tools) guard.Options {
-		d, s, err := observe.Metrics(mp)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return guard.Options{Interceptors: []guard.Interceptor{d}, StatusInterceptors: []guard.StatusInterceptor{s}}
-	})
+	w, reader := metricsWorld(t, false)
 	scenario(t, w)
 	c, _ := collect(t, reader)
 	c.want(t, observe.MetricSideEffects, "gen_ai.tool.name=get,toolguard.delivery=fresh", 1)
