@@ -64,9 +64,9 @@ func (d *redisDownstream) tools() *toolset.Set {
 		// The side effect and its receipt land together (one script), as in
 		// a downstream that keeps receipts: a worker killed right after the
 		// write counter moved has left its receipt too.
-		prefix, _ := json.Marshal(map[string]any{"key": in.Key, "value": in.Value})
+		start, _ := json.Marshal(map[string]any{"key": in.Key, "value": in.Value})
 		n, err := writeWithReceipt.Run(ctx, d.rdb, []string{d.prefix + "{ds}:writes", d.prefix + "{ds}:receipt:" + inv.IdempotencyKey},
-			string(prefix[:len(prefix)-1])+`,"write":`).Int64()
+			string(start[:len(start)-1])+`,"write":`).Int64()
 		if err != nil {
 			return nil, guard.NotStarted(err)
 		}

@@ -100,8 +100,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.AuditTTL < 0 {
 		opts.AuditTTL = 0
 	}
-	return &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: strconv.FormatInt(opts.TTL.Milliseconds(), 10),
-		auditTTLMS: boxMS(opts.AuditTTL)}, nil
+	return &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: boxMS(opts.TTL), auditTTLMS: boxMS(opts.AuditTTL)}, nil
 }
 
 // AuditKeys returns the names of the tenant's audit stream and chain head,
