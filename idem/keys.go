@@ -1,9 +1,6 @@
 package idem
 
-import (
-	"encoding/base64"
-	"strings"
-)
+import "encoding/base64"
 
 // keys names the Redis keys of one principal's call, operation and
 // idempotency key. Every id is base64url-encoded, so no id can contain the
@@ -16,16 +13,6 @@ type keys struct {
 }
 
 var enc = base64.RawURLEncoding
-
-func tenantTag(prefix, tenant string) string {
-	var b strings.Builder
-	b.Grow(len(prefix) + enc.EncodedLen(len(tenant)) + 3)
-	b.WriteString(prefix)
-	b.WriteString("{t") // never an empty tag, which Redis would ignore
-	b.WriteString(enc.EncodeToString([]byte(tenant)))
-	b.WriteByte('}')
-	return b.String()
-}
 
 // makeKeys names the five keys of a call. They are written into one buffer
 // and sliced from one string: a dispatch allocates once for its key names.

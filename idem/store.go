@@ -106,8 +106,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 // AuditKeys returns the names of the tenant's audit stream and chain head,
 // for operators who export or inspect them with other tools.
 func (s *Store) AuditKeys(tenantID string) (stream, head string) {
-	tag := tenantTag(s.prefix, tenantID)
-	return tag + ":audit", tag + ":audit:head"
+	k := makeKeys(s.prefix, tenantID, "", "", "", "")
+	return k.audit, k.head
 }
 
 // Client returns the Redis client.
