@@ -169,7 +169,7 @@ func New(client oai.Client, tools *toolset.Set, opts ...Option) *Loop {
 			l.err = err
 			return l
 		}
-		rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+		rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: mr.Addr()})
 		l.closers = append(l.closers, func() { _ = rdb.Close(); mr.Close() })
 		l.store, _ = idem.New(rdb, idem.Options{})
 	}

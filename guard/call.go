@@ -1,7 +1,10 @@
 package guard
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"time"
 )
 
@@ -23,6 +26,38 @@ type ExecutionContext struct {
 	OperationID     string // the host's id for the operation; defaults to CallID
 	IdempotencyKey  string // "" means none (null in the contract)
 	AdapterRevision string // e.g. "openai-responses-v1"
+}
+
+// ErrBadID is returned to the host for a call id, operation id or
+// idempotency key that is not valid UTF-8 or is longer than MaxIDBytes.
+var ErrBadID = errors.New("guard: call ids, operation ids and idempotency keys must be valid UTF-8 of at most 512 bytes")
+
+// ErrNoIdentity is returned to the host for a write that carries no call
+// id, no idempotency key and no operation id: nothing could tell its retry
+// from a new intent, so it is not run.
+var ErrNoIdentity = errors.New("guard: a write needs a call id, an idempotency key or an operation id")
+
+// validate checks the ids' bounds; "" (none) is always valid.
+func (c *ExecutionContext) validate() error {
+	for _, id := range [3]string{c.CallID, c.OperationID, c.IdempotencyKey} {
+		if id != "" && !validID(id) {
+			return ErrBadID
+		}
+	}
+	return nil
+}
+
+// SafeID returns a provider's id unchanged when the guard accepts it (valid
+// UTF-8, at most MaxIDBytes), and otherwise a stable stand-in derived from
+// its bytes ("sha256:" and their hex digest), so that a provider's odd id
+// still identifies its call and its retries. Adapters pass call ids they
+// read from a provider through it; ids the host chooses should be valid.
+func SafeID(id string) string {
+	if id == "" || validID(id) {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // Call is one dispatch: a proposal, where it came from, who it acts for and

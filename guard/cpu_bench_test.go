@@ -18,16 +18,16 @@ type stubStore struct{}
 func (stubStore) Finish(_ context.Context, e *guard.Entry) (*guard.Result, error) {
 	return &guard.Result{Code: e.Code, Delivery: guard.DeliveryFresh, Data: e.Data, Message: e.Message}, nil
 }
-func (stubStore) Reserve(context.Context, *guard.Entry, time.Duration) (*guard.Result, string, error) {
-	return nil, "token", nil
+func (stubStore) Reserve(context.Context, *guard.Entry, time.Duration) (*guard.Result, error) {
+	return nil, nil
 }
-func (stubStore) Commit(_ context.Context, e *guard.Entry, _ string) (*guard.Result, error) {
+func (stubStore) Commit(_ context.Context, e *guard.Entry) (*guard.Result, error) {
 	return &guard.Result{Code: e.Code, Delivery: guard.DeliveryFresh, Data: e.Data, Message: e.Message}, nil
 }
 func (stubStore) Status(context.Context, *guard.Entry) (*guard.Result, *guard.Pending, error) {
 	return &guard.Result{Code: guard.NotFound}, nil, nil
 }
-func (stubStore) Settle(context.Context, *guard.Entry, *guard.Pending, bool, []byte) (*guard.Result, error) {
+func (stubStore) Settle(context.Context, *guard.Entry, *guard.Pending, guard.Receipt, []byte) (*guard.Result, error) {
 	return &guard.Result{Code: guard.OutcomeUnknown}, nil
 }
 func (stubStore) Audit(context.Context, string, int64, int) ([]guard.AuditRecord, guard.AuditHead, error) {

@@ -20,6 +20,8 @@ package guard
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -60,6 +62,10 @@ type Options struct {
 	// safe (others see the outcome unknown, and its late commit stores
 	// the truth), but keep the lease above your tools' usual latency.
 	Lease time.Duration
+	// CommitTimeout bounds a write's commit, which must outlive the
+	// caller's deadline (the write ran: its outcome must be stored); the
+	// commit is retried within it; default 10s.
+	CommitTimeout time.Duration
 	// MaxArgumentBytes bounds the arguments' size; default 512 KiB.
 	MaxArgumentBytes int
 	// MaxDepth bounds the arguments' nesting; default 64.
@@ -90,6 +96,9 @@ func New(tools Tools, store Store, opts Options) *Guard {
 	if opts.Lease <= 0 {
 		opts.Lease = 30 * time.Second
 	}
+	if opts.CommitTimeout <= 0 {
+		opts.CommitTimeout = 10 * time.Second
+	}
 	g := &Guard{tools: tools, store: store, opts: opts,
 		limits: canon.Limits{MaxBytes: opts.MaxArgumentBytes, MaxDepth: opts.MaxDepth}}
 	h := Handler(g.dispatchCall)
@@ -113,14 +122,19 @@ func (g *Guard) Store() Store { return g.store }
 
 // Dispatch runs one call through the guard and returns the result for the
 // model. The error is for the host only and is returned solely for a
-// programming error (an invalid principal); everything that can happen to a
-// call, including an unreachable store, is a Result.
+// programming error, before anything is stored or run: an invalid principal
+// (ErrBadPrincipal), ids that are too long or not UTF-8 (ErrBadID), a write
+// with no identity (ErrNoIdentity). Everything that can happen to a call,
+// including an unreachable store, is a Result.
 func (g *Guard) Dispatch(ctx context.Context, call Call) (*Result, error) {
 	return g.dispatch(ctx, &call)
 }
 
 func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err error) {
 	if err := call.Principal.Validate(); err != nil {
+		return nil, err
+	}
+	if err := call.Context.validate(); err != nil {
 		return nil, err
 	}
 	// The invocation and its store entry live and die together: one
@@ -131,6 +145,10 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	}{}
 	inv, e := &st.inv, &st.e
 	g.prepare(call, inv)
+	inv.tool = g.tools.Lookup(inv.Proposal.Name)
+	if inv.tool != nil && inv.tool.Effect() == Write && inv.opID == "" && inv.idemKey == "" {
+		return nil, ErrNoIdentity
+	}
 	g.fillEntry(e, inv, "dispatch")
 	if code, ferr := g.check(ctx, inv); code != 0 {
 		e.setError(code, ferr)
@@ -143,8 +161,12 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 		return g.finish(ctx, e)
 	}
 	e.seal()
-	answer, token, err := g.store.Reserve(ctx, e, g.opts.Lease)
+	e.Token = newToken()
+	answer, err := g.store.Reserve(ctx, e, g.opts.Lease)
 	if err != nil {
+		// The reservation may have been stored with its reply lost: it
+		// did not run, so release it before saying so.
+		g.release(ctx, e)
 		return storeUnavailable(), nil
 	}
 	if answer != nil {
@@ -152,32 +174,71 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	}
 	out, xerr := execute(ctx, tool, inv)
 	e.setOutcome(out, xerr, Write)
-	return g.commit(ctx, e, token)
+	return g.commit(ctx, e)
 }
 
 // commit stores a write's outcome. The write already ran, so a store that
 // fails here must not make the model retry blind: after a few tries the
 // model is told the outcome is unknown, and the reservation's lease turns
-// the record unknown for everyone else too.
-func (g *Guard) commit(ctx context.Context, e *Entry, token string) (*Result, error) {
-	if ctx.Done() != nil {
-		// The write ran: its commit must not be cancelled with the caller.
-		ctx = context.WithoutCancel(ctx)
-	}
-	var err error
-	for attempt := 0; attempt < 3; attempt++ {
-		var res *Result
-		if res, err = g.store.Commit(ctx, e, token); err == nil {
+// the record unknown for everyone else too. The write ran whatever the
+// caller's deadline said, so the commit has its own (CommitTimeout).
+func (g *Guard) commit(ctx context.Context, e *Entry) (*Result, error) {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.CommitTimeout)
+	defer cancel()
+	for attempt := 0; ; attempt++ {
+		if res, err := g.store.Commit(ctx, e); err == nil {
 			return res, nil
 		}
-		if attempt < 2 {
-			time.Sleep(time.Duration(attempt+1) * 20 * time.Millisecond)
+		if attempt == 2 || !pause(ctx, time.Duration(attempt+1)*20*time.Millisecond) {
+			break
 		}
 	}
 	return &Result{Code: OutcomeUnknown, Delivery: DeliveryFresh,
 		Message: OutcomeUnknown.DefaultMessage(), OperationID: e.OperationID}, nil
 }
 
+// releaseGrace bounds a release whose caller's deadline has already passed.
+const releaseGrace = 500 * time.Millisecond
+
+// release frees a reservation the guard could not confirm, by its token:
+// a commit of UNAVAILABLE, audited like any outcome. It is retried within
+// the caller's deadline (or releaseGrace once that has passed). Where it
+// cannot reach the store either, the reservation's lease runs out, and a
+// status query settles it from the tool's receipt (docs/contract.md).
+func (g *Guard) release(ctx context.Context, e *Entry) {
+	e.setError(Unavailable, nil)
+	e.Message = unavailableMessage
+	if ctx.Err() != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
+		defer cancel()
+	}
+	for attempt := 0; attempt < 3; attempt++ {
+		if _, err := g.store.Commit(ctx, e); err == nil || !pause(ctx, time.Duration(attempt+1)*20*time.Millisecond) {
+			return
+		}
+	}
+}
+
+// pause sleeps for d unless ctx ends first; it reports whether ctx is
+// still live.
+func pause(ctx context.Context, d time.Duration) bool {
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return ctx.Err() == nil
+	case <-ctx.Done():
+		return false
+	}
+}
+
+// newToken returns a fresh reservation token.
+func newToken() string {
+	var t [16]byte
+	_, _ = rand.Read(t[:])
+	return hex.EncodeToString(t[:])
+}
 func (g *Guard) finish(ctx context.Context, e *Entry) (*Result, error) {
 	res, err := g.store.Finish(ctx, e)
 	if err != nil {
@@ -186,8 +247,10 @@ func (g *Guard) finish(ctx context.Context, e *Entry) (*Result, error) {
 	return res, nil
 }
 
+const unavailableMessage = "The idempotency store is unavailable; nothing was executed."
+
 func storeUnavailable() *Result {
-	return &Result{Code: Unavailable, Delivery: DeliveryFresh, Message: "The idempotency store is unavailable; nothing was executed.", RetryAfter: time.Second}
+	return &Result{Code: Unavailable, Delivery: DeliveryFresh, Message: unavailableMessage, RetryAfter: time.Second}
 }
 
 // prepare canonicalizes the arguments and derives the ids.
@@ -214,11 +277,10 @@ func (g *Guard) prepare(call *Call, inv *Invocation) {
 // check runs steps 3–6 and the extra checks. It returns 0 when the call may
 // execute, with inv.tool and inv.Input set.
 func (g *Guard) check(ctx context.Context, inv *Invocation) (Code, error) {
-	tool := g.tools.Lookup(inv.Proposal.Name)
+	tool := inv.tool
 	if tool == nil {
 		return UnknownTool, nil
 	}
-	inv.tool = tool
 	if tool.Effect() == Write && inv.idemKey == "" && inv.opID != "" {
 		// A write always runs under a key: without one, the operation id
 		// is the key, in a namespace of its own.

@@ -12,11 +12,17 @@ import (
 //   - an operation still running is IN_PROGRESS;
 //   - an unknown outcome (or a reservation whose holder died) is settled by
 //     the tool's receipt lookup: found, the result is stored and returned as
-//     receipt_reconciled; lookup unavailable or inconclusive (no receipt is
-//     inconclusive too, as the original request may still be in flight), it
-//     stays OUTCOME_UNKNOWN;
+//     receipt_reconciled; no receipt once the reservation's lease is over,
+//     the operation did not take place: its key is released and the answer
+//     is NOT_FOUND (a re-execution reuses the downstream key, so a late
+//     arrival of the first attempt is deduplicated downstream); lookup
+//     unavailable, or no receipt while the lease holds (the request may
+//     still be in flight), it stays OUTCOME_UNKNOWN;
 //   - an operation this principal never ran is NOT_FOUND, whoever else ran
-//     one of that id.
+//     one of that id. When the query names the tool (StatusCall.Tool), the
+//     store may have lost the record: the tool's receipt for the
+//     operation's key (Context.IdempotencyKey, or the operation id) is
+//     asked first, and found, answered as receipt_reconciled.
 //
 // Every query is audited. The error is for the host only, as for Dispatch.
 func (g *Guard) QueryStatus(ctx context.Context, sc StatusCall) (*Result, error) {
@@ -27,6 +33,12 @@ func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error
 	if err := sc.Principal.Validate(); err != nil {
 		return nil, err
 	}
+	if err := sc.Context.validate(); err != nil {
+		return nil, err
+	}
+	if sc.OperationID != "" && !validID(sc.OperationID) {
+		return nil, ErrBadID
+	}
 	inv := &Invocation{
 		Principal: sc.Principal,
 		Proposal:  Proposal{Name: sc.Tool},
@@ -35,6 +47,14 @@ func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error
 		opID:      sc.OperationID,
 	}
 	e := g.entry(inv, "query_status")
+	if sc.Tool != "" {
+		// The key the operation ran under, for a record the store lost.
+		if k := sc.Context.IdempotencyKey; k != "" {
+			e.IdempotencyKey = "k:" + k
+		} else if sc.OperationID != "" {
+			e.IdempotencyKey = "o:" + sc.OperationID
+		}
+	}
 	e.AuditBody = auditBody("query_status", inv)
 	answer, pending, err := g.store.Status(ctx, e)
 	if err != nil {
@@ -50,28 +70,39 @@ func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error
 	e.Tool, e.Fingerprint, e.IdempotencyKey = pending.Tool, pending.Fingerprint, pending.IdempotencyKey
 	e.AuditBody = auditBody("query_status", inv)
 
-	var (
-		found bool
-		data  json.RawMessage
-	)
-	if tool := g.tools.Lookup(pending.Tool); tool != nil {
-		inv.tool = tool
-		_ = safeRun(func() error {
-			var rerr error
-			data, found, rerr = tool.LookupReceipt(ctx, inv)
-			if rerr != nil {
-				found = false
-			}
-			return nil
-		})
-	}
-	if found && len(data) == 0 {
-		data = json.RawMessage("null")
-	}
-	res, err := g.store.Settle(context.WithoutCancel(ctx), e, pending, found, data)
+	receipt, data := lookupReceipt(ctx, g.tools.Lookup(pending.Tool), inv)
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.CommitTimeout)
+	defer cancel()
+	res, err := g.store.Settle(sctx, e, pending, receipt, data)
 	if err != nil {
 		return &Result{Code: OutcomeUnknown, Delivery: DeliveryFresh,
 			Message: OutcomeUnknown.DefaultMessage(), OperationID: sc.OperationID}, nil
 	}
 	return res, nil
+}
+
+// lookupReceipt asks the tool's receipt lookup; a missing tool, an error or
+// a panic is inconclusive.
+func lookupReceipt(ctx context.Context, tool Tool, inv *Invocation) (Receipt, json.RawMessage) {
+	if tool == nil {
+		return ReceiptInconclusive, nil
+	}
+	inv.tool = tool
+	var (
+		found bool
+		data  json.RawMessage
+	)
+	if err := safeRun(func() (err error) {
+		data, found, err = tool.LookupReceipt(ctx, inv)
+		return err
+	}); err != nil {
+		return ReceiptInconclusive, nil
+	}
+	if !found {
+		return ReceiptAbsent, nil
+	}
+	if len(data) == 0 {
+		data = json.RawMessage("null")
+	}
+	return ReceiptFound, data
 }

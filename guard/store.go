@@ -2,7 +2,6 @@ package guard
 
 import (
 	"context"
-	"errors"
 	"time"
 )
 
@@ -29,24 +28,43 @@ type Store interface {
 	// Reserve applies the call id and idempotency key checks for a write
 	// about to execute. If they decide the answer (a replay, a conflict,
 	// an unknown outcome, in progress) it is returned, audited, and the
-	// write must not run. Otherwise the call id is bound, the key is
-	// reserved until e.Now+lease, and a non-empty token is returned.
-	Reserve(ctx context.Context, e *Entry, lease time.Duration) (answer *Result, token string, err error)
-	// Commit stores the outcome of the write reserved with token, with
-	// its audit record. OK commits the result; OUTCOME_UNKNOWN marks the
-	// record unknown; a not-started outcome frees the key. If the record
-	// was settled meanwhile, the settled result is kept and returned.
-	Commit(ctx context.Context, e *Entry, token string) (*Result, error)
+	// write must not run. Otherwise it returns nil: the call id is bound
+	// and the key is reserved under e.Token until e.Now+lease.
+	//
+	// Reserve is idempotent per token: sent again with the same e.Token
+	// (a client retry after a lost reply) it returns nil again and changes
+	// nothing, and after the reservation was released (Commit with a
+	// not-started code) it answers that code, so a late copy cannot
+	// reserve the key again.
+	Reserve(ctx context.Context, e *Entry, lease time.Duration) (answer *Result, err error)
+	// Commit stores the outcome of the write reserved under e.Token, with
+	// its audit record, appended first so that no result is ever stored
+	// without it. OK commits the result; OUTCOME_UNKNOWN marks the record
+	// unknown; a not-started outcome (TIMEOUT_BEFORE_EXECUTE, RATE_LIMIT,
+	// UNAVAILABLE) releases the key. If the record was settled meanwhile,
+	// the settled result is kept and returned. A commit applied once and
+	// sent again with the same token changes nothing and answers the same.
+	Commit(ctx context.Context, e *Entry) (*Result, error)
 	// Status answers a status query from the stored state when it can (a
 	// stored result, in progress, not found), audited. For an unknown
 	// outcome, or a reservation whose lease expired before e.Now (which
 	// becomes unknown), it returns a Pending for the guard to ask the
-	// tool's receipt lookup, and audits nothing yet.
+	// tool's receipt lookup, and audits nothing yet. When nothing is
+	// stored for the operation but the query names a tool and an
+	// idempotency key (q.Tool, q.IdempotencyKey), the record may have been
+	// lost: it returns a Pending with Lost set, so the receipt is asked
+	// before the answer is NOT_FOUND.
 	Status(ctx context.Context, q *Entry) (*Result, *Pending, error)
-	// Settle ends a status query that returned Pending: with found, the
-	// receipt's data is committed and returned as receipt_reconciled;
-	// without, OUTCOME_UNKNOWN again. Either way it is audited.
-	Settle(ctx context.Context, q *Entry, p *Pending, found bool, data []byte) (*Result, error)
+	// Settle ends a status query that returned Pending, with what the
+	// receipt lookup said:
+	//   - ReceiptFound: the data is committed (unless p.Lost: then only
+	//     answered) and returned as receipt_reconciled;
+	//   - ReceiptAbsent once the reservation's lease has expired (or
+	//     p.Lost): the operation did not take place; its key is released
+	//     and the answer is NOT_FOUND;
+	//   - otherwise OUTCOME_UNKNOWN again.
+	// Either way it is audited.
+	Settle(ctx context.Context, q *Entry, p *Pending, r Receipt, data []byte) (*Result, error)
 	// Audit returns up to limit audit records of the tenant with sequence
 	// numbers greater than after, in order, and the tenant's chain head.
 	Audit(ctx context.Context, tenantID string, after int64, limit int) ([]AuditRecord, AuditHead, error)
@@ -78,6 +96,9 @@ type Entry struct {
 
 	// AuditBody is the canonical JSON of the audit record's fixed part.
 	AuditBody []byte
+	// Token names a write's reservation: chosen by the guard, unique per
+	// dispatch, the same for the Reserve and Commit of one write.
+	Token string
 
 	inv    *Invocation
 	action string
@@ -90,7 +111,23 @@ type Pending struct {
 	Fingerprint    string
 	CallID         string
 	OperationID    string
+	// Lost is set when no record was found and the query's own tool and
+	// key were used: the record may have been lost with the store's data.
+	Lost bool
 }
 
-// ErrStoreClosed may be returned by stores used after Close.
-var ErrStoreClosed = errors.New("guard: store closed")
+// Receipt is what a tool's receipt lookup said about a pending operation.
+type Receipt uint8
+
+const (
+	// ReceiptInconclusive: the lookup failed, or the tool has none.
+	ReceiptInconclusive Receipt = iota
+	// ReceiptFound: the downstream system has the operation's result.
+	ReceiptFound
+	// ReceiptAbsent: the downstream system answered that it has no
+	// operation under the key. Since a re-execution reuses the same
+	// downstream key, a late arrival of the first attempt is deduplicated
+	// downstream; so once the lease has expired, absent means the
+	// operation may run (docs/contract.md, "Unknown outcomes").
+	ReceiptAbsent
+)

@@ -49,9 +49,13 @@ type Tool interface {
 	// Execute runs the tool and returns its output as JSON.
 	Execute(ctx context.Context, inv *Invocation) (json.RawMessage, error)
 	// LookupReceipt asks the downstream system whether the operation with
-	// inv.IdempotencyKey happened, for a status query. found false with a
-	// nil error means no receipt was found; an error means the lookup was
-	// inconclusive. Input and Arguments are nil here.
+	// inv.IdempotencyKey happened, for a status query. An error means the
+	// lookup was inconclusive (a tool with no lookup returns one). found
+	// false with a nil error is a promise: the downstream system has no
+	// operation under that key, and deduplicates by it, so a late arrival
+	// of the first attempt and a re-execution make one side effect; after
+	// the reservation's lease the guard then lets the operation run again.
+	// Input and Arguments are nil here.
 	LookupReceipt(ctx context.Context, inv *Invocation) (out json.RawMessage, found bool, err error)
 	// LoggedArguments names the top-level argument members that are safe
 	// to copy into the audit record; the others are only fingerprinted.

@@ -24,7 +24,7 @@ func startClusterNode(t *testing.T, dir string, port int) *exec.Cmd {
 
 func waitClusterOK(t *testing.T, port int) {
 	t.Helper()
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
+	c := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", port)})
 	defer c.Close()
 	for i := 0; ; i++ {
 		info, _ := c.ClusterInfo(context.Background()).Result()
@@ -72,7 +72,7 @@ func TestClusterNodeRestartKeepsAcknowledgedRecords(t *testing.T) {
 	}
 	waitClusterOK(t, ports[0])
 
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, MaxRetries: 20,
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{ContextTimeoutEnabled: true, Addrs: addrs, MaxRetries: 20,
 		MinRetryBackoff: 50 * time.Millisecond, MaxRetryBackoff: 500 * time.Millisecond})
 	defer rdb.Close()
 	s, err := idem.New(rdb, idem.Options{})

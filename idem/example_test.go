@@ -18,7 +18,7 @@ import (
 func Example() {
 	mr, _ := miniredis.Run()
 	defer mr.Close()
-	store, err := idem.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), idem.Options{Prefix: "myapp:"})
+	store, err := idem.New(redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: mr.Addr()}), idem.Options{Prefix: "myapp:"})
 	if err != nil {
 		panic(err)
 	}

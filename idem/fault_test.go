@@ -16,7 +16,7 @@ import (
 func proxied(t *testing.T, target string) (*guardtest.World, *redistest.Proxy) {
 	t.Helper()
 	px := redistest.NewProxy(t, target)
-	rdb := redis.NewClient(&redis.Options{Addr: px.Addr(), MaxRetries: 1, DialTimeout: 200 * time.Millisecond,
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: px.Addr(), MaxRetries: 1, DialTimeout: 200 * time.Millisecond,
 		ReadTimeout: 500 * time.Millisecond, WriteTimeout: 500 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
 	return guardtest.NewWorld(t, newStore(t, rdb)), px

@@ -162,9 +162,9 @@ func worker(mode string) int {
 	addr, prefix := os.Getenv("TOOLGUARD_WORKER_ADDR"), os.Getenv("TOOLGUARD_WORKER_PREFIX")
 	var rdb redis.UniversalClient
 	if strings.Contains(addr, ",") {
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{Addrs: strings.Split(addr, ",")})
+		rdb = redis.NewClusterClient(&redis.ClusterOptions{ContextTimeoutEnabled: true, Addrs: strings.Split(addr, ",")})
 	} else {
-		rdb = redis.NewClient(&redis.Options{Addr: addr})
+		rdb = redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: addr})
 	}
 	defer rdb.Close()
 	d := &redisDownstream{rdb: rdb, prefix: prefix}

@@ -27,7 +27,7 @@ func startRedis(t *testing.T, dir string, port int, extra ...string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	c := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port)})
+	c := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", port)})
 	defer c.Close()
 	for i := 0; c.Ping(context.Background()).Err() != nil; i++ {
 		if i > 200 {
@@ -56,7 +56,7 @@ func TestServerKilledKeepsAcknowledgedRecords(t *testing.T) {
 	}
 	dir, port := t.TempDir(), freePort(t)
 	srv := startRedis(t, dir, port)
-	rdb := redis.NewClient(&redis.Options{Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: 10,
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: 10,
 		MinRetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
 	defer rdb.Close()
 	s, err := idem.New(rdb, idem.Options{})

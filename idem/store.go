@@ -16,14 +16,12 @@ package idem
 
 import (
 	"context"
-	"crypto/rand"
-	"crypto/sha256"
 	_ "embed"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -46,6 +44,20 @@ type Options struct {
 	// (docs/operations.md): an audit log is evidence, and a trimmed log
 	// stays verifiable from its anchor while an expired one is gone.
 	AuditTTL time.Duration
+	// Replicas, when above zero, makes every state change wait until that
+	// many replicas acknowledged it (Redis WAIT, pipelined with the script:
+	// no extra round trip). A reservation that fewer replicas acknowledged
+	// within ReplicaTimeout does not let the write run: the guard releases
+	// it and answers UNAVAILABLE. With it, a failover to a replica never
+	// runs an acknowledged write again (docs/reliability.md). Check
+	// refuses a master with fewer connected replicas.
+	Replicas int
+	// ReplicaTimeout bounds the wait for replicas; default 1s.
+	ReplicaTimeout time.Duration
+	// AllowEviction accepts a server whose maxmemory-policy may evict keys.
+	// By default Check, and so the store's first call, refuses it: an
+	// evicted record makes an acknowledged write run again on replay.
+	AllowEviction bool
 }
 
 // DefaultTTL is the retention of records when Options.TTL is zero.
@@ -57,6 +69,8 @@ type Store struct {
 	prefix     string
 	ttlMS      any // boxed once
 	auditTTLMS any
+	opts       Options
+	checked    atomic.Bool // Check passed once
 }
 
 var _ guard.Store = (*Store)(nil)
@@ -82,10 +96,18 @@ var (
 	settleScript  = redis.NewScript(prelude + settleSrc)
 )
 
-// ErrBadPrefix is returned by New for a prefix with a brace.
-var ErrBadPrefix = errors.New("idem: key prefix must not contain '{' or '}'")
+// Errors New returns for a client or options it cannot work with.
+var (
+	// ErrBadPrefix: a prefix with a brace.
+	ErrBadPrefix = errors.New("idem: key prefix must not contain '{' or '}'")
+	// ErrNoContextTimeout: a client that ignores the caller's deadline on
+	// an open connection. Set ContextTimeoutEnabled: true in its options.
+	ErrNoContextTimeout = errors.New("idem: the go-redis client must have ContextTimeoutEnabled: true, " +
+		"or a call ignores its caller's deadline while Redis does not answer")
+)
 
-// New returns a store on the client.
+// New returns a store on the client. It does no I/O: the server is checked
+// (Check) before the store's first state change.
 func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = "tg:"
@@ -93,14 +115,19 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if strings.ContainsAny(opts.Prefix, "{}") {
 		return nil, ErrBadPrefix
 	}
+	if !contextTimeoutEnabled(rdb) {
+		return nil, ErrNoContextTimeout
+	}
 	if opts.TTL <= 0 {
 		opts.TTL = DefaultTTL
 	}
-	opts.TTL = max(opts.TTL, time.Millisecond) // Redis TTLs are whole milliseconds
 	if opts.AuditTTL < 0 {
 		opts.AuditTTL = 0
 	}
-	return &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: boxMS(opts.TTL), auditTTLMS: boxMS(opts.AuditTTL)}, nil
+	if opts.ReplicaTimeout <= 0 {
+		opts.ReplicaTimeout = time.Second
+	}
+	return &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: boxMS(opts.TTL), auditTTLMS: boxMS(opts.AuditTTL), opts: opts}, nil
 }
 
 // AuditKeys returns the names of the tenant's audit stream and chain head,
@@ -113,115 +140,48 @@ func (s *Store) AuditKeys(tenantID string) (stream, head string) {
 // Client returns the Redis client.
 func (s *Store) Client() redis.UniversalClient { return s.rdb }
 
-// Boxed once: a string put in an interface allocates unless it is a
-// constant, and every script call passes about twenty.
-var (
-	boxedFlags       = [2]any{"0", "1"}
-	boxedEffects     = [2]any{"r", "w"}
-	boxedZero    any = "0"
-	boxedCodes       = func() map[guard.Code]any {
-		m := map[guard.Code]any{0: ""}
-		for _, c := range guard.Codes() {
-			m[c] = c.String()
-		}
-		return m
-	}()
-	boxedSides = map[guard.SideEffect]any{guard.SideEffectNone: string(guard.SideEffectNone),
-		guard.SideEffectYes: string(guard.SideEffectYes), guard.SideEffectUnknown: string(guard.SideEffectUnknown)}
-)
-
-func flag(b bool) any {
-	if b {
-		return boxedFlags[1]
-	}
-	return boxedFlags[0]
-}
-
-func boxCode(c guard.Code) any {
-	if v, ok := boxedCodes[c]; ok {
-		return v
-	}
-	return ""
-}
-
-func boxSide(s guard.SideEffect) any {
-	if v, ok := boxedSides[s]; ok {
-		return v
-	}
-	return string(s)
-}
-
-func boxMS(d time.Duration) any {
-	if d <= 0 {
-		return boxedZero
-	}
-	return strconv.FormatInt(d.Milliseconds(), 10)
-}
-
-// args builds KEYS and ARGV as laid out in lua/prelude.lua.
-func (s *Store) args(e *guard.Entry, callID string, extra string) ([]string, []any) {
-	k := makeKeys(s.prefix, e.TenantID, e.SubjectID, callID, e.IdempotencyKey, e.OperationID)
-	bodySum := sha256.Sum256(e.AuditBody)
-	effect := boxedEffects[0]
-	if e.Effect == guard.Write {
-		effect = boxedEffects[1]
-	}
-	return k.list(), []any{
-		e.Fingerprint,
-		strconv.FormatInt(e.Now.UnixMilli(), 10),
-		flag(callID != ""),
-		flag(e.IdempotencyKey != ""),
-		boxCode(e.Code),
-		string(e.Data),
-		e.Message,
-		boxMS(e.RetryAfter),
-		boxSide(e.SideEffect),
-		string(e.AuditBody),
-		hex.EncodeToString(bodySum[:]),
-		s.ttlMS,
-		e.OperationID,
-		e.Tool,
-		effect,
-		extra,
-		callID,
-		e.IdempotencyKey,
-		s.auditTTLMS,
-	}
-}
+// releaseHold is how long a released reservation's tombstone refuses a late
+// copy of that reservation: far longer than any client retry of a script.
+const releaseHold = time.Minute
 
 // Finish implements guard.Store.
 func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
-	keys, argv := s.args(e, e.CallID, "")
-	reply, err := finishScript.Run(ctx, s.rdb, keys, argv...).StringSlice()
-	if err != nil {
+	keys, argv := s.args(e, e.CallID, releaseHold)
+	reply, err := s.run(ctx, finishScript, keys, argv)
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err
 	}
 	return parseResult(reply)
 }
 
-// Reserve implements guard.Store.
-func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration) (*guard.Result, string, error) {
-	var t [16]byte
-	_, _ = rand.Read(t[:])
-	token := hex.EncodeToString(t[:])
-	keys, argv := s.args(e, e.CallID, token)
-	argv = append(argv, strconv.FormatInt(lease.Milliseconds(), 10))
-	reply, err := reserveScript.Run(ctx, s.rdb, keys, argv...).StringSlice()
+// Reserve implements guard.Store. With Options.Replicas, a reservation that
+// too few replicas acknowledged is an error (ErrNotReplicated): the guard
+// then releases it and the write does not run.
+func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration) (*guard.Result, error) {
+	if e.Token == "" {
+		return nil, errNoToken
+	}
+	keys, argv := s.args(e, e.CallID, lease)
+	reply, err := s.run(ctx, reserveScript, keys, argv)
 	if err != nil {
-		return nil, "", err
+		return nil, err
 	}
-	if len(reply) == 2 && reply[0] == "T" {
-		return nil, reply[1], nil
+	if len(reply) == 1 && reply[0] == "T" {
+		return nil, nil
 	}
-	res, err := parseResult(reply)
-	return res, "", err
+	return parseResult(reply)
 }
 
-// Commit implements guard.Store.
-func (s *Store) Commit(ctx context.Context, e *guard.Entry, token string) (*guard.Result, error) {
-	keys, argv := s.args(e, e.CallID, token)
-	reply, err := commitScript.Run(ctx, s.rdb, keys, argv...).StringSlice()
-	if err != nil {
+// Commit implements guard.Store. A commit that too few replicas
+// acknowledged still tells the truth, since the write ran; its durable
+// reservation keeps a failover from running it again (docs/reliability.md).
+func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
+	if e.Token == "" {
+		return nil, errNoToken
+	}
+	keys, argv := s.args(e, e.CallID, releaseHold)
+	reply, err := s.run(ctx, commitScript, keys, argv)
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err
 	}
 	return parseResult(reply)
@@ -229,32 +189,36 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry, token string) (*guar
 
 // Status implements guard.Store.
 func (s *Store) Status(ctx context.Context, q *guard.Entry) (*guard.Result, *guard.Pending, error) {
-	keys, argv := s.args(q, "", "")
-	reply, err := statusScript.Run(ctx, s.rdb, keys, argv...).StringSlice()
-	if err != nil {
+	keys, argv := s.args(q, "", releaseHold)
+	reply, err := s.run(ctx, statusScript, keys, argv)
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, nil, err
 	}
-	if len(reply) == 6 && reply[0] == "P" {
+	if len(reply) == 7 && reply[0] == "P" {
 		return nil, &guard.Pending{Tool: reply[1], IdempotencyKey: reply[2], Fingerprint: reply[3],
-			CallID: reply[4], OperationID: reply[5]}, nil
+			CallID: reply[4], OperationID: reply[5], Lost: reply[6] == "1"}, nil
 	}
 	res, err := parseResult(reply)
 	return res, nil, err
 }
 
 // Settle implements guard.Store.
-func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, found bool, data []byte) (*guard.Result, error) {
+func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, r guard.Receipt, data []byte) (*guard.Result, error) {
 	e := *q
 	e.Code = 0
 	e.Data = data
-	keys, argv := s.args(&e, p.CallID, "")
-	argv[4] = flag(found)
-	reply, err := settleScript.Run(ctx, s.rdb, keys, argv...).StringSlice()
-	if err != nil {
+	keys, argv := s.args(&e, p.CallID, releaseHold)
+	if int(r) < len(boxedReceipts) {
+		argv[len(argv)-1] = boxedReceipts[r]
+	}
+	reply, err := s.run(ctx, settleScript, keys, argv)
+	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err
 	}
 	return parseResult(reply)
 }
+
+var errNoToken = errors.New("idem: a write's entry has no reservation token")
 
 // parseResult reads the reply {'R', code, delivery, data, msg, retry, op}.
 func parseResult(reply []string) (*guard.Result, error) {

@@ -225,7 +225,7 @@ func TestNoLimitAndNormalizedLimits(t *testing.T) {
 
 func TestRedisDown(t *testing.T) {
 	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: mr.Addr(), MaxRetries: -1})
 	t.Cleanup(func() { _ = rdb.Close() })
 	mr.Close()
 	inv := &guard.Invocation{Principal: guard.Principal{TenantID: "t", SubjectID: "s"}, Proposal: guard.Proposal{Name: "put"}}

@@ -15,6 +15,7 @@ package toolset
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"reflect"
 
@@ -91,7 +92,10 @@ func (t *Tool[In, Out]) Authorize(fn AuthorizeFunc[In]) *Tool[In, Out] {
 	return t
 }
 
-// Receipt sets the receipt lookup used to settle unknown outcomes.
+// Receipt sets the receipt lookup used to settle unknown outcomes. found
+// false with a nil error promises that the downstream system has no
+// operation under inv.IdempotencyKey and deduplicates by that key (see
+// guard.Tool.LookupReceipt): return an error when it cannot be sure.
 func (t *Tool[In, Out]) Receipt(fn ReceiptFunc[Out]) *Tool[In, Out] {
 	t.receipt = fn
 	return t
@@ -164,10 +168,14 @@ func (t *Tool[In, Out]) Execute(ctx context.Context, inv *guard.Invocation) (jso
 	return marshalOutput(t.name, out)
 }
 
+// errNoReceipt is the inconclusive answer of a tool without a receipt
+// lookup: nothing can say its operation did not happen.
+var errNoReceipt = errors.New("toolset: the tool has no receipt lookup")
+
 // LookupReceipt implements guard.Tool by calling the Receipt hook.
 func (t *Tool[In, Out]) LookupReceipt(ctx context.Context, inv *guard.Invocation) (json.RawMessage, bool, error) {
 	if t.receipt == nil {
-		return nil, false, nil
+		return nil, false, errNoReceipt
 	}
 	out, found, err := t.receipt(ctx, inv)
 	if err != nil || !found {

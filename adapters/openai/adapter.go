@@ -33,13 +33,15 @@ func Proposal(call responses.ResponseFunctionToolCall) guard.Proposal {
 
 // Context returns the execution context of a function call carried by the
 // response with responseID. OperationID and IdempotencyKey are left for the
-// host (the guard defaults the operation id to the call id).
+// host (the guard defaults the operation id to the call id). A call id the
+// guard would refuse (too long, not UTF-8) is replaced by guard.SafeID's
+// stable stand-in; the output item still answers the provider's own id.
 func Context(responseID string, call responses.ResponseFunctionToolCall) guard.ExecutionContext {
 	return guard.ExecutionContext{
 		Provider:        Provider,
 		APIFamily:       APIFamily,
 		ResponseID:      responseID,
-		CallID:          call.CallID,
+		CallID:          guard.SafeID(call.CallID),
 		AdapterRevision: Revision,
 	}
 }

@@ -362,7 +362,7 @@ func TestChainOfAnotherTenant(t *testing.T) {
 // by case, and fails once a record is edited.
 func TestConformanceRunStore(t *testing.T) {
 	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: mr.Addr()})
 	defer rdb.Close()
 	f, err := cases.Load("../../testdata/tool-cases-v2.json")
 	if err != nil {

@@ -164,7 +164,7 @@ func world(shared redis.UniversalClient, prefix string, keep bool) (cases.World,
 	if err := mr.Start(); err != nil {
 		return cases.World{}, errors.New("starting embedded miniredis: " + err.Error())
 	}
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	c := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: mr.Addr()})
 	s, err := idem.New(c, idem.Options{Prefix: prefix})
 	if err != nil {
 		return cases.World{}, err

@@ -1,17 +1,17 @@
--- finish: a dispatch that reserved nothing (a failed check, or a read that ran).
+-- finish: a dispatch that reserved nothing (a failed check, or a read that
+-- ran). The audit record is appended before anything is stored.
 local pre, bound = precheck()
 if pre then return pre end
-local code, data, msg = ARGV[5], ARGV[6], ARGV[7]
-if not bound then bind(code, data, msg) elseif TERMINAL[code] then
-  redis.call('HSET', KEYS[1], 'code', code, 'data', data, 'msg', msg)
+audit(CODE, 'fresh', SIDE)
+if not bound then bind(CODE, DATA, MSG) elseif TERMINAL[CODE] then
+  redis.call('HSET', KEYS[1], 'code', CODE, 'data', DATA, 'msg', MSG)
 end
-if code == 'OK' and HAS_KEY then
-  redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'C', 'data', data, 'msg', msg, 'op', OP, 'tool', ARGV[14],
-    'key', ARGV[18], 'call', ARGV[17])
+if CODE == 'OK' and HAS_KEY then
+  redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'C', 'data', DATA, 'msg', MSG, 'op', OP, 'tool', TOOL,
+    'key', KEY, 'call', CALL)
   redis.call('PEXPIRE', KEYS[2], TTL)
   index('k' .. KEYS[2])
-elseif TERMINAL[code] and HAS_CALL then
+elseif TERMINAL[CODE] and HAS_CALL then
   index('c' .. KEYS[1])
 end
-audit(code, 'fresh', ARGV[9])
-return answer(code, 'fresh', data, msg, ARGV[8], '')
+return answer(CODE, 'fresh', DATA, MSG, RETRY, '')

@@ -1,48 +1,78 @@
--- Shared by every script. KEYS and ARGV have the same layout in all of them:
+-- Shared by every script. KEYS and ARGV have the same layout in all of them,
+-- mirrored field by field by scriptArgs in idem/args.go:
 --   KEYS[1] call-id binding    KEYS[2] idempotency record   KEYS[3] operation index
 --   KEYS[4] audit stream       KEYS[5] audit head
---   ARGV[1] fingerprint        ARGV[2] now (ms, the guard's clock)
---   ARGV[3] has call id (1/0)  ARGV[4] has idempotency key (1/0)
---   ARGV[5] code   ARGV[6] data   ARGV[7] message   ARGV[8] retry after (ms)
---   ARGV[9] side effect (yes/no/unknown)
---   ARGV[10] audit body        ARGV[11] hex SHA-256 of the audit body
---   ARGV[12] ttl (ms)          ARGV[13] operation id   ARGV[14] tool
---   ARGV[15] effect (r/w)      ARGV[16] lease (ms) or reservation token
---   ARGV[17] call id           ARGV[18] idempotency key
---   ARGV[19] audit ttl (ms, 0: kept)                       ARGV[20] lease (ms, reserve)
+local FP, NOW = ARGV[1], tonumber(ARGV[2])  -- fingerprint; now (ms, the guard's clock)
+local CALL, KEY = ARGV[3], ARGV[4]          -- call id, effective idempotency key ('' = none)
+local OP, TOOL = ARGV[5], ARGV[6]           -- operation id, tool name
+local CODE, DATA, MSG = ARGV[7], ARGV[8], ARGV[9]  -- the outcome the guard computed
+local RETRY, SIDE = ARGV[10], ARGV[11]      -- retry after (ms); side effect (yes/no/unknown)
+local BODY, BODYSUM = ARGV[12], ARGV[13]    -- audit body; its hex SHA-256
+local TOKEN = ARGV[14]                      -- the write's reservation token ('' = none)
+local LEASE = tonumber(ARGV[15])            -- reservation lease (ms)
+local TTL = tonumber(ARGV[16])              -- retention of records (ms)
+local AUDIT_TTL = ARGV[17]                  -- retention of an idle audit log (ms, '0': kept)
+local RECEIPT = ARGV[18]                    -- settle: 'found', 'absent' or '' (inconclusive)
+local HAS_CALL, HAS_KEY = CALL ~= '', KEY ~= ''
 -- All keys share one hash tag, so the scripts are legal on a cluster.
-local FP, NOW = ARGV[1], tonumber(ARGV[2])
-local HAS_CALL, HAS_KEY = ARGV[3] == '1', ARGV[4] == '1'
-local TTL = tonumber(ARGV[12])
-local OP = ARGV[13]
+--
+-- Rule of every script: the audit record is appended before any other write,
+-- so an append that fails (the script stops there) leaves no stored result.
+-- Records of an idempotency key have a state: P (reserved, until its
+-- lease), C (committed), U (outcome unknown), X (released by its token: free
+-- for anyone, but a late copy of that token's reservation is refused).
 
 local TERMINAL = {OK = true, NOT_FOUND = true, UNKNOWN_TOOL = true, INVALID_ARGUMENTS = true,
   IDEMPOTENCY_CONFLICT = true, CALL_ID_CONFLICT = true}
+
+-- lasthead finds where the chain stands when its head key is gone (evicted,
+-- or lost apart from the stream): the stream's last record, or, if every
+-- record was trimmed, the last id the stream gave. Sequence numbers are
+-- never reused; a link that cannot be recovered fails verification.
+local function lasthead()
+  local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)[1]
+  if last then
+    local f = last[2]
+    for i = 1, #f, 2 do
+      if f[i] == 'hash' then return tonumber(string.match(last[1], '^%d+')), f[i + 1] end
+    end
+    return tonumber(string.match(last[1], '^%d+')), ''
+  end
+  if redis.call('EXISTS', KEYS[4]) == 1 then
+    local info = redis.call('XINFO', 'STREAM', KEYS[4])
+    for i = 1, #info, 2 do
+      if info[i] == 'last-generated-id' then return tonumber(string.match(info[i + 1], '^%d+')), '' end
+    end
+  end
+  return 0, ''
+end
 
 -- audit appends one hash-chained record; its id is its sequence number. The
 -- chain head is one string, "<seq> <hash>"; a head kept by an earlier
 -- version as a hash {seq, hash} is read once and replaced.
 local function audit(code, delivery, side)
-  local head, seq, prev = redis.pcall('GET', KEYS[5]), 1, ''
-  if type(head) == 'table' and head.err then
+  local head, seq, prev = redis.pcall('GET', KEYS[5]), 0, ''
+  if type(head) == 'table' then
     local h = redis.call('HMGET', KEYS[5], 'seq', 'hash')
     redis.call('DEL', KEYS[5])
     head = h[1] and (h[1] .. ' ' .. (h[2] or '')) or false
   end
   if head then
     local sp = string.find(head, ' ', 1, true)
-    seq, prev = tonumber(string.sub(head, 1, sp - 1)) + 1, string.sub(head, sp + 1)
+    seq, prev = tonumber(string.sub(head, 1, sp - 1)), string.sub(head, sp + 1)
+  else
+    seq, prev = lasthead()
   end
-  local id = string.format('%d', seq)
-  local hash = redis.sha1hex(prev .. '\n' .. id .. '\n' .. ARGV[11] .. '\n' .. code .. '\n' .. delivery .. '\n' .. side)
-  redis.call('XADD', KEYS[4], id .. '-1', 'body', ARGV[10], 'code', code,
+  local id = string.format('%d', seq + 1)
+  local hash = redis.sha1hex(prev .. '\n' .. id .. '\n' .. BODYSUM .. '\n' .. code .. '\n' .. delivery .. '\n' .. side)
+  redis.call('XADD', KEYS[4], id .. '-1', 'body', BODY, 'code', code,
     'delivery', delivery, 'side', side, 'prev', prev, 'hash', hash)
-  if ARGV[19] == '0' then
+  if AUDIT_TTL == '0' then
     redis.call('SET', KEYS[5], id .. ' ' .. hash)
   else
     -- An idle tenant's whole log (stream and head together) expires.
-    redis.call('SET', KEYS[5], id .. ' ' .. hash, 'PX', ARGV[19])
-    redis.call('PEXPIRE', KEYS[4], ARGV[19])
+    redis.call('SET', KEYS[5], id .. ' ' .. hash, 'PX', AUDIT_TTL)
+    redis.call('PEXPIRE', KEYS[4], AUDIT_TTL)
   end
 end
 
@@ -63,17 +93,23 @@ end
 
 -- keycheck answers from an idempotency record that exists: a conflict, a
 -- stored result, in progress, or unknown (a write whose outcome is unknown,
--- or whose holder's lease expired, is never executed blind again).
-local function keycheck(key, k)
+-- or whose holder's lease expired, is never executed blind again). The
+-- last value is true when an expired reservation must be marked unknown.
+local function keycheck(k)
   if k[1] ~= FP then
-    return 'IDEMPOTENCY_CONFLICT', 'fresh', '', '', 0, ''
+    return 'IDEMPOTENCY_CONFLICT', 'fresh', '', '', 0, '', false
   elseif k[2] == 'C' then
-    return 'OK', 'local_replay', k[3], k[4], 0, ''
+    return 'OK', 'local_replay', k[3], k[4], 0, '', false
   elseif k[2] == 'P' and tonumber(k[6]) > NOW then
-    return 'IN_PROGRESS', 'fresh', '', '', tonumber(k[6]) - NOW, ''
+    return 'IN_PROGRESS', 'fresh', '', '', tonumber(k[6]) - NOW, '', false
   end
-  if k[2] == 'P' then redis.call('HSET', key, 'state', 'U') end
-  return 'OUTCOME_UNKNOWN', 'fresh', '', '', 0, k[5]
+  return 'OUTCOME_UNKNOWN', 'fresh', '', '', 0, k[5], k[2] == 'P'
+end
+
+-- live reports whether an idempotency record holds the key (a released
+-- record does not).
+local function live(k)
+  return k[1] and k[2] ~= 'X'
 end
 
 -- index points the operation id at the record holding its outcome. A call
@@ -117,27 +153,29 @@ local function precheck()
   local key, k = nil, nil
   if linked and linked ~= '' then
     k = redis.call('HMGET', linked, 'fp', 'state', 'data', 'msg', 'op', 'lease')
-    if k[1] then key = linked end
+    if live(k) then key = linked end
   end
   if not key and HAS_KEY then
     k = redis.call('HMGET', KEYS[2], 'fp', 'state', 'data', 'msg', 'op', 'lease')
-    if k[1] then key = KEYS[2] end
+    if live(k) then key = KEYS[2] end
   end
   if not key then return nil, bound end
-  local code, delivery, data, msg, retry, op = keycheck(key, k)
+  local code, delivery, data, msg, retry, op, stale = keycheck(k)
+  audit(code, delivery, 'no')
+  if stale then redis.call('HSET', key, 'state', 'U') end
   if not bound then
     bind(code, data, msg)
   elseif TERMINAL[code] then
     redis.call('HSET', KEYS[1], 'code', code, 'data', data, 'msg', msg)
   end
   if TERMINAL[code] and HAS_CALL then index('c' .. KEYS[1]) end
-  audit(code, delivery, 'no')
   return answer(code, delivery, data, msg, retry, op), bound
 end
 
 -- record reads the operation a status query names: its record key and fields.
 local function record()
   local ref = redis.call('GET', KEYS[3])
+  if not ref and HAS_KEY then ref = 'k' .. KEYS[2] end -- the index alone was lost
   if not ref then return nil end
   local kind, key = string.sub(ref, 1, 1), string.sub(ref, 2)
   if kind == 'c' then
@@ -146,16 +184,22 @@ local function record()
     return {kind = 'c', state = 'C', code = c[1], data = c[2], msg = c[3]}
   end
   local k = redis.call('HMGET', key, 'fp', 'state', 'data', 'msg', 'op', 'lease', 'tool', 'key', 'call')
-  if not k[1] then return nil end
+  if not live(k) then return nil end
   return {kind = 'k', key = key, fp = k[1], state = k[2], code = 'OK', data = k[3], msg = k[4], op = k[5],
     lease = tonumber(k[6]), tool = k[7], idem = k[8], call = k[9]}
 end
 
 -- settled answers a status query from a stored outcome: not found, or a
--- stored result (replayed). It returns the record for the other cases.
+-- stored result (replayed). It returns the record for the other cases. With
+-- nothing stored, a query that names its tool and key may be asking about
+-- a record the store lost: it gets a lost record ({lost = true}) so the
+-- receipt is asked before the answer is NOT_FOUND.
 local function settled()
   local r = record()
   if not r then
+    if HAS_KEY and TOOL ~= '' then
+      return nil, {lost = true, tool = TOOL, idem = KEY, fp = FP, call = '', op = OP, lease = 0}
+    end
     audit('NOT_FOUND', 'fresh', 'no')
     return answer('NOT_FOUND', 'fresh'), nil
   end
@@ -164,4 +208,17 @@ local function settled()
     return answer(r.code, 'local_replay', r.data, r.msg), nil
   end
   return nil, r
+end
+
+-- release frees a reserved key. Released by its own token, the record
+-- becomes a tombstone of that token for as long as a late copy of the
+-- reservation could still arrive (a lease); released by a status query, it
+-- is deleted.
+local function release(key)
+  redis.call('DEL', key)
+  if TOKEN ~= '' then
+    redis.call('HSET', key, 'state', 'X', 'token', TOKEN, 'done', TOKEN)
+    redis.call('PEXPIRE', key, math.max(LEASE, 1000))
+  end
+  if redis.call('GET', KEYS[3]) == 'k' .. key then redis.call('DEL', KEYS[3]) end
 end

@@ -1,4 +1,12 @@
 -- reserve: checks 1 and 2 for a write about to execute, then the reservation.
+-- Idempotent per token: a copy of this reservation sent again (a client
+-- retry after a lost reply) finds its own token and changes nothing; after
+-- the token's release it is refused, so the key stays free.
+local own = redis.call('HMGET', KEYS[2], 'token', 'state')
+if own[1] == TOKEN then
+  if own[2] == 'P' then return {'T'} end
+  return answer('UNAVAILABLE', 'fresh')
+end
 local pre, bound = precheck()
 if pre then return pre end
 -- Bind the call id and link it to the record it reserves: a retry of this
@@ -12,10 +20,9 @@ if HAS_CALL then
     redis.call('PEXPIRE', KEYS[1], TTL)
   end
 end
-local token = ARGV[16]
-local lease = tonumber(ARGV[20])
-redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'P', 'op', OP, 'lease', NOW + lease, 'token', token,
-  'tool', ARGV[14], 'key', ARGV[18], 'call', ARGV[17])
+if own[2] == 'X' then redis.call('DEL', KEYS[2]) end -- a released record's tombstone
+redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'P', 'op', OP, 'lease', NOW + LEASE, 'token', TOKEN,
+  'tool', TOOL, 'key', KEY, 'call', CALL)
 redis.call('PEXPIRE', KEYS[2], TTL)
 index('k' .. KEYS[2])
-return {'T', token}
+return {'T'}

@@ -1,16 +1,32 @@
--- settle: the end of a status query on an unknown outcome. ARGV[5] is 1 when
--- the receipt was found, ARGV[6] its data. KEYS[1] is the original call's binding.
+-- settle: the end of a status query on an unknown outcome, with what the
+-- tool's receipt lookup said (RECEIPT: 'found' with DATA, 'absent', or ''
+-- when inconclusive). KEYS[1] is the original call's binding.
 local done, r = settled()
 if done then return done end
-if ARGV[5] ~= '1' then
-  audit('OUTCOME_UNKNOWN', 'fresh', 'no')
-  return answer('OUTCOME_UNKNOWN', 'fresh', '', '', 0, r.op)
+if RECEIPT == 'found' then
+  audit('OK', 'receipt_reconciled', 'yes')
+  if r.lost then
+    -- Nothing is stored for a record the store lost: its fingerprint is
+    -- unknown. A retry runs under the same downstream key and gets the
+    -- same receipt from the downstream system.
+    return answer('OK', 'receipt_reconciled', DATA, '')
+  end
+  redis.call('HSET', r.key, 'state', 'C', 'data', DATA, 'msg', '')
+  redis.call('PEXPIRE', r.key, TTL)
+  if HAS_CALL then
+    redis.call('HSET', KEYS[1], 'fp', r.fp, 'code', 'OK', 'data', DATA, 'msg', '')
+    redis.call('PEXPIRE', KEYS[1], TTL)
+  end
+  return answer('OK', 'receipt_reconciled', DATA, '')
 end
-redis.call('HSET', r.key, 'state', 'C', 'data', ARGV[6], 'msg', '')
-redis.call('PEXPIRE', r.key, TTL)
-if HAS_CALL then
-  redis.call('HSET', KEYS[1], 'fp', r.fp, 'code', 'OK', 'data', ARGV[6], 'msg', '')
-  redis.call('PEXPIRE', KEYS[1], TTL)
+if RECEIPT == 'absent' and (r.lost or (r.lease or 0) <= NOW) then
+  -- The downstream system has no operation under the key, and the holder's
+  -- lease is over: the operation did not take place. A re-execution reuses
+  -- the same downstream key, so a late arrival of the first attempt is
+  -- deduplicated downstream. The key is released.
+  audit('NOT_FOUND', 'fresh', 'no')
+  if not r.lost then release(r.key) end
+  return answer('NOT_FOUND', 'fresh', '', 'The operation did not take place: nothing was executed. It may be run again.')
 end
-audit('OK', 'receipt_reconciled', 'yes')
-return answer('OK', 'receipt_reconciled', ARGV[6], '')
+audit('OUTCOME_UNKNOWN', 'fresh', 'no')
+return answer('OUTCOME_UNKNOWN', 'fresh', '', '', 0, r.op)

@@ -6,4 +6,6 @@ if r.state == 'P' and r.lease > NOW then
   return answer('IN_PROGRESS', 'fresh', '', '', r.lease - NOW)
 end
 if r.state == 'P' then redis.call('HSET', r.key, 'state', 'U') end
-return {'P', r.tool, r.idem, r.fp, r.call, r.op}
+local lost = '0'
+if r.lost then lost = '1' end
+return {'P', r.tool, r.idem, r.fp, r.call, r.op, lost}

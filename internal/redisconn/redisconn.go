@@ -27,13 +27,14 @@ func Open(addr string, poolSize int) (redis.UniversalClient, error) {
 		if poolSize > 0 {
 			opt.PoolSize = poolSize
 		}
+		opt.ContextTimeoutEnabled = true // calls honour their deadline
 		c = redis.NewClient(opt)
 	} else {
 		addrs := strings.Split(addr, ",")
 		if len(addrs) == 1 {
-			c = redis.NewClient(&redis.Options{Addr: addrs[0], PoolSize: poolSize})
+			c = redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: addrs[0], PoolSize: poolSize})
 		} else {
-			c = redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs, PoolSize: poolSize})
+			c = redis.NewClusterClient(&redis.ClusterOptions{ContextTimeoutEnabled: true, Addrs: addrs, PoolSize: poolSize})
 		}
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -79,7 +80,7 @@ func DeletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string)
 		}
 		return flush()
 	}
-	return forEachMaster(ctx, rdb, del)
+	return ForEachMaster(ctx, rdb, del)
 }
 
 // RoundTrips is a go-redis hook that counts round trips: one per command,
@@ -154,7 +155,7 @@ func numbers(names ...string) func(field, text string) (float64, bool) {
 func sumInfo(ctx context.Context, rdb redis.UniversalClient, section string, value func(field, text string) (float64, bool)) float64 {
 	var mu sync.Mutex
 	var total float64
-	_ = forEachMaster(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
+	_ = ForEachMaster(ctx, rdb, func(ctx context.Context, c *redis.Client) error {
 		info, err := c.Info(ctx, section).Result()
 		if err != nil {
 			return nil // refused: counts as 0
@@ -175,9 +176,9 @@ func sumInfo(ctx context.Context, rdb redis.UniversalClient, section string, val
 	return total
 }
 
-// forEachMaster calls fn with each master of a cluster (concurrently), or
-// with the client.
-func forEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
+// ForEachMaster calls fn with each master of a cluster (concurrently), or
+// with the client. Other client types are not visited.
+func ForEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(context.Context, *redis.Client) error) error {
 	switch c := rdb.(type) {
 	case *redis.ClusterClient:
 		return c.ForEachMaster(ctx, fn)
@@ -185,4 +186,20 @@ func forEachMaster(ctx context.Context, rdb redis.UniversalClient, fn func(conte
 		return fn(ctx, c)
 	}
 	return nil
+}
+
+// Info returns the "field:value" lines of one server's INFO: the default
+// sections when none is named.
+func Info(ctx context.Context, c *redis.Client, sections ...string) (map[string]string, error) {
+	text, err := c.Info(ctx, sections...).Result()
+	if err != nil {
+		return nil, err
+	}
+	fields := map[string]string{}
+	for _, line := range strings.Split(text, "\n") {
+		if field, value, ok := strings.Cut(strings.TrimSpace(line), ":"); ok {
+			fields[field] = value
+		}
+	}
+	return fields, nil
 }

@@ -19,7 +19,7 @@ func proxied(t *testing.T) (*miniredis.Miniredis, *Proxy, *redis.Client) {
 	t.Helper()
 	mr := miniredis.RunT(t)
 	p := NewProxy(t, mr.Addr())
-	rdb := redis.NewClient(&redis.Options{
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true,
 		Addr:         p.Addr(),
 		MaxRetries:   -1,
 		DialTimeout:  time.Second,

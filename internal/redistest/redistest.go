@@ -64,7 +64,7 @@ var (
 func Mini(tb testing.TB) (*miniredis.Miniredis, redis.UniversalClient) {
 	tb.Helper()
 	mr := miniredis.RunT(tb)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: mr.Addr()})
 	tb.Cleanup(func() { _ = rdb.Close() })
 	return mr, rdb
 }
@@ -83,6 +83,7 @@ func Standalone(tb testing.TB) redis.UniversalClient {
 	if err != nil {
 		tb.Fatalf("redistest: invalid %s=%q: %v", EnvURL, url, err)
 	}
+	opts.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opts)
 	tb.Cleanup(func() { _ = rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
@@ -105,7 +106,7 @@ func Cluster(tb testing.TB) redis.UniversalClient {
 	if len(addrs) == 0 {
 		tb.Skip(EnvCluster + " not set: skipping real-Redis-Cluster test (scripts/redis-up.sh starts one)")
 	}
-	rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+	rdb := redis.NewClusterClient(&redis.ClusterOptions{ContextTimeoutEnabled: true, Addrs: addrs})
 	tb.Cleanup(func() { _ = rdb.Close() })
 	ctx, cancel := context.WithTimeout(context.Background(), setupTimeout)
 	defer cancel()
@@ -212,7 +213,7 @@ func deletePrefix(prefix string) error {
 	}
 	if clusterUsed.Load() {
 		if addrs := clusterAddrs(os.Getenv(EnvCluster)); len(addrs) > 0 {
-			rdb := redis.NewClusterClient(&redis.ClusterOptions{Addrs: addrs})
+			rdb := redis.NewClusterClient(&redis.ClusterOptions{ContextTimeoutEnabled: true, Addrs: addrs})
 			errs = append(errs, rdb.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
 				return deleteMatching(ctx, c, pattern)
 			}))

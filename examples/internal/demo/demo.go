@@ -44,6 +44,7 @@ func Redis(w io.Writer) (rdb redis.UniversalClient, close func(), err error) {
 		if err != nil {
 			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
 		}
+		opt.ContextTimeoutEnabled = true // calls honour their deadline
 		c := redis.NewClient(opt)
 		if err := c.Ping(context.Background()).Err(); err != nil {
 			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
@@ -55,7 +56,7 @@ func Redis(w io.Writer) (rdb redis.UniversalClient, close func(), err error) {
 	if err := mr.Start(); err != nil {
 		return nil, nil, err
 	}
-	c := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	c := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: mr.Addr()})
 	fmt.Fprintln(w, "store:     embedded miniredis (set REDIS_URL for a real Redis)")
 	return c, func() { _ = c.Close(); mr.Close() }, nil
 }
