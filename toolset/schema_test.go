@@ -108,6 +108,23 @@ func TestSchemaForRejects(t *testing.T) {
 		{"pointer to int", toolset.SchemaFor[*int], func() { readTool[*int]() }, "not a struct"},
 		{"nesting 11", toolset.SchemaFor[deep11], func() { readTool[deep11]() }, "deeper than 10"},
 		{"nested arrays 11", toolset.SchemaFor[deepArrays], func() { readTool[deepArrays]() }, "deeper than 10"},
+		{"format uri tag", toolset.SchemaFor[uriTagRefused], func() { readTool[uriTagRefused]() }, `field uriTagRefused.URL: format "uri" is not supported by OpenAI strict mode; use a string with a pattern`},
+		{"url.URL", toolset.SchemaFor[urlRefused], func() { readTool[urlRefused]() }, `field urlRefused.URL: url.URL is not a JSON string`},
+		{"other format", toolset.SchemaFor[otherFormatRefused], func() { readTool[otherFormatRefused]() }, `field otherFormatRefused.Items[].Ref: format "uri-reference" is not supported`},
+		{"minLength", toolset.SchemaFor[minLengthRefused], func() { readTool[minLengthRefused]() }, "field minLengthRefused.Name: minLength is not supported by OpenAI strict mode; use a pattern"},
+		{"maxLength", toolset.SchemaFor[maxLengthRefused], func() { readTool[maxLengthRefused]() }, "field maxLengthRefused.Name: maxLength is not supported"},
+		{"default", toolset.SchemaFor[defaultRefused], func() { readTool[defaultRefused]() }, "field defaultRefused.Mode: default is not supported"},
+		{"example", toolset.SchemaFor[exampleRefused], func() { readTool[exampleRefused]() }, "field exampleRefused.Mode: examples is not supported"},
+		{"uniqueItems", toolset.SchemaFor[uniqueItemsRefused], func() { readTool[uniqueItemsRefused]() }, "field uniqueItemsRefused.Tags: uniqueItems is not supported"},
+		{"readOnly", toolset.SchemaFor[readOnlyRefused], func() { readTool[readOnlyRefused]() }, "field readOnlyRefused.ID: readOnly is not supported"},
+		{"jsonschema_extras", toolset.SchemaFor[extrasRefused], func() { readTool[extrasRefused]() }, "field extrasRefused.Name: minLength is not supported"},
+		{"time.Duration", toolset.SchemaFor[durationRefused], func() { readTool[durationRefused]() }, "field durationRefused.Timeout: time.Duration is a JSON integer of nanoseconds"},
+		{"nullable tag", toolset.SchemaFor[nullableTagRefused], func() { readTool[nullableTagRefused]() }, `field nullableTagRefused.Note: jsonschema tag "nullable" is not supported: make the field a pointer`},
+		{"oneof_type tag", toolset.SchemaFor[oneofTypeRefused], func() { readTool[oneofTypeRefused]() }, `field oneofTypeRefused.V: jsonschema tag "oneof_type" is not supported`},
+		{"anyof_type tag", toolset.SchemaFor[anyofTypeRefused], func() { readTool[anyofTypeRefused]() }, `field anyofTypeRefused.V: jsonschema tag "anyof_type" is not supported`},
+		{"type tag", toolset.SchemaFor[typeTagRefused], func() { readTool[typeTagRefused]() }, `field typeTagRefused.N: jsonschema tag "type" is not supported`},
+		{"unknown tag key", toolset.SchemaFor[unknownTagRefused], func() { readTool[unknownTagRefused]() }, `field unknownTagRefused.N: jsonschema tag key "descripton" is unknown`},
+		{"uintptr", toolset.SchemaFor[uintptrRefused], func() { readTool[uintptrRefused]() }, "field uintptrRefused.P: type uintptr has no JSON form"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -411,6 +411,8 @@ var strictCases = []namedSchema{
 	{"rich", toolset.SchemaFor[richIn]},
 	{"example", toolset.SchemaFor[GetOrderIn]},
 	{"refund", toolset.SchemaFor[refundIn]},
+	{"formats", toolset.SchemaFor[formatsIn]},
+	{"ints", toolset.SchemaFor[intsIn]},
 }
 
 func schemaMap(t *testing.T, s *toolset.Schema) map[string]any {
