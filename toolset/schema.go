@@ -338,11 +338,15 @@ func strictify(s *invopop.Schema, t reflect.Type, where string) error {
 				if err := strictify(p.Value, ft, fw); err != nil {
 					return err
 				}
-				if !required[p.Key] {
+				if !required[p.Key] || isPointer(ft) {
 					p.Value = nullable(p.Value)
 				}
 				s.Required = append(s.Required, p.Key)
 			}
+		}
+		if len(s.Required) == 0 {
+			// Strict mode wants the list even when empty; invopop omits it.
+			s.Extras = map[string]any{"required": []string{}}
 		}
 	case "array":
 		var et reflect.Type
@@ -351,6 +355,9 @@ func strictify(s *invopop.Schema, t reflect.Type, where string) error {
 		}
 		if err := strictify(s.Items, et, where+"[]"); err != nil {
 			return err
+		}
+		if isPointer(et) {
+			s.Items = nullable(s.Items)
 		}
 	case "integer":
 		intBounds(s, t)
@@ -369,6 +376,10 @@ func strictify(s *invopop.Schema, t reflect.Type, where string) error {
 	}
 	return nil
 }
+
+// isPointer reports whether t is a pointer: encoding/json reads null into
+// it as nil, so its schema is a union with null.
+func isPointer(t reflect.Type) bool { return t != nil && t.Kind() == reflect.Pointer }
 
 // base64Pattern matches exactly the standard, padded base64 that
 // encoding/json reads into a []byte.

@@ -214,3 +214,45 @@ func TestFormats(t *testing.T) {
 		assertInvalidArguments(t, v, err)
 	}
 }
+
+type nullPtrIn struct {
+	Note  *string `json:"note"`
+	Items []*int  `json:"items"`
+}
+
+// A pointer, omitempty or not, is anyOf [T, null], still required, and
+// null decodes to nil (golden: pointer.json, slices.json).
+func TestPointerIsNullable(t *testing.T) {
+	tool := readTool[nullPtrIn]()
+	v, err := decode(t, tool, `{"note":null,"items":[1,null]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := v.(nullPtrIn); in.Note != nil || len(in.Items) != 2 || *in.Items[0] != 1 || in.Items[1] != nil {
+		t.Errorf("decoded %+v", in)
+	}
+	v, err = decode(t, tool, `{"note":"x","items":[]}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := v.(nullPtrIn); in.Note == nil || *in.Note != "x" {
+		t.Errorf("decoded %+v", in)
+	}
+	v, err = decode(t, tool, `{"items":[]}`)
+	assertInvalidArguments(t, v, err)
+}
+
+// An empty struct is a closed object with an empty required list (golden:
+// empty.json).
+func TestEmptyStruct(t *testing.T) {
+	m := mustSchema[struct{}](t)
+	if req, ok := m["required"].([]any); !ok || len(req) != 0 || m["additionalProperties"] != false {
+		t.Errorf("empty struct schema %v", m)
+	}
+	tool := readTool[struct{}]()
+	if _, err := decode(t, tool, `{}`); err != nil {
+		t.Errorf("{}: %v", err)
+	}
+	v, err := decode(t, tool, `{"x":1}`)
+	assertInvalidArguments(t, v, err)
+}

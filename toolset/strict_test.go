@@ -139,7 +139,8 @@ var strictFormats = map[string]bool{
 }
 
 // guideViolations returns one message per keyword or format outside
-// strict mode's supported list, anywhere in the schema.
+// strict mode's supported list, or object without "required" (even
+// empty), anywhere in the schema.
 func guideViolations(schema map[string]any) []string {
 	var errs []string
 	var walk func(v any, path string)
@@ -157,6 +158,9 @@ func guideViolations(schema map[string]any) []string {
 			if !strictKeywords[k] {
 				errs = append(errs, fmt.Sprintf("%s: keyword %s is not supported in strict mode", path, k))
 			}
+		}
+		if _, isList := s["required"].([]any); s["type"] == "object" && !isList {
+			errs = append(errs, fmt.Sprintf("%s: object without a required list", path))
 		}
 		if f, ok := s["format"]; ok && !strictFormats[fmt.Sprint(f)] {
 			errs = append(errs, fmt.Sprintf("%s: format %v is not supported in strict mode", path, f))
@@ -183,13 +187,14 @@ func TestGuideCheckerCatchesViolations(t *testing.T) {
 		t.Fatalf("compliant schema flagged: %v", errs)
 	}
 	bad := map[string]string{
-		"format uri":        `{"type":"object","properties":{"u":{"type":"string","format":"uri"}}}`,
-		"minLength":         `{"type":"object","properties":{"s":{"type":"string","minLength":1}}}`,
-		"default in anyOf":  `{"type":"object","properties":{"s":{"anyOf":[{"type":"string","default":"x"},{"type":"null"}]}}}`,
-		"uniqueItems":       `{"type":"object","properties":{"l":{"type":"array","uniqueItems":true}}}`,
-		"contentEncoding":   `{"type":"object","properties":{"b":{"type":"string","contentEncoding":"base64"}}}`,
-		"examples in items": `{"type":"object","properties":{"l":{"type":"array","items":{"type":"string","examples":["x"]}}}}`,
-		"format in $defs":   `{"type":"object","$defs":{"d":{"type":"string","format":"uri-reference"}}}`,
+		"format uri":        `{"type":"object","required":[],"properties":{"u":{"type":"string","format":"uri"}}}`,
+		"minLength":         `{"type":"object","required":[],"properties":{"s":{"type":"string","minLength":1}}}`,
+		"default in anyOf":  `{"type":"object","required":[],"properties":{"s":{"anyOf":[{"type":"string","default":"x"},{"type":"null"}]}}}`,
+		"uniqueItems":       `{"type":"object","required":[],"properties":{"l":{"type":"array","uniqueItems":true}}}`,
+		"contentEncoding":   `{"type":"object","required":[],"properties":{"b":{"type":"string","contentEncoding":"base64"}}}`,
+		"examples in items": `{"type":"object","required":[],"properties":{"l":{"type":"array","items":{"type":"string","examples":["x"]}}}}`,
+		"format in $defs":   `{"type":"object","required":[],"$defs":{"d":{"type":"string","format":"uri-reference"}}}`,
+		"no required":       `{"type":"object","properties":{},"additionalProperties":false}`,
 	}
 	for name, s := range bad {
 		if errs := guideViolations(decodeSchema(t, s)); len(errs) == 0 {
@@ -605,7 +610,8 @@ func TestSchemaShapes(t *testing.T) {
 	})
 	t.Run("pointer", func(t *testing.T) {
 		m := mustSchema[pointerIn](t)
-		if p := prop(t, m, "ptr"); isNullable(p) || p["type"] != "integer" {
+		// A pointer reads null as nil, omitempty or not.
+		if p := prop(t, m, "ptr"); !isNullable(p) || prop(t, m, "ptr", "?")["type"] != "integer" {
 			t.Errorf("pointer without omitempty: %v", p)
 		}
 		if p := prop(t, m, "ptr_opt"); !isNullable(p) || prop(t, m, "ptr_opt", "?")["type"] != "string" {
@@ -650,8 +656,8 @@ func TestSchemaShapes(t *testing.T) {
 		if prop(t, m, "opt", "?", "[]")["additionalProperties"] != false {
 			t.Error("optional slice of structs not closed")
 		}
-		if prop(t, m, "ptrs", "[]")["type"] != "object" {
-			t.Error("slice of pointers to structs")
+		if p := prop(t, m, "ptrs", "[]"); !isNullable(p) || prop(t, m, "ptrs", "[]", "?")["type"] != "object" {
+			t.Errorf("slice of pointers to structs: items %v", p)
 		}
 		if prop(t, m, "matrix", "[]", "[]")["type"] != "integer" {
 			t.Error("slice of slices")
