@@ -92,19 +92,57 @@ func buildSchema(t reflect.Type) (*Schema, error) {
 	if root == "" {
 		root = "input"
 	}
-	if err := checkType(base, root, nil); err != nil {
+	recursive := map[reflect.Type]bool{}
+	if err := checkType(base, root, nil, recursive); err != nil {
 		return nil, fmt.Errorf("toolset: %w", err)
 	}
-	r := invopop.Reflector{DoNotReference: true, Anonymous: true, ExpandedStruct: true, Mapper: mapType}
-	s := r.ReflectFromType(base)
-	if err := strictify(s, base, root); err != nil {
+	// A recursive type refers to itself through $ref: "#" for the input
+	// type, "#/$defs/Name" for others.
+	rs := refs{}
+	var defTypes []reflect.Type
+	for rt := range recursive {
+		if rt != base {
+			defTypes = append(defTypes, rt)
+		}
+	}
+	slices.SortFunc(defTypes, func(a, b reflect.Type) int { return strings.Compare(a.String(), b.String()) })
+	if recursive[base] {
+		rs[base] = "#"
+	}
+	names := map[string]bool{}
+	for _, rt := range defTypes {
+		name := rt.Name()
+		for i := 2; names[name]; i++ {
+			name = fmt.Sprintf("%s_%d", rt.Name(), i)
+		}
+		names[name] = true
+		rs[rt] = "#/$defs/" + name
+	}
+	s := rs.reflect(base)
+	if err := rs.strictify(s, base, root); err != nil {
 		return nil, fmt.Errorf("toolset: %w", err)
+	}
+	var defs invopop.Definitions
+	for _, rt := range defTypes {
+		d := rs.reflect(rt)
+		if err := rs.strictify(d, rt, rt.Name()); err != nil {
+			return nil, fmt.Errorf("toolset: %w", err)
+		}
+		if defs == nil {
+			defs = invopop.Definitions{}
+		}
+		defs[strings.TrimPrefix(rs[rt], "#/$defs/")] = d
 	}
 	props := 0
 	if err := checkLimits(s, "$", 0, &props); err != nil {
 		return nil, fmt.Errorf("toolset: input type %v: %w", t, err)
 	}
-	s.Version, s.ID, s.Definitions = "", "", nil
+	for name, d := range defs {
+		if err := checkLimits(d, "$defs."+name, 0, &props); err != nil {
+			return nil, fmt.Errorf("toolset: input type %v: %w", t, err)
+		}
+	}
+	s.Version, s.ID, s.Definitions = "", "", defs
 	raw, err := json.Marshal(s)
 	if err != nil {
 		return nil, err
@@ -135,6 +173,27 @@ var (
 	ipType       = reflect.TypeFor[net.IP]()
 )
 
+// refs maps each recursive type to the $ref that stands for it.
+type refs map[reflect.Type]string
+
+// reflect has invopop reflect t, with every nested use of a recursive
+// type as its $ref.
+func (rs refs) reflect(t reflect.Type) *invopop.Schema {
+	expand := t // the first type the Mapper sees is t itself
+	r := invopop.Reflector{DoNotReference: true, Anonymous: true, ExpandedStruct: true,
+		Mapper: func(m reflect.Type) *invopop.Schema {
+			if m == expand {
+				expand = nil
+				return mapType(m)
+			}
+			if ref, ok := rs[m]; ok {
+				return &invopop.Schema{Ref: ref}
+			}
+			return mapType(m)
+		}}
+	return r.ReflectFromType(t)
+}
+
 // mapType gives invopop the schema of Go types whose own would not mean
 // what encoding/json does with them.
 func mapType(t reflect.Type) *invopop.Schema {
@@ -149,9 +208,10 @@ func mapType(t reflect.Type) *invopop.Schema {
 }
 
 // checkType rejects, before reflection and naming the Go field, what
-// strict mode cannot express or what would not mean the Go type (recursion
-// would not terminate in reflection).
-func checkType(t reflect.Type, where string, path []reflect.Type) error {
+// strict mode cannot express or what would not mean the Go type, and adds
+// to recursive each struct type that contains itself (reflection must cut
+// it off with a $ref).
+func checkType(t reflect.Type, where string, path []reflect.Type, recursive map[reflect.Type]bool) error {
 	for t != ipType && (t.Kind() == reflect.Pointer || t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 		if t.Kind() != reflect.Pointer {
 			where += "[]"
@@ -175,14 +235,15 @@ func checkType(t reflect.Type, where string, path []reflect.Type) error {
 		return fmt.Errorf("field %s: type %v has no JSON form a schema can state", where, t)
 	case reflect.Struct:
 		if slices.Contains(path, t) {
-			return fmt.Errorf("field %s: recursive type %v: strict schemas are inlined", where, t)
+			recursive[t] = true
+			return nil
 		}
 		path = append(path, t)
 		for _, f := range jsonFields(t, where) {
 			if err := checkTag(f.field, f.where); err != nil {
 				return err
 			}
-			if err := checkType(f.field.Type, f.where, path); err != nil {
+			if err := checkType(f.field.Type, f.where, path, recursive); err != nil {
 				return err
 			}
 		}
@@ -298,7 +359,7 @@ var errAny = errors.New("a value without a type cannot be expressed in strict mo
 // place into OpenAI's strict subset, or says which Go field (where) it
 // cannot. t is nil where the schema does not follow a Go type (a custom
 // JSONSchema method).
-func strictify(s *invopop.Schema, t reflect.Type, where string) error {
+func (rs refs) strictify(s *invopop.Schema, t reflect.Type, where string) error {
 	if s == nil {
 		return fmt.Errorf("field %s: %w", where, errAny)
 	}
@@ -306,7 +367,10 @@ func strictify(s *invopop.Schema, t reflect.Type, where string) error {
 		t = t.Elem()
 	}
 	if s.Ref != "" {
-		return fmt.Errorf("field %s: $ref is not allowed", where)
+		if t != nil && rs[t] == s.Ref {
+			return nil // a recursive type's own $ref
+		}
+		return fmt.Errorf("field %s: $ref %q is not one toolset made for a recursive type", where, s.Ref)
 	}
 	s.Version, s.ID = "", ""
 	if s.ContentEncoding == "base64" && s.Type == "string" && t != nil && t.Kind() == reflect.Slice && t.Elem().Kind() == reflect.Uint8 {
@@ -335,7 +399,7 @@ func strictify(s *invopop.Schema, t reflect.Type, where string) error {
 				if f, ok := fields[p.Key]; ok {
 					ft, fw = f.field.Type, f.where
 				}
-				if err := strictify(p.Value, ft, fw); err != nil {
+				if err := rs.strictify(p.Value, ft, fw); err != nil {
 					return err
 				}
 				if !required[p.Key] || isPointer(ft) {
@@ -353,7 +417,7 @@ func strictify(s *invopop.Schema, t reflect.Type, where string) error {
 		if t != nil && (t.Kind() == reflect.Slice || t.Kind() == reflect.Array) {
 			et = t.Elem()
 		}
-		if err := strictify(s.Items, et, where+"[]"); err != nil {
+		if err := rs.strictify(s.Items, et, where+"[]"); err != nil {
 			return err
 		}
 		if isPointer(et) {
@@ -367,7 +431,7 @@ func strictify(s *invopop.Schema, t reflect.Type, where string) error {
 			return fmt.Errorf("field %s: %w", where, errAny)
 		}
 		for _, sub := range s.AnyOf {
-			if err := strictify(sub, nil, where); err != nil {
+			if err := rs.strictify(sub, nil, where); err != nil {
 				return err
 			}
 		}

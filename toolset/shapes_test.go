@@ -256,3 +256,46 @@ func TestEmptyStruct(t *testing.T) {
 	v, err := decode(t, tool, `{"x":1}`)
 	assertInvalidArguments(t, v, err)
 }
+
+// Recursive types refer to themselves with $ref: "#" for the input type,
+// "#/$defs/Name" for a nested one (golden: recursive_*.json); the
+// validator follows the refs at any depth.
+func TestRecursiveTypes(t *testing.T) {
+	if got := prop(t, mustSchema[node](t), "next", "?")["$ref"]; got != "#" {
+		t.Errorf("node.next: $ref %v, want #", got)
+	}
+	if got := prop(t, mustSchema[tree](t), "kids", "[]")["$ref"]; got != "#" {
+		t.Errorf("tree.kids items: $ref %v, want #", got)
+	}
+	m := mustSchema[wrapsRecursive](t)
+	if got := prop(t, m, "head")["$ref"]; got != "#/$defs/node" {
+		t.Errorf("head: $ref %v", got)
+	}
+	def, _ := m["$defs"].(map[string]any)["node"].(map[string]any)
+	if got := prop(t, def, "next", "?")["$ref"]; got != "#/$defs/node" {
+		t.Errorf("$defs.node.next: $ref %v", got)
+	}
+
+	list := readTool[node]()
+	v, err := decode(t, list, `{"value":"a","next":{"value":"b","next":{"value":"c","next":null}}}`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if in := v.(node); in.Next == nil || in.Next.Next == nil || in.Next.Next.Value != "c" || in.Next.Next.Next != nil {
+		t.Errorf("decoded %+v", in)
+	}
+	v, err = decode(t, list, `{"value":"a","next":{"value":"b","next":{"value":3,"next":null}}}`)
+	assertInvalidArguments(t, v, err)
+	wrapped := readTool[wrapsRecursive]()
+	if _, err := decode(t, wrapped, `{"head":{"value":"a","next":{"value":"b","next":null}}}`); err != nil {
+		t.Error(err)
+	}
+	v, err = decode(t, wrapped, `{"head":{"value":"a","next":{"value":"b","extra":1,"next":null}}}`)
+	assertInvalidArguments(t, v, err)
+	mutual := readTool[mutualA]()
+	if _, err := decode(t, mutual, `{"b":{"a":[{"b":null},{"b":{"a":[]}}]}}`); err != nil {
+		t.Error(err)
+	}
+	v, err = decode(t, mutual, `{"b":{"a":[{"b":{"a":[{}]}}]}}`)
+	assertInvalidArguments(t, v, err)
+}

@@ -418,6 +418,10 @@ var strictCases = []namedSchema{
 	{"refund", toolset.SchemaFor[refundIn]},
 	{"formats", toolset.SchemaFor[formatsIn]},
 	{"ints", toolset.SchemaFor[intsIn]},
+	{"recursive_pointer", toolset.SchemaFor[node]},
+	{"recursive_slice", toolset.SchemaFor[tree]},
+	{"recursive_mutual", toolset.SchemaFor[mutualA]},
+	{"recursive_def", toolset.SchemaFor[wrapsRecursive]},
 }
 
 func schemaMap(t *testing.T, s *toolset.Schema) map[string]any {
