@@ -47,19 +47,40 @@ func (s *Schema) Validate(v any) error { return s.compiled.Validate(v) }
 var schemaCache sync.Map // reflect.Type -> *Schema or error
 
 // SchemaFor derives the strict schema of T, a struct type, once per type.
+// The schema is OpenAI's strict-mode subset and means what encoding/json
+// does with T; what cannot be both is refused here (and by Read and Write)
+// with an error naming the Go field and the rule. The rules:
 //
-// The rules, which are OpenAI's strict-mode subset: every object lists all
-// its properties in "required" and has "additionalProperties": false; a
-// field that Go marks optional (omitempty or omitzero in its json tag)
-// becomes a union with null ("anyOf": [schema, {"type": "null"}]) and
-// decodes to its zero value when null; no "$schema", "$id" or "$ref".
+//   - Every object lists all its properties in "required" (an empty list
+//     for an empty struct) and has "additionalProperties": false.
+//   - A field Go marks optional (omitempty or omitzero) and any pointer,
+//     also a slice element, is "anyOf": [schema, {"type": "null"}]; null
+//     decodes to the zero value (nil for a pointer).
+//   - A recursive type refers to itself with "$ref": "#" when it is T,
+//     "#/$defs/Name" otherwise; there is no other $ref, "$schema" or "$id".
+//   - Integers of 8, 16 and 32 bits carry their Go range as "minimum" and
+//     "maximum", unsigned ones at least "minimum": 0 (a narrower tag range
+//     stays); net.IP is anyOf formats ipv4 and ipv6; []byte is a string with
+//     a pattern for standard base64; time.Time is format date-time.
+//   - Only strict mode's keywords pass: pattern and format (date-time,
+//     time, date, duration, email, hostname, ipv4, ipv6, uuid) for strings,
+//     multipleOf, minimum, maximum and their exclusive forms for numbers,
+//     minItems and maxItems for arrays, enum, title and description. Other
+//     formats (uri...), minLength, maxLength, default, examples,
+//     uniqueItems, readOnly and jsonschema_extras keywords are refused.
+//   - Refused types: maps, interfaces, funcs, chans, complex numbers,
+//     uintptr, time.Duration (nanoseconds a model misreads: use an integer
+//     with the unit in its name) and url.URL (not a JSON string to
+//     encoding/json: use a string). Refused jsonschema tags: nullable (use
+//     a pointer), type, oneof_* and anyof_* (the Go type decides), and
+//     unknown keys.
+//   - Strict mode's limits: nesting of at most 10 levels, 5000 properties,
+//     1000 enum values.
+//
 // Descriptions and enums come from jsonschema struct tags
 // (`jsonschema:"description=…,enum=a,enum=b"`); a description with a comma
 // goes in its own tag, `jsonschema_description:"…"`, as the jsonschema tag
-// splits on commas. Maps, interfaces and
-// recursive types cannot be expressed in strict mode and are rejected, as
-// are types over its limits (nesting deeper than 10 levels, more than 5000
-// properties, more than 1000 enum values).
+// splits on commas.
 func SchemaFor[T any]() (*Schema, error) {
 	return schemaForType(reflect.TypeFor[T]())
 }
