@@ -175,11 +175,11 @@ func buildSchema(t reflect.Type) (*Schema, error) {
 	c := jsonschema.NewCompiler()
 	c.DefaultDraft(jsonschema.Draft2020)
 	c.AssertFormat() // a "date-time" the model invents is INVALID_ARGUMENTS with the reason
-	const url = "toolguard:///input.json"
-	if err := c.AddResource(url, doc); err != nil {
+	const resource = "toolguard:///input.json"
+	if err := c.AddResource(resource, doc); err != nil {
 		return nil, err
 	}
-	compiled, err := c.Compile(url)
+	compiled, err := c.Compile(resource)
 	if err != nil {
 		return nil, err
 	}
