@@ -1,7 +1,9 @@
 package toolset_test
 
 import (
+	"bytes"
 	"encoding/json"
+	"flag"
 	"fmt"
 	"os"
 	"os/exec"
@@ -114,6 +116,91 @@ func strictViolations(schema map[string]any) []string {
 		errs = append(errs, "more than 5000 properties")
 	}
 	return errs
+}
+
+// strictKeywords are the keywords OpenAI's strict mode accepts, as its
+// Structured Outputs guide lists them ("Supported properties"): structure,
+// annotations, and per type: pattern and format for strings; multipleOf,
+// minimum, maximum and their exclusive forms for numbers; minItems and
+// maxItems for arrays. strictcheck.py does not check keywords; this does.
+var strictKeywords = map[string]bool{
+	"type": true, "description": true, "title": true, "enum": true, "const": true,
+	"properties": true, "required": true, "additionalProperties": true, "items": true,
+	"anyOf": true, "$ref": true, "$defs": true,
+	"pattern": true, "format": true,
+	"multipleOf": true, "minimum": true, "maximum": true, "exclusiveMinimum": true, "exclusiveMaximum": true,
+	"minItems": true, "maxItems": true,
+}
+
+// strictFormats are the string formats strict mode accepts.
+var strictFormats = map[string]bool{
+	"date-time": true, "time": true, "date": true, "duration": true, "email": true,
+	"hostname": true, "ipv4": true, "ipv6": true, "uuid": true,
+}
+
+// guideViolations returns one message per keyword or format outside
+// strict mode's supported list, or object without "required" (even
+// empty), anywhere in the schema.
+func guideViolations(schema map[string]any) []string {
+	var errs []string
+	var walk func(v any, path string)
+	walk = func(v any, path string) {
+		s, ok := v.(map[string]any)
+		if !ok {
+			return
+		}
+		keys := make([]string, 0, len(s))
+		for k := range s {
+			keys = append(keys, k)
+		}
+		sort.Strings(keys)
+		for _, k := range keys {
+			if !strictKeywords[k] {
+				errs = append(errs, fmt.Sprintf("%s: keyword %s is not supported in strict mode", path, k))
+			}
+		}
+		if _, isList := s["required"].([]any); s["type"] == "object" && !isList {
+			errs = append(errs, fmt.Sprintf("%s: object without a required list", path))
+		}
+		if f, ok := s["format"]; ok && !strictFormats[fmt.Sprint(f)] {
+			errs = append(errs, fmt.Sprintf("%s: format %v is not supported in strict mode", path, f))
+		}
+		for _, k := range []string{"properties", "$defs"} {
+			m, _ := s[k].(map[string]any)
+			for name, sub := range m {
+				walk(sub, path+"."+name)
+			}
+		}
+		walk(s["items"], path+"[]")
+		subs, _ := s["anyOf"].([]any)
+		for i, sub := range subs {
+			walk(sub, fmt.Sprintf("%s.anyOf[%d]", path, i))
+		}
+	}
+	walk(schema, "$")
+	return errs
+}
+
+func TestGuideCheckerCatchesViolations(t *testing.T) {
+	ok := `{"type":"object","properties":{"a":{"type":"string","format":"uuid","pattern":"^a"},"n":{"anyOf":[{"type":"integer","minimum":0,"maximum":9},{"type":"null"}]},"l":{"type":"array","items":{"type":"string"},"minItems":1,"maxItems":2}},"required":["a","n","l"],"additionalProperties":false}`
+	if errs := guideViolations(decodeSchema(t, ok)); len(errs) > 0 {
+		t.Fatalf("compliant schema flagged: %v", errs)
+	}
+	bad := map[string]string{
+		"format uri":        `{"type":"object","required":[],"properties":{"u":{"type":"string","format":"uri"}}}`,
+		"minLength":         `{"type":"object","required":[],"properties":{"s":{"type":"string","minLength":1}}}`,
+		"default in anyOf":  `{"type":"object","required":[],"properties":{"s":{"anyOf":[{"type":"string","default":"x"},{"type":"null"}]}}}`,
+		"uniqueItems":       `{"type":"object","required":[],"properties":{"l":{"type":"array","uniqueItems":true}}}`,
+		"contentEncoding":   `{"type":"object","required":[],"properties":{"b":{"type":"string","contentEncoding":"base64"}}}`,
+		"examples in items": `{"type":"object","required":[],"properties":{"l":{"type":"array","items":{"type":"string","examples":["x"]}}}}`,
+		"format in $defs":   `{"type":"object","required":[],"$defs":{"d":{"type":"string","format":"uri-reference"}}}`,
+		"no required":       `{"type":"object","properties":{},"additionalProperties":false}`,
+	}
+	for name, s := range bad {
+		if errs := guideViolations(decodeSchema(t, s)); len(errs) == 0 {
+			t.Errorf("%s: not flagged", name)
+		}
+	}
 }
 
 func decodeSchema(t *testing.T, s string) map[string]any {
@@ -329,6 +416,12 @@ var strictCases = []namedSchema{
 	{"rich", toolset.SchemaFor[richIn]},
 	{"example", toolset.SchemaFor[GetOrderIn]},
 	{"refund", toolset.SchemaFor[refundIn]},
+	{"formats", toolset.SchemaFor[formatsIn]},
+	{"ints", toolset.SchemaFor[intsIn]},
+	{"recursive_pointer", toolset.SchemaFor[node]},
+	{"recursive_slice", toolset.SchemaFor[tree]},
+	{"recursive_mutual", toolset.SchemaFor[mutualA]},
+	{"recursive_def", toolset.SchemaFor[wrapsRecursive]},
 }
 
 func schemaMap(t *testing.T, s *toolset.Schema) map[string]any {
@@ -340,21 +433,69 @@ func schemaMap(t *testing.T, s *toolset.Schema) map[string]any {
 	return m
 }
 
+var update = flag.Bool("update", false, "rewrite the golden schema files in "+goldenDir)
+
+// goldenDir holds one indented schema per strict case, <name>.json.
+const goldenDir = "testdata/golden"
+
+// Every case's schema equals its golden file (run with -update to rewrite
+// them) and is within the strict subset; no golden file lacks a case.
 func TestSchemasAreStrict(t *testing.T) {
+	names := map[string]bool{}
 	for _, c := range strictCases {
+		names[c.name+".json"] = true
 		t.Run(c.name, func(t *testing.T) {
 			s, err := c.schema()
 			if err != nil {
 				t.Fatal(err)
 			}
-			if errs := strictViolations(schemaMap(t, s)); len(errs) > 0 {
+			checkGolden(t, c.name, s.JSON())
+			m := schemaMap(t, s)
+			if errs := append(strictViolations(m), guideViolations(m)...); len(errs) > 0 {
 				t.Errorf("schema violates strict mode:\n%s\n%s", strings.Join(errs, "\n"), s.JSON())
 			}
 			// Map agrees with JSON.
-			if got, want := s.Map(), schemaMap(t, s); !jsonEqual(got, want) {
-				t.Errorf("Map() = %v, want %v", got, want)
+			if got := s.Map(); !jsonEqual(got, m) {
+				t.Errorf("Map() = %v, want %v", got, m)
 			}
 		})
+	}
+	files, err := filepath.Glob(filepath.Join(goldenDir, "*.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if !names[filepath.Base(f)] {
+			t.Errorf("golden file %s has no case in strictCases", f)
+		}
+	}
+}
+
+// checkGolden compares a schema with testdata/golden/<name>.json, or
+// rewrites the file under -update.
+func checkGolden(t *testing.T, name string, schema []byte) {
+	t.Helper()
+	var got bytes.Buffer
+	if err := json.Indent(&got, schema, "", "  "); err != nil {
+		t.Fatal(err)
+	}
+	got.WriteByte('\n')
+	file := filepath.Join(goldenDir, name+".json")
+	if *update {
+		if err := os.MkdirAll(goldenDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(file, got.Bytes(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	want, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatalf("%v (run go test ./toolset -run TestSchemasAreStrict -update to create it)", err)
+	}
+	if !bytes.Equal(got.Bytes(), want) {
+		t.Errorf("schema differs from %s (rerun with -update if the change is meant):\n%s", file, got.Bytes())
 	}
 }
 
@@ -473,7 +614,8 @@ func TestSchemaShapes(t *testing.T) {
 	})
 	t.Run("pointer", func(t *testing.T) {
 		m := mustSchema[pointerIn](t)
-		if p := prop(t, m, "ptr"); isNullable(p) || p["type"] != "integer" {
+		// A pointer reads null as nil, omitempty or not.
+		if p := prop(t, m, "ptr"); !isNullable(p) || prop(t, m, "ptr", "?")["type"] != "integer" {
 			t.Errorf("pointer without omitempty: %v", p)
 		}
 		if p := prop(t, m, "ptr_opt"); !isNullable(p) || prop(t, m, "ptr_opt", "?")["type"] != "string" {
@@ -518,8 +660,8 @@ func TestSchemaShapes(t *testing.T) {
 		if prop(t, m, "opt", "?", "[]")["additionalProperties"] != false {
 			t.Error("optional slice of structs not closed")
 		}
-		if prop(t, m, "ptrs", "[]")["type"] != "object" {
-			t.Error("slice of pointers to structs")
+		if p := prop(t, m, "ptrs", "[]"); !isNullable(p) || prop(t, m, "ptrs", "[]", "?")["type"] != "object" {
+			t.Errorf("slice of pointers to structs: items %v", p)
 		}
 		if prop(t, m, "matrix", "[]", "[]")["type"] != "integer" {
 			t.Error("slice of slices")
@@ -600,27 +742,20 @@ func TestSchemasPassStrictcheckPy(t *testing.T) {
 	if err != nil {
 		t.Skip("python3 not found")
 	}
-	var tools []map[string]any
-	for _, c := range strictCases {
-		s, err := c.schema()
-		if err != nil {
-			t.Fatal(err)
-		}
-		tools = append(tools, map[string]any{"name": c.name, "parameters": json.RawMessage(s.JSON())})
-	}
-	file := filepath.Join(t.TempDir(), "schemas.json")
-	b, err := json.Marshal(tools)
+	// The golden files are the schemas the cases produce
+	// (TestSchemasAreStrict), one schema a file.
+	files, err := filepath.Glob(filepath.Join(goldenDir, "*.json"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(file, b, 0o644); err != nil {
-		t.Fatal(err)
+	if len(files) < len(strictCases) {
+		t.Fatalf("%d golden files for %d cases", len(files), len(strictCases))
 	}
-	out, err := exec.Command(python, script, file).CombinedOutput()
+	out, err := exec.Command(python, append([]string{script}, files...)...).CombinedOutput()
 	if err != nil {
 		t.Fatalf("strictcheck.py failed: %v\n%s", err, out)
 	}
-	if want := fmt.Sprintf("%d passed, 0 failed", len(strictCases)); !strings.Contains(string(out), want) {
+	if want := fmt.Sprintf("%d passed, 0 failed", len(files)); !strings.Contains(string(out), want) {
 		t.Errorf("strictcheck.py output %q, want %q", out, want)
 	}
 
