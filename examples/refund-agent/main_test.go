@@ -16,8 +16,8 @@ func TestRefundAgentApproved(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"approval:  create_refund_draft approved by flag -approve",
-		`guard:     create_refund_draft OK (fresh, none) {"draft_id":"DRAFT-1"`,
-		`guard:     create_refund_draft OK (local_replay, none) {"draft_id":"DRAFT-1"`,
+		`guard:     create_refund_draft OK (delivery fresh, recovery none) {"draft_id":"DRAFT-1"`,
+		`guard:     create_refund_draft OK (delivery local_replay, recovery none) {"draft_id":"DRAFT-1"`,
 		"assistant: Done: refund draft DRAFT-1 for ORDER-7 (duplicate) is created.",
 		"drafts:    1 created downstream",
 		"audit:     4 records, hash chain verified",
