@@ -13,8 +13,9 @@
 //	go run ./examples/otel            # one JSON line per span
 //	go run ./examples/otel -pretty    # indented spans
 //
-// With OPENAI_API_KEY set it talks to the real API; with REDIS_URL set it
-// keeps its records in that Redis.
+// With OPENAI_API_KEY set it talks to the real API; with
+// TOOLGUARD_REDIS_URL (or its alias REDIS_URL) set it keeps its records in
+// that Redis, each run a fresh one.
 package main
 
 import (

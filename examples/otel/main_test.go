@@ -9,6 +9,7 @@ import (
 
 func TestOtelExample(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
 	if err := run(context.Background(), &out, false); err != nil {
@@ -92,7 +93,7 @@ func TestOtelExample(t *testing.T) {
 	}
 
 	for _, want := range []string{
-		`level=WARN msg="toolguard dispatch" tool=create_refund_draft effect=write call_id=call_0002 operation_id=op_`,
+		`level=WARN msg="toolguard dispatch" tool=create_refund_draft effect=write call_id=call_`,
 		`code=OUTCOME_UNKNOWN delivery=fresh recovery=query_status`,
 		`level=DEBUG msg="toolguard query_status" tool=query_operation_status`,
 		"metric:    toolguard.side_effects{gen_ai.tool.name=create_refund_draft,toolguard.delivery=receipt_reconciled} 1",
@@ -121,6 +122,7 @@ func toString(v any) string {
 
 func TestOtelExamplePretty(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
 	if err := run(context.Background(), &out, true); err != nil {

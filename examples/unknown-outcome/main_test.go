@@ -8,6 +8,7 @@ import (
 
 func TestUnknownOutcomeIsSettled(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
 	if err := run(context.Background(), &out); err != nil {
