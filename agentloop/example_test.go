@@ -47,14 +47,14 @@ func Example() {
 	// Output:
 	// user:      Please refund my duplicate order ORDER-7.
 	// model:     calls get_order {"order_ref":"ORDER-7"}
-	// guard:     get_order OK (fresh, none) {"order_ref":"ORDER-7","status":"paid"}
+	// guard:     get_order OK (delivery fresh, recovery none) {"order_ref":"ORDER-7","status":"paid"}
 	// assistant: ORDER-7 is paid; drafting the refund.
 	// model:     calls create_refund_draft {"order_ref":"ORDER-7","reason":"duplicate"}
 	// approval:  create_refund_draft {"order_ref":"ORDER-7","reason":"duplicate"} needs a human's yes
 	// approval:  create_refund_draft approved by ann
-	// guard:     create_refund_draft OK (fresh, none) {"draft_id":"DRAFT-1","order_ref":"ORDER-7","reason":"duplicate"}
+	// guard:     create_refund_draft OK (delivery fresh, recovery none) {"draft_id":"DRAFT-1","order_ref":"ORDER-7","reason":"duplicate"}
 	// model:     calls create_refund_draft {"reason":"duplicate","order_ref":"ORDER-7"}
-	// guard:     create_refund_draft OK (local_replay, none) {"draft_id":"DRAFT-1","order_ref":"ORDER-7","reason":"duplicate"}
+	// guard:     create_refund_draft OK (delivery local_replay, recovery none) {"draft_id":"DRAFT-1","order_ref":"ORDER-7","reason":"duplicate"}
 	// assistant: Refund draft DRAFT-1 is created.
 	// status completed after 4 turns; 1 draft created
 }
@@ -108,7 +108,7 @@ func ExampleLoop_Resume() {
 	// model:     calls create_refund_draft {"reason":"damaged","order_ref":"ORDER-7"}
 	// approval:  create_refund_draft {"order_ref":"ORDER-7","reason":"damaged"} needs a human's yes
 	// approval:  create_refund_draft approved by grant
-	// guard:     create_refund_draft OK (fresh, none) {"draft_id":"DRAFT-1","order_ref":"ORDER-7","reason":"damaged"}
+	// guard:     create_refund_draft OK (delivery fresh, recovery none) {"draft_id":"DRAFT-1","order_ref":"ORDER-7","reason":"damaged"}
 	// assistant: The refund draft is created.
 	// completed after 2 turns; 1 draft created
 }

@@ -152,10 +152,10 @@ func TestHappyPath(t *testing.T) {
 	for _, want := range []string{
 		"user:      Refund my duplicate order ORDER-7.",
 		`model:     calls get_order {"order_ref":"ORDER-7"}`,
-		`guard:     get_order OK (fresh, none) {"order_ref":"ORDER-7","status":"paid"}`,
+		`guard:     get_order OK (delivery fresh, recovery none) {"order_ref":"ORDER-7","status":"paid"}`,
 		`approval:  create_refund_draft {"order_ref":"ORDER-7","reason":"duplicate"} needs a human's yes`,
 		"approval:  create_refund_draft approved by ann",
-		`guard:     create_refund_draft OK (fresh, none) {"draft_id":"DRAFT-1"`,
+		`guard:     create_refund_draft OK (delivery fresh, recovery none) {"draft_id":"DRAFT-1"`,
 		"assistant: Refund draft DRAFT-1 is created.",
 	} {
 		if !strings.Contains(s, want) {

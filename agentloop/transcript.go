@@ -45,7 +45,7 @@ func (e Event) String() string {
 		if err := json.Unmarshal(e.Result, &r); err != nil {
 			return "guard:     " + string(e.Result)
 		}
-		line := fmt.Sprintf("guard:     %s %s (%s, %s)", e.Tool, r.Code, r.Delivery, r.Recovery())
+		line := fmt.Sprintf("guard:     %s %s (delivery %s, recovery %s)", e.Tool, r.Code, r.Delivery, r.Recovery())
 		if len(r.Data) > 0 {
 			line += " " + string(r.Data)
 		}

@@ -15,10 +15,12 @@ import (
 )
 
 // The case files this package must pass: the user's suite, copied unchanged
-// from the SPEC, and our own extra cases written from the SPEC's rules.
+// from the contract, our own extra cases written from the contract's rules,
+// and the cases section 8 allows (empty tool name, empty and null ids).
 var caseFiles = []string{
 	"tool-cases-v2.json",
 	"cases-extra.json",
+	"cases-section8.json",
 }
 
 func testdata(name string) string { return filepath.Join("..", "testdata", name) }
@@ -284,6 +286,47 @@ func TestParseRejectsMalformedFiles(t *testing.T) {
 				if !strings.Contains(msg, part) {
 					t.Errorf("message %q does not name %q", msg, part)
 				}
+			}
+		})
+	}
+}
+
+// TestParseSection8 checks what the contract's section 8 lets a case file
+// carry: an empty tool name (a tool that does not exist), and empty or null
+// ids and keys (no id, no key); and that a name that is absent or null is
+// still refused.
+func TestParseSection8(t *testing.T) {
+	f := load(t, "cases-section8.json")
+	byID := map[string]*cases.Case{}
+	for i := range f.Cases {
+		byID[f.Cases[i].ID] = &f.Cases[i]
+	}
+	empty := byID["section8-empty-tool-name-is-unknown-tool"]
+	if empty == nil || empty.Steps[0].Proposal.Name != "" {
+		t.Fatalf("empty tool name case missing or name not empty: %+v", empty)
+	}
+	nullIDs := byID["section8-null-ids-mean-no-ids"].Steps[0].ExecutionContext
+	if nullIDs.CallID != "" || nullIDs.OperationID != "" || nullIDs.ResponseID != "" || nullIDs.IdempotencyKey != nil {
+		t.Errorf("null ids decoded as %+v, want all empty", nullIDs)
+	}
+
+	for _, tt := range []struct {
+		name   string
+		mutate func(p map[string]any)
+		field  string
+	}{
+		{"absent name", func(p map[string]any) { delete(p, "name") }, "proposal.name"},
+		{"null name", func(p map[string]any) { p["name"] = nil }, "proposal.name"},
+		{"name not a string", func(p map[string]any) { p["name"] = 7 }, "(json)"},
+		{"unknown member in the proposal", func(p map[string]any) { p["tool"] = "get_order" }, "(json)"},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			doc := seedDoc(t)
+			tt.mutate(stepAt(caseAt(doc, "unknown-tool"), 0)["proposal"].(map[string]any))
+			_, err := cases.Parse(marshal(t, doc))
+			var fe *cases.FormatError
+			if !errors.As(err, &fe) || fe.Field != tt.field {
+				t.Fatalf("Parse: %v, want a FormatError on field %s", err, tt.field)
 			}
 		})
 	}

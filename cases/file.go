@@ -62,12 +62,41 @@ type Step struct {
 
 // Proposal is a step's proposal; Arguments is the JSON value the model
 // sent, which the runner hands the adapter as the arguments string.
+//
+// Name may be the empty string: the contract reads it as a tool that does
+// not exist (UNKNOWN_TOOL), so a case file may carry it. Only an absent or
+// null name is malformed.
 type Proposal struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
+
+	hasName bool // "name" was present and a string, possibly empty
 }
 
-// ExecutionContext is a step's execution context.
+// UnmarshalJSON decodes a proposal, strictly (unknown members are an
+// error, as everywhere in a case file), and records whether "name" was
+// given, so that an empty name can be told from a missing one.
+func (p *Proposal) UnmarshalJSON(b []byte) error {
+	var raw struct {
+		Name      *string         `json:"name"`
+		Arguments json.RawMessage `json:"arguments"`
+	}
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&raw); err != nil {
+		return err
+	}
+	*p = Proposal{Arguments: raw.Arguments, hasName: raw.Name != nil}
+	if raw.Name != nil {
+		p.Name = *raw.Name
+	}
+	return nil
+}
+
+// ExecutionContext is a step's execution context. As the contract's
+// section 8 allows, any id may be the empty string or null: both mean "no
+// such id" (no call id, no operation id, no idempotency key), and the
+// runner passes the call on without it.
 type ExecutionContext struct {
 	Provider        string  `json:"provider"`
 	APIFamily       string  `json:"api_family"`
@@ -160,8 +189,8 @@ func (c *Case) check() error {
 			return bad(s.StepID, "step_id", "duplicate")
 		case !slices.Contains(Actions, s.Action):
 			return bad(s.StepID, "action", fmt.Sprintf("%q, want one of %v", s.Action, Actions))
-		case s.Action == "dispatch" && s.Proposal.Name == "":
-			return bad(s.StepID, "proposal.name", "missing")
+		case s.Action == "dispatch" && !s.Proposal.hasName:
+			return bad(s.StepID, "proposal.name", "missing (an empty string is allowed: an unknown tool)")
 		case s.Action == "dispatch" && len(s.Proposal.Arguments) == 0:
 			return bad(s.StepID, "proposal.arguments", "missing")
 		case !slices.Contains(Approvals, s.Approval):

@@ -12,7 +12,8 @@
 # On success, stdout carries exactly two NAME=value lines to export; all
 # progress output goes to stderr. For example:
 #   while IFS= read -r kv; do export "$kv"; done < <(scripts/redis-up.sh)
-# Stop everything with scripts/redis-down.sh.
+# Stop everything with scripts/redis-down.sh. scripts/test.sh does all of
+# it (start, export, go test, stop) in one command.
 set -euo pipefail
 
 DIR=${TOOLGUARD_REDIS_DIR:-/tmp/toolguard-redis}
@@ -26,8 +27,9 @@ die() { log "ERROR: $*"; exit 1; }
 
 # --- 1. Make sure redis-server and redis-cli exist (Debian packages). ---------
 if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
-	log "redis-server/redis-cli not found; installing via apt-get"
-	command -v apt-get >/dev/null 2>&1 || die "apt-get not available; install redis-server and redis-cli manually"
+	command -v apt-get >/dev/null 2>&1 || die "redis-server/redis-cli not found and apt-get not available; install redis-server and redis-cli (redis-tools) yourself"
+	log "redis-server/redis-cli not found: INSTALLING the Debian packages redis-server and redis-tools"
+	log "with apt-get (as root or with sudo -n); install them yourself beforehand to avoid this"
 	SUDO=
 	if [ "$(id -u)" -ne 0 ]; then
 		command -v sudo >/dev/null 2>&1 || die "need root (or sudo) to apt-get install redis-server"
@@ -110,7 +112,10 @@ else
 		nodes+=("$HOST:$port")
 	done
 	log "creating cluster: ${nodes[*]}"
-	redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes </dev/null >&2 \
+	# redis-cli colours its --cluster output even when it is not a terminal;
+	# strip the escape codes so logs (CI's too) stay plain text.
+	redis-cli --cluster create "${nodes[@]}" --cluster-replicas 0 --cluster-yes </dev/null 2>&1 \
+		| sed 's/\x1b\[[0-9;]*m//g' >&2 \
 		|| die "redis-cli --cluster create failed"
 	deadline=$((SECONDS + WAIT_SECS))
 	until cluster_healthy; do

@@ -32,6 +32,16 @@ func TestSeveralFiles(t *testing.T) {
 	}
 }
 
+// The cases section 8 of the contract allows (an empty tool name, empty and
+// null ids) are accepted and pass; the command once refused the whole file.
+func TestSection8File(t *testing.T) {
+	code, out, errOut := runCmd(t, "../../testdata/cases-section8.json")
+	if code != 0 || !strings.Contains(out, "PASS section8-empty-tool-name-is-unknown-tool\n") ||
+		!strings.HasSuffix(out, "4 passed, 0 failed\n") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
 // A case whose expectation is wrong fails with the step and field named,
 // and the command exits 1.
 func TestFailingCase(t *testing.T) {

@@ -1,6 +1,6 @@
 // Command otel is an offline example agent run with every tool call traced,
-// measured and logged through package observe: OpenTelemetry spans printed
-// by the stdout exporter, slog records, and a summary of the metrics.
+// measured and logged through package observe: OpenTelemetry spans, slog
+// records, and the metrics of the run.
 //
 // The model reads an order, drafts a refund (a write that needs approval:
 // the first dispatch says APPROVAL_REQUIRED, the host approves and
@@ -10,11 +10,12 @@
 // "execute_tool …" span under the model turn's "chat …" span, under the
 // run's "invoke_agent refund-agent" span.
 //
-//	go run ./examples/otel            # one JSON line per span
-//	go run ./examples/otel -pretty    # indented spans
+//	go run ./examples/otel         # the transcript, log lines, a span tree and the metrics
+//	go run ./examples/otel -json   # spans (stdouttrace exporter) and logs as raw JSON lines
 //
-// With OPENAI_API_KEY set it talks to the real API; with REDIS_URL set it
-// keeps its records in that Redis.
+// With OPENAI_API_KEY set it talks to the real API; with
+// TOOLGUARD_REDIS_URL (or its alias REDIS_URL) set it keeps its records in
+// that Redis, each run a fresh one.
 package main
 
 import (
@@ -25,13 +26,11 @@ import (
 	"io"
 	"log/slog"
 	"os"
-	"sort"
-	"strings"
 
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
@@ -42,9 +41,9 @@ import (
 )
 
 func main() {
-	pretty := flag.Bool("pretty", false, "indent the printed spans")
+	asJSON := flag.Bool("json", false, "print spans and logs as raw JSON lines instead of a span tree and text logs")
 	flag.Parse()
-	if err := run(context.Background(), os.Stdout, *pretty); err != nil {
+	if err := run(context.Background(), os.Stdout, *asJSON); err != nil {
 		fmt.Fprintln(os.Stderr, "otel:", err)
 		os.Exit(1)
 	}
@@ -75,22 +74,30 @@ func script(svc *orders.Service) []openaitest.Turn {
 	}
 }
 
-func run(ctx context.Context, w io.Writer, pretty bool) error {
-	// The three signals: spans to w as they end, metrics read at the end,
-	// log records to w at Debug.
-	expOpts := []stdouttrace.Option{stdouttrace.WithWriter(w), stdouttrace.WithoutTimestamps()}
-	if pretty {
-		expOpts = append(expOpts, stdouttrace.WithPrettyPrint())
+func run(ctx context.Context, w io.Writer, asJSON bool) error {
+	// The three signals. Spans: recorded and printed as a tree at the end,
+	// or with -json written to w by the stdout exporter as each ends.
+	// Metrics: read at the end. Logs: to w at Debug.
+	var (
+		tp       *sdktrace.TracerProvider
+		recorder *tracetest.SpanRecorder
+		logger   *slog.Logger
+	)
+	if asJSON {
+		exp, err := stdouttrace.New(stdouttrace.WithWriter(w))
+		if err != nil {
+			return err
+		}
+		tp = sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
+		logger = slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	} else {
+		recorder = tracetest.NewSpanRecorder()
+		tp = sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(recorder))
+		logger = slog.New(logHandler(w))
 	}
-	exp, err := stdouttrace.New(expOpts...)
-	if err != nil {
-		return err
-	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(exp))
 	defer func() { _ = tp.Shutdown(context.WithoutCancel(ctx)) }()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	logger := slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 
 	svc := orders.NewService()
 	client, model, closeClient := demo.Client(w, script(svc)...)
@@ -123,47 +130,22 @@ func run(ctx context.Context, w io.Writer, pretty bool) error {
 		return observeErr
 	}
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
+	before, err := demo.AuditCount(ctx, loop.Store(), principal.TenantID)
+	if err != nil {
+		return err
+	}
 	res, err := loop.Run(ctx, principal, "My order ORDER-7 arrived damaged, please refund it.")
 	if err != nil {
 		return err
 	}
 	fmt.Fprintln(w, "assistant:", res.Output)
 
+	if recorder != nil {
+		printSpanTree(w, recorder.Ended())
+	}
 	if err := printMetrics(ctx, w, reader); err != nil {
 		return err
 	}
-	n, err := guard.VerifyAudit(ctx, loop.Store(), principal.TenantID)
-	if err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
 	fmt.Fprintf(w, "drafts:    %d created downstream\n", svc.SideEffects())
-	fmt.Fprintf(w, "audit:     %d records, hash chain verified\n", n)
-	return nil
-}
-
-// printMetrics prints the counters of the run, one line per series.
-func printMetrics(ctx context.Context, w io.Writer, reader *sdkmetric.ManualReader) error {
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
-		return err
-	}
-	var lines []string
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if d, ok := m.Data.(metricdata.Sum[int64]); ok {
-				for _, p := range d.DataPoints {
-					var attrs []string
-					for _, kv := range p.Attributes.ToSlice() {
-						attrs = append(attrs, string(kv.Key)+"="+kv.Value.Emit())
-					}
-					lines = append(lines, fmt.Sprintf("metric:    %s{%s} %d", m.Name, strings.Join(attrs, ","), p.Value))
-				}
-			}
-		}
-	}
-	sort.Strings(lines)
-	for _, l := range lines {
-		fmt.Fprintln(w, l)
-	}
-	return nil
+	return demo.PrintAudit(ctx, w, loop.Store(), principal.TenantID, before)
 }

@@ -8,7 +8,10 @@
 //
 // Approval comes from the terminal when standard input is one, otherwise
 // from -approve. With OPENAI_API_KEY set it talks to the real API; with
-// REDIS_URL set it keeps its records in that Redis.
+// TOOLGUARD_REDIS_URL (or its alias REDIS_URL) set it keeps its records in
+// that Redis. Every run is a fresh run (a new run id and new call ids), so
+// running it again against the same Redis drafts the refund again rather
+// than replaying the previous run.
 package main
 
 import (
@@ -94,17 +97,16 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve bool) err
 		agentloop.WithApprover(approver), agentloop.WithObserver(func(e agentloop.Event) { fmt.Fprintln(w, e) }),
 		agentloop.WithInstructions("You are a support agent. Use the tools; never guess an order's state."))
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"} // from the host's session
+	before, err := demo.AuditCount(ctx, loop.Store(), principal.TenantID)
+	if err != nil {
+		return err
+	}
 	res, err := loop.Run(ctx, principal, "Please refund my duplicate order ORDER-7.")
 	if err != nil {
 		return err
 	}
 
-	n, err := guard.VerifyAudit(ctx, loop.Store(), principal.TenantID)
-	if err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
 	fmt.Fprintf(w, "run:       %s, %d turns, status %s\n", res.RunID, res.Turns, res.Status)
 	fmt.Fprintf(w, "drafts:    %d created downstream\n", svc.SideEffects())
-	fmt.Fprintf(w, "audit:     %d records, hash chain verified\n", n)
-	return nil
+	return demo.PrintAudit(ctx, w, loop.Store(), principal.TenantID, before)
 }

@@ -4,10 +4,13 @@ import (
 	"context"
 	"strings"
 	"testing"
+
+	"github.com/alicebob/miniredis/v2"
 )
 
 func TestRefundAgentApproved(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
 	if err := run(context.Background(), &out, nil, true); err != nil {
@@ -16,8 +19,8 @@ func TestRefundAgentApproved(t *testing.T) {
 	s := out.String()
 	for _, want := range []string{
 		"approval:  create_refund_draft approved by flag -approve",
-		`guard:     create_refund_draft OK (fresh, none) {"draft_id":"DRAFT-1"`,
-		`guard:     create_refund_draft OK (local_replay, none) {"draft_id":"DRAFT-1"`,
+		`guard:     create_refund_draft OK (delivery fresh, recovery none) {"draft_id":"DRAFT-1"`,
+		`guard:     create_refund_draft OK (delivery local_replay, recovery none) {"draft_id":"DRAFT-1"`,
 		"assistant: Done: refund draft DRAFT-1 for ORDER-7 (duplicate) is created.",
 		"drafts:    1 created downstream",
 		"audit:     4 records, hash chain verified",
@@ -30,6 +33,7 @@ func TestRefundAgentApproved(t *testing.T) {
 
 func TestRefundAgentDenied(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
 	if err := run(context.Background(), &out, nil, false); err != nil {
@@ -44,6 +48,7 @@ func TestRefundAgentDenied(t *testing.T) {
 
 func TestRefundAgentTerminal(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
 	if err := run(context.Background(), &out, strings.NewReader("y\n"), false); err != nil {
@@ -51,5 +56,43 @@ func TestRefundAgentTerminal(t *testing.T) {
 	}
 	if s := out.String(); !strings.Contains(s, "[y/N] ") || !strings.Contains(s, "drafts:    1 created downstream") {
 		t.Errorf("terminal approval:\n%s", s)
+	}
+}
+
+// TestRefundAgentRerunIsFresh runs the agent twice against one Redis, as a
+// user re-running the example against a real server does: the second run is
+// a run of its own (fresh call ids and run id), so it drafts again instead
+// of replaying the first run's results, and its output agrees with itself.
+// The first run finds the server through the REDIS_URL alias.
+func TestRefundAgentRerunIsFresh(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	mr := miniredis.RunT(t)
+	url := "redis://" + mr.Addr() + "/0"
+	runOnce := func(env string) string {
+		t.Setenv("TOOLGUARD_REDIS_URL", "")
+		t.Setenv("REDIS_URL", "")
+		t.Setenv(env, url)
+		var out strings.Builder
+		if err := run(context.Background(), &out, nil, true); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	first, second := runOnce("REDIS_URL"), runOnce("TOOLGUARD_REDIS_URL")
+	if !strings.Contains(first, "(from REDIS_URL)") || !strings.Contains(second, "(from TOOLGUARD_REDIS_URL)") {
+		t.Errorf("store lines do not name the variable:\n%s\n%s", first, second)
+	}
+	for _, want := range []string{
+		"guard:     get_order OK (delivery fresh, recovery none)",
+		`guard:     create_refund_draft OK (delivery fresh, recovery none) {"draft_id":"DRAFT-1"`,
+		"drafts:    1 created downstream",
+		"audit:     8 records (4 from this run, 4 from earlier runs), hash chain verified",
+	} {
+		if !strings.Contains(second, want) {
+			t.Errorf("second run lacks %q:\n%s", want, second)
+		}
+	}
+	if runID := func(s string) string { _, r, _ := strings.Cut(s, "run:       "); return r[:20] }; runID(first) == runID(second) {
+		t.Errorf("both runs have the run id %s", runID(first))
 	}
 }

@@ -6,6 +6,10 @@
 // without creating a second draft.
 //
 //	go run ./examples/unknown-outcome
+//
+// With OPENAI_API_KEY set it talks to the real API; with
+// TOOLGUARD_REDIS_URL (or its alias REDIS_URL) set it keeps its records in
+// that Redis, each run a fresh one.
 package main
 
 import (
@@ -74,16 +78,15 @@ func run(ctx context.Context, w io.Writer) error {
 	loop := agentloop.New(client, orders.Tools(svc), agentloop.WithStore(rdb), agentloop.WithModel(model),
 		agentloop.WithApprover(approveAll), agentloop.WithObserver(func(e agentloop.Event) { fmt.Fprintln(w, e) }))
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
+	before, err := demo.AuditCount(ctx, loop.Store(), principal.TenantID)
+	if err != nil {
+		return err
+	}
 	res, err := loop.Run(ctx, principal, "My order ORDER-7 arrived damaged, please refund it.")
 	if err != nil {
 		return err
 	}
-	n, err := guard.VerifyAudit(ctx, loop.Store(), principal.TenantID)
-	if err != nil {
-		return fmt.Errorf("audit: %w", err)
-	}
-	fmt.Fprintf(w, "run:       %d turns, status %s\n", res.Turns, res.Status)
+	fmt.Fprintf(w, "run:       %s, %d turns, status %s\n", res.RunID, res.Turns, res.Status)
 	fmt.Fprintf(w, "drafts:    %d created downstream\n", svc.SideEffects())
-	fmt.Fprintf(w, "audit:     %d records, hash chain verified\n", n)
-	return nil
+	return demo.PrintAudit(ctx, w, loop.Store(), principal.TenantID, before)
 }

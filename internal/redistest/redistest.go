@@ -9,9 +9,11 @@
 //	TOOLGUARD_REDIS_URL=redis://127.0.0.1:16379/0
 //	TOOLGUARD_REDIS_CLUSTER=127.0.0.1:17001,127.0.0.1:17002,127.0.0.1:17003
 //
-// scripts/redis-up.sh starts matching servers and prints those two lines.
-// When a variable is unset the corresponding tests are skipped; when it is set
-// but the server is unreachable, the test fails.
+// scripts/redis-up.sh starts matching servers and prints those two lines;
+// scripts/test.sh starts them, runs every test and stops them. When a
+// variable is unset the corresponding tests are skipped, with a message
+// that names the variable (and, once per test binary, a line on standard
+// error); when it is set but the server is unreachable, the test fails.
 //
 // The package is meant to be imported from _test.go files only.
 package redistest
@@ -24,6 +26,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -77,7 +80,7 @@ func Standalone(tb testing.TB) redis.UniversalClient {
 	tb.Helper()
 	url := strings.TrimSpace(os.Getenv(EnvURL))
 	if url == "" {
-		tb.Skip(EnvURL + " not set: skipping real-Redis test (scripts/redis-up.sh starts one)")
+		skipUnconfigured(tb, EnvURL, "real-Redis test")
 	}
 	opts, err := redis.ParseURL(url)
 	if err != nil {
@@ -104,7 +107,7 @@ func Cluster(tb testing.TB) redis.UniversalClient {
 	raw := os.Getenv(EnvCluster)
 	addrs := clusterAddrs(raw)
 	if len(addrs) == 0 {
-		tb.Skip(EnvCluster + " not set: skipping real-Redis-Cluster test (scripts/redis-up.sh starts one)")
+		skipUnconfigured(tb, EnvCluster, "real-Redis-Cluster test")
 	}
 	rdb := redis.NewClusterClient(&redis.ClusterOptions{ContextTimeoutEnabled: true, Addrs: addrs})
 	tb.Cleanup(func() { _ = rdb.Close() })
@@ -118,6 +121,34 @@ func Cluster(tb testing.TB) redis.UniversalClient {
 	}
 	clusterUsed.Store(true)
 	return rdb
+}
+
+// skipNotice prints, once per test binary, which real-Redis variables are
+// unset, so a run that skips those tests says so where it can: go test
+// shows a package's output with -v, on failure, and when run in the
+// package's directory without arguments (plain "go test ./..." hides it;
+// scripts/test.sh counts the skips instead).
+var skipNotice sync.Once
+
+// skipHint is how the skip message tells the reader to run the skipped
+// tests.
+const skipHint = "scripts/test.sh starts Redis and runs them"
+
+// skipUnconfigured skips tb, naming the unset variable env and how to run
+// the test instead.
+func skipUnconfigured(tb testing.TB, env, what string) {
+	tb.Helper()
+	skipNotice.Do(func() {
+		var unset []string
+		for _, name := range []string{EnvURL, EnvCluster} {
+			if strings.TrimSpace(os.Getenv(name)) == "" {
+				unset = append(unset, name)
+			}
+		}
+		fmt.Fprintf(os.Stderr, "redistest: %s not set: skipping the real-Redis tests of this package (%s)\n",
+			strings.Join(unset, " and "), skipHint)
+	})
+	tb.Skip(env + " not set: skipping " + what + " (" + skipHint + ")")
 }
 
 func clusterAddrs(raw string) []string {

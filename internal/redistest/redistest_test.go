@@ -2,6 +2,7 @@ package redistest
 
 import (
 	"context"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -84,6 +85,11 @@ func TestRealSkipWhenUnset(t *testing.T) {
 			if !skipped {
 				t.Fatal("expected Skip when env var unset")
 			}
+			// The message names the variable and how to run the test.
+			env := map[string]string{BackendStandalone: EnvURL, BackendCluster: EnvCluster}[b.Name]
+			if !strings.HasPrefix(st.msg, env+" not set: ") || !strings.Contains(st.msg, "scripts/test.sh") {
+				t.Errorf("skip message %q does not name %s and scripts/test.sh", st.msg, env)
+			}
 		})
 	}
 }
@@ -92,10 +98,12 @@ func TestRealSkipWhenUnset(t *testing.T) {
 type skipRecorder struct {
 	testing.TB
 	skipped *bool
+	msg     string
 }
 
 func (s *skipRecorder) Skip(args ...any) {
 	*s.skipped = true
+	s.msg = fmt.Sprint(args...)
 	panic("skip")
 }
 

@@ -5,10 +5,14 @@ package demo
 
 import (
 	"context"
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
+	"strings"
+	"sync/atomic"
 
 	"github.com/alicebob/miniredis/v2"
 	oai "github.com/openai/openai-go/v3"
@@ -22,6 +26,11 @@ import (
 // Client returns a client for the real API when OPENAI_API_KEY is set, and
 // otherwise one for a fake provider playing the scripted turns. close
 // releases the fake.
+//
+// The fake's calls get call ids fresh to this process (see FreshCallIDs):
+// the fake would otherwise number them call_0001, … on every run, and
+// against a Redis that outlives the process a second run would be answered
+// with the first run's stored results.
 func Client(w io.Writer, turns ...openaitest.Turn) (client oai.Client, model string, close func()) {
 	if os.Getenv("OPENAI_API_KEY") != "" {
 		model = os.Getenv("OPENAI_MODEL")
@@ -31,25 +40,82 @@ func Client(w io.Writer, turns ...openaitest.Turn) (client oai.Client, model str
 		fmt.Fprintf(w, "provider:  OpenAI API, model %s\n", model)
 		return oai.NewClient(), model, func() {}
 	}
-	srv := openaitest.NewServer(turns...)
+	srv := openaitest.NewServer(FreshCallIDs(turns)...)
 	fmt.Fprintln(w, "provider:  offline fake Responses server (set OPENAI_API_KEY for the real API)")
 	return oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline")), "scripted-model", srv.Close
 }
 
-// Redis returns a client for REDIS_URL when set, and otherwise for an
-// embedded miniredis. close releases it.
+// FreshCallIDs returns the turns with every call that has no call id given
+// one unique to this call of FreshCallIDs, "call_<8 hex digits>_<n>", as a
+// real provider's ids are unique; calls made by a turn's Respond function
+// get one too.
+func FreshCallIDs(turns []openaitest.Turn) []openaitest.Turn {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:])
+	var n atomic.Int64
+	stamp := func(calls []openaitest.Call) []openaitest.Call {
+		out := append([]openaitest.Call(nil), calls...)
+		for i := range out {
+			if out[i].CallID == "" {
+				out[i].CallID = fmt.Sprintf("call_%s_%d", tag, n.Add(1))
+			}
+		}
+		return out
+	}
+	out := make([]openaitest.Turn, len(turns))
+	for i, t := range turns {
+		t.Calls = stamp(t.Calls)
+		if respond := t.Respond; respond != nil {
+			t.Respond = func(req openaitest.Request) *openaitest.Turn {
+				next := respond(req)
+				if next != nil {
+					cp := *next
+					cp.Calls = stamp(cp.Calls)
+					next = &cp
+				}
+				return next
+			}
+		}
+		out[i] = t
+	}
+	return out
+}
+
+// The environment variables naming a real Redis for the examples: the one
+// the tests and scripts/redis-up.sh use, and REDIS_URL, accepted as an
+// alias when the first is unset.
+const (
+	EnvRedisURL      = "TOOLGUARD_REDIS_URL"
+	EnvRedisURLAlias = "REDIS_URL"
+)
+
+// RedisURL returns the Redis URL the examples use and the variable it came
+// from: TOOLGUARD_REDIS_URL, else REDIS_URL, else "" (the embedded server).
+func RedisURL() (url, from string) {
+	for _, name := range []string{EnvRedisURL, EnvRedisURLAlias} {
+		if v := strings.TrimSpace(os.Getenv(name)); v != "" {
+			return v, name
+		}
+	}
+	return "", ""
+}
+
+// Redis returns a client for the Redis that RedisURL names, and otherwise
+// for an embedded miniredis. close releases it.
 func Redis(w io.Writer) (rdb redis.UniversalClient, close func(), err error) {
-	if url := os.Getenv("REDIS_URL"); url != "" {
+	if url, from := RedisURL(); url != "" {
 		opt, err := redis.ParseURL(url)
 		if err != nil {
-			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
+			return nil, nil, fmt.Errorf("%s: %w", from, err)
 		}
 		opt.ContextTimeoutEnabled = true // calls honour their deadline
 		c := redis.NewClient(opt)
 		if err := c.Ping(context.Background()).Err(); err != nil {
-			return nil, nil, fmt.Errorf("REDIS_URL: %w", err)
+			_ = c.Close()
+			return nil, nil, fmt.Errorf("%s: %w", from, err)
 		}
-		fmt.Fprintf(w, "store:     Redis at %s\n", opt.Addr)
+		fmt.Fprintf(w, "store:     Redis at %s (from %s); this run's ids are fresh, so nothing is replayed from earlier runs\n", opt.Addr, from)
 		return c, func() { _ = c.Close() }, nil
 	}
 	mr := miniredis.NewMiniRedis()
@@ -57,8 +123,35 @@ func Redis(w io.Writer) (rdb redis.UniversalClient, close func(), err error) {
 		return nil, nil, err
 	}
 	c := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: mr.Addr()})
-	fmt.Fprintln(w, "store:     embedded miniredis (set REDIS_URL for a real Redis)")
+	fmt.Fprintln(w, "store:     embedded miniredis (set "+EnvRedisURL+" for a real Redis)")
 	return c, func() { _ = c.Close(); mr.Close() }, nil
+}
+
+// AuditCount verifies the tenant's audit chain and returns how many records
+// it holds. Called before a run, it tells that run's records from those of
+// earlier runs on the same Redis.
+func AuditCount(ctx context.Context, s guard.Store, tenantID string) (int64, error) {
+	n, err := guard.VerifyAudit(ctx, s, tenantID)
+	if err != nil {
+		return 0, fmt.Errorf("audit: %w", err)
+	}
+	return n, nil
+}
+
+// PrintAudit verifies the tenant's audit chain after a run and prints its
+// line; before is AuditCount from before the run, so records left by
+// earlier runs on the same Redis are counted apart.
+func PrintAudit(ctx context.Context, w io.Writer, s guard.Store, tenantID string, before int64) error {
+	n, err := AuditCount(ctx, s, tenantID)
+	if err != nil {
+		return err
+	}
+	if before == 0 {
+		fmt.Fprintf(w, "audit:     %d records, hash chain verified\n", n)
+	} else {
+		fmt.Fprintf(w, "audit:     %d records (%d from this run, %d from earlier runs), hash chain verified\n", n, n-before, before)
+	}
+	return nil
 }
 
 // LastOutputs decodes the tool results the agent sent in a request.
