@@ -40,7 +40,7 @@ func Example() {
 
 	mr, _ := miniredis.Run() // any Redis will do: miniredis, a server, a cluster
 	defer mr.Close()
-	store, _ := idem.New(redis.NewClient(&redis.Options{Addr: mr.Addr()}), idem.Options{})
+	store, _ := idem.New(redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: mr.Addr()}), idem.Options{})
 	greet := toolset.Read("greet", "Greet someone.",
 		func(_ context.Context, _ *guard.Invocation, in greetIn) (string, error) {
 			return "hello, " + in.Name, nil
