@@ -283,7 +283,7 @@ func (l *Loop) handleCalls(ctx context.Context, p guard.Principal, st *State, re
 		seen[c.CallID] = true
 		var res *guard.Result
 		if l.statusTool != "" && c.Name == l.statusTool {
-			res = l.status(ctx, p, tgopenai.Context(respID, c), c.Arguments)
+			res = l.status(ctx, p, st, tgopenai.Context(respID, c), c.Arguments)
 		} else {
 			var err error
 			if res, err = l.dispatch(ctx, p, st, respID, c, ""); err != nil {
@@ -342,7 +342,13 @@ func (l *Loop) dispatch(ctx context.Context, p guard.Principal, st *State, respI
 		// fresh data. Writes are once per operation.
 		call.Context.IdempotencyKey = op.key
 	}
-	return l.guard.Dispatch(ctx, call)
+	res, err := l.guard.Dispatch(ctx, call)
+	if err == nil && res.Code.Recovery() == guard.RecoveryQueryStatus {
+		if _, ok := st.unknown(op.id); !ok {
+			st.Unknown = append(st.Unknown, UnknownOperation{OperationID: op.id, Tool: c.Name, IdempotencyKey: call.Context.IdempotencyKey})
+		}
+	}
+	return res, err
 }
 
 func (l *Loop) keyFunc() KeyFunc {

@@ -23,7 +23,28 @@ type State struct {
 	PreviousResponseID string            `json:"previous_response_id"`
 	Calls              []CallState       `json:"calls"`
 	Pending            []ApprovalRequest `json:"pending"`
-	Transcript         Transcript        `json:"transcript"`
+	// Unknown lists the run's writes whose outcome was unknown, so that
+	// the status tool can name their tool and key: if the store lost the
+	// record, the tool's receipt is asked before the answer is NOT_FOUND.
+	Unknown    []UnknownOperation `json:"unknown,omitempty"`
+	Transcript Transcript         `json:"transcript"`
+}
+
+// UnknownOperation is a write of the run whose outcome was unknown.
+type UnknownOperation struct {
+	OperationID    string `json:"operation_id"`
+	Tool           string `json:"tool"`
+	IdempotencyKey string `json:"idempotency_key"`
+}
+
+// unknown returns the run's unknown operation with the id, if any.
+func (s *State) unknown(operationID string) (UnknownOperation, bool) {
+	for _, u := range s.Unknown {
+		if u.OperationID == operationID {
+			return u, true
+		}
+	}
+	return UnknownOperation{}, false
 }
 
 // CallState is one function call of the paused turn: answered (Output set)

@@ -32,8 +32,10 @@ func statusToolDef(name string) responses.ToolUnionParam {
 
 // status answers a call of the built-in status tool: its arguments are
 // checked against its schema like any tool's, then the guard's status query
-// runs for the run's principal (never one the model names).
-func (l *Loop) status(ctx context.Context, p guard.Principal, c guard.ExecutionContext, args string) *guard.Result {
+// runs for the run's principal (never one the model names). For a write of
+// this run whose outcome was unknown, the query names its tool and key, so a
+// record the store lost is still settled from the tool's receipt.
+func (l *Loop) status(ctx context.Context, p guard.Principal, st *State, c guard.ExecutionContext, args string) *guard.Result {
 	s, _ := toolset.SchemaFor[StatusInput]()
 	_, v, err := canon.Parse([]byte(args), canon.Limits{})
 	if err == nil {
@@ -47,7 +49,11 @@ func (l *Loop) status(ctx context.Context, p guard.Principal, c guard.ExecutionC
 		return &guard.Result{Code: guard.InvalidArguments, Delivery: guard.DeliveryFresh,
 			Message: `The status tool takes {"operation_id": "<id from the earlier result>"}.`}
 	}
-	res, err := l.guard.QueryStatus(ctx, guard.StatusCall{Principal: p, OperationID: in.OperationID, Context: c})
+	sc := guard.StatusCall{Principal: p, OperationID: in.OperationID, Context: c}
+	if u, ok := st.unknown(in.OperationID); ok {
+		sc.Tool, sc.Context.IdempotencyKey = u.Tool, u.IdempotencyKey
+	}
+	res, err := l.guard.QueryStatus(ctx, sc)
 	if err != nil {
 		return &guard.Result{Code: guard.Unavailable, Delivery: guard.DeliveryFresh, Message: guard.Unavailable.DefaultMessage()}
 	}

@@ -29,9 +29,16 @@ import (
 type NewStore func(t *testing.T) guard.Store
 
 // TestStore runs every conformance test against stores made by newStore.
+// A failing test names the rule it checks. No test waits without a bound:
+// a store that never answers fails within CallTimeout.
 func TestStore(t *testing.T, newStore NewStore) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
+			t.Cleanup(func() {
+				if t.Failed() {
+					t.Logf("the rule: %s", tc.rule)
+				}
+			})
 			tc.run(t, NewWorld(t, newStore(t)))
 		})
 	}
@@ -39,25 +46,29 @@ func TestStore(t *testing.T, newStore NewStore) {
 
 var tests = []struct {
 	name string
+	rule string
 	run  func(t *testing.T, w *World)
 }{
-	{"ReadBindsCallID", testReadBindsCallID},
-	{"CallIDConflictKeepsOriginal", testCallIDConflict},
-	{"FailedCheckIsReplayedByCallID", testFailedCheckReplay},
-	{"WriteRunsOnceAndReplaysByKey", testWriteOnce},
-	{"IdempotencyConflictNeverOverwrites", testIdempotencyConflict},
-	{"NotStartedFreesKey", testNotStartedFreesKey},
-	{"UnknownIsNeverExecutedBlind", testUnknownNeverBlind},
-	{"StatusQueryReconcilesFromReceipt", testStatusReconciles},
-	{"StatusQueryWithoutReceiptStaysUnknown", testStatusStaysUnknown},
-	{"InProgressWhileHeld", testInProgress},
-	{"LeaseExpiryMakesWriteUnknown", testLeaseExpiry},
-	{"ConcurrentSameKeyRunsOnce", testConcurrentSameKey},
-	{"ScopesAreIsolated", testScopesIsolated},
-	{"HostileIDs", testHostileIDs},
-	{"StatusOfOtherPrincipalIsNotFound", testStatusOtherPrincipal},
-	{"AuditChainOneRecordPerDispatch", testAuditChain},
-	{"CommitRetryIsIdempotent", testCommitRetry},
+	{"ReadBindsCallID", "a call id is bound to its first fingerprint; a read's terminal result is replayed by its call id", testReadBindsCallID},
+	{"CallIDConflictKeepsOriginal", "the same call id with another fingerprint is CALL_ID_CONFLICT and never overwrites the binding", testCallIDConflict},
+	{"FailedCheckIsReplayedByCallID", "a terminal failure (NOT_FOUND, INVALID_ARGUMENTS) is replayed by its call id", testFailedCheckReplay},
+	{"WriteRunsOnceAndReplaysByKey", "a write runs once per idempotency key; retries by key or call id replay its result", testWriteOnce},
+	{"IdempotencyConflictNeverOverwrites", "a key used with another fingerprint is IDEMPOTENCY_CONFLICT and keeps the original result", testIdempotencyConflict},
+	{"NotStartedFreesKey", "a not-started outcome or a failed check leaves the key free", testNotStartedFreesKey},
+	{"UnknownIsNeverExecutedBlind", "an unknown outcome is answered OUTCOME_UNKNOWN, never executed again", testUnknownNeverBlind},
+	{"StatusQueryReconcilesFromReceipt", "a status query settles an unknown outcome from a found receipt and stores it", testStatusReconciles},
+	{"StatusQueryWithoutReceiptStaysUnknown", "an inconclusive receipt lookup leaves the outcome unknown; an operation never run is NOT_FOUND", testStatusStaysUnknown},
+	{"InProgressWhileHeld", "a key reserved under a live lease is IN_PROGRESS, with the lease's remaining time", testInProgress},
+	{"LeaseExpiryMakesWriteUnknown", "a reservation whose lease expired is unknown, and its holder's late commit stores the truth", testLeaseExpiry},
+	{"ConcurrentSameKeyRunsOnce", "concurrent callers of one key: one execution, one audit record each", testConcurrentSameKey},
+	{"ScopesAreIsolated", "call ids and keys are scoped per tenant and subject", testScopesIsolated},
+	{"HostileIDs", "ids with braces, colons and newlines never make two scopes meet", testHostileIDs},
+	{"StatusOfOtherPrincipalIsNotFound", "a status query of another principal's operation is NOT_FOUND", testStatusOtherPrincipal},
+	{"AuditChainOneRecordPerDispatch", "every dispatch and status query appends exactly one hash-chained audit record", testAuditChain},
+	{"CommitRetryIsIdempotent", "a commit sent again with its token changes nothing and audits nothing more", testCommitRetry},
+	{"ReserveRetryIsIdempotent", "a reservation sent again with its token is the same reservation; another token finds it IN_PROGRESS", testReserveRetry},
+	{"ReleasedReservationRefusesLateCopy", "a reservation released by its token frees the key, and a late copy of it reserves nothing", testReleaseRefusesLateCopy},
+	{"AbsentReceiptAfterLeaseFreesKey", "after the lease, a receipt lookup that finds nothing settles the operation as not run: NOT_FOUND, key free", testAbsentReceiptFreesKey},
 }
 
 // World is a guard over the store with the suite's tools, a settable
@@ -108,9 +119,24 @@ func Principal(tenant, subject string) guard.Principal {
 	return guard.Principal{TenantID: tenant, SubjectID: subject}
 }
 
+// CallTimeout bounds every call the suite makes: a store that does not
+// answer within it fails the test instead of hanging it.
+const CallTimeout = 10 * time.Second
+
 // Dispatch runs one call: tool, JSON arguments, call id, idempotency key.
+// It must be called from the test's goroutine; others use TryDispatch.
 func (w *World) Dispatch(t testing.TB, p guard.Principal, tool, args, callID, key string) *guard.Result {
 	t.Helper()
+	res, err := w.TryDispatch(p, tool, args, callID, key)
+	if err != nil {
+		t.Fatalf("Dispatch(%s %s): %v", tool, args, err)
+	}
+	return res
+}
+
+// TryDispatch is Dispatch for any goroutine: it returns what went wrong
+// (a host error, or no answer within CallTimeout) instead of failing.
+func (w *World) TryDispatch(p guard.Principal, tool, args, callID, key string) (*guard.Result, error) {
 	call := guard.Call{
 		Principal: p,
 		Proposal:  guard.Proposal{Name: tool, Arguments: []byte(args)},
@@ -121,26 +147,59 @@ func (w *World) Dispatch(t testing.TB, p guard.Principal, tool, args, callID, ke
 		g := guard.NewGrant(p, call.Proposal, "tester", w.Now(), time.Hour)
 		tok, err := w.Signer.Sign(g)
 		if err != nil {
-			t.Fatal(err)
+			return nil, err
 		}
 		call.Approval = tok
 	}
-	res, err := w.Guard.Dispatch(context.Background(), call)
-	if err != nil {
-		t.Fatalf("Dispatch(%s %s): host error %v", tool, args, err)
+	return bounded(func(ctx context.Context) (*guard.Result, error) { return w.Guard.Dispatch(ctx, call) })
+}
+
+// bounded runs f with a CallTimeout context and gives up waiting for it
+// after CallTimeout and a grace, in case the store ignores the context.
+func bounded(f func(ctx context.Context) (*guard.Result, error)) (*guard.Result, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	defer cancel()
+	type answer struct {
+		res *guard.Result
+		err error
 	}
-	return res
+	done := make(chan answer, 1)
+	go func() {
+		res, err := f(ctx)
+		done <- answer{res, err}
+	}()
+	select {
+	case a := <-done:
+		if a.err != nil {
+			return nil, fmt.Errorf("host error: %w", a.err)
+		}
+		return a.res, nil
+	case <-time.After(CallTimeout + time.Second):
+		return nil, fmt.Errorf("no answer within %v: the store ignores its context or never returns", CallTimeout)
+	}
 }
 
 // Status runs a status query.
 func (w *World) Status(t testing.TB, p guard.Principal, op string) *guard.Result {
 	t.Helper()
-	res, err := w.Guard.QueryStatus(context.Background(), guard.StatusCall{Principal: p, OperationID: op,
-		Context: guard.ExecutionContext{Provider: "guardtest", CallID: fmt.Sprintf("status-%d", w.seq.Add(1))}})
+	sc := guard.StatusCall{Principal: p, OperationID: op,
+		Context: guard.ExecutionContext{Provider: "guardtest", CallID: fmt.Sprintf("status-%d", w.seq.Add(1))}}
+	res, err := bounded(func(ctx context.Context) (*guard.Result, error) { return w.Guard.QueryStatus(ctx, sc) })
 	if err != nil {
-		t.Fatalf("QueryStatus(%s): host error %v", op, err)
+		t.Fatalf("QueryStatus(%s): %v", op, err)
 	}
 	return res
+}
+
+// Entered waits until a blocked put has been entered, or fails the test
+// after CallTimeout: the store never let the write run.
+func Entered(t testing.TB, entered <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-entered:
+	case <-time.After(CallTimeout):
+		t.Fatalf("the write never ran within %v: the store did not reserve it", CallTimeout)
+	}
 }
 
 // Want checks a result's code and delivery.
@@ -186,7 +245,8 @@ func (d *Downstream) FailNext(code guard.Code, receiptAvailable bool) {
 }
 
 // Block makes later puts wait, after writing, until the returned function
-// is called; entered receives once per put that reached the wait.
+// is called; entered receives once per put that reached the wait. Defer
+// release, so that a failing test never leaves a put waiting.
 func (d *Downstream) Block() (entered <-chan struct{}, release func()) {
 	d.mu.Lock()
 	defer d.mu.Unlock()

@@ -129,9 +129,9 @@ func testStatusStaysUnknown(t *testing.T, w *World) {
 
 func testInProgress(t *testing.T, w *World) {
 	entered, release := w.Down.Block()
-	done := make(chan *guard.Result, 1)
-	go func() { done <- w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1") }()
-	<-entered
+	defer release()
+	done := goDispatch(w, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
+	Entered(t, entered)
 	r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1")
 	Want(t, r, guard.InProgress, guard.DeliveryFresh)
 	if r.RetryAfter <= 0 || r.RetryAfter > Lease {
@@ -139,16 +139,16 @@ func testInProgress(t *testing.T, w *World) {
 	}
 	Want(t, w.Status(t, alice, "c1"), guard.InProgress, guard.DeliveryFresh)
 	release()
-	Want(t, <-done, guard.OK, guard.DeliveryFresh)
+	Want(t, done(t), guard.OK, guard.DeliveryFresh)
 	// IN_PROGRESS is not replayed: the second call id now gets the result.
 	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
 }
 
 func testLeaseExpiry(t *testing.T, w *World) {
 	entered, release := w.Down.Block()
-	done := make(chan *guard.Result, 1)
-	go func() { done <- w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1") }()
-	<-entered
+	defer release()
+	done := goDispatch(w, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
+	Entered(t, entered)
 	// The holder looks dead: its lease runs out on the guard's clock.
 	w.Advance(Lease + time.Second)
 	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
@@ -157,7 +157,7 @@ func testLeaseExpiry(t *testing.T, w *World) {
 	}
 	// The holder was alive after all: its commit tells the truth.
 	release()
-	Want(t, <-done, guard.OK, guard.DeliveryFresh)
+	Want(t, done(t), guard.OK, guard.DeliveryFresh)
 	Want(t, w.Status(t, alice, "c1"), guard.OK, guard.DeliveryLocalReplay)
 	// A read has no reservation: it simply runs again.
 	Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", ""), guard.OK, guard.DeliveryFresh)
@@ -167,14 +167,20 @@ func testConcurrentSameKey(t *testing.T, w *World) {
 	const n = 50
 	var wg sync.WaitGroup
 	results := make([]*guard.Result, n)
+	errs := make([]error, n)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i] = w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, fmt.Sprintf("c%d", i), "idem-1")
+			results[i], errs[i] = w.TryDispatch(alice, "put", `{"key":"a","value":"1"}`, fmt.Sprintf("c%d", i), "idem-1")
 		}()
 	}
 	wg.Wait()
+	for i, err := range errs {
+		if err != nil {
+			t.Fatalf("caller %d: %v", i, err)
+		}
+	}
 	fresh := 0
 	for i, r := range results {
 		switch {
@@ -304,13 +310,7 @@ func testCommitRetry(t *testing.T, w *World) {
 		{guard.OutcomeUnknown, ""},
 		{guard.TimeoutBeforeExecute, ""},
 	} {
-		e := &guard.Entry{
-			TenantID: "tenant-c", SubjectID: "s", CallID: fmt.Sprintf("call-%d", i), OperationID: fmt.Sprintf("op-%d", i),
-			IdempotencyKey: fmt.Sprintf("k:key-%d", i), Tool: "put", Fingerprint: fmt.Sprintf("%064d", i),
-			Effect: guard.Write, Now: w.Now(), SideEffect: guard.SideEffectYes,
-			AuditBody: []byte(`{"contract":"tool-audit-v2","action":"dispatch"}`),
-		}
-		e.Token = fmt.Sprintf("token-%d", i)
+		e := writeEntry(w, 10+i, fmt.Sprintf("token-%d", i))
 		answer, err := w.Store.Reserve(ctx, e, Lease)
 		if err != nil || answer != nil {
 			t.Fatalf("%s: reserve: %v %v", tc.code, answer, err)
@@ -335,5 +335,125 @@ func testCommitRetry(t *testing.T, w *World) {
 	}
 	if n, err := guard.VerifyAudit(ctx, w.Store, "tenant-c"); err != nil || n != 3 {
 		t.Fatalf("audit: %d records, %v; want 3", n, err)
+	}
+}
+
+// goDispatch runs a dispatch on another goroutine; the returned function
+// waits for its result (at most CallTimeout and a grace) from the test's
+// goroutine, where failing is allowed.
+func goDispatch(w *World, p guard.Principal, tool, args, callID, key string) func(t *testing.T) *guard.Result {
+	type answer struct {
+		res *guard.Result
+		err error
+	}
+	ch := make(chan answer, 1)
+	go func() {
+		res, err := w.TryDispatch(p, tool, args, callID, key)
+		ch <- answer{res, err}
+	}()
+	return func(t *testing.T) *guard.Result {
+		t.Helper()
+		select {
+		case a := <-ch:
+			if a.err != nil {
+				t.Fatalf("Dispatch(%s %s): %v", tool, args, a.err)
+			}
+			return a.res
+		case <-time.After(CallTimeout + 2*time.Second):
+			t.Fatalf("Dispatch(%s %s) never returned", tool, args)
+			return nil
+		}
+	}
+}
+
+// writeEntry is a write's store entry as the guard makes it, for tests that
+// drive the store directly.
+func writeEntry(w *World, i int, token string) *guard.Entry {
+	return &guard.Entry{
+		TenantID: "tenant-c", SubjectID: "s", CallID: fmt.Sprintf("call-%d", i), OperationID: fmt.Sprintf("op-%d", i),
+		IdempotencyKey: fmt.Sprintf("k:key-%d", i), Tool: "put", Fingerprint: fmt.Sprintf("%064d", i),
+		Effect: guard.Write, Now: w.Now(), SideEffect: guard.SideEffectYes, Token: token,
+		AuditBody: []byte(`{"contract":"tool-audit-v2","action":"dispatch"}`),
+	}
+}
+
+// testReserveRetry: a client retries a reservation whose reply was lost.
+// The copy finds its own token: the same reservation, nothing audited; a
+// caller with another token finds the key in progress.
+func testReserveRetry(t *testing.T, w *World) {
+	ctx := context.Background()
+	e := writeEntry(w, 1, "token-a")
+	for i := range 2 {
+		if answer, err := w.Store.Reserve(ctx, e, Lease); err != nil || answer != nil {
+			t.Fatalf("reserve #%d with the same token: %v, %v; want the reservation (nil, nil)", i+1, answer, err)
+		}
+	}
+	other := writeEntry(w, 1, "token-b")
+	other.CallID = "call-other"
+	answer, err := w.Store.Reserve(ctx, other, Lease)
+	if err != nil || answer == nil || answer.Code != guard.InProgress {
+		t.Fatalf("reserve with another token: %v, %v; want IN_PROGRESS", answer, err)
+	}
+	e.Code, e.Data = guard.OK, []byte(`{"n":1}`)
+	if res, err := w.Store.Commit(ctx, e); err != nil || res.Code != guard.OK {
+		t.Fatalf("commit: %v, %v", res, err)
+	}
+	if n, err := guard.VerifyAudit(ctx, w.Store, "tenant-c"); err != nil || n != 2 {
+		t.Fatalf("audit: %d records, %v; want 2 (the IN_PROGRESS answer and the commit)", n, err)
+	}
+}
+
+// testReleaseRefusesLateCopy: the guard could not confirm a reservation and
+// released it by its token (a commit of UNAVAILABLE). The key is free for
+// others, and a copy of the released reservation arriving late reserves
+// nothing.
+func testReleaseRefusesLateCopy(t *testing.T, w *World) {
+	ctx := context.Background()
+	e := writeEntry(w, 2, "token-a")
+	if answer, err := w.Store.Reserve(ctx, e, Lease); err != nil || answer != nil {
+		t.Fatalf("reserve: %v, %v", answer, err)
+	}
+	e.Code, e.SideEffect = guard.Unavailable, guard.SideEffectNone
+	if res, err := w.Store.Commit(ctx, e); err != nil || res.Code != guard.Unavailable {
+		t.Fatalf("release: %v, %v; want UNAVAILABLE", res, err)
+	}
+	late := writeEntry(w, 2, "token-a")
+	if answer, err := w.Store.Reserve(ctx, late, Lease); err != nil || answer == nil {
+		t.Fatalf("late copy of the released reservation: %v, %v; want an answer, not a reservation", answer, err)
+	}
+	next := writeEntry(w, 2, "token-b")
+	next.CallID = "call-next"
+	if answer, err := w.Store.Reserve(ctx, next, Lease); err != nil || answer != nil {
+		t.Fatalf("reserve after the release: %v, %v; want the key free", answer, err)
+	}
+}
+
+// testAbsentReceiptFreesKey: a reservation was stored but its reply lost,
+// and the release could not reach the store either, so the write never ran.
+// While the lease holds the key is in progress and a receipt that finds
+// nothing proves nothing; after it, that receipt settles the operation as
+// not run, and the retry executes once.
+func testAbsentReceiptFreesKey(t *testing.T, w *World) {
+	ctx := context.Background()
+	args := `{"key":"a","value":"1"}`
+	fp := guard.Fingerprint("put", []byte(args))
+	e := &guard.Entry{TenantID: alice.TenantID, SubjectID: alice.SubjectID, CallID: "c1", OperationID: "c1",
+		IdempotencyKey: "k:idem-1", Tool: "put", Fingerprint: fp, Effect: guard.Write, Now: w.Now(),
+		SideEffect: guard.SideEffectNone, Token: "lost-token", AuditBody: []byte(`{"contract":"tool-audit-v2"}`)}
+	if answer, err := w.Store.Reserve(ctx, e, Lease); err != nil || answer != nil {
+		t.Fatalf("reserve: %v, %v", answer, err)
+	}
+	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.InProgress, guard.DeliveryFresh)
+	Want(t, w.Status(t, alice, "c1"), guard.InProgress, guard.DeliveryFresh)
+	w.Advance(Lease + time.Second)
+	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
+	Want(t, w.Status(t, alice, "c1"), guard.NotFound, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", args, "c2", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
+	if n := w.Down.Writes(); n != 1 {
+		t.Fatalf("%d side effects, want 1", n)
+	}
+	if _, err := guard.VerifyAudit(ctx, w.Store, alice.TenantID); err != nil {
+		t.Fatal(err)
 	}
 }
