@@ -30,19 +30,6 @@ import (
 	"github.com/toolguard/toolguard/internal/canon"
 )
 
-// Handler runs one dispatch. Interceptors wrap it.
-type Handler func(ctx context.Context, call *Call) (*Result, error)
-
-// Interceptor wraps a Handler, e.g. for tracing or logging. In
-// Options.Interceptors the first listed runs first (outermost).
-type Interceptor func(next Handler) Handler
-
-// StatusHandler runs one status query. StatusInterceptors wrap it.
-type StatusHandler func(ctx context.Context, call *StatusCall) (*Result, error)
-
-// StatusInterceptor wraps a StatusHandler, as Interceptor wraps Handler.
-type StatusInterceptor func(next StatusHandler) StatusHandler
-
 // Check is an extra step run after approval and before execution. It
 // returns nil to let the call through, or an error whose code (CodeOf) is
 // the result; errors without a code fail closed as NOT_FOUND.
@@ -72,10 +59,9 @@ type Options struct {
 	MaxDepth int
 	// Checks run in order after approval.
 	Checks []Check
-	// Interceptors wrap Dispatch; the first listed runs first.
+	// Interceptors wrap Dispatch and QueryStatus; the first listed runs
+	// first (outermost).
 	Interceptors []Interceptor
-	// StatusInterceptors wrap QueryStatus; the first listed runs first.
-	StatusInterceptors []StatusInterceptor
 }
 
 // Guard dispatches tool calls. It is safe for concurrent use.
@@ -101,16 +87,11 @@ func New(tools Tools, store Store, opts Options) *Guard {
 	}
 	g := &Guard{tools: tools, store: store, opts: opts,
 		limits: canon.Limits{MaxBytes: opts.MaxArgumentBytes, MaxDepth: opts.MaxDepth}}
-	h := Handler(g.dispatchCall)
+	g.dispatch, g.status = g.dispatchCall, g.queryStatus
 	for i := len(opts.Interceptors) - 1; i >= 0; i-- {
-		h = opts.Interceptors[i](h)
+		g.dispatch = opts.Interceptors[i].WrapDispatch(g.dispatch)
+		g.status = opts.Interceptors[i].WrapStatus(g.status)
 	}
-	g.dispatch = h
-	sh := StatusHandler(g.queryStatus)
-	for i := len(opts.StatusInterceptors) - 1; i >= 0; i-- {
-		sh = opts.StatusInterceptors[i](sh)
-	}
-	g.status = sh
 	return g
 }
 

@@ -291,12 +291,12 @@ func TestHostErrors(t *testing.T) {
 func TestInterceptorsAndChecks(t *testing.T) {
 	var order []string
 	mark := func(name string) guard.Interceptor {
-		return func(next guard.Handler) guard.Handler {
+		return guard.InterceptorFunc(func(next guard.Handler) guard.Handler {
 			return func(ctx context.Context, c *guard.Call) (*guard.Result, error) {
 				order = append(order, name)
 				return next(ctx, c)
 			}
-		}
+		})
 	}
 	ran := 0
 	tools := toolset.MustNew(toolset.Read("t", "", func(context.Context, *guard.Invocation, in) (int, error) { ran++; return 1, nil }))
@@ -323,6 +323,47 @@ func TestInterceptorsAndChecks(t *testing.T) {
 	}
 	if strings.Join(order[:2], ",") != "outer,inner" {
 		t.Errorf("interceptor order %v, want the first listed outermost", order)
+	}
+}
+
+// statusCounter is an Interceptor of both kinds that counts each.
+type statusCounter struct{ dispatches, queries int }
+
+func (c *statusCounter) WrapDispatch(next guard.Handler) guard.Handler {
+	return func(ctx context.Context, call *guard.Call) (*guard.Result, error) {
+		c.dispatches++
+		return next(ctx, call)
+	}
+}
+
+func (c *statusCounter) WrapStatus(next guard.StatusHandler) guard.StatusHandler {
+	return func(ctx context.Context, call *guard.StatusCall) (*guard.Result, error) {
+		c.queries++
+		return next(ctx, call)
+	}
+}
+
+// TestOneInterceptorForBothKinds: one Interceptor wraps dispatches and
+// status queries; an InterceptorFunc sees dispatches only.
+func TestOneInterceptorForBothKinds(t *testing.T) {
+	both := &statusCounter{}
+	funcSaw := 0
+	only := guard.InterceptorFunc(func(next guard.Handler) guard.Handler {
+		return func(ctx context.Context, c *guard.Call) (*guard.Result, error) {
+			funcSaw++
+			return next(ctx, c)
+		}
+	})
+	tools := toolset.MustNew(toolset.Read("t", "", func(context.Context, *guard.Invocation, in) (int, error) { return 1, nil }))
+	g, _ := newGuard(t, tools, guard.Options{Interceptors: []guard.Interceptor{only, both}})
+	dispatch(t, g, "t", `{"n":3}`, "c1")
+	p := guard.Principal{TenantID: "t", SubjectID: "s"}
+	if _, err := g.QueryStatus(context.Background(), guard.StatusCall{Principal: p, OperationID: "c1"}); err != nil {
+		t.Fatal(err)
+	}
+	if both.dispatches != 1 || both.queries != 1 || funcSaw != 1 {
+		t.Errorf("interceptor saw %d dispatches and %d queries, the func %d dispatches; want 1, 1, 1",
+			both.dispatches, both.queries, funcSaw)
 	}
 }
 

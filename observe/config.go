@@ -9,45 +9,55 @@ import (
 	"github.com/toolguard/toolguard/guard"
 )
 
-// Config selects the signals Apply installs.
-type Config struct {
-	// TracerProvider records the spans; nil means otel.GetTracerProvider().
+// Options configure the interceptors of this package; the zero value means
+// the defaults. Options are a struct, as everywhere in this module
+// (guard.Options, idem.Options): every setting is a named field whose zero
+// value is its default, readable at the call site and in go doc.
+type Options struct {
+	// TracerProvider records Tracing's spans; nil means
+	// otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
-	// MeterProvider records the metrics; nil means otel.GetMeterProvider().
+	// MeterProvider records Metrics' instruments; nil means
+	// otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
-	// Logger receives the log records; nil means no logging interceptors.
+	// Logger receives Logging's records; nil means slog.Default() for
+	// Logging, and no logging interceptor for Apply.
 	Logger *slog.Logger
-	// NoTracing and NoMetrics leave those interceptors out.
+	// NoTracing and NoMetrics leave those interceptors out of Apply.
 	NoTracing, NoMetrics bool
-	// Options apply to every interceptor (WithTools, WithStatusTool, …).
-	Options []Option
+	// Tools are the guard's tools, so the interceptors can tell a read
+	// from a write (toolguard.tool.effect; toolguard.side_effects counts
+	// writes only) and an unknown tool from a known one before the guard
+	// answers. Pass the same Tools as to guard.New.
+	Tools guard.Tools
+	// StatusTool names the status tool the model calls, for status query
+	// spans, logs and metrics; default DefaultStatusTool.
+	StatusTool string
+	// PrincipalInDebugLogs adds tenant_id and subject_id to Logging's Debug
+	// records (never to Warn records, spans or metrics). Off by default:
+	// the audit log is where principals are kept.
+	PrincipalInDebugLogs bool
 }
 
-// Apply appends the interceptors to o.Interceptors and o.StatusInterceptors,
-// after any already there: tracing first (outermost, so the others run
-// inside the span and log records carry its trace id), then metrics, then
-// logging. The error is the metrics API's, for an instrument it refused.
-func (c Config) Apply(o *guard.Options) error {
-	var (
-		in []guard.Interceptor
-		st []guard.StatusInterceptor
-	)
+// Apply appends the interceptors to o.Interceptors, after any already
+// there: tracing first (outermost, so the others run inside the span and
+// log records carry its trace id), then metrics, then logging when a Logger
+// is set. The error is the metrics API's, for an instrument it refused.
+func (c Options) Apply(o *guard.Options) error {
+	var in []guard.Interceptor
 	if !c.NoTracing {
-		in = append(in, Tracing(c.TracerProvider, c.Options...))
-		st = append(st, StatusTracing(c.TracerProvider, c.Options...))
+		in = append(in, Tracing(c))
 	}
 	if !c.NoMetrics {
-		d, s, err := Metrics(c.MeterProvider, c.Options...)
+		m, err := Metrics(c)
 		if err != nil {
 			return err
 		}
-		in, st = append(in, d), append(st, s)
+		in = append(in, m)
 	}
 	if c.Logger != nil {
-		d, s := Logging(c.Logger, c.Options...)
-		in, st = append(in, d), append(st, s)
+		in = append(in, Logging(c))
 	}
 	o.Interceptors = append(o.Interceptors, in...)
-	o.StatusInterceptors = append(o.StatusInterceptors, st...)
 	return nil
 }

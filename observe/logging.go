@@ -16,7 +16,7 @@ const (
 	LogStatus   = "toolguard query_status"
 )
 
-// Logging returns interceptors that write one record per dispatch and per
+// Logging returns an interceptor that writes one record per dispatch and per
 // status query to logger: at Debug when the result is OK, at Warn when it
 // is not (any other code) or when the guard returned an error to the host.
 // Attributes: tool, call_id, operation_id, code, delivery, recovery,
@@ -27,10 +27,11 @@ const (
 //
 // Never the arguments, the tool's data or the result's message (a schema
 // error may quote an argument). Tenant and subject ids are not logged unless
-// WithPrincipalInDebugLogs is given, and then only on Debug records. A nil
-// logger means slog.Default().
-func Logging(logger *slog.Logger, opts ...Option) (guard.Interceptor, guard.StatusInterceptor) {
-	s := newSettings(opts)
+// Options.PrincipalInDebugLogs is set, and then only on Debug records. A nil
+// Options.Logger means slog.Default().
+func Logging(o Options) guard.Interceptor {
+	s := settingsOf(o)
+	logger := o.Logger
 	if logger == nil {
 		logger = slog.Default()
 	}
@@ -92,7 +93,7 @@ func Logging(logger *slog.Logger, opts ...Option) (guard.Interceptor, guard.Stat
 			return res, err
 		}
 	}
-	return dispatch, status
+	return interceptor{dispatch: dispatch, status: status}
 }
 
 func levelOf(res *guard.Result, err error) slog.Level {

@@ -54,8 +54,7 @@ func byCallID(t *testing.T, recs []logRecord, callID string) []logRecord {
 func TestLogging(t *testing.T) {
 	var buf bytes.Buffer
 	w := newWorld(t, func(tools guard.Tools) guard.Options {
-		d, s := observe.Logging(jsonLogger(&buf, slog.LevelDebug), observe.WithTools(tools))
-		return guard.Options{Interceptors: []guard.Interceptor{d}, StatusInterceptors: []guard.StatusInterceptor{s}}
+		return guard.Options{Interceptors: []guard.Interceptor{observe.Logging(observe.Options{Logger: jsonLogger(&buf, slog.LevelDebug), Tools: tools})}}
 	})
 	scenario(t, w)
 	recs := records(t, &buf)
@@ -125,8 +124,7 @@ func TestLogging(t *testing.T) {
 func TestLoggingLevels(t *testing.T) {
 	var buf bytes.Buffer
 	w := newWorld(t, func(tools guard.Tools) guard.Options {
-		d, s := observe.Logging(jsonLogger(&buf, slog.LevelWarn), observe.WithTools(tools))
-		return guard.Options{Interceptors: []guard.Interceptor{d}, StatusInterceptors: []guard.StatusInterceptor{s}}
+		return guard.Options{Interceptors: []guard.Interceptor{observe.Logging(observe.Options{Logger: jsonLogger(&buf, slog.LevelWarn), Tools: tools})}}
 	})
 	scenario(t, w)
 	recs := records(t, &buf)
@@ -139,8 +137,8 @@ func TestLoggingLevels(t *testing.T) {
 func TestLoggingPrincipalInDebugOnly(t *testing.T) {
 	var buf bytes.Buffer
 	w := newWorld(t, func(tools guard.Tools) guard.Options {
-		d, s := observe.Logging(jsonLogger(&buf, slog.LevelDebug), observe.WithTools(tools), observe.WithPrincipalInDebugLogs())
-		return guard.Options{Interceptors: []guard.Interceptor{d}, StatusInterceptors: []guard.StatusInterceptor{s}}
+		return guard.Options{Interceptors: []guard.Interceptor{observe.Logging(observe.Options{
+			Logger: jsonLogger(&buf, slog.LevelDebug), Tools: tools, PrincipalInDebugLogs: true})}}
 	})
 	scenario(t, w)
 	for _, r := range records(t, &buf) {
@@ -160,16 +158,16 @@ func TestConfigApply(t *testing.T) {
 	sr, tp := recorder()
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	existing := func(next guard.Handler) guard.Handler { return next }
+	existing := guard.InterceptorFunc(func(next guard.Handler) guard.Handler { return next })
 	w := newWorld(t, func(tools guard.Tools) guard.Options {
 		opts := guard.Options{Interceptors: []guard.Interceptor{existing}}
-		err := observe.Config{TracerProvider: tp, MeterProvider: mp, Logger: jsonLogger(&buf, slog.LevelDebug),
-			Options: []observe.Option{observe.WithTools(tools)}}.Apply(&opts)
+		err := observe.Options{TracerProvider: tp, MeterProvider: mp, Logger: jsonLogger(&buf, slog.LevelDebug),
+			Tools: tools}.Apply(&opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(opts.Interceptors) != 4 || len(opts.StatusInterceptors) != 3 {
-			t.Fatalf("%d interceptors, %d status interceptors", len(opts.Interceptors), len(opts.StatusInterceptors))
+		if len(opts.Interceptors) != 4 {
+			t.Fatalf("%d interceptors, want the existing one and 3", len(opts.Interceptors))
 		}
 		return opts
 	})
@@ -199,7 +197,7 @@ func TestConfigApply(t *testing.T) {
 	}
 
 	var none guard.Options
-	if err := (observe.Config{NoTracing: true, NoMetrics: true}).Apply(&none); err != nil || len(none.Interceptors) != 0 {
+	if err := (observe.Options{NoTracing: true, NoMetrics: true}).Apply(&none); err != nil || len(none.Interceptors) != 0 {
 		t.Errorf("an empty config installed %d interceptors (%v)", len(none.Interceptors), err)
 	}
 }

@@ -40,7 +40,7 @@ type instruments struct {
 	pending                                                                          metric.Int64UpDownCounter
 }
 
-// Metrics returns interceptors that record the guard's metrics through the
+// Metrics returns an interceptor that records the guard's metrics through the
 // OpenTelemetry metrics API (the Metric constants):
 //
 //   - toolguard.dispatches and toolguard.dispatch.duration (seconds, the
@@ -61,9 +61,10 @@ type instruments struct {
 //   - toolguard.host_errors: dispatches and queries that returned an error
 //     to the host (a programming error such as an invalid principal).
 //
-// A nil mp means otel.GetMeterProvider().
-func Metrics(mp metric.MeterProvider, opts ...Option) (guard.Interceptor, guard.StatusInterceptor, error) {
-	s := newSettings(opts)
+// A nil Options.MeterProvider means otel.GetMeterProvider().
+func Metrics(o Options) (guard.Interceptor, error) {
+	s := settingsOf(o)
+	mp := o.MeterProvider
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
@@ -95,7 +96,7 @@ func Metrics(mp metric.MeterProvider, opts ...Option) (guard.Interceptor, guard.
 		metric.WithDescription("Operations seen with an unknown outcome by this process and not yet settled by a status query."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
-		return nil, nil, err
+		return nil, err
 	}
 	pend := newPendingSet(pendingCapacity)
 
@@ -192,7 +193,7 @@ func Metrics(mp metric.MeterProvider, opts ...Option) (guard.Interceptor, guard.
 			return res, nil
 		}
 	}
-	return dispatch, status, nil
+	return interceptor{dispatch: dispatch, status: status}, nil
 }
 
 func deliveryOf(res *guard.Result) guard.Delivery {

@@ -81,15 +81,15 @@ func metricsWorld(t *testing.T, withTools bool) (*world, *sdkmetric.ManualReader
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	w := newWorld(t, func(tools guard.Tools) guard.Options {
-		var opts []observe.Option
+		opts := observe.Options{MeterProvider: mp}
 		if withTools {
-			opts = append(opts, observe.WithTools(tools))
+			opts.Tools = tools
 		}
-		d, s, err := observe.Metrics(mp, opts...)
+		m, err := observe.Metrics(opts)
 		if err != nil {
 			t.Fatal(err)
 		}
-		return guard.Options{Interceptors: []guard.Interceptor{d}, StatusInterceptors: []guard.StatusInterceptor{s}}
+		return guard.Options{Interceptors: []guard.Interceptor{m}}
 	})
 	return w, reader
 }

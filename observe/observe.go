@@ -104,40 +104,30 @@ func Decision(res *guard.Result) string {
 	return DecisionFresh
 }
 
-// Option configures the interceptors of this package.
-type Option func(*settings)
-
+// settings is what every interceptor reads of the Options.
 type settings struct {
 	tools          guard.Tools
 	statusTool     string
 	debugPrincipal bool
 }
 
-func newSettings(opts []Option) *settings {
-	s := &settings{statusTool: DefaultStatusTool}
-	for _, o := range opts {
-		o(s)
-	}
+func settingsOf(o Options) *settings {
+	s := &settings{tools: o.Tools, statusTool: o.StatusTool, debugPrincipal: o.PrincipalInDebugLogs}
 	if s.statusTool == "" {
 		s.statusTool = DefaultStatusTool
 	}
 	return s
 }
 
-// WithTools gives the interceptors the guard's tools, so they can tell a
-// read from a write (toolguard.tool.effect; toolguard.side_effects counts
-// writes only) and an unknown tool from a known one before the guard
-// answers. Pass the same Tools as to guard.New.
-func WithTools(t guard.Tools) Option { return func(s *settings) { s.tools = t } }
+// interceptor is a guard.Interceptor made of its two wrappers.
+type interceptor struct {
+	dispatch func(guard.Handler) guard.Handler
+	status   func(guard.StatusHandler) guard.StatusHandler
+}
 
-// WithStatusTool names the status tool the model calls, for status query
-// spans, logs and metrics; default DefaultStatusTool.
-func WithStatusTool(name string) Option { return func(s *settings) { s.statusTool = name } }
+func (i interceptor) WrapDispatch(next guard.Handler) guard.Handler { return i.dispatch(next) }
 
-// WithPrincipalInDebugLogs adds tenant_id and subject_id to Logging's Debug
-// records (never to Warn records, spans or metrics). Off by default: the
-// audit log is where principals are kept.
-func WithPrincipalInDebugLogs() Option { return func(s *settings) { s.debugPrincipal = true } }
+func (i interceptor) WrapStatus(next guard.StatusHandler) guard.StatusHandler { return i.status(next) }
 
 // toolRef is what the interceptors know of a dispatch's tool.
 type toolRef struct {

@@ -20,11 +20,20 @@ const spanPrefix = "execute_tool"
 // to Error with error.type = the code. The dispatch runs in the span's
 // context, so spans the tool starts are its children.
 //
-// A nil tp means otel.GetTracerProvider(), which records nothing until a
-// provider is installed.
-func Tracing(tp trace.TracerProvider, opts ...Option) guard.Interceptor {
-	s := newSettings(opts)
-	tracer := tracerOf(tp)
+// It records one span per status query too: named "execute_tool {status
+// tool}" (Options.StatusTool), with gen_ai.tool.call.id the query's own call
+// id, toolguard.operation.id the operation queried, toolguard.operation.tool
+// its tool when the StatusCall names one, and the result as for a dispatch.
+//
+// A nil Options.TracerProvider means otel.GetTracerProvider(), which
+// records nothing until a provider is installed.
+func Tracing(o Options) guard.Interceptor {
+	s := settingsOf(o)
+	tracer := tracerOf(o.TracerProvider)
+	return interceptor{dispatch: traceDispatch(s, tracer), status: traceStatus(s, tracer)}
+}
+
+func traceDispatch(s *settings, tracer trace.Tracer) func(guard.Handler) guard.Handler {
 	return func(next guard.Handler) guard.Handler {
 		return func(ctx context.Context, call *guard.Call) (res *guard.Result, err error) {
 			ref := s.tool(call.Proposal.Name)
@@ -57,14 +66,7 @@ func Tracing(tp trace.TracerProvider, opts ...Option) guard.Interceptor {
 	}
 }
 
-// StatusTracing returns an interceptor that records one span per status
-// query: an INTERNAL span named "execute_tool {status tool}" (see
-// WithStatusTool), with gen_ai.tool.call.id the query's own call id,
-// toolguard.operation.id the operation queried, toolguard.operation.tool its
-// tool when the StatusCall names one, and the result as for Tracing.
-func StatusTracing(tp trace.TracerProvider, opts ...Option) guard.StatusInterceptor {
-	s := newSettings(opts)
-	tracer := tracerOf(tp)
+func traceStatus(s *settings, tracer trace.Tracer) func(guard.StatusHandler) guard.StatusHandler {
 	name := clean(s.statusTool, maxName)
 	return func(next guard.StatusHandler) guard.StatusHandler {
 		return func(ctx context.Context, sc *guard.StatusCall) (res *guard.Result, err error) {

@@ -73,8 +73,7 @@ func TestTracingSpans(t *testing.T) {
 	sr, tp := recorder()
 	w := newWorld(t, func(tools guard.Tools) guard.Options {
 		return guard.Options{
-			Interceptors:       []guard.Interceptor{observe.Tracing(tp, observe.WithTools(tools))},
-			StatusInterceptors: []guard.StatusInterceptor{observe.StatusTracing(tp)},
+			Interceptors: []guard.Interceptor{observe.Tracing(observe.Options{TracerProvider: tp, Tools: tools})},
 		}
 	})
 	scenario(t, w)
@@ -202,7 +201,7 @@ func assertNoSecretsInSpans(t *testing.T, spans []sdktrace.ReadOnlySpan) {
 func TestTracingWithoutToolsNamesUnknownToolsAfterwards(t *testing.T) {
 	sr, tp := recorder()
 	w := newWorld(t, func(guard.Tools) guard.Options {
-		return guard.Options{Interceptors: []guard.Interceptor{observe.Tracing(tp)}}
+		return guard.Options{Interceptors: []guard.Interceptor{observe.Tracing(observe.Options{TracerProvider: tp})}}
 	})
 	w.Dispatch(t, principal, "get", `{"key":"k"}`, "c1", "")
 	w.Dispatch(t, principal, "no_such_tool", `{}`, "c2", "")
@@ -227,13 +226,13 @@ func TestTracingContextCarriesSpan(t *testing.T) {
 	var inner trace.SpanContext
 	w := newWorld(t, func(guard.Tools) guard.Options {
 		return guard.Options{Interceptors: []guard.Interceptor{
-			observe.Tracing(tp),
-			func(next guard.Handler) guard.Handler {
+			observe.Tracing(observe.Options{TracerProvider: tp}),
+			guard.InterceptorFunc(func(next guard.Handler) guard.Handler {
 				return func(ctx context.Context, call *guard.Call) (*guard.Result, error) {
 					inner = trace.SpanContextFromContext(ctx)
 					return next(ctx, call)
 				}
-			},
+			}),
 		}}
 	})
 	ctx, parent := tp.Tracer("test").Start(context.Background(), "agent turn")
@@ -257,7 +256,7 @@ func TestTracingRetryAfter(t *testing.T) {
 	sr, tp := recorder()
 	w := newWorld(t, func(guard.Tools) guard.Options {
 		return guard.Options{
-			Interceptors: []guard.Interceptor{observe.Tracing(tp)},
+			Interceptors: []guard.Interceptor{observe.Tracing(observe.Options{TracerProvider: tp})},
 			Checks: []guard.Check{func(context.Context, *guard.Invocation) error {
 				return guard.RateLimited(1500*time.Millisecond, nil)
 			}},
@@ -275,8 +274,7 @@ func TestTracingNilProviderIsGlobal(t *testing.T) {
 	otel.SetTracerProvider(tp)
 	t.Cleanup(func() { otel.SetTracerProvider(prev) })
 	w := newWorld(t, func(guard.Tools) guard.Options {
-		return guard.Options{Interceptors: []guard.Interceptor{observe.Tracing(nil)},
-			StatusInterceptors: []guard.StatusInterceptor{observe.StatusTracing(nil, observe.WithStatusTool("ask_status"))}}
+		return guard.Options{Interceptors: []guard.Interceptor{observe.Tracing(observe.Options{StatusTool: "ask_status"})}}
 	})
 	w.Dispatch(t, principal, "get", `{"key":"k"}`, "c1", "")
 	w.Status(t, principal, "nope")

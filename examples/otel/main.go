@@ -122,8 +122,8 @@ func run(ctx context.Context, w io.Writer, asJSON bool) error {
 			}
 		}),
 		agentloop.WithGuardOptions(func(o *guard.Options) {
-			observeErr = observe.Config{TracerProvider: tp, MeterProvider: mp, Logger: logger,
-				Options: []observe.Option{observe.WithTools(tools), observe.WithStatusTool(statusTool)}}.Apply(o)
+			observeErr = observe.Options{TracerProvider: tp, MeterProvider: mp, Logger: logger,
+				Tools: tools, StatusTool: statusTool}.Apply(o)
 		}))
 	defer loop.Close()
 	if observeErr != nil {
