@@ -33,7 +33,7 @@ type world struct {
 }
 
 // newWorld returns a world on miniredis; build makes the guard options
-// from the world's tools (for WithTools).
+// from the world's tools (for Options.Tools).
 func newWorld(t *testing.T, build func(tools guard.Tools) guard.Options) *world {
 	t.Helper()
 	_, rdb := redistest.Mini(t)

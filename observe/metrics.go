@@ -48,7 +48,7 @@ type instruments struct {
 //     delivery; toolguard.status_queries and its duration likewise;
 //   - toolguard.side_effects: dispatches answered OK fresh of a write tool,
 //     and status queries answered receipt_reconciled — the results whose
-//     audit record says side_effect yes. Without WithTools the effect of a
+//     audit record says side_effect yes. Without Options.Tools the effect of a
 //     tool is not known and every OK fresh dispatch is counted, reads too
 //     (with toolguard.tool.effect absent);
 //   - toolguard.replays (local_replay dispatches), toolguard.conflicts (both

@@ -3,22 +3,23 @@
 // interceptors.
 //
 //	var opts guard.Options
-//	err := observe.Config{
+//	err := observe.Options{
 //		TracerProvider: tp,     // nil: otel.GetTracerProvider()
 //		MeterProvider:  mp,     // nil: otel.GetMeterProvider()
 //		Logger:         logger, // nil: no log records
-//		Options:        []observe.Option{observe.WithTools(tools)},
+//		Tools:          tools,
 //	}.Apply(&opts)
 //	g := guard.New(tools, store, opts)
 //
-// or, one signal at a time, Tracing and StatusTracing, Metrics, Logging.
+// or, one signal at a time, Tracing, Metrics, Logging: each returns one
+// guard.Interceptor that wraps dispatches and status queries alike.
 //
 // Spans follow the OpenTelemetry GenAI semantic conventions for tool
 // execution: one INTERNAL span "execute_tool {tool}" per dispatch, with
 // gen_ai.operation.name, gen_ai.tool.name, gen_ai.tool.type and
 // gen_ai.tool.call.id, plus toolguard.* attributes for the result and the
 // idempotency decision. A status query is a span of the status tool the
-// model called (default "query_operation_status", see WithStatusTool).
+// model called (default "query_operation_status", see Options.StatusTool).
 //
 // Redaction is stricter than the audit record's: no signal carries the
 // arguments, the tool's data, the result's message (a schema error may quote
@@ -42,7 +43,7 @@ import (
 const InstrumentationName = "github.com/toolguard/toolguard/observe"
 
 // DefaultStatusTool is the status tool's name in status query spans, logs
-// and metrics unless WithStatusTool says otherwise; it is agentloop's.
+// and metrics unless Options.StatusTool says otherwise; it is agentloop's.
 const DefaultStatusTool = "query_operation_status"
 
 // OtherTool stands for a tool name the guard does not know (UNKNOWN_TOOL) in
@@ -62,7 +63,7 @@ const (
 	KeyAction        = attribute.Key("toolguard.action")               // "dispatch" or "query_status", as in the audit record
 	KeyOperationID   = attribute.Key("toolguard.operation.id")         // the operation (for query_status: the one queried)
 	KeyOperationTool = attribute.Key("toolguard.operation.tool")       // a status query's StatusCall.Tool, when given
-	KeyEffect        = attribute.Key("toolguard.tool.effect")          // "read" or "write", with WithTools
+	KeyEffect        = attribute.Key("toolguard.tool.effect")          // "read" or "write", with Options.Tools
 	KeyCode          = attribute.Key("toolguard.code")                 // e.g. "OK", "OUTCOME_UNKNOWN"
 	KeyStatus        = attribute.Key("toolguard.status")               // succeeded, failed, unknown
 	KeyOutcome       = attribute.Key("toolguard.outcome")              // committed, not_started, unknown
