@@ -110,7 +110,7 @@ func TestLogging(t *testing.T) {
 	}
 	for _, r := range recs {
 		if _, ok := r["tenant_id"]; ok {
-			t.Errorf("tenant id logged without WithPrincipalInDebugLogs: %v", r)
+			t.Errorf("tenant id logged without PrincipalInDebugLogs: %v", r)
 		}
 		if _, ok := r["message"]; ok {
 			t.Errorf("result message logged: %v", r)

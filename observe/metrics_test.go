@@ -220,7 +220,7 @@ func TestMetricsPendingUnknowns(t *testing.T) {
 	c.want(t, observe.MetricSideEffects, "gen_ai.tool.name=put,toolguard.delivery=fresh,toolguard.tool.effect=write", 1)
 }
 
-// Without WithTools the effect of a tool is unknown: every OK fresh
+// Without Options.Tools the effect of a tool is unknown: every OK fresh
 // dispatch counts as a side effect, and unknown tools are known only from
 // their code.
 func TestMetricsWithoutTools(t *testing.T) {
