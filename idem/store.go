@@ -250,18 +250,8 @@ func parseResult(reply []string) (*guard.Result, error) {
 func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]guard.AuditRecord, guard.AuditHead, error) {
 	streamKey, headKey := s.AuditKeys(tenantID)
 	var head guard.AuditHead
-	h, err := s.rdb.Get(ctx, headKey).Result()
-	if err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE") {
-		// A head kept by an earlier version, as a hash; the next record
-		// appended replaces it.
-		var f []any
-		if f, err = s.rdb.HMGet(ctx, headKey, "seq", "hash").Result(); err == nil {
-			seq, _ := f[0].(string)
-			hash, _ := f[1].(string)
-			h = seq + " " + hash
-		}
-	}
-	if err != nil && !errors.Is(err, redis.Nil) {
+	h, err := s.readHead(ctx, headKey)
+	if err != nil {
 		return nil, head, err
 	}
 	if seq, hash, ok := strings.Cut(h, " "); ok {
@@ -289,4 +279,30 @@ func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit i
 		})
 	}
 	return out, head, nil
+}
+
+// readHead reads a tenant's chain head, "<seq> <hash>", or "" when there is
+// none. A head kept by an earlier version as a hash {seq, hash} is read as
+// such (its type says so); the next record appended replaces it.
+func (s *Store) readHead(ctx context.Context, headKey string) (string, error) {
+	typ, err := s.rdb.Type(ctx, headKey).Result()
+	switch {
+	case err != nil:
+		return "", err
+	case typ == "hash":
+		f, err := s.rdb.HMGet(ctx, headKey, "seq", "hash").Result()
+		if err != nil {
+			return "", err
+		}
+		seq, _ := f[0].(string)
+		hash, _ := f[1].(string)
+		return seq + " " + hash, nil
+	case typ == "none":
+		return "", nil
+	}
+	h, err := s.rdb.Get(ctx, headKey).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", nil // gone since TYPE
+	}
+	return h, err
 }
