@@ -33,7 +33,7 @@ const (
 // (code, delivery, side effect), and the hash chain.
 type AuditRecord struct {
 	Seq        int64           // 1, 2, … per tenant
-	Body       json.RawMessage // canonical JSON of AuditBody
+	Body       json.RawMessage // the JSON of AuditBody as written (fields in declared order), hashed as stored
 	Code       Code
 	Delivery   Delivery
 	SideEffect SideEffect

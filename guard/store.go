@@ -94,7 +94,8 @@ type Entry struct {
 	RetryAfter time.Duration
 	SideEffect SideEffect
 
-	// AuditBody is the canonical JSON of the audit record's fixed part.
+	// AuditBody is the JSON of the audit record's fixed part: AuditBody's
+	// fields in declared order (not sorted), hashed as stored.
 	AuditBody []byte
 	// Token names a write's reservation: chosen by the guard, unique per
 	// dispatch, the same for the Reserve and Commit of one write.

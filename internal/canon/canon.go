@@ -16,8 +16,10 @@
 // Parsing is strict where encoding/json is lenient, because a lenient
 // parser is an injection vector when two components read the same text
 // differently: duplicate object members, invalid UTF-8, lone surrogate
-// escapes, numbers outside the float64 range and nesting deeper than the
-// limit are all errors.
+// escapes, numbers whose magnitude exceeds float64's largest finite value
+// (1e400) and nesting deeper than the limit are all errors. Numbers below
+// float64's smallest (1e-400) are no error: like every number they are kept
+// exactly, as decimals, never rounded to zero.
 package canon
 
 import (
@@ -49,12 +51,17 @@ type Limits struct {
 type Error struct {
 	Offset int    // byte offset of the problem
 	Reason string // short description
+	err    error  // a sentinel it wraps, if any
 }
 
 // Error returns the reason and the byte offset.
 func (e *Error) Error() string { return fmt.Sprintf("invalid JSON at byte %d: %s", e.Offset, e.Reason) }
 
-// ErrTooLarge is wrapped by the error for input over Limits.MaxBytes.
+// Unwrap returns the sentinel the error wraps: ErrTooLarge, or nil.
+func (e *Error) Unwrap() error { return e.err }
+
+// ErrTooLarge is wrapped by the error for input over Limits.MaxBytes:
+// errors.Is(err, ErrTooLarge) reports it.
 var ErrTooLarge = errors.New("input too large")
 
 // Parse checks data strictly and returns its canonical encoding together with
@@ -66,7 +73,7 @@ func Parse(data []byte, lim Limits) (canonical []byte, value any, err error) {
 		maxBytes = DefaultMaxBytes
 	}
 	if len(data) > maxBytes {
-		return nil, nil, &Error{Offset: maxBytes, Reason: fmt.Sprintf("%v: %d bytes, limit %d", ErrTooLarge, len(data), maxBytes)}
+		return nil, nil, &Error{Offset: maxBytes, Reason: fmt.Sprintf("%v: %d bytes, limit %d", ErrTooLarge, len(data), maxBytes), err: ErrTooLarge}
 	}
 	p := parser{data: data, maxDepth: lim.MaxDepth, out: make([]byte, 0, len(data))}
 	if p.maxDepth == 0 {
@@ -85,10 +92,7 @@ func Parse(data []byte, lim Limits) (canonical []byte, value any, err error) {
 }
 
 // IsTooLarge reports whether err came from input over the size limit.
-func IsTooLarge(err error) bool {
-	var e *Error
-	return errors.As(err, &e) && strings.Contains(e.Reason, ErrTooLarge.Error())
-}
+func IsTooLarge(err error) bool { return errors.Is(err, ErrTooLarge) }
 
 type parser struct {
 	data     []byte

@@ -450,8 +450,8 @@ func TestSizeLimit(t *testing.T) {
 	if err == nil {
 		t.Fatal("input one byte over the limit accepted")
 	}
-	if !canon.IsTooLarge(err) {
-		t.Errorf("IsTooLarge(%v) = false", err)
+	if !canon.IsTooLarge(err) || !errors.Is(err, canon.ErrTooLarge) {
+		t.Errorf("IsTooLarge(%v) = false, or errors.Is(err, ErrTooLarge) = false", err)
 	}
 	if !errors.As(err, new(*canon.Error)) {
 		t.Errorf("error %T is not *canon.Error", err)
