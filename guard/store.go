@@ -7,8 +7,9 @@ import (
 
 // Store keeps call-id bindings, idempotency records, results and the audit
 // log, and makes each state change atomic together with its audit record.
-// Package idem implements it on Redis; guard/guardtest is the conformance
-// suite for other implementations.
+// Package idem implements it on Redis and package memstore in memory (the
+// readable reference: its doc lists every rule as a numbered list);
+// guard/guardtest is the conformance suite for other implementations.
 //
 // Every method takes the outcome the guard computed and returns the result
 // the model must see, which may differ: the store applies the first two
@@ -33,9 +34,10 @@ type Store interface {
 	//
 	// Reserve is idempotent per token: sent again with the same e.Token
 	// (a client retry after a lost reply) it returns nil again and changes
-	// nothing, and after the reservation was released (Commit with a
-	// not-started code) it answers that code, so a late copy cannot
-	// reserve the key again.
+	// nothing; after the token's reservation was released (Commit with a
+	// not-started code) or committed, it answers UNAVAILABLE, unaudited
+	// (nobody waits for that answer), so a late copy cannot reserve the key
+	// again.
 	Reserve(ctx context.Context, e *Entry, lease time.Duration) (answer *Result, err error)
 	// Commit stores the outcome of the write reserved under e.Token, with
 	// its audit record, appended first so that no result is ever stored
@@ -56,7 +58,8 @@ type Store interface {
 	// before the answer is NOT_FOUND.
 	Status(ctx context.Context, q *Entry) (*Result, *Pending, error)
 	// Settle ends a status query that returned Pending, with what the
-	// receipt lookup said:
+	// receipt lookup said. The store finds the operation again (its state
+	// may have changed since Status) and answers from what it finds:
 	//   - ReceiptFound: the data is committed (unless p.Lost: then only
 	//     answered) and returned as receipt_reconciled;
 	//   - ReceiptAbsent once the reservation's lease has expired (or

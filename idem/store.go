@@ -144,8 +144,15 @@ func (s *Store) Client() redis.UniversalClient { return s.rdb }
 // copy of that reservation: far longer than any client retry of a script.
 const releaseHold = time.Minute
 
+// errNoCode: an entry whose outcome has no valid code; refused before any
+// change, since its audit link could not be verified.
+var errNoCode = errors.New("idem: an entry's outcome has no valid code")
+
 // Finish implements guard.Store.
 func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
+	if _, ok := guard.ParseCode(e.Code.String()); !ok {
+		return nil, errNoCode
+	}
 	keys, argv := s.args(e, e.CallID, releaseHold)
 	reply, err := s.run(ctx, finishScript, keys, argv)
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
@@ -178,6 +185,9 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
 	if e.Token == "" {
 		return nil, errNoToken
+	}
+	if _, ok := guard.ParseCode(e.Code.String()); !ok {
+		return nil, errNoCode
 	}
 	keys, argv := s.args(e, e.CallID, releaseHold)
 	reply, err := s.run(ctx, commitScript, keys, argv)

@@ -1,30 +1,46 @@
 -- commit: the outcome of a reserved write, with its audit record (appended
 -- first: if it fails, nothing is stored).
 local code, delivery, data, msg, op, side = CODE, 'fresh', DATA, MSG, '', SIDE
-local k = redis.call('HMGET', KEYS[2], 'fp', 'state', 'token', 'data', 'msg', 'done')
+local k = redis.call('HMGET', KEYS[2], 'fp', 'state', 'token', 'data', 'msg', 'done', 'r:' .. TOKEN)
+local b = {false, false}
+if HAS_CALL then b = redis.call('HMGET', KEYS[1], 'fp', 'done') end
 -- A retry of this very commit (its reply was lost after it was applied):
--- answer again, change nothing, audit nothing more.
-if k[6] == TOKEN or (HAS_CALL and redis.call('HGET', KEYS[1], 'done') == TOKEN) then
-  if k[1] == FP and k[2] == 'C' then return answer('OK', 'fresh', k[4], k[5]) end
+-- answer as the first did, change nothing, audit nothing more. The first
+-- commit left its token where its answer can be read again: in the record
+-- it wrote (done), or, when it wrote none of its own, beside the record it
+-- found (r:<token>: "<code> <delivery>").
+if k[7] then
+  local sp = string.find(k[7], ' ', 1, true)
+  code, delivery = string.sub(k[7], 1, sp - 1), string.sub(k[7], sp + 1)
+  if code == 'OK' then return answer('OK', delivery, k[4], k[5]) end
+  if code == 'OUTCOME_UNKNOWN' then return answer(code, delivery, '', '', 0, OP) end
+  return answer(code, delivery, data, msg, RETRY)
+end
+if k[6] == TOKEN or b[2] == TOKEN then
+  if k[6] == TOKEN and k[1] == FP and k[2] == 'C' then return answer('OK', 'fresh', k[4], k[5]) end
   if code == 'OUTCOME_UNKNOWN' then op = OP end
   return answer(code, 'fresh', data, msg, RETRY, op)
 end
-local store -- what to write once audited: 'C' commit, 'U' unknown, 'X' release
+local store -- what to write once audited: 'C' commit, 'U' unknown, 'X' release, 'r' the answer only
 if k[1] == FP and k[2] == 'C' then
   -- settled meanwhile from a receipt: the stored result stands, and the
   -- side effect was already audited as 'yes' by the status query.
-  code, delivery, data, msg, side = 'OK', 'local_replay', k[4], k[5], 'no'
+  code, delivery, data, msg, side, store = 'OK', 'local_replay', k[4], k[5], 'no', 'r'
 elseif live(k) and k[1] ~= FP then
   -- the key now belongs to another intent (ours was freed and reused):
   -- never overwrite it; our outcome is still reported and audited.
-  if code == 'OK' then code = 'OUTCOME_UNKNOWN' end
+  if code == 'OK' then code, data, msg = 'OUTCOME_UNKNOWN', '', '' end
+  store = 'r'
 elseif code == 'OK' then
   store = 'C'
 elseif code == 'OUTCOME_UNKNOWN' then
   store = 'U'
-elseif k[3] == TOKEN then
-  -- not started: free the key so corrected or later input may use it.
+elseif not live(k) or k[3] == TOKEN then
+  -- not started: free the key (ours, or none was stored: a reservation
+  -- whose reply was lost may still arrive, and the tombstone refuses it).
   store = 'X'
+else
+  store = 'r' -- not started, and the key is another holder's
 end
 if code == 'OUTCOME_UNKNOWN' then op = OP end
 audit(code, delivery, side)
@@ -38,8 +54,12 @@ elseif store == 'U' then
   redis.call('PEXPIRE', KEYS[2], TTL)
 elseif store == 'X' then
   release(KEYS[2])
+else
+  redis.call('HSET', KEYS[2], 'r:' .. TOKEN, code .. ' ' .. delivery)
 end
-if HAS_CALL then
+-- The call binding: bound to this intent unless it is another's (a
+-- reservation answered CALL_ID_CONFLICT, its reply lost, then released).
+if HAS_CALL and (not b[1] or b[1] == FP) then
   if TERMINAL[code] then
     redis.call('HSET', KEYS[1], 'fp', FP, 'code', code, 'data', data, 'msg', msg, 'done', TOKEN)
   else

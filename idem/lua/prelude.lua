@@ -122,8 +122,9 @@ local function index(ref)
     return
   end
   local cur = redis.call('GET', KEYS[3])
-  if cur and cur ~= ref and string.sub(cur, 1, 1) == 'k' and redis.call('EXISTS', string.sub(cur, 2)) == 1 then
-    return
+  if cur and cur ~= ref and string.sub(cur, 1, 1) == 'k' then
+    local st = redis.call('HGET', string.sub(cur, 2), 'state')
+    if st and st ~= 'X' then return end
   end
   redis.call('SET', KEYS[3], ref, 'PX', TTL)
 end
@@ -212,8 +213,8 @@ end
 
 -- release frees a reserved key. Released by its own token, the record
 -- becomes a tombstone of that token for as long as a late copy of the
--- reservation could still arrive (a lease); released by a status query, it
--- is deleted.
+-- reservation could still arrive (LEASE: the store passes one minute);
+-- released by a status query, it is deleted.
 local function release(key)
   redis.call('DEL', key)
   if TOKEN ~= '' then
