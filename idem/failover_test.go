@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -54,19 +53,7 @@ func TestFailoverToStalledReplica(t *testing.T) {
 				t.Fatal(err)
 			}
 			r := newRig(t, s)
-			runAll := func(list []op) []*guard.Result {
-				out := make([]*guard.Result, len(list))
-				var wg sync.WaitGroup
-				for i, o := range list {
-					wg.Go(func() {
-						ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-						defer cancel()
-						out[i] = r.dispatch(t, ctx, o)
-					})
-				}
-				wg.Wait()
-				return out
-			}
+			runAll := func(list []op) []*guard.Result { return r.dispatchAll(t, list, 5*time.Second) }
 
 			healthy, mid, stalled := ops(alice, "healthy", 8), ops(alice, "mid", 4), ops(alice, "stalled", 6)
 			acked := append([]op(nil), healthy...)

@@ -161,6 +161,22 @@ func (r *rig) dispatch(t testing.TB, ctx context.Context, o op) *guard.Result {
 	return res
 }
 
+// dispatchAll runs the ops at once, each with the deadline, and returns
+// their results in order.
+func (r *rig) dispatchAll(t testing.TB, list []op, deadline time.Duration) []*guard.Result {
+	out := make([]*guard.Result, len(list))
+	var wg sync.WaitGroup
+	for i, o := range list {
+		wg.Go(func() {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			defer cancel()
+			out[i] = r.dispatch(t, ctx, o)
+		})
+	}
+	wg.Wait()
+	return out
+}
+
 // status asks for the op's outcome naming its tool and key, as a host that
 // kept them does.
 func (r *rig) status(t testing.TB, o op) *guard.Result {

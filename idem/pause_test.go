@@ -88,16 +88,7 @@ func TestPausedServerLosesReservationReplies(t *testing.T) {
 					wake = sleepServer(t, direct, 2*time.Second)
 				}
 				list := ops(alice, "w", pauseWriters)
-				results := make([]*guard.Result, len(list))
-				var wg sync.WaitGroup
-				for i, o := range list {
-					wg.Go(func() {
-						ctx, cancel := context.WithTimeout(context.Background(), 600*time.Millisecond)
-						defer cancel()
-						results[i] = r.dispatch(t, ctx, o)
-					})
-				}
-				wg.Wait()
+				results := r.dispatchAll(t, list, 600*time.Millisecond)
 				wake()
 				for i, res := range results {
 					if res.Code != guard.Unavailable {
