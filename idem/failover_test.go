@@ -47,8 +47,9 @@ func TestFailoverToStalledReplica(t *testing.T) {
 			}) {
 				t.Fatal("the replica never linked to the master")
 			}
+			waitCaughtUp(t, mc, rc)
 			prefix := redistest.Prefix(t)
-			s, err := idem.New(mc, idem.Options{Prefix: prefix, Replicas: replicas, ReplicaTimeout: 300 * time.Millisecond})
+			s, err := idem.New(mc, idem.Options{Prefix: prefix, Replicas: replicas}) // ReplicaTimeout: the default 1 s
 			if err != nil {
 				t.Fatal(err)
 			}
