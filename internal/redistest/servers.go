@@ -1,0 +1,73 @@
+package redistest
+
+import (
+	"context"
+	"os/exec"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// NeedBinaries skips tb unless every named program (e.g. "redis-server",
+// "redis-cli") is on PATH. Tests that start servers of their own call it
+// first: CI installs Redis, a bare machine skips them with a message that
+// says what is missing.
+func NeedBinaries(tb testing.TB, names ...string) {
+	tb.Helper()
+	var missing []string
+	for _, n := range names {
+		if _, err := exec.LookPath(n); err != nil {
+			missing = append(missing, n)
+		}
+	}
+	if len(missing) > 0 {
+		tb.Skip(strings.Join(missing, " and ") + " not installed: skipping a test that starts its own Redis servers " +
+			"(CI installs them; apt-get install redis-server)")
+	}
+}
+
+// pollInterval is how often WaitUntil asks its condition again.
+const pollInterval = 10 * time.Millisecond
+
+// WaitUntil asks cond every 10 ms until it returns true or timeout has
+// passed, and reports whether it returned true. Tests poll with it instead
+// of sleeping for a guessed time, and fail with their own message when it
+// reports false.
+func WaitUntil(timeout time.Duration, cond func() bool) bool {
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			return false
+		}
+		time.Sleep(pollInterval)
+	}
+	return true
+}
+
+// CreateCluster joins running cluster-enabled servers into one cluster
+// with `redis-cli --cluster create`, with replicas replicas per master
+// (redis-cli picks which servers are masters: the first ones listed). It
+// returns redis-cli's output; the caller waits for cluster_state:ok.
+func CreateCluster(ctx context.Context, replicas int, addrs ...string) ([]byte, error) {
+	return exec.CommandContext(ctx, "redis-cli", createArgs(replicas, addrs)...).CombinedOutput()
+}
+
+func createArgs(replicas int, addrs []string) []string {
+	args := append([]string{"--cluster", "create"}, addrs...)
+	return append(args, "--cluster-replicas", strconv.Itoa(replicas), "--cluster-yes")
+}
+
+// Reshard moves n hash slots, with their keys, from the master whose node
+// id is from to the master whose node id is to, through the cluster node
+// at seed, with `redis-cli --cluster reshard` and no questions asked. It
+// returns redis-cli's output. Clients keep running meanwhile: they meet
+// MOVED, ASK and TRYAGAIN replies.
+func Reshard(ctx context.Context, seed, from, to string, n int) ([]byte, error) {
+	return exec.CommandContext(ctx, "redis-cli", reshardArgs(seed, from, to, n)...).CombinedOutput()
+}
+
+func reshardArgs(seed, from, to string, n int) []string {
+	return []string{"--cluster", "reshard", seed, "--cluster-from", from, "--cluster-to", to,
+		"--cluster-slots", strconv.Itoa(n), "--cluster-yes"}
+}
