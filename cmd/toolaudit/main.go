@@ -1,7 +1,7 @@
 // Command toolaudit prints a tenant's tool-audit-v2 records from the Redis
 // store as JSON lines, and verifies their hash chain.
 //
-//	go run ./cmd/toolaudit [-redis URL|ADDRS] [-prefix P] -tenant T [-verify] [-format flat|raw] [-after N [-prev HASH]]
+//	go run ./cmd/toolaudit [-redis URL|ADDRS] [-prefix P] -tenant T [-verify] [-anchor FILE] [-format flat|raw] [-after N [-prev HASH]]
 //	go run ./cmd/toolaudit -file EXPORT.jsonl -tenant T [-verify] [-after N [-prev HASH]]
 //	go run ./cmd/toolaudit [-prefix P] -tenant T -keys
 //
@@ -25,6 +25,17 @@
 // too. Without -prev, a log that starts after N is trusted to link to
 // whatever record N was. A file has no head: its last record is reported,
 // to be compared with the anchor kept when it was exported.
+//
+// -anchor FILE (implies -verify) keeps the verified head outside Redis:
+// after a successful verification the file holds the tenant, the last
+// record's sequence number and its hash. The next verification with the
+// same file fails (exit 1) when the chain no longer reaches that record —
+// it restarted (a Redis restart without persistence, a failover to a
+// replica that had not received the tail) or lost its tail — or when the
+// record at the anchor's sequence number has another hash (the chain was
+// restarted and grew past it, or was rewritten). With -after equal to the
+// anchor's sequence number and no -prev, the anchor's hash is the link
+// checked. A missing file is created; a file of another tenant is refused.
 //
 // -keys prints the names of the tenant's audit stream and chain head, for
 // redis-cli (see docs/operations.md, retention), and exits.
@@ -56,7 +67,7 @@ func main() {
 // page is how many records one read fetches.
 const page = 1000
 
-const usage = `usage: toolaudit [-redis URL|ADDRS] [-prefix P] -tenant T [-verify] [-format flat|raw] [-after N [-prev HASH]]
+const usage = `usage: toolaudit [-redis URL|ADDRS] [-prefix P] -tenant T [-verify] [-anchor FILE] [-format flat|raw] [-after N [-prev HASH]]
        toolaudit -file EXPORT.jsonl -tenant T [-verify] [-after N [-prev HASH]]
        toolaudit [-prefix P] -tenant T -keys`
 
@@ -71,6 +82,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	file := fs.String("file", "", "read a -format raw export from this file (- for standard input) instead of Redis")
 	after := fs.Int64("after", 0, "start after this sequence number (incremental export, or a trimmed log)")
 	prev := fs.String("prev", "", "with -after: the hash of record -after, to check the first record's link")
+	anchorPath := fs.String("anchor", "", "verify against, and then advance, the head kept in this file (implies -verify)")
 	keys := fs.Bool("keys", false, "print the tenant's audit stream and head key names, and exit")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, usage)
@@ -95,6 +107,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return fail("-prev needs -after (record 1 has no previous hash)")
 	case *format != "flat" && *format != "raw":
 		return fail("-format is flat or raw")
+	case *anchorPath != "" && *file != "":
+		return fail("-anchor guards the log in Redis; verify a file export with -after and -prev")
+	}
+	var anc *anchor
+	if *anchorPath != "" {
+		*verify = true
+		var err error
+		if anc, err = readAnchor(*anchorPath, *tenant); err != nil {
+			return fail("-anchor: " + err.Error())
+		}
+		if anc != nil && anc.Seq == *after && *after > 0 {
+			if *prev == "" {
+				*prev = anc.Hash
+			} else if *prev != anc.Hash {
+				return fail(fmt.Sprintf("-prev %s disagrees with the anchor's hash %s of record %d", *prev, anc.Hash, anc.Seq))
+			}
+		}
 	}
 
 	if *keys {
@@ -133,6 +162,9 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 
 	c := chain{tenant: *tenant, seq: *after, prev: *prev, anchored: *after == 0 || *prev != ""}
+	if anc != nil {
+		c.watch = anc.Seq
+	}
 	trusted := !c.anchored
 	n, err := export(context.Background(), src, &c, stdout, *verify, *format == "raw")
 	var ce *guard.ChainError
@@ -146,6 +178,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		fmt.Fprintf(stderr, "toolaudit: reading the audit log: %v\n", err)
 		return 2
+	}
+	if anc != nil {
+		if msg := anc.lost(&c, *after); msg != "" {
+			fmt.Fprintf(stderr, "toolaudit: tenant %q: %s (anchor %s)\n", *tenant, msg, *anchorPath)
+			return 1
+		}
 	}
 	if *verify {
 		from := "record 1"
@@ -161,6 +199,17 @@ func run(args []string, stdout, stderr io.Writer) int {
 		}
 		fmt.Fprintf(stderr, "toolaudit: tenant %q: %d records verified from %s to %s (seq %d, hash %s)\n",
 			*tenant, n, from, to, c.seq, c.prev)
+	}
+	if *anchorPath != "" {
+		if err := writeAnchor(*anchorPath, anchor{Tenant: *tenant, Seq: c.seq, Hash: c.prev}); err != nil {
+			fmt.Fprintf(stderr, "toolaudit: -anchor: %v\n", err)
+			return 2
+		}
+		was := "new"
+		if anc != nil {
+			was = fmt.Sprintf("was record %d", anc.Seq)
+		}
+		fmt.Fprintf(stderr, "toolaudit: tenant %q: anchor %s now at record %d (%s)\n", *tenant, *anchorPath, c.seq, was)
 	}
 	return 0
 }
@@ -179,6 +228,10 @@ type chain struct {
 	seq      int64
 	prev     string
 	anchored bool // prev is known (from record 0 or -prev); else the first record's is taken
+	// watch is the anchor's sequence number, and watched the hash the
+	// record with that number had, if it was read.
+	watch   int64
+	watched string
 }
 
 // export prints the records after c.seq and, with verify, checks them as
@@ -216,6 +269,9 @@ func export(ctx context.Context, src source, c *chain, w io.Writer, verify, raw 
 				return n, err
 			}
 			c.seq, c.prev = r.Seq, r.Hash
+			if r.Seq == c.watch {
+				c.watched = r.Hash
+			}
 			n++
 		}
 		if len(recs) == 0 {
@@ -309,4 +365,57 @@ func (f *fileSource) Audit(_ context.Context, _ string, after int64, limit int) 
 		return nil, f.head, err
 	}
 	return out, f.head, nil
+}
+
+// anchor is the verified head of a tenant's chain, kept in a file outside
+// Redis by -anchor.
+type anchor struct {
+	Tenant string `json:"tenant"`
+	Seq    int64  `json:"seq"`
+	Hash   string `json:"hash"`
+}
+
+// readAnchor reads the anchor file; nil when it does not exist yet.
+func readAnchor(path, tenant string) (*anchor, error) {
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, err
+	}
+	var a anchor
+	if err := json.Unmarshal(b, &a); err != nil || a.Seq < 0 || (a.Seq > 0 && a.Hash == "") {
+		return nil, fmt.Errorf("%s is not an anchor file", path)
+	}
+	if a.Tenant != tenant {
+		return nil, fmt.Errorf("%s anchors tenant %q, not %q", path, a.Tenant, tenant)
+	}
+	return &a, nil
+}
+
+// writeAnchor replaces the anchor file (write and rename: a crash leaves
+// the old anchor or the new one).
+func writeAnchor(path string, a anchor) error {
+	b, _ := json.Marshal(a)
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(tmp, path)
+}
+
+// lost compares a verified chain c (read after record after) with the
+// anchor, and says what was lost since: "" when the chain still reaches the
+// anchored record and that record has the anchored hash.
+func (a *anchor) lost(c *chain, after int64) string {
+	switch {
+	case c.seq < a.Seq:
+		return fmt.Sprintf("the chain restarted or lost its tail since the anchor: the anchor is record %d (hash %s), "+
+			"the log now ends at record %d: records %d to %d are lost", a.Seq, a.Hash, c.seq, c.seq+1, a.Seq)
+	case a.Seq > after && c.watched != a.Hash:
+		return fmt.Sprintf("the chain restarted or was rewritten since the anchor: record %d has hash %s, the anchor says %s: "+
+			"the anchored records up to %d are not this log's", a.Seq, c.watched, a.Hash, a.Seq)
+	}
+	return ""
 }

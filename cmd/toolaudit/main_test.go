@@ -398,3 +398,118 @@ func TestConformanceRunStore(t *testing.T) {
 		t.Fatalf("edited record: exit %d, stderr %q; want 1 naming record 1", o.code, o.stderr)
 	}
 }
+
+// more writes n reads of tenant-a, with call ids from tag.
+func more(t *testing.T, s *idem.Store, tag string, n int) {
+	t.Helper()
+	w := guardtest.NewWorld(t, s)
+	for i := range n {
+		w.Dispatch(t, guardtest.Principal("tenant-a", "alice"), "get", `{"key":"k"}`, tag+string(rune('a'+i)), "")
+	}
+}
+
+func readAnchorFile(t *testing.T, path string) anchor {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var a anchor
+	if err := json.Unmarshal(b, &a); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+// An anchor kept outside Redis detects a chain that restarted (its records
+// and head gone, new ones from 1) or lost its tail, which verify alone
+// cannot: such a chain is consistent by itself.
+func TestAnchor(t *testing.T) {
+	ctx := context.Background()
+	setup := func(t *testing.T) (redis.UniversalClient, *idem.Store, []string, string) {
+		rdb, url := mini(t)
+		s := fill(t, rdb, "tga:", 6)
+		path := t.TempDir() + "/tenant-a.anchor"
+		args := []string{"-redis", url, "-prefix", "tga:", "-tenant", "tenant-a", "-anchor", path}
+		o := exec(args...)
+		want(t, o, 0, "anchor "+path+" now at record 6 (new)")
+		if len(o.lines(t)) != 6 || !strings.Contains(o.stderr, "6 records verified") {
+			t.Fatalf("-anchor does not verify: %q", o.stderr)
+		}
+		_, head := s.AuditKeys("tenant-a")
+		seq, hash, _ := strings.Cut(rdb.Get(ctx, head).Val(), " ")
+		if a := readAnchorFile(t, path); a.Tenant != "tenant-a" || seq != "6" || a.Seq != 6 || a.Hash != hash {
+			t.Fatalf("anchor %+v, head %s %s", a, seq, hash)
+		}
+		return rdb, s, args, path
+	}
+	restart := func(t *testing.T, rdb redis.UniversalClient, s *idem.Store) {
+		stream, head := s.AuditKeys("tenant-a")
+		if err := rdb.Del(ctx, stream, head).Err(); err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	t.Run("Growth", func(t *testing.T) {
+		_, s, args, path := setup(t)
+		more(t, s, "g", 2)
+		want(t, exec(args...), 0, "anchor "+path+" now at record 8 (was record 6)")
+		if a := readAnchorFile(t, path); a.Seq != 8 {
+			t.Fatalf("anchor %+v did not advance", a)
+		}
+		want(t, exec(args...), 0, "now at record 8 (was record 8)")
+	})
+	t.Run("Restarted", func(t *testing.T) {
+		rdb, s, args, path := setup(t)
+		before := readAnchorFile(t, path)
+		restart(t, rdb, s)
+		more(t, s, "r", 3)
+		if _, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil {
+			t.Fatalf("the restarted chain is consistent by itself: %v", err)
+		}
+		want(t, exec(args...), 1, `tenant "tenant-a": the chain restarted or lost its tail since the anchor: `+
+			"the anchor is record 6 (hash "+before.Hash+"), the log now ends at record 3: records 4 to 6 are lost")
+		if a := readAnchorFile(t, path); a != before {
+			t.Fatalf("a failed verification moved the anchor to %+v", a)
+		}
+		// Grown past the anchor, the restarted chain is still caught.
+		more(t, s, "s", 4)
+		want(t, exec(args...), 1, "restarted or was rewritten since the anchor: record 6 has hash ")
+	})
+	t.Run("TruncatedTail", func(t *testing.T) {
+		rdb, s, args, _ := setup(t)
+		recs := exec(args[:len(args)-2]...).lines(t)
+		stream, head := s.AuditKeys("tenant-a")
+		// The tail and the head go back together, as after a failover to
+		// a replica that had not received them.
+		redistest.RewriteStream(t, rdb, stream, func(id string, _ map[string]any) bool { return id != "5-1" && id != "6-1" })
+		if err := rdb.Set(ctx, head, "4 "+recs[3]["hash"].(string), 0).Err(); err != nil {
+			t.Fatal(err)
+		}
+		want(t, exec(args...), 1, "the log now ends at record 4: records 5 to 6 are lost")
+		more(t, s, "t", 2) // new records 5 and 6
+		want(t, exec(args...), 1, "record 6 has hash ")
+	})
+	t.Run("TrimmedFromAnchor", func(t *testing.T) {
+		rdb, s, args, path := setup(t)
+		stream, _ := s.AuditKeys("tenant-a")
+		if err := rdb.XTrimMinID(ctx, stream, "7-0").Err(); err != nil {
+			t.Fatal(err)
+		}
+		more(t, s, "m", 2)
+		// -after the anchor: its hash is the link checked, without -prev.
+		o := exec(append(args, "-after", "6")...)
+		want(t, o, 0, "2 records verified from record 7 to the head")
+		if strings.Contains(o.stderr, "unchecked") || readAnchorFile(t, path).Seq != 8 {
+			t.Fatalf("stderr %q", o.stderr)
+		}
+		want(t, exec(append(args, "-after", "8", "-prev", strings.Repeat("0", 40))...), 2, "disagrees with the anchor")
+	})
+	t.Run("Refused", func(t *testing.T) {
+		_, _, args, path := setup(t)
+		want(t, exec("-redis", args[1], "-tenant", "tenant-b", "-anchor", path), 2, `anchors tenant "tenant-a", not "tenant-b"`)
+		want(t, exec("-file", path, "-tenant", "tenant-a", "-anchor", path), 2, "-anchor guards the log in Redis")
+		_ = os.WriteFile(path, []byte("junk"), 0o600)
+		want(t, exec(args...), 2, "is not an anchor file")
+	})
+}

@@ -1,0 +1,200 @@
+// Command toolctl is the operator's way out of writes whose outcome nobody
+// knows: it lists a tenant's unknown and stuck operations, and resolves one
+// by hand, audited with the operator's name.
+//
+//	toolctl list    [-redis URL|ADDRS] [-prefix P] -tenant T [-json]
+//	toolctl resolve [-redis URL|ADDRS] [-prefix P] -tenant T -subject S (-key K | -op OP)
+//	                -as committed -data JSON | -as not_executed   -by OPERATOR [-force]
+//
+// list prints the writes whose outcome is unknown (OUTCOME_UNKNOWN that no
+// receipt settled) and those stuck in a reservation whose lease ran out
+// (compared with this machine's clock), one a line; -json prints one JSON
+// object a line instead.
+//
+// resolve settles one of them, named by its subject and its key as list
+// prints it (-key) or its operation id (-op). -as committed stores -data
+// (the write's result, JSON) as its committed result: a retry replays it
+// and a status query answers it. -as not_executed releases its key: a
+// retry runs the write. Either is appended to the tenant's audit log first
+// (action "resolve", the operator from -by, the verdict). A committed
+// operation is never resolved; one whose lease has not run out only with
+// -force, when its holder is known to be gone.
+//
+// Exit status: 0 success, 1 a resolution refused (already committed, in
+// progress, not found, changed meanwhile), 2 a usage or connection error.
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redisconn"
+)
+
+func main() {
+	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, time.Now))
+}
+
+const usage = `usage: toolctl list    [-redis URL|ADDRS] [-prefix P] -tenant T [-json]
+       toolctl resolve [-redis URL|ADDRS] [-prefix P] -tenant T -subject S (-key K | -op OP)
+                       (-as committed -data JSON | -as not_executed) -by OPERATOR [-force]`
+
+// run runs the command; now is the clock leases are compared with.
+func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
+	fail := func(msg string) int {
+		fmt.Fprintln(stderr, "toolctl: "+msg)
+		return 2
+	}
+	if len(args) == 0 || (args[0] != "list" && args[0] != "resolve") {
+		fmt.Fprintln(stderr, usage)
+		return fail("the first argument is list or resolve")
+	}
+	cmd := args[0]
+	fs := flag.NewFlagSet("toolctl "+cmd, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	redisAddr := fs.String("redis", "redis://127.0.0.1:6379/0", "a redis:// URL for one server, or a comma-separated host:port list for a cluster")
+	prefix := fs.String("prefix", "tg:", "the store's key prefix (idem.Options.Prefix)")
+	tenant := fs.String("tenant", "", "the tenant id (required)")
+	var (
+		asJSON                         *bool
+		subject, key, op, as, data, by *string
+		force                          *bool
+	)
+	if cmd == "list" {
+		asJSON = fs.Bool("json", false, "print one JSON object a line")
+	} else {
+		subject = fs.String("subject", "", "the subject whose operation it is (required)")
+		key = fs.String("key", "", "the operation's idempotency key, as list prints it")
+		op = fs.String("op", "", "the operation id (instead of -key)")
+		as = fs.String("as", "", "committed (the write took place) or not_executed (it did not)")
+		data = fs.String("data", "", "with -as committed: the write's result, JSON")
+		by = fs.String("by", "", "who resolves it, for the audit log (required)")
+		force = fs.Bool("force", false, "resolve a reservation whose lease has not run out (its holder is known to be gone)")
+	}
+	fs.Usage = func() {
+		fmt.Fprintln(stderr, usage)
+		fs.PrintDefaults()
+	}
+	if err := fs.Parse(args[1:]); err != nil {
+		return 2
+	}
+	switch {
+	case fs.NArg() > 0:
+		return fail(fmt.Sprintf("unexpected arguments %q", fs.Args()))
+	case *tenant == "":
+		return fail("-tenant is required")
+	}
+	var res idem.Resolution
+	if cmd == "resolve" {
+		res = idem.Resolution{TenantID: *tenant, SubjectID: *subject, IdempotencyKey: *key, OperationID: *op,
+			Verdict: idem.Verdict(*as), Data: []byte(*data), Operator: *by, Force: *force}
+		switch {
+		case *subject == "":
+			return fail("-subject is required")
+		case (*key == "") == (*op == ""):
+			return fail("name the operation with -key or -op (one of them)")
+		case *by == "":
+			return fail("-by is required: the audit log names who resolved the operation")
+		case res.Verdict != idem.Committed && res.Verdict != idem.NotExecuted:
+			return fail("-as is committed or not_executed")
+		case res.Verdict == idem.Committed && *data == "":
+			return fail("-as committed needs -data: the write's result, JSON")
+		case res.Verdict == idem.NotExecuted && *data != "":
+			return fail("-as not_executed takes no -data")
+		}
+	}
+
+	rdb, err := redisconn.Open(*redisAddr, 0)
+	if err != nil {
+		return fail("-redis: " + err.Error())
+	}
+	defer rdb.Close()
+	store, err := idem.New(rdb, idem.Options{Prefix: *prefix})
+	if err != nil {
+		return fail("-prefix: " + err.Error())
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	if cmd == "list" {
+		return list(ctx, store, *tenant, now(), *asJSON, stdout, stderr)
+	}
+	res.Now = now()
+	return resolve(ctx, store, res, stdout, stderr)
+}
+
+// listed is one line of list -json.
+type listed struct {
+	State          idem.UnsettledState `json:"state"`
+	Subject        string              `json:"subject"`
+	OperationID    string              `json:"operation_id"`
+	Tool           string              `json:"tool"`
+	IdempotencyKey string              `json:"idempotency_key"`
+	CallID         string              `json:"call_id"`
+	LeaseExpired   string              `json:"lease_expired,omitempty"`
+	Record         string              `json:"record"`
+}
+
+func list(ctx context.Context, s *idem.Store, tenant string, now time.Time, asJSON bool, stdout, stderr io.Writer) int {
+	us, err := s.Unsettled(ctx, tenant, now)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolctl: listing tenant %q: %v\n", tenant, err)
+		return 2
+	}
+	tw := tabwriter.NewWriter(stdout, 2, 8, 2, ' ', 0)
+	if !asJSON && len(us) > 0 {
+		fmt.Fprintln(tw, "STATE\tSUBJECT\tOPERATION\tTOOL\tKEY\tCALL\tLEASE EXPIRED")
+	}
+	enc := json.NewEncoder(stdout)
+	for _, u := range us {
+		l := listed{State: u.State, Subject: u.SubjectID, OperationID: u.OperationID, Tool: u.Tool,
+			IdempotencyKey: u.IdempotencyKey, CallID: u.CallID, Record: u.Record}
+		if !u.LeaseExpiry.IsZero() {
+			l.LeaseExpired = u.LeaseExpiry.UTC().Format(time.RFC3339)
+		}
+		if asJSON {
+			_ = enc.Encode(l)
+			continue
+		}
+		lease := l.LeaseExpired
+		if lease == "" {
+			lease = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%q\t%q\t%s\t%q\t%q\t%s\n", l.State, l.Subject, l.OperationID, l.Tool, l.IdempotencyKey, l.CallID, lease)
+	}
+	_ = tw.Flush()
+	fmt.Fprintf(stderr, "toolctl: tenant %q: %d unsettled operations\n", tenant, len(us))
+	return 0
+}
+
+func resolve(ctx context.Context, s *idem.Store, r idem.Resolution, stdout, stderr io.Writer) int {
+	res, err := s.Resolve(ctx, r)
+	switch {
+	case errors.Is(err, idem.ErrNotReplicated):
+		fmt.Fprintf(stderr, "toolctl: warning: %v (the resolution was applied)\n", err)
+	case errors.Is(err, idem.ErrAlreadyCommitted), errors.Is(err, idem.ErrLeaseActive),
+		errors.Is(err, idem.ErrNoRecord), errors.Is(err, idem.ErrRecordChanged):
+		fmt.Fprintf(stderr, "toolctl: refused: %v\n", err)
+		return 1
+	case err != nil:
+		fmt.Fprintf(stderr, "toolctl: %v\n", err)
+		return 2
+	}
+	name := fmt.Sprintf("key %q", r.IdempotencyKey)
+	if r.IdempotencyKey == "" {
+		name = fmt.Sprintf("operation %q", r.OperationID)
+	}
+	fmt.Fprintf(stdout, "resolved tenant %q subject %q %s as %s by %s: %s", r.TenantID, r.SubjectID, name, r.Verdict, r.Operator, res.Code)
+	if len(res.Data) > 0 {
+		fmt.Fprintf(stdout, " %s", res.Data)
+	}
+	fmt.Fprintln(stdout)
+	return 0
+}

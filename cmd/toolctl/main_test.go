@@ -1,0 +1,221 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/guard/guardtest"
+	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redistest"
+)
+
+type outcome struct {
+	code           int
+	stdout, stderr string
+}
+
+// exec runs toolctl with the clock now.
+func exec(now func() time.Time, args ...string) outcome {
+	var stdout, stderr strings.Builder
+	code := run(args, &stdout, &stderr, now)
+	return outcome{code, stdout.String(), stderr.String()}
+}
+
+func want(t *testing.T, o outcome, code int, stderr string) {
+	t.Helper()
+	if o.code != code || !strings.Contains(o.stderr, stderr) {
+		t.Fatalf("exit %d, stderr %q; want exit %d with %q\nstdout:\n%s", o.code, o.stderr, code, stderr, o.stdout)
+	}
+}
+
+var alice = guardtest.Principal("tenant-a", "alice")
+
+// world returns a guard over a store with two unknown writes of alice
+// (calls c1 and c2, keys idem-1 and idem-2) and a committed one.
+func world(t *testing.T, rdb redis.UniversalClient, prefix string) *guardtest.World {
+	t.Helper()
+	s, err := idem.New(rdb, idem.Options{Prefix: prefix})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := guardtest.NewWorld(t, s)
+	for _, c := range []string{"1", "2"} {
+		w.Down.FailNext(guard.OutcomeUnknown, false)
+		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"`+c+`"}`, "c"+c, "idem-"+c), guard.OutcomeUnknown, guard.DeliveryFresh)
+	}
+	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"c","value":"3"}`, "c3", "idem-3"), guard.OK, guard.DeliveryFresh)
+	return w
+}
+
+func TestListAndResolve(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		prefix := redistest.Prefix(t)
+		w := world(t, rdb, prefix)
+		addr := redisAddr(t, rdb)
+		base := func(cmd string, args ...string) []string {
+			return append([]string{cmd, "-redis", addr, "-prefix", prefix, "-tenant", "tenant-a"}, args...)
+		}
+
+		o := exec(w.Now, base("list")...)
+		want(t, o, 0, `tenant "tenant-a": 2 unsettled operations`)
+		lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
+		if len(lines) != 3 || !strings.HasPrefix(lines[0], "STATE") ||
+			strings.Join(strings.Fields(lines[1]), " ") != `unknown "alice" "c1" put "k:idem-1" "c1" -` ||
+			!strings.Contains(lines[2], `"k:idem-2"`) {
+			t.Fatalf("list:\n%s", o.stdout)
+		}
+		o = exec(w.Now, base("list", "-json")...)
+		want(t, o, 0, "2 unsettled")
+		var first listed
+		if err := json.Unmarshal([]byte(strings.Split(o.stdout, "\n")[0]), &first); err != nil ||
+			first.State != idem.StateUnknown || first.OperationID != "c1" || first.IdempotencyKey != "k:idem-1" || first.Record == "" {
+			t.Fatalf("list -json: %v\n%s", err, o.stdout)
+		}
+
+		// c1 took place, c2 did not.
+		o = exec(w.Now, base("resolve", "-subject", "alice", "-key", "k:idem-1", "-as", "committed", "-data", `{"value":"1"}`, "-by", "alice@ops")...)
+		want(t, o, 0, "")
+		if o.stdout != `resolved tenant "tenant-a" subject "alice" key "k:idem-1" as committed by alice@ops: OK {"value":"1"}`+"\n" {
+			t.Fatalf("stdout %q", o.stdout)
+		}
+		o = exec(w.Now, base("resolve", "-subject", "alice", "-op", "c2", "-as", "not_executed", "-by", "bob@ops")...)
+		want(t, o, 0, "")
+		if !strings.Contains(o.stdout, `operation "c2" as not_executed by bob@ops: NOT_FOUND`) {
+			t.Fatalf("stdout %q", o.stdout)
+		}
+		want(t, exec(w.Now, base("list")...), 0, "0 unsettled operations")
+		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c9", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-2"), guard.OK, guard.DeliveryFresh)
+
+		// Refusals: a committed operation, an unknown one.
+		o = exec(w.Now, base("resolve", "-subject", "alice", "-key", "k:idem-3", "-as", "not_executed", "-by", "bob@ops")...)
+		want(t, o, 1, "toolctl: refused: idem: the operation is already committed")
+		o = exec(w.Now, base("resolve", "-subject", "alice", "-op", "nope", "-as", "not_executed", "-by", "bob@ops")...)
+		want(t, o, 1, `refused: idem: no unsettled record: tenant "tenant-a" subject "alice" has no operation "nope"`)
+
+		// The audit log holds both resolutions, with their operators.
+		s, _ := idem.New(rdb, idem.Options{Prefix: prefix})
+		n, err := guard.VerifyAudit(context.Background(), s, "tenant-a")
+		if err != nil {
+			t.Fatal(err)
+		}
+		recs, _, _ := s.Audit(context.Background(), "tenant-a", 0, int(n))
+		var ops []string
+		for _, r := range recs {
+			var b struct{ Action, Operator, Resolution string }
+			_ = json.Unmarshal(r.Body, &b)
+			if b.Action == "resolve" {
+				ops = append(ops, b.Operator+" "+b.Resolution)
+			}
+		}
+		if strings.Join(ops, ",") != "alice@ops committed,bob@ops not_executed" {
+			t.Fatalf("resolutions audited: %q", ops)
+		}
+	})
+}
+
+// redisAddr is the -redis argument that reaches the client's server.
+func redisAddr(t *testing.T, rdb redis.UniversalClient) string {
+	t.Helper()
+	switch c := rdb.(type) {
+	case *redis.ClusterClient:
+		return os.Getenv(redistest.EnvCluster)
+	case *redis.Client:
+		o := c.Options()
+		return "redis://" + o.Addr + "/" + strconv.Itoa(o.DB)
+	}
+	t.Fatalf("client %T", rdb)
+	return ""
+}
+
+// A reservation whose holder may be running is refused unless -force;
+// once its lease (on the guard's clock) is over it is listed as stuck and
+// resolved without it.
+func TestResolveInProgress(t *testing.T) {
+	mr, rdb := redistest.Mini(t)
+	w := guardtest.NewWorld(t, mustStore(t, rdb))
+	entered, release := w.Down.Block()
+	t.Cleanup(release)
+	done := make(chan *guard.Result, 2)
+	for _, c := range []string{"5", "6"} {
+		go func() { done <- w.Dispatch(t, alice, "put", `{"key":"b","value":"`+c+`"}`, "c"+c, "idem-"+c) }()
+		<-entered
+	}
+	url := "redis://" + mr.Addr()
+	resolve := func(key string, extra ...string) []string {
+		return append([]string{"resolve", "-redis", url, "-tenant", "tenant-a", "-subject", "alice",
+			"-key", key, "-as", "not_executed", "-by", "ops"}, extra...)
+	}
+	want(t, exec(w.Now, "list", "-redis", url, "-tenant", "tenant-a"), 0, "0 unsettled")
+	want(t, exec(w.Now, resolve("k:idem-5")...), 1, "in progress (its lease has not expired)")
+	want(t, exec(w.Now, resolve("k:idem-5", "-force")...), 0, "")
+
+	w.Advance(guardtest.Lease + time.Second)
+	o := exec(w.Now, "list", "-redis", url, "-tenant", "tenant-a")
+	want(t, o, 0, "1 unsettled")
+	lease := w.Now().Add(-time.Second).UTC().Format(time.RFC3339)
+	if lines := strings.Split(strings.TrimSpace(o.stdout), "\n"); len(lines) != 2 ||
+		strings.Join(strings.Fields(lines[1]), " ") != `stuck "alice" "c6" put "k:idem-6" "c6" `+lease {
+		t.Fatalf("list:\n%s", o.stdout)
+	}
+	want(t, exec(w.Now, resolve("k:idem-6")...), 0, "")
+	// The holders were alive: their late commits are stored, not lost.
+	release()
+	for range 2 {
+		guardtest.Want(t, <-done, guard.OK, guard.DeliveryFresh)
+	}
+	if n := w.Down.Writes(); n != 2 {
+		t.Fatalf("%d writes", n)
+	}
+}
+
+func mustStore(t *testing.T, rdb redis.UniversalClient) *idem.Store {
+	t.Helper()
+	s, err := idem.New(rdb, idem.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+func TestUsageAndConnectionErrors(t *testing.T) {
+	mr, _ := redistest.Mini(t)
+	url := "redis://" + mr.Addr()
+	r := func(extra ...string) []string {
+		return append([]string{"resolve", "-redis", url, "-tenant", "t", "-subject", "s"}, extra...)
+	}
+	for _, tc := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "the first argument is list or resolve"},
+		{[]string{"delete"}, "the first argument is list or resolve"},
+		{[]string{"list", "-redis", url}, "-tenant is required"},
+		{[]string{"list", "-redis", url, "-tenant", "t", "extra"}, "unexpected arguments"},
+		{[]string{"list", "-key", "k"}, "flag provided but not defined"},
+		{[]string{"resolve", "-redis", url, "-tenant", "t", "-key", "k", "-as", "not_executed", "-by", "o"}, "-subject is required"},
+		{r("-as", "not_executed", "-by", "o"), "with -key or -op"},
+		{r("-key", "k", "-op", "o", "-as", "not_executed", "-by", "o"), "with -key or -op"},
+		{r("-key", "k", "-as", "not_executed"), "-by is required"},
+		{r("-key", "k", "-as", "done", "-by", "o"), "-as is committed or not_executed"},
+		{r("-key", "k", "-as", "committed", "-by", "o"), "needs -data"},
+		{r("-key", "k", "-as", "not_executed", "-data", "{}", "-by", "o"), "takes no -data"},
+		{r("-key", "k", "-as", "committed", "-data", "{", "-by", "o"), "result data: invalid JSON"},
+		{[]string{"list", "-redis", url, "-tenant", "t", "-prefix", "a{b"}, "-prefix"},
+	} {
+		want(t, exec(time.Now, tc.args...), 2, tc.want)
+	}
+	dead := miniredis.RunT(t)
+	addr := dead.Addr()
+	dead.Close()
+	want(t, exec(time.Now, "list", "-redis", "redis://"+addr, "-tenant", "t"), 2, "toolctl: -redis:")
+}

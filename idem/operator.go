@@ -1,0 +1,378 @@
+package idem
+
+import (
+	"context"
+	"crypto/sha256"
+	_ "embed"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/canon"
+)
+
+// This file is the operator's way out of an operation whose outcome nobody
+// knows: list a tenant's unknown and stuck writes (Unsettled), and settle
+// one by hand (Resolve), audited with the operator's name. cmd/toolctl is
+// its command line.
+
+var (
+	//go:embed lua/resolve.lua
+	resolveSrc    string
+	resolveScript = redis.NewScript(prelude + resolveSrc)
+)
+
+// UnsettledState says why an operation is unsettled.
+type UnsettledState string
+
+// The states Unsettled reports.
+const (
+	// StateUnknown: the write's outcome is unknown (OUTCOME_UNKNOWN), and
+	// no status query has settled it from a receipt.
+	StateUnknown UnsettledState = "unknown"
+	// StateStuck: the write is still reserved but its holder's lease has
+	// run out: the holder died, or is alive and late.
+	StateStuck UnsettledState = "stuck"
+)
+
+// Unsettled is one write whose outcome is unknown or stuck, as stored in
+// its idempotency record.
+type Unsettled struct {
+	TenantID  string
+	SubjectID string
+	// IdempotencyKey is the record's effective key ("k:" and the caller's
+	// key, or "o:" and the operation id): with the subject it names the
+	// record for Resolve.
+	IdempotencyKey string
+	OperationID    string
+	Tool           string
+	CallID         string
+	Fingerprint    string
+	State          UnsettledState
+	// LeaseExpiry is when a stuck reservation's lease ran out, on the
+	// guard's clock; zero for an unknown outcome.
+	LeaseExpiry time.Time
+	// Record is the Redis key of the idempotency record.
+	Record string
+}
+
+// tag returns the tenant's key prefix up to and including its hash tag.
+func (s *Store) tag(tenantID string) string {
+	return s.prefix + "{t" + enc.EncodeToString([]byte(tenantID)) + "}"
+}
+
+// recordFields are the idempotency record fields the operator's tools read,
+// in HMGET order.
+var recordFields = []string{"fp", "state", "op", "tool", "key", "call", "lease", "token"}
+
+// storedRecord is an idempotency record as read with recordFields.
+type storedRecord struct {
+	fp, state, op, tool, key, call, token string
+	lease                                 int64 // ms, the guard's clock
+	exists                                bool
+}
+
+func readRecord(vals []any) storedRecord {
+	str := func(i int) string { v, _ := vals[i].(string); return v }
+	lease, _ := strconv.ParseInt(str(6), 10, 64)
+	return storedRecord{fp: str(0), state: str(1), op: str(2), tool: str(3), key: str(4), call: str(5),
+		lease: lease, token: str(7), exists: vals[0] != nil}
+}
+
+// Unsettled lists the tenant's writes whose outcome is unknown (state U)
+// or whose reservation's lease ran out before now (state P): those a
+// status query could not settle from a receipt and that no retry will run
+// blind. It scans the tenant's idempotency records (SCAN on the server, or
+// the cluster master, that holds the tenant's slot), sorted by subject and
+// key. now is compared with leases, which are on the guard's clock.
+func (s *Store) Unsettled(ctx context.Context, tenantID string, now time.Time) ([]Unsettled, error) {
+	tag := s.tag(tenantID)
+	node, err := s.master(ctx, tag)
+	if err != nil {
+		return nil, err
+	}
+	var out []Unsettled
+	iter := node.Scan(ctx, 0, globEscape(tag+":k:")+"*", 1000).Iterator()
+	var batch []string
+	flush := func() error {
+		if len(batch) == 0 {
+			return nil
+		}
+		cmds, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for _, k := range batch {
+				p.HMGet(ctx, k, recordFields...)
+			}
+			return nil
+		})
+		if err != nil {
+			return err
+		}
+		for i, c := range cmds {
+			r := readRecord(c.(*redis.SliceCmd).Val())
+			u := Unsettled{TenantID: tenantID, IdempotencyKey: r.key, OperationID: r.op, Tool: r.tool,
+				CallID: r.call, Fingerprint: r.fp, Record: batch[i]}
+			switch {
+			case r.state == "U":
+				u.State = StateUnknown
+			case r.state == "P" && r.lease <= now.UnixMilli():
+				u.State, u.LeaseExpiry = StateStuck, time.UnixMilli(r.lease)
+			default:
+				continue
+			}
+			if sub, _, ok := strings.Cut(strings.TrimPrefix(batch[i], tag+":k:"), ":"); ok {
+				if b, err := enc.DecodeString(sub); err == nil {
+					u.SubjectID = string(b)
+				}
+			}
+			out = append(out, u)
+		}
+		batch = batch[:0]
+		return nil
+	}
+	for iter.Next(ctx) {
+		if batch = append(batch, iter.Val()); len(batch) == 500 {
+			if err := flush(); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if err := iter.Err(); err != nil {
+		return nil, err
+	}
+	if err := flush(); err != nil {
+		return nil, err
+	}
+	slices.SortFunc(out, func(a, b Unsettled) int {
+		return strings.Compare(a.SubjectID+"\x00"+a.IdempotencyKey, b.SubjectID+"\x00"+b.IdempotencyKey)
+	})
+	return out, nil
+}
+
+// globEscape quotes the characters special to Redis glob patterns: a prefix
+// may contain them.
+func globEscape(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Verdict is what an operator established about an unsettled write.
+type Verdict string
+
+// The verdicts of a Resolution.
+const (
+	// Committed: the write took place; Resolution.Data is its result.
+	Committed Verdict = "committed"
+	// NotExecuted: the write did not take place; its key is released, so
+	// a retry runs it.
+	NotExecuted Verdict = "not_executed"
+)
+
+// Resolution is an operator's verdict on one unsettled write, for Resolve.
+type Resolution struct {
+	TenantID  string
+	SubjectID string
+	// IdempotencyKey names the record, as Unsettled lists it; or, when it
+	// is empty, OperationID names the operation whose record it is.
+	IdempotencyKey string
+	OperationID    string
+	Verdict        Verdict
+	// Data is the write's result (JSON) for Committed; stored in its
+	// canonical form. Empty for NotExecuted.
+	Data []byte
+	// Operator names who resolved it (required); it is audited.
+	Operator string
+	// Force resolves a reservation whose lease has not run out yet: its
+	// holder may still be running.
+	Force bool
+	// Now is the time of the resolution, on the guard's clock: the audit
+	// record's time, and what a lease is compared with.
+	Now time.Time
+}
+
+// Errors Resolve returns when it refuses a resolution. They are wrapped
+// with the details.
+var (
+	// ErrNoRecord: no idempotency record of that key or operation, or it
+	// was released: there is nothing to resolve.
+	ErrNoRecord = errors.New("idem: no unsettled record")
+	// ErrAlreadyCommitted: the record holds a committed result, which an
+	// operator never overwrites.
+	ErrAlreadyCommitted = errors.New("idem: the operation is already committed")
+	// ErrLeaseActive: the record is reserved and its lease has not run
+	// out: its holder may still commit. Resolution.Force overrides it.
+	ErrLeaseActive = errors.New("idem: the operation is in progress (its lease has not expired)")
+	// ErrRecordChanged: the record changed while it was being resolved.
+	// Nothing was resolved; list and try again.
+	ErrRecordChanged = errors.New("idem: the record changed meanwhile; nothing was resolved")
+)
+
+// notExecutedMessage is the answer's message for NotExecuted, as the model
+// would read it in a later status query's audit and in the operator's output.
+const notExecutedMessage = "An operator established that the operation did not take place: nothing was executed. It may be run again."
+
+// Resolve settles one unknown or stuck write by an operator's verdict, in
+// one atomic step with its audit record (appended first; action "resolve",
+// naming the operator and the verdict). Committed stores the data as the
+// committed result: a retry of the key or call id replays it (local_replay)
+// and a status query of the operation answers it. NotExecuted deletes the
+// record (and the operation index naming it): the key is free and a retry
+// runs. It refuses a record that is committed (ErrAlreadyCommitted), absent
+// or released (ErrNoRecord), or reserved with a lease that has not run out
+// before r.Now unless r.Force (ErrLeaseActive). It returns the result as a
+// replay would answer it. With Options.Replicas, a resolution that too few
+// replicas acknowledged is returned with ErrNotReplicated: it was applied.
+func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error) {
+	switch {
+	case r.Operator == "":
+		return nil, errors.New("idem: a resolution must name its operator")
+	case r.IdempotencyKey == "" && r.OperationID == "":
+		return nil, errors.New("idem: a resolution must name an idempotency key or an operation id")
+	case r.Verdict == NotExecuted && len(r.Data) > 0:
+		return nil, errors.New("idem: a write that did not take place has no result data")
+	case r.Verdict != Committed && r.Verdict != NotExecuted:
+		return nil, fmt.Errorf("idem: unknown verdict %q (want %q or %q)", r.Verdict, Committed, NotExecuted)
+	}
+	var data []byte
+	if r.Verdict == Committed {
+		var err error
+		if data, _, err = canon.Parse(r.Data, canon.Limits{}); err != nil {
+			return nil, fmt.Errorf("idem: result data: %w", err)
+		}
+	}
+	recKey, err := s.findRecord(ctx, r)
+	if err != nil {
+		return nil, err
+	}
+	vals, err := s.rdb.HMGet(ctx, recKey, recordFields...).Result()
+	if err != nil {
+		return nil, err
+	}
+	rec := readRecord(vals)
+	what := fmt.Sprintf("tenant %q subject %q key %q", r.TenantID, r.SubjectID, rec.key)
+	switch {
+	case !rec.exists || rec.state == "X":
+		return nil, fmt.Errorf("%w: %s", ErrNoRecord, what)
+	case rec.state == "C":
+		return nil, fmt.Errorf("%w: %s (operation %q)", ErrAlreadyCommitted, what, rec.op)
+	case rec.state == "P" && rec.lease > r.Now.UnixMilli() && !r.Force:
+		return nil, fmt.Errorf("%w: %s (operation %q) is reserved until %s; force it only if its holder is known to be gone",
+			ErrLeaseActive, what, rec.op, time.UnixMilli(rec.lease).UTC().Format(time.RFC3339))
+	case rec.state != "P" && rec.state != "U":
+		return nil, fmt.Errorf("idem: %s is in state %q, which cannot be resolved", what, rec.state)
+	}
+	k := makeKeys(s.prefix, r.TenantID, r.SubjectID, "", rec.key, rec.op)
+	if k.idem != recKey {
+		return nil, fmt.Errorf("idem: record %q names key %q of another subject", recKey, rec.key)
+	}
+	body := resolveBody(r, &rec)
+	sum := sha256.Sum256(body)
+	code, msg := guard.OK, ""
+	if r.Verdict == NotExecuted {
+		code, msg = guard.NotFound, notExecutedMessage
+	}
+	a := scriptArgs{fingerprint: rec.fp, now: strconv.FormatInt(r.Now.UnixMilli(), 10), key: rec.key,
+		opID: rec.op, tool: rec.tool, code: boxCode(code), data: string(data), message: msg,
+		retryMS: boxedZero, side: boxSide(guard.SideEffectNone), body: string(body),
+		bodySum: hex.EncodeToString(sum[:]), token: rec.token, leaseMS: boxedZero, ttlMS: s.ttlMS,
+		auditTTLMS: s.auditTTLMS, receipt: boxedEmpty}
+	reply, runErr := s.run(ctx, resolveScript, k.list(), a.list())
+	if runErr != nil && !errors.Is(runErr, ErrNotReplicated) {
+		return nil, runErr
+	}
+	if len(reply) == 2 && reply[0] == "E" {
+		switch reply[1] {
+		case "gone":
+			return nil, fmt.Errorf("%w: %s was released meanwhile", ErrNoRecord, what)
+		case "committed":
+			return nil, fmt.Errorf("%w: %s was committed meanwhile", ErrAlreadyCommitted, what)
+		}
+		return nil, fmt.Errorf("%w: %s", ErrRecordChanged, what)
+	}
+	res, err := parseResult(reply)
+	if err != nil {
+		return nil, err
+	}
+	return res, runErr
+}
+
+// findRecord returns the Redis key of the record a resolution names: by its
+// key, or through its operation's index.
+func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
+	if r.IdempotencyKey != "" {
+		return makeKeys(s.prefix, r.TenantID, r.SubjectID, "", r.IdempotencyKey, "").idem, nil
+	}
+	k := makeKeys(s.prefix, r.TenantID, r.SubjectID, "", "", r.OperationID)
+	ref, err := s.rdb.Get(ctx, k.op).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("%w: tenant %q subject %q has no operation %q", ErrNoRecord, r.TenantID, r.SubjectID, r.OperationID)
+	}
+	if err != nil {
+		return "", err
+	}
+	kind, key := "", ""
+	if ref != "" {
+		kind, key = ref[:1], ref[1:]
+	}
+	if kind == "c" {
+		// A call binding holds a terminal result: nothing is unsettled.
+		return "", fmt.Errorf("%w: operation %q of tenant %q subject %q has a final result", ErrAlreadyCommitted,
+			r.OperationID, r.TenantID, r.SubjectID)
+	}
+	if kind != "k" || !strings.HasPrefix(key, s.tag(r.TenantID)+":k:") {
+		return "", fmt.Errorf("idem: the index of operation %q names %q, not a record of the tenant", r.OperationID, ref)
+	}
+	return key, nil
+}
+
+// resolveBody writes the audit body of a resolution: the fields of
+// guard.AuditBody, with action "resolve", the record's subject, call,
+// operation, key, tool and fingerprint, and no approval, then the
+// operator and the verdict. guard's own body writer is unexported and
+// takes an invocation, which a resolution does not have; this writes the
+// same canonical JSON (canon's string encoding), and guard.VerifyAudit
+// reads it as a tool-audit-v2 body.
+func resolveBody(r Resolution, rec *storedRecord) []byte {
+	str := func(dst []byte, s string) []byte { return canon.AppendString(dst, strings.ToValidUTF8(s, "\uFFFD")) }
+	b := make([]byte, 0, 512)
+	b = append(b, `{"contract":"`+guard.AuditContract+`","action":"resolve","time":"`...)
+	b = r.Now.UTC().AppendFormat(b, time.RFC3339Nano)
+	b = append(b, `","principal":{"tenant_id":`...)
+	b = str(b, r.TenantID)
+	b = append(b, `,"subject_id":`...)
+	b = str(b, r.SubjectID)
+	b = append(b, `,"roles":[]},"context":{"provider":"","api_family":"","response_id":"","call_id":`...)
+	b = str(b, rec.call)
+	b = append(b, `,"operation_id":`...)
+	b = str(b, rec.op)
+	b = append(b, `,"idempotency_key":`...)
+	if ctxKey, ok := strings.CutPrefix(rec.key, "k:"); ok {
+		b = str(b, ctxKey) // the caller's key, as a dispatch audits it
+	} else {
+		b = append(b, "null"...) // "o:" and the operation id: the caller gave none
+	}
+	b = append(b, `,"adapter_revision":""},"tool":`...)
+	b = str(b, rec.tool)
+	b = append(b, `,"fingerprint":`...)
+	b = str(b, rec.fp)
+	b = append(b, `,"approval":null,"operator":`...)
+	b = str(b, r.Operator)
+	b = append(b, `,"resolution":`...)
+	b = str(b, string(r.Verdict))
+	if r.Force {
+		b = append(b, `,"forced":true`...)
+	}
+	return append(b, '}')
+}
