@@ -131,7 +131,9 @@ func (t *RemoteTool) Definition() *sdk.Tool { return t.def }
 // Idempotent reports the server's idempotentHint: calling the tool again
 // with the same arguments has no further effect. The guard runs a write at
 // most once per idempotency key whatever the hint says.
-func (t *RemoteTool) Idempotent() bool { return t.def.Annotations != nil && t.def.Annotations.IdempotentHint }
+func (t *RemoteTool) Idempotent() bool {
+	return t.def.Annotations != nil && t.def.Annotations.IdempotentHint
+}
 
 // Effect implements guard.Tool: read for readOnlyHint, write otherwise.
 func (t *RemoteTool) Effect() guard.Effect { return t.effect }
