@@ -16,6 +16,7 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
 	"github.com/toolguard/toolguard/orders"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 // World is what one case runs against. NewWorld returns a fresh one per case.
@@ -56,8 +57,47 @@ func (r *CaseReport) Passed() bool {
 // approvalKey signs the grants a case asks for; the world is throwaway.
 var approvalKey = bytes.Repeat([]byte("toolcases-approval-key/"), 2)
 
-// Run runs one case in the world.
+// Run runs one case in the world, through the OpenAI adapter.
 func Run(ctx context.Context, c *Case, w World) *CaseReport {
+	return run(ctx, c, w, openaiCarrier)
+}
+
+// carrier connects the case's guard to an adapter, and returns how each
+// step's call travels through it, and how to disconnect.
+type carrier func(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (carry, func(), error)
+
+// carry takes one step's call (or, for a query_status step, its status
+// query) through the adapter to the guard, and returns the model result as
+// the adapter hands it to the model. An error is a host error: the case
+// fails to run.
+type carry func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (output string, err error)
+
+// openaiCarrier drives each step as an openai-go function call: the
+// adapter makes the guard call, the guard answers, and the result goes back
+// out as a function_call_output item.
+func openaiCarrier(_ context.Context, g *guard.Guard, _ *toolset.Set, _ guard.Principal) (carry, func(), error) {
+	return func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (string, error) {
+		var (
+			res *guard.Result
+			err error
+		)
+		if sc != nil {
+			res, err = g.QueryStatus(ctx, *sc)
+		} else {
+			res, err = g.Dispatch(ctx, call)
+		}
+		if err != nil {
+			return "", err
+		}
+		_, output, ok := tgopenai.OutputText(tgopenai.Output(call.Context.CallID, res))
+		if !ok {
+			return "", fmt.Errorf("adapter produced no function_call_output")
+		}
+		return output, nil
+	}, func() {}, nil
+}
+
+func run(ctx context.Context, c *Case, w World, connect carrier) *CaseReport {
 	rep := &CaseReport{ID: c.ID}
 	svc := orders.NewService()
 	tools := orders.Tools(svc)
@@ -66,6 +106,12 @@ func Run(ctx context.Context, c *Case, w World) *CaseReport {
 	clock := guard.ClockFunc(func() time.Time { return time.UnixMicro(now.Load()).UTC() })
 	g := guard.New(tools, w.Store, guard.Options{Clock: clock, Signer: signer})
 	principal := guard.Principal{TenantID: c.Principal.TenantID, SubjectID: c.Principal.SubjectID, Roles: c.Principal.Roles}
+	step, disconnect, err := connect(ctx, g, tools, principal)
+	if err != nil {
+		rep.Err = fmt.Errorf("connecting the adapter: %w", err)
+		return rep
+	}
+	defer disconnect()
 
 	ops := map[string]string{} // step id -> operation id
 	var auditSeq int64
@@ -89,21 +135,16 @@ func Run(ctx context.Context, c *Case, w World) *CaseReport {
 		}
 		call.Approval = approvalToken(signer, s.Approval, principal, call.Proposal, t)
 
-		var (
-			res *guard.Result
-			err error
-		)
-		switch s.Action {
-		case "dispatch":
-			res, err = g.Dispatch(ctx, call)
-		case "query_status":
-			res, err = g.QueryStatus(ctx, guard.StatusCall{
+		var sc *guard.StatusCall
+		if s.Action == "query_status" {
+			sc = &guard.StatusCall{
 				Principal:   principal,
 				OperationID: ops[*s.StatusRefFrom],
 				Tool:        s.Proposal.Name,
 				Context:     call.Context,
-			})
+			}
 		}
+		output, err := step(ctx, call, sc)
 		svc.SetFailure(orders.NoFailure)
 		if err != nil {
 			rep.Err = fmt.Errorf("step %s: %w", s.StepID, err)
@@ -114,12 +155,6 @@ func Run(ctx context.Context, c *Case, w World) *CaseReport {
 			ops[s.StepID] = call.Context.CallID
 		}
 
-		// Back out through the adapter, as the model would receive it.
-		_, output, ok := tgopenai.OutputText(tgopenai.Output(fc.CallID, res))
-		if !ok {
-			rep.Err = fmt.Errorf("step %s: adapter produced no function_call_output", s.StepID)
-			return rep
-		}
 		sr := StepReport{StepID: s.StepID, Result: json.RawMessage(output)}
 		recs, _, err := w.Store.Audit(ctx, principal.TenantID, auditSeq, 1000)
 		if err != nil {

@@ -1,7 +1,11 @@
 // Command toolcases runs tool-call conformance case files through the whole
 // path of a call: the OpenAI adapter, the guard, the Redis store and back.
 //
-//	go run ./cmd/toolcases [-redis URL|ADDRS [-keep]] [-json] FILE...
+//	go run ./cmd/toolcases [-adapter openai|mcp] [-redis URL|ADDRS [-keep]] [-json] FILE...
+//
+// -adapter picks the path a step takes to the guard: an OpenAI Responses
+// function call (the default), or an MCP tools/call from an MCP client to
+// the adapters/mcp server, connected in memory (-adapter mcp).
 //
 // Each case runs in a fresh world: an embedded miniredis by default, or a
 // real server (-redis redis://host:port/db) or Redis Cluster (-redis
@@ -41,9 +45,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.SetOutput(stderr)
 	redisAddr := fs.String("redis", "", "a redis:// URL for one server, or a comma-separated host:port list for a cluster (default: embedded miniredis)")
 	asJSON := fs.Bool("json", false, "also print each step's model result and audit record as JSON")
+	adapter := fs.String("adapter", "openai", "the adapter each step goes through: openai (Responses function calls) or mcp (tools/call over an in-memory MCP session)")
 	keep := fs.Bool("keep", false, "with -redis: keep each case's keys and print its key prefix (for cmd/toolaudit)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: toolcases [-redis URL|ADDRS [-keep]] [-json] FILE...")
+		fmt.Fprintln(stderr, "usage: toolcases [-adapter openai|mcp] [-redis URL|ADDRS [-keep]] [-json] FILE...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -51,6 +56,15 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
+		return 2
+	}
+	runCase := cases.Run
+	switch *adapter {
+	case "openai":
+	case "mcp":
+		runCase = cases.RunMCP
+	default:
+		fmt.Fprintf(stderr, "toolcases: -adapter %q, want openai or mcp\n", *adapter)
 		return 2
 	}
 	var files []*cases.File
@@ -88,7 +102,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "toolcases: %v\n", err)
 				return 2
 			}
-			rep := cases.Run(ctx, c, w)
+			rep := runCase(ctx, c, w)
 			w.Close()
 			if *keep && shared != nil {
 				fmt.Fprintf(stdout, "KEYS %s prefix %s tenant %s\n", c.ID, prefix, c.Principal.TenantID)

@@ -132,3 +132,25 @@ func TestRealRedis(t *testing.T) {
 		}
 	}
 }
+
+// The same suites through MCP: each step a tools/call from an MCP client
+// to the adapters/mcp server, the model result read back from the
+// CallToolResult's structuredContent.
+func TestSuitesOverMCP(t *testing.T) {
+	code, out, errOut := runCmd(t, "-adapter", "mcp", "../../testdata/tool-cases-v2.json")
+	if code != 0 || !strings.HasSuffix(out, "18 passed, 0 failed\n") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	code, out, errOut = runCmd(t, "-adapter", "mcp", "../../testdata/tool-cases-v2.json",
+		"../../testdata/cases-extra.json", "../../testdata/cases-section8.json")
+	if code != 0 || !strings.HasSuffix(out, "94 passed, 0 failed\n") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+}
+
+func TestUnknownAdapter(t *testing.T) {
+	code, _, errOut := runCmd(t, "-adapter", "gemini", "../../testdata/tool-cases-v2.json")
+	if code != 2 || !strings.Contains(errOut, `-adapter "gemini", want openai or mcp`) {
+		t.Fatalf("exit %d, stderr %s", code, errOut)
+	}
+}

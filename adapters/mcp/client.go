@@ -1,0 +1,251 @@
+package mcp
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"syscall"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/santhosh-tekuri/jsonschema/v6"
+
+	"github.com/toolguard/toolguard/guard"
+)
+
+// ImportOptions configure Import.
+type ImportOptions struct {
+	// Authorize decides whether inv.Principal may make this call of the
+	// remote tool named tool; it returns guard.ErrNotFound when not (any
+	// error fails closed as NOT_FOUND). It is required: the remote server
+	// does not know the guard's principals.
+	Authorize func(ctx context.Context, tool string, inv *guard.Invocation) error
+	// NoApproval reports the write tools the host lets run without a
+	// human's approval. By default every write needs one.
+	NoApproval func(t *sdk.Tool) bool
+}
+
+// RemoteTools are the tools of a remote MCP server as guard tools. It
+// implements guard.Tools; use it with guard.New.
+type RemoteTools struct {
+	byName map[string]*RemoteTool
+	order  []*RemoteTool
+}
+
+var _ guard.Tools = (*RemoteTools)(nil)
+
+// Lookup implements guard.Tools: the exact name, or nil.
+func (rt *RemoteTools) Lookup(name string) guard.Tool {
+	if t, ok := rt.byName[name]; ok {
+		return t
+	}
+	return nil
+}
+
+// Tools returns the tools in the order the server listed them.
+func (rt *RemoteTools) Tools() []*RemoteTool { return append([]*RemoteTool(nil), rt.order...) }
+
+// RemoteTool is one tool of a remote MCP server, called through its client
+// session after the guard's checks. It implements guard.Tool.
+type RemoteTool struct {
+	cs        *sdk.ClientSession
+	def       *sdk.Tool
+	schema    json.RawMessage
+	compiled  *jsonschema.Schema
+	effect    guard.Effect
+	approval  bool
+	authorize func(ctx context.Context, tool string, inv *guard.Invocation) error
+}
+
+var _ guard.Tool = (*RemoteTool)(nil)
+
+// Import lists the tools of the session's server and returns them as guard
+// tools. Each tool's inputSchema is compiled once (JSON Schema 2020-12
+// unless it names its draft) and validates the arguments before anything is
+// sent. A tool with readOnlyHint is a read; every other tool is a write,
+// which needs approval unless opts.NoApproval says otherwise.
+func Import(ctx context.Context, cs *sdk.ClientSession, opts ImportOptions) (*RemoteTools, error) {
+	if opts.Authorize == nil {
+		return nil, errors.New("mcp: Import needs ImportOptions.Authorize")
+	}
+	rt := &RemoteTools{byName: map[string]*RemoteTool{}}
+	for def, err := range cs.Tools(ctx, nil) {
+		if err != nil {
+			return nil, fmt.Errorf("mcp: listing the remote tools: %w", err)
+		}
+		if _, dup := rt.byName[def.Name]; dup {
+			return nil, fmt.Errorf("mcp: the remote server lists tool %q twice", def.Name)
+		}
+		t, err := newRemoteTool(cs, def, opts)
+		if err != nil {
+			return nil, err
+		}
+		rt.byName[def.Name] = t
+		rt.order = append(rt.order, t)
+	}
+	return rt, nil
+}
+
+func newRemoteTool(cs *sdk.ClientSession, def *sdk.Tool, opts ImportOptions) (*RemoteTool, error) {
+	raw, err := json.Marshal(def.InputSchema)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: tool %q inputSchema: %w", def.Name, err)
+	}
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("mcp: tool %q inputSchema: %w", def.Name, err)
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	const resource = "toolguard:///remote-input.json"
+	if err := c.AddResource(resource, doc); err != nil {
+		return nil, fmt.Errorf("mcp: tool %q inputSchema: %w", def.Name, err)
+	}
+	compiled, err := c.Compile(resource)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: tool %q inputSchema: %w", def.Name, err)
+	}
+	t := &RemoteTool{cs: cs, def: def, schema: raw, compiled: compiled, effect: guard.Write, authorize: opts.Authorize}
+	if def.Annotations != nil && def.Annotations.ReadOnlyHint {
+		t.effect = guard.Read
+	}
+	t.approval = t.effect == guard.Write && (opts.NoApproval == nil || !opts.NoApproval(def))
+	return t, nil
+}
+
+// Name implements guard.Tool.
+func (t *RemoteTool) Name() string { return t.def.Name }
+
+// Description returns the remote server's description of the tool.
+func (t *RemoteTool) Description() string { return t.def.Description }
+
+// InputSchema returns the remote server's input schema, the one arguments
+// are validated against.
+func (t *RemoteTool) InputSchema() json.RawMessage { return t.schema }
+
+// Definition returns the tool as the remote server listed it.
+func (t *RemoteTool) Definition() *sdk.Tool { return t.def }
+
+// Idempotent reports the server's idempotentHint: calling the tool again
+// with the same arguments has no further effect. The guard runs a write at
+// most once per idempotency key whatever the hint says.
+func (t *RemoteTool) Idempotent() bool {
+	return t.def.Annotations != nil && t.def.Annotations.IdempotentHint
+}
+
+// Effect implements guard.Tool: read for readOnlyHint, write otherwise.
+func (t *RemoteTool) Effect() guard.Effect { return t.effect }
+
+// NeedsApproval implements guard.Tool.
+func (t *RemoteTool) NeedsApproval() bool { return t.approval }
+
+// LoggedArguments implements guard.Tool: none, the arguments are only
+// fingerprinted.
+func (t *RemoteTool) LoggedArguments() []string { return nil }
+
+// Decode implements guard.Tool: the arguments must be an object the
+// server's inputSchema accepts; the input is their canonical JSON.
+func (t *RemoteTool) Decode(canonical []byte, parsed any) (any, error) {
+	if _, ok := parsed.(map[string]any); !ok {
+		return nil, guard.NewError(guard.InvalidArguments, "The arguments must be a JSON object.")
+	}
+	if err := t.compiled.Validate(parsed); err != nil {
+		return nil, guard.NewError(guard.InvalidArguments, "The arguments do not match the tool's schema.")
+	}
+	return json.RawMessage(canonical), nil
+}
+
+// AuthorizeCall implements guard.Tool with the host's Authorize.
+func (t *RemoteTool) AuthorizeCall(ctx context.Context, inv *guard.Invocation) error {
+	return t.authorize(ctx, t.def.Name, inv)
+}
+
+// Execute implements guard.Tool: the remote tools/call, with the downstream
+// idempotency key in _meta (MetaIdempotencyKey). A connection refused
+// before the request was sent is TIMEOUT_BEFORE_EXECUTE; a reply that never
+// came (the deadline, a connection lost after sending) is OUTCOME_UNKNOWN
+// for a write; a remote tool error is OUTCOME_UNKNOWN for a write too,
+// unless the remote is a toolguard server whose result says it did not
+// start.
+func (t *RemoteTool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
+	params := &sdk.CallToolParams{Name: t.def.Name, Arguments: json.RawMessage(inv.Arguments)}
+	if inv.IdempotencyKey != "" {
+		params.Meta = sdk.Meta{MetaIdempotencyKey: inv.IdempotencyKey}
+	}
+	res, err := t.cs.CallTool(ctx, params)
+	if err != nil {
+		return nil, callError(err)
+	}
+	return remoteOutput(res)
+}
+
+// callError classifies a tools/call that got no result.
+func callError(err error) error {
+	var werr *jsonrpc.Error
+	switch {
+	case errors.Is(err, syscall.ECONNREFUSED):
+		return guard.NotStarted(err) // nothing reached the server
+	case errors.As(err, &werr) && werr.Code == jsonrpc.CodeInvalidParams:
+		// The server refused the call before running it.
+		return guard.NewError(guard.InvalidArguments, "The remote server refused the arguments.")
+	}
+	return guard.Unknown(err) // sent, answer lost: for a read the guard says UNAVAILABLE
+}
+
+// remoteOutput turns a remote CallToolResult into the tool's output or a
+// typed error. A toolguard server's model result is read by its code.
+func remoteOutput(res *sdk.CallToolResult) (json.RawMessage, error) {
+	if mr, err := ModelResult(res); err == nil {
+		return modelResultOutput(mr)
+	}
+	if res.IsError {
+		return nil, fmt.Errorf("mcp: the remote tool failed: %s", contentText(res))
+	}
+	if res.StructuredContent != nil {
+		return json.Marshal(res.StructuredContent)
+	}
+	return json.Marshal(res.Content)
+}
+
+// modelResultOutput maps a remote toolguard server's model result: its
+// data when OK; the not-started codes a tool may claim as themselves; any
+// other not-started result as UNAVAILABLE (nothing ran; retry later); an
+// unknown outcome as unknown.
+func modelResultOutput(mr *guard.Result) (json.RawMessage, error) {
+	switch {
+	case mr.Code == guard.OK:
+		return mr.Data, nil
+	case mr.Code == guard.NotFound:
+		return nil, guard.ErrNotFound
+	case mr.Code == guard.TimeoutBeforeExecute:
+		return nil, guard.NotStarted(errors.New("mcp: the remote server did not start the call"))
+	case mr.Code == guard.RateLimit:
+		return nil, guard.RateLimited(mr.RetryAfter, errors.New("mcp: the remote server is rate limited"))
+	case mr.Code == guard.InvalidArguments || mr.Code == guard.UnknownTool:
+		return nil, guard.NewError(guard.InvalidArguments, mr.Message)
+	case mr.Outcome() == guard.OutcomeNotStarted:
+		return nil, guard.NewError(guard.Unavailable, "The remote server did not run the call: "+mr.Message)
+	}
+	return nil, guard.Unknown(fmt.Errorf("mcp: the remote outcome is %s", mr.Code))
+}
+
+func contentText(res *sdk.CallToolResult) string {
+	for _, c := range res.Content {
+		if tc, ok := c.(*sdk.TextContent); ok {
+			return tc.Text
+		}
+	}
+	return "(no text)"
+}
+
+// errNoRemoteReceipt is the inconclusive answer of every remote tool: MCP
+// has no receipt lookup.
+var errNoRemoteReceipt = errors.New("mcp: a remote MCP tool has no receipt lookup")
+
+// LookupReceipt implements guard.Tool: always inconclusive, so an unknown
+// outcome of a remote write stays unknown until a human settles it.
+func (t *RemoteTool) LookupReceipt(context.Context, *guard.Invocation) (json.RawMessage, bool, error) {
+	return nil, false, errNoRemoteReceipt
+}

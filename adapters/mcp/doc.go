@@ -1,0 +1,58 @@
+// Package mcp carries guarded tool calls over the Model Context Protocol
+// (github.com/modelcontextprotocol/go-sdk), both ways.
+//
+// # Serving a guarded toolset
+//
+// NewServer serves a toolset.Set through a guard. tools/list gives each
+// tool with its toolset schema as inputSchema (the very schema the guard
+// validates arguments against) and the tool-model-result-v2 object schema
+// (ResultSchema) as outputSchema, plus a status tool (DefaultStatusTool).
+// tools/call goes through guard.Dispatch and is answered with a
+// CallToolResult whose structuredContent is the model result, whose content
+// is its JSON text, and whose isError is set when the code is not OK. A call
+// of a tool that does not exist is answered UNKNOWN_TOOL, like any other
+// dispatch, not with a protocol error.
+//
+// The principal comes from the host, never from the request: over
+// streamable HTTP (Server.Handler) from the bearer token, verified by go-sdk's
+// auth.RequireBearerToken with the host's PrincipalVerifier; over stdio or in
+// memory (Server.Run, Server.Connect), Options.Principal, the process's
+// configured user.
+//
+// # Call identity
+//
+// A client may send, in the tools/call request's _meta, the JSON strings
+// MetaIdempotencyKey ("toolguard/idempotency_key"), MetaOperationID
+// ("toolguard/operation_id") and MetaCallID ("toolguard/call_id"). A client
+// that sends any of them owns the call's identity, and the server derives
+// nothing: a write whose three ids are all empty is refused with an
+// invalid-params error and does not run. A client that sends none gets a
+// call id derived from the MCP session id (over stdio or in memory, a nonce
+// of the connection) and the JSON-RPC request id.
+//
+// What that deduplicates: JSON-RPC request ids are unique within a session,
+// so the same request delivered twice within its session (a transport or
+// proxy that sends a POST again) is one call, replayed from the store. What
+// it does not: request ids are reused across sessions, so a client that
+// reconnects (a new session, a restarted stdio process) and sends its
+// request again makes a new call; so does a request sent again under a new
+// request id. Such a client must send MetaIdempotencyKey (or
+// MetaOperationID) to be deduplicated across sessions. Messages sent as a
+// JSON-RPC batch over HTTP are not stamped: they need ids in _meta.
+//
+// # Approval
+//
+// A grant from guard.Signer.Sign may come in _meta as MetaApproval. When a
+// write answers APPROVAL_REQUIRED without one, the server has a Signer
+// (Options.Signer) and the client declared elicitation, the server asks the
+// client's human (the tool, its arguments, what it does); a yes mints a
+// grant approved by the session's user and dispatches again with it, a no
+// or a dismissal is APPROVAL_REQUIRED with DeclinedMessage. A client without
+// elicitation gets APPROVAL_REQUIRED.
+//
+// # Guarding another server's tools
+//
+// Import turns the tools of any MCP client session into guard tools
+// (RemoteTools), so that calls pass the guard before they reach the remote
+// server.
+package mcp

@@ -1,0 +1,405 @@
+package mcp
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// The execution-context values this adapter writes.
+const (
+	Provider  = "mcp"
+	APIFamily = "tools/call"
+	Revision  = "mcp-tools-call-v1"
+)
+
+// The members of a tools/call request's _meta that this adapter reads. Each
+// is a JSON string; any other type is an invalid-params error.
+const (
+	// MetaIdempotencyKey is the idempotency key of the call.
+	MetaIdempotencyKey = "toolguard/idempotency_key"
+	// MetaOperationID is the host's operation id (what a status query
+	// names).
+	MetaOperationID = "toolguard/operation_id"
+	// MetaCallID is a call id chosen by the client, e.g. the model
+	// provider's id of the tool call an agent host relays.
+	MetaCallID = "toolguard/call_id"
+	// MetaResponseID is the id of the model response that carried the
+	// call, for the audit record.
+	MetaResponseID = "toolguard/response_id"
+	// MetaApproval is a signed approval grant token (guard.Signer.Sign).
+	MetaApproval = "toolguard/approval"
+)
+
+// metaRequest is stamped into every tools/call request by the transports
+// this package wraps (Connect, Handler): the connection's nonce and the
+// JSON-RPC request id. A client's own value is always overwritten.
+const metaRequest = "toolguard/request"
+
+// DefaultStatusTool is the name of the status tool the server adds.
+const DefaultStatusTool = "query_operation_status"
+
+// Options configure a Server.
+type Options struct {
+	// Name and Version name the server to its clients; defaults
+	// "toolguard" and "v1".
+	Name, Version string
+	// Principal is who the calls of connections made with Connect or Run
+	// act for (stdio, in memory): the process's configured user. Calls
+	// over HTTP (Handler) act for the bearer token's principal instead,
+	// never for this one.
+	Principal *guard.Principal
+	// Signer mints approval grants from a human's answer to an
+	// elicitation. Without one, the server never elicits: writes that need
+	// approval answer APPROVAL_REQUIRED unless the client sends a grant
+	// in _meta (MetaApproval).
+	Signer *guard.Signer
+	// GrantTTL is how long a grant minted from an elicitation is valid;
+	// default 5 minutes (the dispatch that uses it follows at once).
+	GrantTTL time.Duration
+	// Clock dates the grants; it should be the guard's. Default
+	// guard.SystemClock.
+	Clock guard.Clock
+	// StatusTool names the status tool; default DefaultStatusTool.
+	StatusTool string
+}
+
+// Server serves a guarded toolset over MCP: tools/list gives every tool
+// of the set with its input schema (the very schema the guard validates
+// arguments against) and the tool-model-result-v2 object schema as its
+// output schema, plus a status tool; tools/call goes through the guard.
+type Server struct {
+	g       *guard.Guard
+	opts    Options
+	srv     *sdk.Server
+	tools   map[string]toolset.Declared
+	status  string
+	pending pendingSet // approval questions awaiting their answer
+}
+
+// NewServer returns a server of the tools of set, dispatched through g. The
+// set should be the guard's own tools.
+func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) {
+	if opts.Name == "" {
+		opts.Name = "toolguard"
+	}
+	if opts.Version == "" {
+		opts.Version = "v1"
+	}
+	if opts.GrantTTL <= 0 {
+		opts.GrantTTL = 5 * time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = guard.SystemClock
+	}
+	if opts.StatusTool == "" {
+		opts.StatusTool = DefaultStatusTool
+	}
+	s := &Server{g: g, opts: opts, tools: map[string]toolset.Declared{}, status: opts.StatusTool}
+	s.srv = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, nil)
+	for _, t := range set.Tools() {
+		if t.Name() == s.status {
+			return nil, fmt.Errorf("mcp: tool %q has the status tool's name", t.Name())
+		}
+		s.tools[t.Name()] = t
+		s.srv.AddTool(toolDef(t), s.callTool)
+	}
+	st, err := toolset.SchemaFor[StatusInput]()
+	if err != nil {
+		return nil, err
+	}
+	s.srv.AddTool(&sdk.Tool{
+		Name:         s.status,
+		Description:  statusDescription,
+		InputSchema:  st.JSON(),
+		OutputSchema: ResultSchema(),
+		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: true},
+	}, s.callTool)
+	// A call of a tool that does not exist is still a dispatch: the guard
+	// answers it UNKNOWN_TOOL (audited), instead of the SDK's protocol
+	// error, so the model can correct itself.
+	s.srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
+		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+			if ct, ok := req.(*sdk.CallToolRequest); ok && method == "tools/call" && ct.Params != nil &&
+				ct.Params.Name != s.status && s.tools[ct.Params.Name] == nil {
+				return s.callTool(ctx, ct)
+			}
+			return next(ctx, method, req)
+		}
+	})
+	return s, nil
+}
+
+// StatusInput is the input of the status tool.
+type StatusInput struct {
+	OperationID string `json:"operation_id" jsonschema:"description=The operation_id of an earlier result whose recovery was query_status."`
+	// Tool optionally names the operation's tool, so that a record the
+	// store lost can still be settled from the tool's receipt.
+	Tool *string `json:"tool,omitempty" jsonschema:"description=The tool of that operation, if known."`
+}
+
+const statusDescription = "Ask for the outcome of an earlier operation whose result said recovery query_status (outcome unknown). " +
+	"Pass the operation_id from that result."
+
+// toolDef is the MCP definition of one tool.
+func toolDef(t toolset.Declared) *sdk.Tool {
+	return &sdk.Tool{
+		Name:         t.Name(),
+		Description:  t.Description(),
+		InputSchema:  t.Schema().JSON(),
+		OutputSchema: ResultSchema(),
+		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: t.Effect() == guard.Read},
+	}
+}
+
+// ResultSchema returns the JSON Schema of the tool-model-result-v2 object,
+// the output schema of every tool the server lists.
+func ResultSchema() json.RawMessage {
+	var codes, statuses, outcomes, recoveries []string
+	seen := map[string]bool{}
+	add := func(list *[]string, v string) {
+		if !seen[v] {
+			seen[v] = true
+			*list = append(*list, v)
+		}
+	}
+	for c := guard.Code(1); c.Valid(); c++ {
+		add(&codes, c.String())
+		add(&statuses, string(c.Status()))
+		add(&outcomes, string(c.Outcome()))
+		add(&recoveries, string(c.Recovery()))
+	}
+	enum := func(v []string) map[string]any { return map[string]any{"type": "string", "enum": v} }
+	schema := map[string]any{
+		"type": "object",
+		"properties": map[string]any{
+			"contract":       map[string]any{"type": "string", "const": guard.ResultContract},
+			"code":           enum(codes),
+			"status":         enum(statuses),
+			"outcome":        enum(outcomes),
+			"recovery":       enum(recoveries),
+			"delivery":       enum([]string{string(guard.DeliveryFresh), string(guard.DeliveryLocalReplay), string(guard.DeliveryReceiptReconciled)}),
+			"data":           map[string]any{},
+			"message":        map[string]any{"type": "string"},
+			"retry_after_ms": map[string]any{"type": "integer", "minimum": 0},
+			"operation_id":   map[string]any{"type": "string"},
+		},
+		"required":             []string{"contract", "code", "status", "outcome", "recovery", "delivery", "data"},
+		"additionalProperties": false,
+	}
+	b, _ := json.Marshal(schema)
+	return b
+}
+
+// ToolResult returns the CallToolResult of a model result: its
+// structuredContent is the tool-model-result-v2 object, its content the
+// object's JSON text, and isError is set when the code is not OK.
+func ToolResult(res *guard.Result) *sdk.CallToolResult {
+	text := res.String()
+	return &sdk.CallToolResult{
+		Content:           []sdk.Content{&sdk.TextContent{Text: text}},
+		StructuredContent: json.RawMessage(text),
+		IsError:           res.Code != guard.OK,
+	}
+}
+
+// ModelResult reads the model result back from a CallToolResult made by
+// ToolResult (its structuredContent, as an SDK client decodes it).
+func ModelResult(r *sdk.CallToolResult) (*guard.Result, error) {
+	if r == nil || r.StructuredContent == nil {
+		return nil, errors.New("mcp: the result has no structuredContent")
+	}
+	b, err := json.Marshal(r.StructuredContent)
+	if err != nil {
+		return nil, err
+	}
+	var res guard.Result
+	if err := json.Unmarshal(b, &res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// invalidParams is the JSON-RPC error for a request the server cannot
+// dispatch; the message is safe for the client.
+func invalidParams(msg string) error {
+	return &jsonrpc.Error{Code: jsonrpc.CodeInvalidParams, Message: msg}
+}
+
+// callTool answers one tools/call: the principal from the host, the ids
+// from _meta or derived, the guard, then elicitation where approval is
+// required and the client can ask its human.
+func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
+	p, err := s.principal(req)
+	if err != nil {
+		return nil, err
+	}
+	meta, err := readMeta(req.Params.Meta)
+	if err != nil {
+		return nil, err
+	}
+	ec := guard.ExecutionContext{
+		Provider:        Provider,
+		APIFamily:       APIFamily,
+		ResponseID:      guard.SafeID(meta.responseID),
+		CallID:          guard.SafeID(meta.callID),
+		OperationID:     guard.SafeID(meta.operationID),
+		IdempotencyKey:  guard.SafeID(meta.idempotencyKey),
+		AdapterRevision: Revision,
+	}
+	if !meta.identity {
+		ec.CallID = derivedCallID(req)
+	}
+	if req.Params.Name == s.status {
+		return s.queryStatus(ctx, p, ec, req.Params.Arguments)
+	}
+	args := req.Params.Arguments
+	if len(args) == 0 {
+		args = json.RawMessage("{}") // arguments are optional in MCP: none is an empty object
+	}
+	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: req.Params.Name, Arguments: args},
+		Context: ec, Approval: meta.approval}
+	if call.Approval == "" && s.canElicit(req) {
+		// The call may come back with its human's answer.
+		if res, answered, err := s.answer(ctx, req, call); err != nil {
+			return nil, hostError(err)
+		} else if answered {
+			return ToolResult(res), nil
+		}
+	}
+	res, err := s.g.Dispatch(ctx, call)
+	if err != nil {
+		return nil, hostError(err)
+	}
+	if res.Code == guard.ApprovalRequired && call.Approval == "" && s.canElicit(req) {
+		return s.ask(call), nil
+	}
+	return ToolResult(res), nil
+}
+
+// hostError turns the guard's host errors into JSON-RPC errors the client
+// can act on.
+func hostError(err error) error {
+	switch {
+	case errors.Is(err, guard.ErrNoIdentity):
+		return invalidParams("a write needs an identity: send " + MetaCallID + ", " + MetaIdempotencyKey + " or " + MetaOperationID + " in _meta, or call through a connection that numbers its requests")
+	case errors.Is(err, guard.ErrBadID):
+		return invalidParams("ids in _meta must be valid UTF-8 of at most 512 bytes")
+	}
+	return &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server could not dispatch the call"}
+}
+
+// errNoPrincipal is the answer to a call the host cannot attribute.
+var errNoPrincipal = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the server has no principal for this connection"}
+
+// principal returns who the call acts for: the verified bearer token's
+// principal over HTTP, the configured principal otherwise; never anything
+// from the request.
+func (s *Server) principal(req *sdk.CallToolRequest) (guard.Principal, error) {
+	if req.Extra != nil && req.Extra.TokenInfo != nil {
+		p, ok := req.Extra.TokenInfo.Extra[principalKey].(guard.Principal)
+		if !ok {
+			return guard.Principal{}, errNoPrincipal
+		}
+		return p, nil
+	}
+	if req.Extra != nil && req.Extra.Header != nil {
+		// HTTP without a verified token: never the process's principal.
+		return guard.Principal{}, errNoPrincipal
+	}
+	if s.opts.Principal == nil {
+		return guard.Principal{}, errNoPrincipal
+	}
+	return *s.opts.Principal, nil
+}
+
+// callMeta is what a request's _meta says about the call.
+type callMeta struct {
+	idempotencyKey, operationID, callID, responseID, approval string
+	// identity: the client sent one of the identity members (even empty),
+	// so the server derives nothing.
+	identity bool
+	// request is the stamp of the transport: nonce and JSON-RPC id.
+	request string
+}
+
+func readMeta(m sdk.Meta) (callMeta, error) {
+	var c callMeta
+	for _, f := range []struct {
+		key      string
+		dst      *string
+		identity bool
+	}{
+		{MetaIdempotencyKey, &c.idempotencyKey, true},
+		{MetaOperationID, &c.operationID, true},
+		{MetaCallID, &c.callID, true},
+		{MetaResponseID, &c.responseID, false},
+		{MetaApproval, &c.approval, false},
+		{metaRequest, &c.request, false},
+	} {
+		v, ok := m[f.key]
+		if !ok || v == nil {
+			continue
+		}
+		str, isStr := v.(string)
+		if !isStr {
+			return c, invalidParams("_meta[" + strconv.Quote(f.key) + "] must be a string")
+		}
+		*f.dst = str
+		if f.identity {
+			c.identity = true
+		}
+	}
+	return c, nil
+}
+
+// derivedCallID is the call id of a request whose client sent no identity:
+// the MCP session id (or, where the transport has none, the connection's
+// nonce) and the JSON-RPC request id, which is unique within a session. A
+// request sent twice within its session is the same call; the same request
+// id in another session is another call.
+func derivedCallID(req *sdk.CallToolRequest) string {
+	stamp, _ := req.Params.Meta[metaRequest].(string)
+	if stamp == "" {
+		return "" // not stamped: a connection this package did not wrap
+	}
+	nonce, id, _ := cut(stamp)
+	sid := ""
+	if req.Session != nil {
+		sid = req.Session.ID()
+	}
+	if sid == "" {
+		sid = nonce
+	}
+	return guard.SafeID("mcp:" + sid + ":" + id)
+}
+
+// queryStatus answers a call of the status tool through the guard's status
+// query.
+func (s *Server) queryStatus(ctx context.Context, p guard.Principal, ec guard.ExecutionContext, raw json.RawMessage) (*sdk.CallToolResult, error) {
+	var in StatusInput
+	dec := json.NewDecoder(bytesReader(raw))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil || in.OperationID == "" {
+		return ToolResult(&guard.Result{Code: guard.InvalidArguments, Delivery: guard.DeliveryFresh,
+			Message: `The status tool takes {"operation_id": "<id from the earlier result>"}.`}), nil
+	}
+	sc := guard.StatusCall{Principal: p, OperationID: guard.SafeID(in.OperationID), Context: ec}
+	if in.Tool != nil {
+		sc.Tool = *in.Tool
+	}
+	res, err := s.g.QueryStatus(ctx, sc)
+	if err != nil {
+		return nil, hostError(err)
+	}
+	return ToolResult(res), nil
+}
