@@ -340,7 +340,11 @@ func (in *Inbox) decideForm(w http.ResponseWriter, r *http.Request, p guard.Prin
 		in.showRequest(w, he.status, p, cur, d)
 		return nil
 	}
-	http.Redirect(w, r, req.ID+"?done="+string(req.Status), http.StatusSeeOther)
+	// A relative Location, resolved by the browser against this page's
+	// URL: the inbox does not know where the host mounted it
+	// (http.Redirect would make it absolute from the stripped path).
+	w.Header().Set("Location", req.ID+"?done="+string(req.Status))
+	w.WriteHeader(http.StatusSeeOther)
 	return nil
 }
 
