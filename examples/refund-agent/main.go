@@ -4,10 +4,11 @@
 // draft is still created once. It prints the whole transcript.
 //
 //	go run ./examples/refund-agent               # offline: fake provider, embedded Redis
-//	go run ./examples/refund-agent -approve=false
+//	go run ./examples/refund-agent -approve=true
 //
 // Approval comes from the terminal when standard input is one, otherwise
-// from -approve. With OPENAI_API_KEY set it talks to the real API; with
+// from -approve; with neither, the draft is denied (and the program says
+// so): nobody said yes. With OPENAI_API_KEY set it talks to the real API; with
 // TOOLGUARD_REDIS_URL (or its alias REDIS_URL) set it keeps its records in
 // that Redis. Every run is a fresh run (a new run id and new call ids), so
 // running it again against the same Redis drafts the refund again rather
@@ -34,13 +35,19 @@ import (
 )
 
 func main() {
-	approve := flag.Bool("approve", true, "the human's answer when standard input is not a terminal")
+	approveFlag := flag.Bool("approve", false, "the human's answer when standard input is not a terminal; without it (and without a terminal) the draft is denied")
 	flag.Parse()
+	var approve *bool // nil: no -approve given
+	flag.Visit(func(f *flag.Flag) {
+		if f.Name == "approve" {
+			approve = approveFlag
+		}
+	})
 	var in io.Reader
 	if term.IsTerminal(int(os.Stdin.Fd())) {
 		in = os.Stdin
 	}
-	if err := run(context.Background(), os.Stdout, in, *approve); err != nil {
+	if err := run(context.Background(), os.Stdout, in, approve); err != nil {
 		fmt.Fprintln(os.Stderr, "refund-agent:", err)
 		os.Exit(1)
 	}
@@ -72,7 +79,9 @@ func script() []openaitest.Turn {
 	}
 }
 
-func run(ctx context.Context, w io.Writer, terminal io.Reader, approve bool) error {
+// run runs the agent; the human answers from terminal when it is set, else
+// approve, and nil (neither) denies.
+func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool) error {
 	client, model, closeClient := demo.Client(w, script()...)
 	defer closeClient()
 	rdb, closeRedis, err := demo.Redis(w)
@@ -89,7 +98,11 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve bool) err
 			yes := strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y")
 			return agentloop.Decision{Approved: yes, Approver: "terminal"}, nil
 		}
-		return agentloop.Decision{Approved: approve, Approver: "flag -approve"}, nil
+		if approve == nil {
+			fmt.Fprintln(w, "approval:  no terminal and no -approve flag: denied by default (pass -approve=true to approve)")
+			return agentloop.Decision{Approver: "default (no terminal, no -approve)"}, nil
+		}
+		return agentloop.Decision{Approved: *approve, Approver: "flag -approve"}, nil
 	})
 
 	// The three lines.

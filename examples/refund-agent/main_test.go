@@ -13,7 +13,7 @@ func TestRefundAgentApproved(t *testing.T) {
 	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
-	if err := run(context.Background(), &out, nil, true); err != nil {
+	if err := run(context.Background(), &out, nil, ptr(true)); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
@@ -36,7 +36,7 @@ func TestRefundAgentDenied(t *testing.T) {
 	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
-	if err := run(context.Background(), &out, nil, false); err != nil {
+	if err := run(context.Background(), &out, nil, ptr(false)); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
@@ -51,7 +51,7 @@ func TestRefundAgentTerminal(t *testing.T) {
 	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
-	if err := run(context.Background(), &out, strings.NewReader("y\n"), false); err != nil {
+	if err := run(context.Background(), &out, strings.NewReader("y\n"), nil); err != nil {
 		t.Fatal(err)
 	}
 	if s := out.String(); !strings.Contains(s, "[y/N] ") || !strings.Contains(s, "drafts:    1 created downstream") {
@@ -73,7 +73,7 @@ func TestRefundAgentRerunIsFresh(t *testing.T) {
 		t.Setenv("REDIS_URL", "")
 		t.Setenv(env, url)
 		var out strings.Builder
-		if err := run(context.Background(), &out, nil, true); err != nil {
+		if err := run(context.Background(), &out, nil, ptr(true)); err != nil {
 			t.Fatal(err)
 		}
 		return out.String()
@@ -94,5 +94,24 @@ func TestRefundAgentRerunIsFresh(t *testing.T) {
 	}
 	if runID := func(s string) string { _, r, _ := strings.Cut(s, "run:       "); return r[:20] }; runID(first) == runID(second) {
 		t.Errorf("both runs have the run id %s", runID(first))
+	}
+}
+
+func ptr(b bool) *bool { return &b }
+
+// With no terminal and no -approve, nobody said yes: the draft is denied,
+// and the program says why.
+func TestRefundAgentDeniesByDefault(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TOOLGUARD_REDIS_URL", "")
+	t.Setenv("REDIS_URL", "")
+	var out strings.Builder
+	if err := run(context.Background(), &out, nil, nil); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	if !strings.Contains(s, "no terminal and no -approve flag: denied by default") ||
+		!strings.Contains(s, "drafts:    0 created downstream") {
+		t.Errorf("default run:\n%s", s)
 	}
 }

@@ -1,0 +1,29 @@
+// Package approvals keeps the writes that wait for a human's yes, lets
+// people decide them from a web page (or a JSON API), and resumes the runs
+// that waited.
+//
+// A Store holds pending requests in Redis, per tenant: each names the exact
+// intent (tool, the canonical arguments the tool marks safe to show, the
+// others as fingerprints, the intent's fingerprint), who asked, the run and
+// when it expires. Deciding is one atomic step (a Lua script): of two
+// approvers deciding at once one wins and the other is told who decided;
+// an expired or decided request is refused with the reason. Every request
+// and decision is appended to the package's own audit stream per tenant
+// (Store.Audit), naming who asked and who decided.
+//
+// Inbox is an http.Handler a host mounts in its own server: a list of the
+// approver's tenant's pending requests and a page per request with Approve
+// and Deny, server-rendered, without JavaScript, under a strict
+// Content-Security-Policy, with a CSRF token on every form; beside it a
+// JSON API (list, get, decide) for chat bots and other front ends. The host
+// authenticates; deciding needs a role in the request's tenant, nobody
+// approves their own request unless allowed, and another tenant's request
+// is 404 as if it did not exist.
+//
+// A paused agentloop run is parked (Store.Park) with its state; when its
+// last pending request is decided a Worker, in any process, claims it
+// atomically, mints the grants (agentloop.Loop.Grant) and resumes it
+// (agentloop.Loop.Resume). Within a run an intent a human denied is not put
+// to a human again: it is denied at once. Hosts that prefer to block use
+// Waiter, an agentloop.Approver that waits on the inbox until a deadline.
+package approvals

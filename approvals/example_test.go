@@ -1,0 +1,53 @@
+package approvals_test
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/alicebob/miniredis/v2"
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/approvals"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/orders"
+)
+
+// Example parks a paused run, decides its request as an approver would from
+// the inbox, and lets a worker resume it.
+func Example() {
+	srv := openaitest.NewServer(
+		openaitest.Turn{Calls: []openaitest.Call{{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}}},
+		openaitest.Turn{Text: "Refund draft DRAFT-1 is created."},
+	)
+	defer srv.Close()
+	mr, _ := miniredis.Run() // an embedded Redis; any redis.UniversalClient serves
+	defer mr.Close()
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	defer rdb.Close()
+	ctx := context.Background()
+
+	svc := orders.NewService()
+	tools := orders.Tools(svc)
+	loop := agentloop.New(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test")), tools, agentloop.WithStore(rdb))
+	store, _ := approvals.NewStore(rdb, approvals.Options{Tools: tools})
+
+	res, _ := loop.Run(ctx, guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}, "refund ORDER-7")
+	reqs, _ := store.Park(ctx, res)
+	fmt.Println(reqs[0].Tool, reqs[0].Status, string(reqs[0].Arguments[0].Value))
+
+	lead := guard.Principal{TenantID: "tenant-a", SubjectID: "lead-1", Roles: []string{approvals.DefaultRole}}
+	if _, err := store.Decide(ctx, lead, reqs[0].ID, approvals.Decision{Approve: true}, false); err != nil {
+		fmt.Println(err)
+	}
+	worker := &approvals.Worker{Store: store, Loop: loop, Done: func(runID string, res *agentloop.Result, err error) {
+		fmt.Println(res.Status, res.Output, svc.SideEffects(), "draft")
+	}}
+	_, _ = worker.Once(ctx)
+	// Output:
+	// create_refund_draft pending "ORDER-7"
+	// completed Refund draft DRAFT-1 is created. 1 draft
+}

@@ -1,0 +1,93 @@
+package approvals
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/toolguard/toolguard/agentloop"
+)
+
+type runKey struct{}
+
+// WithRunID tells a Waiter which run asks (agentloop's ApprovalRequest does
+// not say): pass the context so made to Loop.Run, with the same id as
+// agentloop.WithRunID, and the inbox shows the run.
+func WithRunID(ctx context.Context, runID string) context.Context {
+	return context.WithValue(ctx, runKey{}, runID)
+}
+
+// Waiter is an agentloop.Approver that puts the request in the inbox and
+// waits for a person to decide it, for hosts that prefer a blocked run to
+// a parked one. A request nobody decides before the deadline is recorded
+// as expired and denied. An intent a human already denied in the run is
+// denied at once, without asking again.
+type Waiter struct {
+	Store *Store
+	// Wait bounds the wait; default (and at most) the store's TTL.
+	Wait time.Duration
+	// Poll is how often the request is read; default 250ms.
+	Poll time.Duration
+}
+
+// Approve asks and waits. Its error is ctx's, or the store's.
+func (w *Waiter) Approve(ctx context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+	s := w.Store
+	if denied, err := s.Denied(ctx, req.Principal.TenantID, req.OperationID); err != nil || denied {
+		return agentloop.Decision{Approver: "an earlier denial in this run"}, err
+	}
+	runID, _ := ctx.Value(runKey{}).(string)
+	r, err := s.Ask(ctx, runID, req)
+	if err != nil {
+		return agentloop.Decision{}, err
+	}
+	deadline := r.ExpiresAt
+	if w.Wait > 0 && r.CreatedAt.Add(w.Wait).Before(deadline) {
+		deadline = r.CreatedAt.Add(w.Wait)
+	}
+	poll := w.Poll
+	if poll <= 0 {
+		poll = 250 * time.Millisecond
+	}
+	t := time.NewTicker(poll)
+	defer t.Stop()
+	for {
+		got, err := s.Get(ctx, r.TenantID, r.ID)
+		if err != nil {
+			return agentloop.Decision{}, err
+		}
+		if got.Status == StatusExpired || got.Status == StatusPending && !s.clock.Now().Before(deadline) {
+			return w.giveUp(ctx, got)
+		}
+		if got.Status != StatusPending {
+			return decisionOf(got), nil
+		}
+		select {
+		case <-ctx.Done():
+			return agentloop.Decision{}, ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// giveUp records a request nobody decided in time as expired, unless
+// someone decided it at the last moment.
+func (w *Waiter) giveUp(ctx context.Context, r *Request) (agentloop.Decision, error) {
+	_, err := w.Store.settle(ctx, r, StatusExpired, "", "")
+	var de *DecidedError
+	switch {
+	case err == nil, errors.Is(err, ErrExpired):
+		return agentloop.Decision{Approver: "nobody (the request expired)"}, nil
+	case errors.As(err, &de):
+		return agentloop.Decision{Approved: de.Status == StatusApproved, Approver: de.DecidedBy}, nil
+	}
+	return agentloop.Decision{}, err
+}
+
+func decisionOf(r *Request) agentloop.Decision {
+	switch r.Status {
+	case StatusApproved:
+		return agentloop.Decision{Approved: true, Approver: r.DecidedBy}
+	}
+	return agentloop.Decision{Approver: r.DecidedBy}
+}

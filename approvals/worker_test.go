@@ -1,0 +1,176 @@
+package approvals_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/approvals"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/orders"
+)
+
+// outcome collects what a worker reports.
+type outcome struct {
+	results []*agentloop.Result
+	errs    []error
+}
+
+func (w *world) worker(o *outcome) *approvals.Worker {
+	return &approvals.Worker{Store: w.store, Loop: w.loop, Lease: time.Minute,
+		Done: func(_ string, res *agentloop.Result, err error) {
+			o.results = append(o.results, res)
+			o.errs = append(o.errs, err)
+		}}
+}
+
+// An approved run resumes by itself and drafts once; a worker that finds
+// nothing ready does nothing.
+func TestWorkerResumesApproved(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		w := newWorld(t, rdb, refundTurns()...)
+		ctx := ctxT(t)
+		_, reqs := w.park(ctx)
+		var o outcome
+		wk := w.worker(&o)
+		if n, err := wk.Once(ctx); n != 0 || err != nil {
+			t.Fatalf("undecided run resumed: %d %v", n, err)
+		}
+		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, approvals.Decision{Approve: true}, false); err != nil {
+			t.Fatal(err)
+		}
+		if n, err := wk.Once(ctx); n != 1 || err != nil || o.errs[0] != nil {
+			t.Fatalf("resumed %d: %v %v", n, err, o.errs)
+		}
+		res := o.results[0]
+		if res.Status != agentloop.StatusCompleted || res.Output != "drafted" || w.svc.SideEffects() != 1 {
+			t.Fatalf("status %s output %q drafts %d\n%s", res.Status, res.Output, w.svc.SideEffects(), res.Transcript)
+		}
+		if n, _ := wk.Once(ctx); n != 0 || w.svc.SideEffects() != 1 {
+			t.Fatalf("resumed again: %d", n)
+		}
+	})
+}
+
+// A denial reaches the model once; the model's second ask for the same
+// intent is denied without a person being asked, and the run ends with no
+// draft.
+func TestWorkerDenialIsNotAskedAgain(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		w := newWorld(t, rdb, refundTurns()...)
+		ctx := ctxT(t)
+		_, reqs := w.park(ctx)
+		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, approvals.Decision{Reason: "not a duplicate"}, false); err != nil {
+			t.Fatal(err)
+		}
+		var o outcome
+		n, err := w.worker(&o).Once(ctx)
+		if n != 2 || err != nil {
+			t.Fatalf("resumed %d: %v %v", n, err, o.errs)
+		}
+		if o.results[0].Status != agentloop.StatusPaused || o.results[1].Status != agentloop.StatusCompleted ||
+			o.results[1].Output != "not drafted" || w.svc.SideEffects() != 0 {
+			t.Fatalf("results %v %v, drafts %d", o.results[0].Status, o.results[1].Status, w.svc.SideEffects())
+		}
+		if list, _ := w.store.Pending(ctx, "tenant-a", 0); len(list) != 0 {
+			t.Fatalf("a person is asked again: %+v", list[0])
+		}
+		recs, _ := w.store.Audit(ctx, "tenant-a")
+		var events []string
+		for _, r := range recs {
+			events = append(events, r.Event)
+		}
+		if got := strings.Join(events, ","); got != "requested,denied,denied_again" {
+			t.Fatalf("audit events %s", got)
+		}
+		denials := 0
+		for _, req := range w.srv.Requests() {
+			for _, out := range req.FunctionCallOutputs() {
+				if guardCode(out.Output) == guard.ApprovalRequired && strings.Contains(out.Output, "denied") {
+					denials++
+				}
+			}
+		}
+		if denials != 2 {
+			t.Fatalf("the model was told of %d denials, want 2 (the person's, then the repeat's)", denials)
+		}
+	})
+}
+
+// A request nobody decides expires; the worker resumes the run with a
+// denial.
+func TestWorkerExpires(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	w := newWorld(t, rdb, refundTurns()...)
+	ctx := ctxT(t)
+	w.park(ctx)
+	w.now = w.now.Add(61 * time.Minute)
+	var o outcome
+	if n, err := w.worker(&o).Once(ctx); n < 1 || err != nil {
+		t.Fatalf("resumed %d: %v", n, err)
+	}
+	// Nobody said no, so the model's second ask goes to a person again.
+	if w.svc.SideEffects() != 0 || o.results[0].Status != agentloop.StatusPaused {
+		t.Fatalf("drafts %d, status %s", w.svc.SideEffects(), o.results[0].Status)
+	}
+	recs, _ := w.store.Audit(ctx, "tenant-a")
+	if len(recs) != 3 || recs[1].Event != "expired" || recs[2].Event != "requested" {
+		t.Fatalf("audit %+v", recs)
+	}
+}
+
+// A worker that dies mid-resume (here: the provider fails after the grant
+// was used) leaves its claim; after the lease another process, with its
+// own store and loop on the same Redis and signer key, resumes the run,
+// and the draft is still created once.
+func TestWorkerAfterRestart(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		draft := openaitest.Call{Name: "create_refund_draft", Arguments: refundArgs}
+		w := newWorld(t, rdb, openaitest.Turn{Calls: []openaitest.Call{draft}}, openaitest.Turn{Status: 500})
+		ctx := ctxT(t)
+		_, reqs := w.park(ctx)
+		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, approvals.Decision{Approve: true}, false); err != nil {
+			t.Fatal(err)
+		}
+		var o outcome
+		if n, _ := w.worker(&o).Once(ctx); n != 1 || o.errs[0] == nil {
+			t.Fatalf("first worker: %d %v", n, o.errs)
+		}
+		if w.svc.SideEffects() != 1 {
+			t.Fatalf("drafts %d", w.svc.SideEffects())
+		}
+
+		// The other process: its own client, loop and store, on the same
+		// provider, Redis and signer key.
+		w.srv.Enqueue(openaitest.Turn{Text: "drafted"})
+		srv := w.srv
+		signer, _ := guard.NewSigner(w.key)
+		client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
+		loop2 := agentloop.New(client, orders.Tools(w.svc), agentloop.WithGuardStore(w.guardStore(rdb)), agentloop.WithSigner(signer))
+		store2, err := approvals.NewStore(rdb, approvals.Options{Prefix: w.prefix, Clock: guard.ClockFunc(func() time.Time { return w.now })})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var o2 outcome
+		wk2 := &approvals.Worker{Store: store2, Loop: loop2, Done: func(_ string, res *agentloop.Result, err error) {
+			o2.results, o2.errs = append(o2.results, res), append(o2.errs, err)
+		}}
+		if n, _ := wk2.Once(ctx); n != 0 {
+			t.Fatal("claimed while the first worker's lease holds")
+		}
+		w.now = w.now.Add(2 * time.Minute)
+		if n, err := wk2.Once(ctx); n != 1 || err != nil || o2.errs[0] != nil {
+			t.Fatalf("second worker: %d %v %v", n, err, o2.errs)
+		}
+		if o2.results[0].Status != agentloop.StatusCompleted || w.svc.SideEffects() != 1 {
+			t.Fatalf("status %s, drafts %d\n%s", o2.results[0].Status, w.svc.SideEffects(), o2.results[0].Transcript)
+		}
+	})
+}
