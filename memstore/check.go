@@ -1,0 +1,106 @@
+package memstore
+
+import (
+	"github.com/toolguard/toolguard/guard"
+)
+
+// precheck applies checks 1 and 2 of the contract (rules 6 to 9). When they
+// decide the answer, it is audited and returned with decided set;
+// otherwise nothing changed, and bound says whether the call id was
+// already bound (to this fingerprint).
+func (t *step) precheck() (answer reply, decided, bound bool) {
+	e := t.e
+	var b *binding
+	if t.hasCall {
+		b = t.binding()
+	}
+	if b != nil {
+		bound = true
+		if b.fp != e.Fingerprint {
+			t.audit(guard.CallIDConflict, guard.DeliveryFresh, guard.SideEffectNone)
+			return reply{code: guard.CallIDConflict, delivery: guard.DeliveryFresh}, true, bound
+		}
+		if b.code != 0 {
+			t.audit(b.code, guard.DeliveryLocalReplay, guard.SideEffectNone)
+			return reply{code: b.code, delivery: guard.DeliveryLocalReplay, data: b.data, msg: b.msg}, true, bound
+		}
+	}
+	// The record to check: the one this call id already reserved (its own
+	// operation, whatever key the retry carries), else the key's.
+	var (
+		at  scope
+		rec *record
+	)
+	if b != nil && b.linked {
+		at = scope{e.TenantID, e.SubjectID, b.link}
+		rec = t.record(at)
+	}
+	if !rec.live() && t.hasKey {
+		at = t.key
+		rec = t.record(at)
+	}
+	if !rec.live() {
+		return reply{}, false, bound
+	}
+	answer = t.keycheck(rec)
+	t.audit(answer.code, answer.delivery, guard.SideEffectNone)
+	if rec.state == reserved && answer.code == guard.OutcomeUnknown {
+		rec.state = unknown // its holder's lease expired: never run blind again
+	}
+	terminal := answer.code.Terminal()
+	if !bound {
+		t.bind(answer.code, answer.data, answer.msg)
+	} else if terminal {
+		b.code, b.data, b.msg = answer.code, answer.data, answer.msg
+	}
+	if terminal && t.hasCall {
+		t.indexCall()
+	}
+	return answer, true, bound
+}
+
+// keycheck answers from a live idempotency record (rule 7): a conflict, a
+// stored result, in progress, or unknown.
+func (t *step) keycheck(r *record) reply {
+	switch {
+	case r.fp != t.e.Fingerprint:
+		return reply{code: guard.IdempotencyConflict, delivery: guard.DeliveryFresh}
+	case r.state == committed:
+		return reply{code: guard.OK, delivery: guard.DeliveryLocalReplay, data: r.data, msg: r.msg}
+	case r.state == reserved && r.leaseMS > t.now:
+		return reply{code: guard.InProgress, delivery: guard.DeliveryFresh, retryMS: r.leaseMS - t.now}
+	}
+	return reply{code: guard.OutcomeUnknown, delivery: guard.DeliveryFresh, op: r.op}
+}
+
+// bind binds a new call id to the fingerprint, with the result if it is
+// terminal (rule 9).
+func (t *step) bind(code guard.Code, data, msg string) {
+	if !t.hasCall {
+		return
+	}
+	b := t.setBinding()
+	b.fp = t.e.Fingerprint
+	if code.Terminal() {
+		b.code, b.data, b.msg = code, data, msg
+	}
+}
+
+// indexCall points the operation id at the call binding, unless the index
+// already names something (rule 4).
+func (t *step) indexCall() {
+	if _, ok := t.indexed(); !ok {
+		t.s.index[t.op] = ref{call: true, id: t.callID, until: t.s.expiry(t.now)}
+	}
+}
+
+// indexRecord points the operation id at the step's idempotency record,
+// unless it names another write record that still exists: the first
+// operation keeps its id (rule 4).
+func (t *step) indexRecord() {
+	if cur, ok := t.indexed(); ok && !cur.call && cur.id != t.e.IdempotencyKey &&
+		t.record(scope{t.e.TenantID, t.e.SubjectID, cur.id}) != nil {
+		return
+	}
+	t.s.index[t.op] = ref{id: t.e.IdempotencyKey, until: t.s.expiry(t.now)}
+}

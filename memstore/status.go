@@ -1,0 +1,160 @@
+package memstore
+
+import (
+	"context"
+
+	"github.com/toolguard/toolguard/guard"
+)
+
+// target is the operation a status query names, as found: a stored result
+// (of a call binding or a committed record), a record whose outcome is
+// open, or a record the store may have lost.
+type target struct {
+	at     scope   // the idempotency record's name
+	rec    *record // nil for a call binding's result and a lost record
+	stored *reply  // the stored result, when there is one
+	lost   bool
+}
+
+// find reads the operation a status query names (rule 15): the record or
+// binding its operation id is indexed to, else (the index alone lost) the
+// record of the query's key. ok is false when nothing is stored.
+func (t *step) find() (tg target, ok bool) {
+	e := t.e
+	r, ok := t.indexed()
+	if !ok && t.hasKey {
+		r, ok = ref{id: e.IdempotencyKey}, true
+	}
+	if !ok {
+		return tg, false
+	}
+	at := scope{e.TenantID, e.SubjectID, r.id}
+	if r.call {
+		b := t.s.calls[at]
+		if b == nil || expired(b.until, t.now) || b.code == 0 {
+			return tg, false
+		}
+		return target{at: at, stored: &reply{code: b.code, delivery: guard.DeliveryLocalReplay, data: b.data, msg: b.msg}}, true
+	}
+	rec := t.record(at)
+	if !rec.live() {
+		return tg, false
+	}
+	tg = target{at: at, rec: rec}
+	if rec.state == committed {
+		tg.stored = &reply{code: guard.OK, delivery: guard.DeliveryLocalReplay, data: rec.data, msg: rec.msg}
+	}
+	return tg, true
+}
+
+// settled answers a status query from what is stored, audited: a stored
+// result (replayed), or NOT_FOUND when nothing is stored and the query does
+// not name a tool and a key. Otherwise it returns the target, a lost one
+// when nothing is stored (rule 15).
+func (t *step) settled() (tg target, answer reply, decided bool) {
+	tg, ok := t.find()
+	switch {
+	case !ok && t.hasKey && t.e.Tool != "":
+		return target{lost: true}, answer, false
+	case !ok:
+		answer = reply{code: guard.NotFound, delivery: guard.DeliveryFresh}
+	case tg.stored != nil:
+		answer = *tg.stored
+	default:
+		return tg, answer, false
+	}
+	t.audit(answer.code, answer.delivery, guard.SideEffectNone)
+	return tg, answer, true
+}
+
+// Status implements guard.Store (rule 15).
+func (s *Store) Status(ctx context.Context, q *guard.Entry) (*guard.Result, *guard.Pending, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	t := s.begin(q, "")
+	defer t.end()
+	tg, answer, decided := t.settled()
+	if decided {
+		return answer.result(), nil, nil
+	}
+	if tg.lost {
+		return nil, &guard.Pending{Tool: q.Tool, IdempotencyKey: q.IdempotencyKey, Fingerprint: q.Fingerprint,
+			OperationID: q.OperationID, Lost: true}, nil
+	}
+	r := tg.rec
+	if r.state == reserved && r.leaseMS > t.now {
+		t.audit(guard.InProgress, guard.DeliveryFresh, guard.SideEffectNone)
+		return reply{code: guard.InProgress, delivery: guard.DeliveryFresh, retryMS: r.leaseMS - t.now}.result(), nil, nil
+	}
+	if r.state == reserved {
+		r.state = unknown // its holder's lease expired: never run blind again
+	}
+	return nil, &guard.Pending{Tool: r.tool, IdempotencyKey: r.key, Fingerprint: r.fp, CallID: r.call, OperationID: r.op}, nil
+}
+
+// notTakenPlace is the message of a NOT_FOUND from an absent receipt.
+const notTakenPlace = "The operation did not take place: nothing was executed. It may be run again."
+
+// Settle implements guard.Store (rule 16). It finds the operation again
+// rather than trusting p: what is stored now decides, p only names the
+// original call, whose binding takes a found result.
+func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, rc guard.Receipt, data []byte) (*guard.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	t := s.begin(q, p.CallID)
+	defer t.end()
+	tg, answer, decided := t.settled()
+	if decided {
+		return answer.result(), nil
+	}
+	r := tg.rec
+	switch {
+	case rc == guard.ReceiptFound:
+		answer = reply{code: guard.OK, delivery: guard.DeliveryReceiptReconciled, data: string(data)}
+		t.audit(answer.code, answer.delivery, guard.SideEffectYes)
+		if tg.lost {
+			// Nothing is stored for a lost record: its fingerprint is
+			// unknown. A retry runs under the same downstream key and
+			// gets the same receipt.
+			return answer.result(), nil
+		}
+		r.state, r.data, r.msg = committed, answer.data, ""
+		r.until = s.expiry(t.now)
+		if t.hasCall {
+			b := t.setBinding()
+			b.fp, b.code, b.data, b.msg = r.fp, guard.OK, answer.data, ""
+		}
+		return answer.result(), nil
+	case rc == guard.ReceiptAbsent && (tg.lost || r.leaseMS <= t.now):
+		// The lease is over and the downstream system has no operation
+		// under the key: it did not take place. A re-execution reuses
+		// the key downstream, so a late first attempt is deduplicated.
+		t.audit(guard.NotFound, guard.DeliveryFresh, guard.SideEffectNone)
+		if !tg.lost {
+			t.release(tg.at)
+		}
+		return reply{code: guard.NotFound, delivery: guard.DeliveryFresh, msg: notTakenPlace}.result(), nil
+	}
+	t.audit(guard.OutcomeUnknown, guard.DeliveryFresh, guard.SideEffectNone)
+	op := q.OperationID
+	if r != nil {
+		op = r.op
+	}
+	return reply{code: guard.OutcomeUnknown, delivery: guard.DeliveryFresh, op: op}.result(), nil
+}
+
+// release frees a reserved key (rule 13, 16). Released by its own token
+// (a commit), the record becomes a tombstone of that token, which refuses
+// a late copy of the reservation; released without one (a status query),
+// it is deleted. An index entry of the step's operation naming it goes.
+func (t *step) release(at scope) {
+	delete(t.s.records, at)
+	if t.e.Token != "" {
+		t.s.records[at] = &record{state: released, token: t.e.Token, until: t.s.expiry(t.now)}
+	}
+	if r, ok := t.indexed(); ok && !r.call && r.id == at.id {
+		delete(t.s.index, t.op)
+	}
+}

@@ -1,0 +1,154 @@
+package memstore
+
+import (
+	"context"
+	"time"
+
+	"github.com/toolguard/toolguard/guard"
+)
+
+// Finish implements guard.Store (rule 10).
+func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
+	if err := ready(ctx, e.Code); err != nil {
+		return nil, err
+	}
+	t := s.begin(e, e.CallID)
+	defer t.end()
+	answer, decided, bound := t.precheck()
+	if decided {
+		return answer.result(), nil
+	}
+	t.audit(e.Code, guard.DeliveryFresh, e.SideEffect)
+	data := string(e.Data)
+	if !bound {
+		t.bind(e.Code, data, e.Message)
+	} else if e.Code.Terminal() {
+		b := t.binding()
+		b.code, b.data, b.msg = e.Code, data, e.Message
+	}
+	switch {
+	case e.Code == guard.OK && t.hasKey:
+		r := t.setRecord(t.key, false)
+		r.fp, r.state, r.data, r.msg = e.Fingerprint, committed, data, e.Message
+		r.op, r.tool, r.key, r.call = e.OperationID, e.Tool, e.IdempotencyKey, e.CallID
+		t.indexRecord()
+	case e.Code.Terminal() && t.hasCall:
+		t.indexCall()
+	}
+	return reply{code: e.Code, delivery: guard.DeliveryFresh, data: data, msg: e.Message, retryMS: ms(e.RetryAfter)}.result(), nil
+}
+
+// Reserve implements guard.Store (rules 11 and 12).
+func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration) (*guard.Result, error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	if e.Token == "" {
+		return nil, errNoToken
+	}
+	t := s.begin(e, e.CallID)
+	defer t.end()
+	own := t.record(t.key)
+	if own != nil && own.token == e.Token {
+		if own.state == reserved {
+			return nil, nil // a copy of this reservation: it stands
+		}
+		// A late copy of a reservation already committed or released.
+		return reply{code: guard.Unavailable, delivery: guard.DeliveryFresh}.result(), nil
+	}
+	answer, decided, bound := t.precheck()
+	if decided {
+		return answer.result(), nil
+	}
+	// Link the call id to the record it reserves: a retry of this call id
+	// is answered from this operation whatever key or operation id it
+	// carries.
+	if t.hasCall {
+		if bound {
+			b := t.binding()
+			b.linked, b.link = true, e.IdempotencyKey
+		} else {
+			b := t.setBinding()
+			b.fp, b.linked, b.link = e.Fingerprint, true, e.IdempotencyKey
+		}
+	}
+	r := t.setRecord(t.key, true)
+	r.fp, r.state, r.op, r.leaseMS, r.token = e.Fingerprint, reserved, e.OperationID, t.now+ms(lease), e.Token
+	r.tool, r.key, r.call = e.Tool, e.IdempotencyKey, e.CallID
+	t.indexRecord()
+	return nil, nil
+}
+
+// Commit implements guard.Store (rules 13 and 14).
+func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
+	if err := ready(ctx, e.Code); err != nil {
+		return nil, err
+	}
+	if e.Token == "" {
+		return nil, errNoToken
+	}
+	t := s.begin(e, e.CallID)
+	defer t.end()
+	memo := scope{e.TenantID, e.SubjectID, e.Token}
+	if done := s.commits[memo]; done != nil && !expired(done.until, t.now) {
+		return done.v.result(), nil // a retry of this very commit
+	}
+	answer := reply{code: e.Code, delivery: guard.DeliveryFresh, data: string(e.Data), msg: e.Message, retryMS: ms(e.RetryAfter)}
+	side := e.SideEffect
+	var store byte // what to write once audited: committed, unknown, released or nothing
+	k := t.record(t.key)
+	switch {
+	case k != nil && k.fp == e.Fingerprint && k.state == committed:
+		// Settled meanwhile from a receipt: the stored result stands, and
+		// the side effect was already audited by the status query.
+		answer.code, answer.delivery, answer.data, answer.msg = guard.OK, guard.DeliveryLocalReplay, k.data, k.msg
+		side = guard.SideEffectNone
+	case k.live() && k.fp != e.Fingerprint:
+		// The key now belongs to another intent: never overwrite it. Our
+		// outcome is still reported and audited.
+		if answer.code == guard.OK {
+			answer.code, answer.data, answer.msg = guard.OutcomeUnknown, "", ""
+		}
+	case e.Code == guard.OK:
+		store = committed
+	case e.Code == guard.OutcomeUnknown:
+		store = unknown
+	case k != nil && k.token == e.Token:
+		store = released // not started: free the key for corrected or later input
+	}
+	if answer.code == guard.OutcomeUnknown {
+		answer.op = e.OperationID
+	}
+	t.audit(answer.code, answer.delivery, side)
+	switch store {
+	case committed, unknown:
+		r := t.setRecord(t.key, false)
+		r.fp, r.state, r.op, r.tool, r.key, r.call = e.Fingerprint, store, e.OperationID, e.Tool, e.IdempotencyKey, e.CallID
+		if store == committed {
+			r.data, r.msg = answer.data, answer.msg
+		}
+	case released:
+		t.release(t.key)
+	}
+	if t.hasCall {
+		b := t.setBinding()
+		b.fp = e.Fingerprint
+		if answer.code.Terminal() {
+			b.code, b.data, b.msg = answer.code, answer.data, answer.msg
+		}
+	}
+	s.commits[memo] = &expiring[reply]{answer, s.expiry(t.now)}
+	return answer.result(), nil
+}
+
+// ready refuses, before anything changes, a call whose context is done or
+// whose entry carries no valid code.
+func ready(ctx context.Context, code guard.Code) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	if !code.Valid() {
+		return errBadCode
+	}
+	return nil
+}
