@@ -14,6 +14,7 @@ import (
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/redisconn"
 )
 
 // Status is where a request stands.
@@ -94,7 +95,7 @@ func NewStore(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if rdb == nil {
 		return nil, errors.New("approvals: NewStore needs a Redis client")
 	}
-	if !contextTimeouts(rdb) {
+	if !redisconn.ContextTimeoutEnabled(rdb) {
 		return nil, errors.New("approvals: the Redis client needs ContextTimeoutEnabled: true, so that calls honour their deadline")
 	}
 	s := &Store{rdb: rdb, prefix: opts.Prefix, tools: opts.Tools, ttl: opts.TTL, retain: opts.Retain, clock: opts.Clock}
@@ -111,18 +112,6 @@ func NewStore(rdb redis.UniversalClient, opts Options) (*Store, error) {
 		s.clock = guard.SystemClock
 	}
 	return s, nil
-}
-
-func contextTimeouts(rdb redis.UniversalClient) bool {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return true
 }
 
 func newID() string {

@@ -5,6 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -53,20 +55,6 @@ func (s *Store) Check(ctx context.Context) error {
 	return err
 }
 
-// contextTimeoutEnabled reports whether a client bounds its reads and
-// writes by the caller's deadline. Clients of other types are trusted.
-func contextTimeoutEnabled(rdb redis.UniversalClient) bool {
-	switch c := rdb.(type) {
-	case *redis.Client:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.ClusterClient:
-		return c.Options().ContextTimeoutEnabled
-	case *redis.Ring:
-		return c.Options().ContextTimeoutEnabled
-	}
-	return true
-}
-
 // run runs a script and returns its reply. Before the store's first state
 // change it checks the server. With Options.Replicas, the script and a WAIT
 // go in one pipeline to the master of the keys; a reply that too few
@@ -84,19 +72,19 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, argv [
 	if err != nil {
 		return nil, err
 	}
-	reply, acked, err := s.runWait(ctx, node, sc, keys, argv)
-	if redis.HasErrorPrefix(err, "MOVED") || redis.HasErrorPrefix(err, "ASK") {
-		// The slot is moving: let the cluster client follow it, then wait
-		// on the master that now holds it (one round trip more).
-		if reply, err = sc.Run(ctx, s.rdb, keys, argv...).StringSlice(); err != nil {
+	reply, acked, err := s.runWait(ctx, node, sc, keys, argv, false)
+	for hop := 0; hop < 3 && err != nil; hop++ {
+		// The slot is moving (a MOVED or ASK redirect): run the script and
+		// WAIT together on the node the redirect names, which is the one
+		// whose replicas must acknowledge the write (one round trip more).
+		kind, addr, ok := redirect(err)
+		if !ok {
+			break
+		}
+		if node, err = s.nodeAt(ctx, addr); err != nil {
 			return nil, err
 		}
-		if node, err = s.master(ctx, keys[0]); err != nil {
-			return nil, err
-		}
-		var n int64
-		n, err = node.Wait(ctx, s.opts.Replicas, s.opts.ReplicaTimeout).Result()
-		acked = int(n)
+		reply, acked, err = s.runWait(ctx, node, sc, keys, argv, kind == "ASK")
 	}
 	if err != nil {
 		return nil, err
@@ -108,11 +96,12 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, argv [
 }
 
 // runWait pipelines the script with WAIT on one server: EVALSHA, and EVAL
-// again when the server does not have the script yet.
-func (s *Store) runWait(ctx context.Context, node *redis.Client, sc *redis.Script, keys []string, argv []any) ([]string, int, error) {
-	cmd, wait := s.pipeWait(ctx, node, func(p redis.Pipeliner) *redis.Cmd { return sc.EvalSha(ctx, p, keys, argv...) })
+// again when the server does not have the script yet; after an ASK
+// redirect, ASKING first.
+func (s *Store) runWait(ctx context.Context, node *redis.Client, sc *redis.Script, keys []string, argv []any, asking bool) ([]string, int, error) {
+	cmd, wait := s.pipeWait(ctx, node, asking, func(p redis.Pipeliner) *redis.Cmd { return sc.EvalSha(ctx, p, keys, argv...) })
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd, wait = s.pipeWait(ctx, node, func(p redis.Pipeliner) *redis.Cmd { return sc.Eval(ctx, p, keys, argv...) })
+		cmd, wait = s.pipeWait(ctx, node, asking, func(p redis.Pipeliner) *redis.Cmd { return sc.Eval(ctx, p, keys, argv...) })
 	}
 	reply, err := cmd.StringSlice()
 	if err != nil {
@@ -122,8 +111,11 @@ func (s *Store) runWait(ctx context.Context, node *redis.Client, sc *redis.Scrip
 	return reply, n, err
 }
 
-func (s *Store) pipeWait(ctx context.Context, node *redis.Client, script func(redis.Pipeliner) *redis.Cmd) (cmd, wait *redis.Cmd) {
+func (s *Store) pipeWait(ctx context.Context, node *redis.Client, asking bool, script func(redis.Pipeliner) *redis.Cmd) (cmd, wait *redis.Cmd) {
 	pipe := node.Pipeline()
+	if asking {
+		pipe.Do(ctx, "ASKING")
+	}
 	cmd = script(pipe)
 	wait = pipe.Do(ctx, "WAIT", s.opts.Replicas, s.opts.ReplicaTimeout.Milliseconds())
 	_, _ = pipe.Exec(ctx)
@@ -140,4 +132,37 @@ func (s *Store) master(ctx context.Context, key string) (*redis.Client, error) {
 		return c.MasterForKey(ctx, key)
 	}
 	return nil, errors.New("idem: Options.Replicas needs a *redis.Client or *redis.ClusterClient")
+}
+
+// redirect reads a cluster redirect, "MOVED <slot> <addr>" or "ASK <slot>
+// <addr>", the form the cluster protocol gives it.
+func redirect(err error) (kind, addr string, ok bool) {
+	if !redis.HasErrorPrefix(err, "MOVED") && !redis.HasErrorPrefix(err, "ASK") {
+		return "", "", false
+	}
+	f := strings.Fields(strings.TrimPrefix(err.Error(), "redis: "))
+	if len(f) != 3 {
+		return "", "", false
+	}
+	return f[0], f[2], true
+}
+
+// nodeAt returns the cluster's client for the master at addr.
+func (s *Store) nodeAt(ctx context.Context, addr string) (*redis.Client, error) {
+	var (
+		mu    sync.Mutex
+		found *redis.Client
+	)
+	err := redisconn.ForEachMaster(ctx, s.rdb, func(_ context.Context, c *redis.Client) error {
+		if c.Options().Addr == addr {
+			mu.Lock()
+			found = c
+			mu.Unlock()
+		}
+		return nil
+	})
+	if err == nil && found == nil {
+		err = fmt.Errorf("idem: no master at %s, where the cluster redirected", addr)
+	}
+	return found, err
 }

@@ -27,6 +27,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/redisconn"
 )
 
 // Options configure a Store. The zero value means the defaults.
@@ -115,7 +116,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if strings.ContainsAny(opts.Prefix, "{}") {
 		return nil, ErrBadPrefix
 	}
-	if !contextTimeoutEnabled(rdb) {
+	if !redisconn.ContextTimeoutEnabled(rdb) {
 		return nil, ErrNoContextTimeout
 	}
 	if opts.TTL <= 0 {

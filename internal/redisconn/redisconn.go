@@ -203,3 +203,18 @@ func Info(ctx context.Context, c *redis.Client, sections ...string) (map[string]
 	}
 	return fields, nil
 }
+
+// ContextTimeoutEnabled reports whether a client bounds its reads and
+// writes by the caller's deadline (its options' ContextTimeoutEnabled).
+// Clients of other types are trusted.
+func ContextTimeoutEnabled(rdb redis.UniversalClient) bool {
+	switch c := rdb.(type) {
+	case *redis.Client:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.ClusterClient:
+		return c.Options().ContextTimeoutEnabled
+	case *redis.Ring:
+		return c.Options().ContextTimeoutEnabled
+	}
+	return true
+}
