@@ -122,7 +122,7 @@ func TestPauseAndResume(t *testing.T) {
 	}
 	checkChain(t, w.srv)
 	outs := resumeOutputs(t, w)
-	if len(outs) != 2 || outs["r1"].Result.Code != guard.OK || outs["w1"].Result.Code != guard.OK ||
+	if len(outs) != 2 || outs["r1"].Result.Code != guard.CodeOK || outs["w1"].Result.Code != guard.CodeOK ||
 		outs["w1"].Result.Delivery != guard.DeliveryFresh || draftOf(t, outs["w1"].Result).ID != "DRAFT-1" {
 		t.Errorf("resume outputs %+v", outs)
 	}
@@ -148,7 +148,7 @@ func TestPauseAndResume(t *testing.T) {
 	if again.Status != agentloop.StatusCompleted || w.svc.SideEffects() != 1 {
 		t.Errorf("second resume: %q, %d side effects", again.Status, w.svc.SideEffects())
 	}
-	if o := resumeOutputs(t, w)["w1"].Result; o.Code != guard.OK || o.Delivery != guard.DeliveryLocalReplay {
+	if o := resumeOutputs(t, w)["w1"].Result; o.Code != guard.CodeOK || o.Delivery != guard.DeliveryLocalReplay {
 		t.Errorf("second resume output %+v", o)
 	}
 	if n, err := guard.VerifyAudit(ctx, loop.Store(), "tenant-a"); err != nil || n != 4 {
@@ -171,7 +171,7 @@ func TestResumeDenied(t *testing.T) {
 		t.Errorf("a denied write ran")
 	}
 	o := resumeOutputs(t, w)["w1"].Result
-	if o.Code != guard.ApprovalRequired || !strings.Contains(o.Message, "denied") || o.Data != nil {
+	if o.Code != guard.CodeApprovalRequired || !strings.Contains(o.Message, "denied") || o.Data != nil {
 		t.Errorf("denied output %+v", o)
 	}
 	if got := kinds(done.Transcript); !strings.HasSuffix(got, "approval_requested,denied,result,message") {
@@ -254,7 +254,7 @@ func TestResumeRejectsMismatchedGrants(t *testing.T) {
 				t.Fatal(err)
 			}
 			return res.State, agentloop.Approval{CallID: "w1", Grant: tok}
-		}, guard.ApprovalInvalid},
+		}, guard.CodeApprovalInvalid},
 		{"tampered pending", func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval) {
 			st := editState(t, res.State, func(m map[string]any) {
 				p := m["pending"].([]any)[0].(map[string]any)
@@ -266,7 +266,7 @@ func TestResumeRejectsMismatchedGrants(t *testing.T) {
 				t.Fatal(err)
 			}
 			return st, agentloop.Approval{CallID: "w1", Grant: tok}
-		}, guard.ApprovalInvalid},
+		}, guard.CodeApprovalInvalid},
 		{"tampered call", func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval) {
 			// The human approves what Pending shows; the state's call says
 			// something else. The call id is bound to the original intent.
@@ -278,7 +278,7 @@ func TestResumeRejectsMismatchedGrants(t *testing.T) {
 				t.Fatal(err)
 			}
 			return st, agentloop.Approval{CallID: "w1", Grant: tok}
-		}, guard.CallIDConflict},
+		}, guard.CodeCallIDConflict},
 		{"tampered principal", func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval) {
 			other := res.Pending[0]
 			other.Principal = user2
@@ -287,17 +287,17 @@ func TestResumeRejectsMismatchedGrants(t *testing.T) {
 				t.Fatal(err)
 			}
 			return res.State, agentloop.Approval{CallID: "w1", Grant: tok}
-		}, guard.ApprovalInvalid},
+		}, guard.CodeApprovalInvalid},
 		{"forged token", func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval) {
 			tok, err := loop.Grant(res.Pending[0], "ann")
 			if err != nil {
 				t.Fatal(err)
 			}
 			return res.State, agentloop.Approval{CallID: "w1", Grant: tok[:len(tok)-2] + "AA"}
-		}, guard.ApprovalInvalid},
+		}, guard.CodeApprovalInvalid},
 		{"empty token", func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval) {
 			return res.State, agentloop.Approval{CallID: "w1"}
-		}, guard.ApprovalRequired},
+		}, guard.CodeApprovalRequired},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -362,7 +362,7 @@ func TestGrantExpires(t *testing.T) {
 	if _, err := loop.Resume(testCtx(t), user1, res.State, agentloop.Approval{CallID: "w1", Grant: tok}); err != nil {
 		t.Fatal(err)
 	}
-	if o := resumeOutputs(t, w)["w1"].Result; o.Code != guard.ApprovalInvalid || w.svc.SideEffects() != 0 {
+	if o := resumeOutputs(t, w)["w1"].Result; o.Code != guard.CodeApprovalInvalid || w.svc.SideEffects() != 0 {
 		t.Errorf("expired grant: %+v, %d side effects", o, w.svc.SideEffects())
 	}
 }
@@ -414,7 +414,7 @@ func TestResumeSeveralPending(t *testing.T) {
 		t.Fatalf("%d outputs", len(outs))
 	}
 	for id, want := range map[string]guard.Delivery{"w1": guard.DeliveryFresh, "w2": guard.DeliveryLocalReplay, "w3": guard.DeliveryFresh, "r1": guard.DeliveryFresh} {
-		if o := outs[id].Result; o.Code != guard.OK || o.Delivery != want {
+		if o := outs[id].Result; o.Code != guard.CodeOK || o.Delivery != want {
 			t.Errorf("%s: %s", id, outs[id].Raw)
 		}
 	}
@@ -490,7 +490,7 @@ func TestResumeInAnotherProcess(t *testing.T) {
 		if _, err := b.Resume(testCtx(t), user1, roundTrip(t, res.State), agentloop.Approval{CallID: "w1", Grant: tok}); err != nil {
 			t.Fatal(err)
 		}
-		if o := resumeOutputs(t, w)["w1"].Result; o.Code != guard.ApprovalInvalid || w.svc.SideEffects() != 0 {
+		if o := resumeOutputs(t, w)["w1"].Result; o.Code != guard.CodeApprovalInvalid || w.svc.SideEffects() != 0 {
 			t.Errorf("grant of another key: %+v, %d side effects", o, w.svc.SideEffects())
 		}
 	})
@@ -507,7 +507,7 @@ func TestResumeInAnotherProcess(t *testing.T) {
 		if _, err := b.Resume(testCtx(t), user1, roundTrip(t, res.State), agentloop.Approval{CallID: "w1", Grant: tok}); err != nil {
 			t.Fatal(err)
 		}
-		if o := resumeOutputs(t, w)["w1"].Result; o.Code != guard.ApprovalInvalid || w.svc.SideEffects() != 0 {
+		if o := resumeOutputs(t, w)["w1"].Result; o.Code != guard.CodeApprovalInvalid || w.svc.SideEffects() != 0 {
 			t.Errorf("grant of another loop's random key: %+v", o)
 		}
 	})

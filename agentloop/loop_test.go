@@ -107,7 +107,7 @@ func TestHappyPath(t *testing.T) {
 	if len(outs) != 1 || outs[0].CallID != "call_read" {
 		t.Fatalf("turn 2 outputs %+v", outs)
 	}
-	if r := outs[0].Result; r.Code != guard.OK || r.Delivery != guard.DeliveryFresh ||
+	if r := outs[0].Result; r.Code != guard.CodeOK || r.Delivery != guard.DeliveryFresh ||
 		!jsonEqual(t, r.Data, []byte(`{"order_ref":"ORDER-7","status":"paid"}`)) {
 		t.Errorf("read result %s", outs[0].Raw)
 	}
@@ -115,7 +115,7 @@ func TestHappyPath(t *testing.T) {
 	if len(outs) != 1 || outs[0].CallID != "call_write" {
 		t.Fatalf("turn 3 outputs %+v", outs)
 	}
-	if r := outs[0].Result; r.Code != guard.OK || r.Delivery != guard.DeliveryFresh ||
+	if r := outs[0].Result; r.Code != guard.CodeOK || r.Delivery != guard.DeliveryFresh ||
 		draftOf(t, r) != (orders.Draft{ID: "DRAFT-1", OrderRef: "ORDER-7", Reason: "duplicate"}) {
 		t.Errorf("write result %s", outs[0].Raw)
 	}
@@ -212,7 +212,7 @@ func TestDuplicateIntentIsOneSideEffect(t *testing.T) {
 		if i == 0 {
 			wantDelivery = guard.DeliveryFresh
 		}
-		if o.CallID != wantID || o.Result.Code != guard.OK || o.Result.Delivery != wantDelivery {
+		if o.CallID != wantID || o.Result.Code != guard.CodeOK || o.Result.Delivery != wantDelivery {
 			t.Errorf("output %d: %s %s", i, o.CallID, o.Raw)
 			continue
 		}
@@ -262,15 +262,15 @@ func TestSameCallIDTwice(t *testing.T) {
 	if len(first) != 2 || first[0].CallID != "dup" || first[1].CallID != "rd" {
 		t.Fatalf("turn 2 outputs %+v", first)
 	}
-	if first[0].Result.Code != guard.OK || first[0].Result.Delivery != guard.DeliveryFresh ||
-		first[1].Result.Code != guard.OK || !strings.Contains(string(first[1].Result.Data), "ORDER-7") {
+	if first[0].Result.Code != guard.CodeOK || first[0].Result.Delivery != guard.DeliveryFresh ||
+		first[1].Result.Code != guard.CodeOK || !strings.Contains(string(first[1].Result.Data), "ORDER-7") {
 		t.Errorf("turn 2 outputs %s %s", first[0].Raw, first[1].Raw)
 	}
 	second := byCallID(t, outputsOf(t, reqs[2]))
-	if r := second["dup"].Result; r.Code != guard.OK || r.Delivery != guard.DeliveryLocalReplay {
+	if r := second["dup"].Result; r.Code != guard.CodeOK || r.Delivery != guard.DeliveryLocalReplay {
 		t.Errorf("reused call id, same intent: %s", second["dup"].Raw)
 	}
-	if r := second["rd"].Result; r.Code != guard.CallIDConflict {
+	if r := second["rd"].Result; r.Code != guard.CodeCallIDConflict {
 		t.Errorf("reused call id, other intent: %s", second["rd"].Raw)
 	}
 	var callEvents, resultEvents int
@@ -300,20 +300,20 @@ func TestFiftyCallsInOneTurn(t *testing.T) {
 		id := fmt.Sprintf("c%02d", i)
 		switch i % 5 {
 		case 0, 3:
-			specs = append(specs, spec{call(id, readTool, readArgs), guard.OK})
+			specs = append(specs, spec{call(id, readTool, readArgs), guard.CodeOK})
 			reads++
 		case 1:
-			specs = append(specs, spec{call(id, fmt.Sprintf("no_such_tool_%d", i), `{}`), guard.UnknownTool})
+			specs = append(specs, spec{call(id, fmt.Sprintf("no_such_tool_%d", i), `{}`), guard.CodeUnknownTool})
 		case 2:
 			broken := []string{`{"order_ref":`, `not json`, ``, `{"order_ref":7}`, `{"order_ref":"ORDER-7","order_ref":"ORDER-7"}`,
 				`{"order_ref":"ORDER-7","extra":true}`, `[]`, `"ORDER-7"`, `{"order_ref":"\ud800"}`, `{}`}
-			specs = append(specs, spec{call(id, readTool, broken[(i/5)%len(broken)]), guard.InvalidArguments})
+			specs = append(specs, spec{call(id, readTool, broken[(i/5)%len(broken)]), guard.CodeInvalidArguments})
 		case 4:
 			// Another user's order, and a write without approval.
 			if i%10 == 4 {
-				specs = append(specs, spec{call(id, readTool, `{"order_ref":"ORDER-8"}`), guard.NotFound})
+				specs = append(specs, spec{call(id, readTool, `{"order_ref":"ORDER-8"}`), guard.CodeNotFound})
 			} else {
-				specs = append(specs, spec{call(id, refundTool, refundArgs), guard.ApprovalRequired})
+				specs = append(specs, spec{call(id, refundTool, refundArgs), guard.CodeApprovalRequired})
 			}
 		}
 	}
@@ -432,7 +432,7 @@ func TestRunIDReplay(t *testing.T) {
 		if w.svc.SideEffects() != 1 {
 			t.Errorf("%d side effects, want 1", w.svc.SideEffects())
 		}
-		if a.Delivery != guard.DeliveryFresh || b.Code != guard.OK || b.Delivery != guard.DeliveryLocalReplay ||
+		if a.Delivery != guard.DeliveryFresh || b.Code != guard.CodeOK || b.Delivery != guard.DeliveryLocalReplay ||
 			string(a.Data) != string(b.Data) {
 			t.Errorf("first %+v, second %+v", a, b)
 		}
@@ -569,7 +569,7 @@ func TestStatusToolNameClash(t *testing.T) {
 		if got := strings.Join(w.srv.Requests()[0].ToolNames(), ","); got != want {
 			t.Errorf("tools %s, want %s", got, want)
 		}
-		if o := outputsOf(t, w.srv.Requests()[1]); len(o) != 1 || o[0].Result.Code != guard.OK || string(o[0].Result.Data) != `"x"` {
+		if o := outputsOf(t, w.srv.Requests()[1]); len(o) != 1 || o[0].Result.Code != guard.CodeOK || string(o[0].Result.Data) != `"x"` {
 			t.Errorf("the host's tool was not called: %+v (%s)", o, res.Transcript)
 		}
 	}
@@ -645,18 +645,18 @@ func TestHostKeys(t *testing.T) {
 	wantOp, _ := keys("run-host", guard.Proposal{Name: refundTool, Arguments: []byte(refundArgs)}, "")
 	reqs := w.srv.Requests()
 	unknown := outputsOf(t, reqs[1])[0].Result
-	if unknown.Code != guard.OutcomeUnknown || unknown.OperationID != asked[0].OperationID || unknown.OperationID != wantOp {
+	if unknown.Code != guard.CodeOutcomeUnknown || unknown.OperationID != asked[0].OperationID || unknown.OperationID != wantOp {
 		t.Errorf("result names operation %q, approval request %q, want %q", unknown.OperationID, asked[0].OperationID, wantOp)
 	}
 	// The repeat (canonical spelling) is the same operation: still unknown,
 	// never run again.
-	if again := outputsOf(t, reqs[2])[0].Result; again.Code != guard.OutcomeUnknown || again.OperationID != wantOp {
+	if again := outputsOf(t, reqs[2])[0].Result; again.Code != guard.CodeOutcomeUnknown || again.OperationID != wantOp {
 		t.Errorf("repeat: %+v", again)
 	}
 	if w.svc.SideEffects() != 1 {
 		t.Errorf("%d side effects", w.svc.SideEffects())
 	}
-	if r, err := loop.QueryStatus(testCtx(t), user1, asked[0].OperationID); err != nil || r.Code != guard.OK ||
+	if r, err := loop.QueryStatus(testCtx(t), user1, asked[0].OperationID); err != nil || r.Code != guard.CodeOK ||
 		r.Delivery != guard.DeliveryReceiptReconciled {
 		t.Errorf("status of the approval request's operation: %v, %v", r, err)
 	}

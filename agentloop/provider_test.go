@@ -49,7 +49,7 @@ func TestProviderRetries(t *testing.T) {
 		string(reqs[2].Body) != string(reqs[4].Body) {
 		t.Errorf("retries differ:\n%s\n%s", reqs[2].Body, reqs[4].Body)
 	}
-	if o := outputsOf(t, reqs[4]); len(o) != 1 || o[0].Result.Code != guard.OK {
+	if o := outputsOf(t, reqs[4]); len(o) != 1 || o[0].Result.Code != guard.CodeOK {
 		t.Errorf("outputs %+v", o)
 	}
 	if w.svc.Calls() != 1 {

@@ -176,7 +176,7 @@ func (l *Loop) Resume(ctx context.Context, p guard.Principal, st *State, approva
 }
 
 func denied() *guard.Result {
-	return &guard.Result{Code: guard.ApprovalRequired, Delivery: guard.DeliveryFresh, Message: deniedMessage}
+	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: deniedMessage}
 }
 
 func outputItem(callID, output string) responses.ResponseInputItemUnionParam {
@@ -289,7 +289,7 @@ func (l *Loop) handleCalls(ctx context.Context, p guard.Principal, st *State, re
 			if res, err = l.dispatch(ctx, p, st, respID, c, ""); err != nil {
 				return nil, err
 			}
-			if res.Code == guard.ApprovalRequired {
+			if res.Code == guard.CodeApprovalRequired {
 				var pending bool
 				if res, pending, err = l.approve(ctx, p, st, respID, c); err != nil {
 					return nil, err

@@ -46,7 +46,7 @@ func (l *Loop) status(ctx context.Context, p guard.Principal, st *State, c guard
 		err = json.Unmarshal([]byte(args), &in)
 	}
 	if err != nil {
-		return &guard.Result{Code: guard.InvalidArguments, Delivery: guard.DeliveryFresh,
+		return &guard.Result{Code: guard.CodeInvalidArguments, Delivery: guard.DeliveryFresh,
 			Message: `The status tool takes {"operation_id": "<id from the earlier result>"}.`}
 	}
 	sc := guard.StatusCall{Principal: p, OperationID: in.OperationID, Context: c}
@@ -55,7 +55,7 @@ func (l *Loop) status(ctx context.Context, p guard.Principal, st *State, c guard
 	}
 	res, err := l.guard.QueryStatus(ctx, sc)
 	if err != nil {
-		return &guard.Result{Code: guard.Unavailable, Delivery: guard.DeliveryFresh, Message: guard.Unavailable.DefaultMessage()}
+		return &guard.Result{Code: guard.CodeUnavailable, Delivery: guard.DeliveryFresh, Message: guard.CodeUnavailable.DefaultMessage()}
 	}
 	return res
 }

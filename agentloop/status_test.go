@@ -35,7 +35,7 @@ func TestUnknownOutcomeSettledByStatusTool(t *testing.T) {
 		}},
 		openaitest.Turn{Respond: func(req openaitest.Request) *openaitest.Turn {
 			for _, r := range lastOutputs(req) {
-				if r.Code == guard.OK && r.Delivery == guard.DeliveryReceiptReconciled {
+				if r.Code == guard.CodeOK && r.Delivery == guard.DeliveryReceiptReconciled {
 					return &openaitest.Turn{Text: "confirmed"}
 				}
 			}
@@ -69,8 +69,8 @@ func TestUnknownOutcomeSettledByStatusTool(t *testing.T) {
 	if len(unknown) != 1 {
 		t.Fatalf("outputs %+v", unknown)
 	}
-	if r := unknown[0].Result; r.Code != guard.OutcomeUnknown || r.Status() != guard.StatusUnknown ||
-		r.Outcome() != guard.OutcomeIsUnknown || r.OperationID != opID || r.Data != nil {
+	if r := unknown[0].Result; r.Code != guard.CodeOutcomeUnknown || r.Status() != guard.StatusUnknown ||
+		r.Outcome() != guard.OutcomeUnknown || r.OperationID != opID || r.Data != nil {
 		t.Errorf("lost reply: %s", unknown[0].Raw)
 	}
 	settled := outputsOf(t, reqs[2])
@@ -78,7 +78,7 @@ func TestUnknownOutcomeSettledByStatusTool(t *testing.T) {
 		t.Fatalf("outputs %+v", settled)
 	}
 	r := settled[0].Result
-	if r.Code != guard.OK || r.Delivery != guard.DeliveryReceiptReconciled || draftOf(t, r).ID != "DRAFT-1" {
+	if r.Code != guard.CodeOK || r.Delivery != guard.DeliveryReceiptReconciled || draftOf(t, r).ID != "DRAFT-1" {
 		t.Errorf("status tool: %s", settled[0].Raw)
 	}
 
@@ -87,11 +87,11 @@ func TestUnknownOutcomeSettledByStatusTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if again.Code != guard.OK || again.Delivery != guard.DeliveryLocalReplay || string(again.Data) != string(r.Data) {
+	if again.Code != guard.CodeOK || again.Delivery != guard.DeliveryLocalReplay || string(again.Data) != string(r.Data) {
 		t.Errorf("QueryStatus: %s", again)
 	}
 	for _, p := range []guard.Principal{user2, {TenantID: "tenant-b", SubjectID: "user-1"}} {
-		if other, err := loop.QueryStatus(ctx, p, opID); err != nil || other.Code != guard.NotFound {
+		if other, err := loop.QueryStatus(ctx, p, opID); err != nil || other.Code != guard.CodeNotFound {
 			t.Errorf("QueryStatus as %+v: %v, %v", p, other, err)
 		}
 	}
@@ -123,12 +123,12 @@ func TestUnknownOutcomeReceiptUnavailable(t *testing.T) {
 	op := appr.asked()[0].OperationID
 	w.svc.SetFailure(orders.FailRateLimit)
 	r, err := loop.QueryStatus(ctx, user1, op)
-	if err != nil || r.Code != guard.OutcomeUnknown || r.OperationID != op {
+	if err != nil || r.Code != guard.CodeOutcomeUnknown || r.OperationID != op {
 		t.Fatalf("receipt offline: %v, %v", r, err)
 	}
 	w.svc.SetFailure(orders.NoFailure)
 	r, err = loop.QueryStatus(ctx, user1, op)
-	if err != nil || r.Code != guard.OK || r.Delivery != guard.DeliveryReceiptReconciled {
+	if err != nil || r.Code != guard.CodeOK || r.Delivery != guard.DeliveryReceiptReconciled {
 		t.Fatalf("receipt back: %v, %v", r, err)
 	}
 	if w.svc.SideEffects() != 1 {
@@ -161,9 +161,9 @@ func TestStatusToolArguments(t *testing.T) {
 	}
 	outs := byCallID(t, outputsOf(t, w.srv.Requests()[1]))
 	want := map[string]guard.Code{
-		"s1": guard.InvalidArguments, "s2": guard.InvalidArguments, "s3": guard.InvalidArguments,
-		"s4": guard.InvalidArguments, "s5": guard.InvalidArguments, "s6": guard.NotFound,
-		"s7": guard.NotFound, "s8": guard.InvalidArguments,
+		"s1": guard.CodeInvalidArguments, "s2": guard.CodeInvalidArguments, "s3": guard.CodeInvalidArguments,
+		"s4": guard.CodeInvalidArguments, "s5": guard.CodeInvalidArguments, "s6": guard.CodeNotFound,
+		"s7": guard.CodeNotFound, "s8": guard.CodeInvalidArguments,
 	}
 	if len(outs) != len(want) {
 		t.Fatalf("%d outputs", len(outs))
@@ -195,7 +195,7 @@ func TestStatusToolOtherPrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs := w.srv.Requests()
-	if o := outputsOf(t, reqs[len(reqs)-1]); len(o) != 1 || o[0].Result.Code != guard.NotFound || o[0].Result.Data != nil {
+	if o := outputsOf(t, reqs[len(reqs)-1]); len(o) != 1 || o[0].Result.Code != guard.CodeNotFound || o[0].Result.Data != nil {
 		t.Errorf("other principal's operation: %+v", o)
 	}
 	// The owner's own status tool replays it.
@@ -204,7 +204,7 @@ func TestStatusToolOtherPrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	reqs = w.srv.Requests()
-	if o := outputsOf(t, reqs[len(reqs)-1]); len(o) != 1 || o[0].Result.Code != guard.OK || o[0].Result.Delivery != guard.DeliveryLocalReplay {
+	if o := outputsOf(t, reqs[len(reqs)-1]); len(o) != 1 || o[0].Result.Code != guard.CodeOK || o[0].Result.Delivery != guard.DeliveryLocalReplay {
 		t.Errorf("owner's operation: %+v", o)
 	}
 }
@@ -226,7 +226,7 @@ func TestStatusToolRemoved(t *testing.T) {
 			}
 		}
 	}
-	if o := outputsOf(t, reqs[1]); len(o) != 1 || o[0].Result.Code != guard.UnknownTool {
+	if o := outputsOf(t, reqs[1]); len(o) != 1 || o[0].Result.Code != guard.CodeUnknownTool {
 		t.Errorf("outputs %+v", o)
 	}
 }

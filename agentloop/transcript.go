@@ -52,7 +52,7 @@ func (e Event) String() string {
 		if r.OperationID != "" {
 			line += " operation " + r.OperationID
 		}
-		if r.Code != guard.OK && r.Message != "" {
+		if r.Code != guard.CodeOK && r.Message != "" {
 			line += ": " + r.Message
 		}
 		return line

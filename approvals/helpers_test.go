@@ -88,7 +88,7 @@ func refundTurns() []openaitest.Turn {
 		{Calls: []openaitest.Call{draft}},
 		{Respond: func(req openaitest.Request) *openaitest.Turn {
 			for _, o := range req.FunctionCallOutputs() {
-				if guardCode(o.Output) == guard.OK {
+				if guardCode(o.Output) == guard.CodeOK {
 					return &openaitest.Turn{Text: "drafted"}
 				}
 			}

@@ -93,7 +93,7 @@ func TestWorkerDenialIsNotAskedAgain(t *testing.T) {
 		denials := 0
 		for _, req := range w.srv.Requests() {
 			for _, out := range req.FunctionCallOutputs() {
-				if guardCode(out.Output) == guard.ApprovalRequired && strings.Contains(out.Output, "denied") {
+				if guardCode(out.Output) == guard.CodeApprovalRequired && strings.Contains(out.Output, "denied") {
 					denials++
 				}
 			}

@@ -84,7 +84,7 @@ func modelResultText(r *sdk.CallToolResult) (string, error) {
 	if !ok || canonical([]byte(text.Text)) != canonical(out) {
 		return "", fmt.Errorf("CallToolResult content %v is not the structuredContent %s", r.Content[0], out)
 	}
-	if r.IsError != (res.Code != guard.OK) {
+	if r.IsError != (res.Code != guard.CodeOK) {
 		return "", fmt.Errorf("CallToolResult isError %t with code %s", r.IsError, res.Code)
 	}
 	return string(out), nil

@@ -63,18 +63,18 @@ var benchCases = []struct {
 	setup func(w *benchWorld)
 	call  func(w *benchWorld, i int) guard.Call
 }{
-	{"read", guard.OK, nil, func(w *benchWorld, i int) guard.Call {
+	{"read", guard.CodeOK, nil, func(w *benchWorld, i int) guard.Call {
 		return w.call(readProp, "r"+strconv.Itoa(i), "", false)
 	}},
-	{"write", guard.OK, nil, func(w *benchWorld, i int) guard.Call {
+	{"write", guard.CodeOK, nil, func(w *benchWorld, i int) guard.Call {
 		return w.call(writeProp, "w"+strconv.Itoa(i), "k"+strconv.Itoa(i), true)
 	}},
-	{"replay", guard.OK, func(w *benchWorld) {
+	{"replay", guard.CodeOK, func(w *benchWorld) {
 		_, _ = w.g.Dispatch(context.Background(), w.call(writeProp, "first", "k-replay", true))
 	}, func(w *benchWorld, i int) guard.Call {
 		return w.call(writeProp, "p"+strconv.Itoa(i), "k-replay", true)
 	}},
-	{"conflict", guard.IdempotencyConflict, func(w *benchWorld) {
+	{"conflict", guard.CodeIdempotencyConflict, func(w *benchWorld) {
 		_, _ = w.g.Dispatch(context.Background(), w.call(writeProp, "first", "k-conflict", true))
 	}, func(w *benchWorld, i int) guard.Call {
 		c := w.call(otherProp, "c"+strconv.Itoa(i), "k-conflict", false)
@@ -82,7 +82,7 @@ var benchCases = []struct {
 		c.Approval = tok
 		return c
 	}},
-	{"invalid", guard.InvalidArguments, nil, func(w *benchWorld, i int) guard.Call {
+	{"invalid", guard.CodeInvalidArguments, nil, func(w *benchWorld, i int) guard.Call {
 		return w.call(badProp, "i"+strconv.Itoa(i), "ki"+strconv.Itoa(i), true)
 	}},
 }

@@ -8,20 +8,20 @@ type Code uint8
 
 // The result codes. The zero value is not a valid code.
 const (
-	_                    Code = iota
-	OK                        // the call ran and its result is committed
-	NotFound                  // the resource does not exist for this principal
-	UnknownTool               // no tool of that exact name
-	InvalidArguments          // the arguments do not match the tool's schema
-	ApprovalRequired          // a write that needs approval came without one
-	ApprovalInvalid           // the approval grant is expired, forged or for another intent
-	IdempotencyConflict       // the idempotency key was used for another intent
-	CallIDConflict            // the call id was used for another intent
-	TimeoutBeforeExecute      // the call failed before its side effect could start
-	RateLimit                 // rate limited; retry after RetryAfter
-	OutcomeUnknown            // the call started but its outcome was lost
-	InProgress                // the same operation is executing right now
-	Unavailable               // the idempotency store (or a read's backend) is unreachable; nothing changed
+	_                        Code = iota
+	CodeOK                        // the call ran and its result is committed
+	CodeNotFound                  // the resource does not exist for this principal
+	CodeUnknownTool               // no tool of that exact name
+	CodeInvalidArguments          // the arguments do not match the tool's schema
+	CodeApprovalRequired          // a write that needs approval came without one
+	CodeApprovalInvalid           // the approval grant is expired, forged or for another intent
+	CodeIdempotencyConflict       // the idempotency key was used for another intent
+	CodeCallIDConflict            // the call id was used for another intent
+	CodeTimeoutBeforeExecute      // the call failed before its side effect could start
+	CodeRateLimit                 // rate limited; retry after RetryAfter
+	CodeOutcomeUnknown            // the call started but its outcome was lost
+	CodeInProgress                // the same operation is executing right now
+	CodeUnavailable               // the idempotency store (or a read's backend) is unreachable; nothing changed
 	maxCode
 )
 
@@ -48,7 +48,7 @@ const (
 const (
 	OutcomeCommitted  Outcome = "committed"
 	OutcomeNotStarted Outcome = "not_started"
-	OutcomeIsUnknown  Outcome = "unknown"
+	OutcomeUnknown    Outcome = "unknown"
 )
 
 // The recoveries.
@@ -81,25 +81,25 @@ type codeInfo struct {
 }
 
 var codeTable = [maxCode]codeInfo{
-	OK:                   {"OK", StatusSucceeded, OutcomeCommitted, RecoveryNone, ""},
-	NotFound:             {"NOT_FOUND", StatusFailed, OutcomeNotStarted, RecoveryNone, "No such resource."},
-	UnknownTool:          {"UNKNOWN_TOOL", StatusFailed, OutcomeNotStarted, RecoveryCorrectInput, "No tool has that name."},
-	InvalidArguments:     {"INVALID_ARGUMENTS", StatusFailed, OutcomeNotStarted, RecoveryCorrectInput, "The arguments do not match the tool's schema."},
-	ApprovalRequired:     {"APPROVAL_REQUIRED", StatusFailed, OutcomeNotStarted, RecoveryRequestApproval, "This action needs a human's approval first."},
-	ApprovalInvalid:      {"APPROVAL_INVALID", StatusFailed, OutcomeNotStarted, RecoveryRequestApproval, "The approval is expired or does not match this action."},
-	IdempotencyConflict:  {"IDEMPOTENCY_CONFLICT", StatusFailed, OutcomeNotStarted, RecoveryHumanReview, "This idempotency key was already used for a different action."},
-	CallIDConflict:       {"CALL_ID_CONFLICT", StatusFailed, OutcomeNotStarted, RecoveryHumanReview, "This call id was already used for a different action."},
-	TimeoutBeforeExecute: {"TIMEOUT_BEFORE_EXECUTE", StatusFailed, OutcomeNotStarted, RecoveryRetryAfter, "The call timed out before it started; nothing changed."},
-	RateLimit:            {"RATE_LIMIT", StatusFailed, OutcomeNotStarted, RecoveryRetryAfter, "Rate limited; nothing changed."},
-	OutcomeUnknown:       {"OUTCOME_UNKNOWN", StatusUnknown, OutcomeIsUnknown, RecoveryQueryStatus, "The call started but its outcome is unknown; query its status before doing anything else."},
-	InProgress:           {"IN_PROGRESS", StatusUnknown, OutcomeIsUnknown, RecoveryRetryAfter, "The same operation is running right now."},
-	Unavailable:          {"UNAVAILABLE", StatusFailed, OutcomeNotStarted, RecoveryRetryAfter, "A backing service is unavailable; nothing changed."},
+	CodeOK:                   {"OK", StatusSucceeded, OutcomeCommitted, RecoveryNone, ""},
+	CodeNotFound:             {"NOT_FOUND", StatusFailed, OutcomeNotStarted, RecoveryNone, "No such resource."},
+	CodeUnknownTool:          {"UNKNOWN_TOOL", StatusFailed, OutcomeNotStarted, RecoveryCorrectInput, "No tool has that name."},
+	CodeInvalidArguments:     {"INVALID_ARGUMENTS", StatusFailed, OutcomeNotStarted, RecoveryCorrectInput, "The arguments do not match the tool's schema."},
+	CodeApprovalRequired:     {"APPROVAL_REQUIRED", StatusFailed, OutcomeNotStarted, RecoveryRequestApproval, "This action needs a human's approval first."},
+	CodeApprovalInvalid:      {"APPROVAL_INVALID", StatusFailed, OutcomeNotStarted, RecoveryRequestApproval, "The approval is expired or does not match this action."},
+	CodeIdempotencyConflict:  {"IDEMPOTENCY_CONFLICT", StatusFailed, OutcomeNotStarted, RecoveryHumanReview, "This idempotency key was already used for a different action."},
+	CodeCallIDConflict:       {"CALL_ID_CONFLICT", StatusFailed, OutcomeNotStarted, RecoveryHumanReview, "This call id was already used for a different action."},
+	CodeTimeoutBeforeExecute: {"TIMEOUT_BEFORE_EXECUTE", StatusFailed, OutcomeNotStarted, RecoveryRetryAfter, "The call timed out before it started; nothing changed."},
+	CodeRateLimit:            {"RATE_LIMIT", StatusFailed, OutcomeNotStarted, RecoveryRetryAfter, "Rate limited; nothing changed."},
+	CodeOutcomeUnknown:       {"OUTCOME_UNKNOWN", StatusUnknown, OutcomeUnknown, RecoveryQueryStatus, "The call started but its outcome is unknown; query its status before doing anything else."},
+	CodeInProgress:           {"IN_PROGRESS", StatusUnknown, OutcomeUnknown, RecoveryRetryAfter, "The same operation is running right now."},
+	CodeUnavailable:          {"UNAVAILABLE", StatusFailed, OutcomeNotStarted, RecoveryRetryAfter, "A backing service is unavailable; nothing changed."},
 }
 
 // Codes lists every valid code in table order.
 func Codes() []Code {
 	out := make([]Code, 0, maxCode-1)
-	for c := OK; c < maxCode; c++ {
+	for c := CodeOK; c < maxCode; c++ {
 		out = append(out, c)
 	}
 	return out
@@ -135,7 +135,7 @@ func (c Code) DefaultMessage() string { return c.info().message }
 // never replayed.
 func (c Code) Terminal() bool {
 	switch c {
-	case OK, NotFound, UnknownTool, InvalidArguments, IdempotencyConflict, CallIDConflict:
+	case CodeOK, CodeNotFound, CodeUnknownTool, CodeInvalidArguments, CodeIdempotencyConflict, CodeCallIDConflict:
 		return true
 	}
 	return false
@@ -143,14 +143,14 @@ func (c Code) Terminal() bool {
 
 func (c Code) info() codeInfo {
 	if !c.Valid() {
-		return codeInfo{name: c.String(), status: StatusFailed, outcome: OutcomeIsUnknown, recovery: RecoveryHumanReview}
+		return codeInfo{name: c.String(), status: StatusFailed, outcome: OutcomeUnknown, recovery: RecoveryHumanReview}
 	}
 	return codeTable[c]
 }
 
 // ParseCode returns the code with the given wire name.
 func ParseCode(name string) (Code, bool) {
-	for c := OK; c < maxCode; c++ {
+	for c := CodeOK; c < maxCode; c++ {
 		if codeTable[c].name == name {
 			return c, true
 		}

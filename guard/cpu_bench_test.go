@@ -25,10 +25,10 @@ func (stubStore) Commit(_ context.Context, e *guard.Entry) (*guard.Result, error
 	return &guard.Result{Code: e.Code, Delivery: guard.DeliveryFresh, Data: e.Data, Message: e.Message}, nil
 }
 func (stubStore) Status(context.Context, *guard.Entry) (*guard.Result, *guard.Pending, error) {
-	return &guard.Result{Code: guard.NotFound}, nil, nil
+	return &guard.Result{Code: guard.CodeNotFound}, nil, nil
 }
 func (stubStore) Settle(context.Context, *guard.Entry, *guard.Pending, guard.Receipt, []byte) (*guard.Result, error) {
-	return &guard.Result{Code: guard.OutcomeUnknown}, nil
+	return &guard.Result{Code: guard.CodeOutcomeUnknown}, nil
 }
 func (stubStore) Audit(context.Context, string, int64, int) ([]guard.AuditRecord, guard.AuditHead, error) {
 	return nil, guard.AuditHead{}, nil

@@ -59,26 +59,26 @@ func CodeOf(err error) (Code, bool) {
 
 // ErrNotFound reports that a resource does not exist for this principal, or
 // that the principal may not see it: the two are told apart to nobody.
-var ErrNotFound = NewError(NotFound, "")
+var ErrNotFound = NewError(CodeNotFound, "")
 
 // NotStarted reports that a call failed before its side effect could start:
 // a deadline passed before the request was sent, a connection was refused.
 // Nothing is stored and a retry may execute.
 func NotStarted(cause error) error {
-	return &Error{code: TimeoutBeforeExecute, cause: cause}
+	return &Error{code: CodeTimeoutBeforeExecute, cause: cause}
 }
 
 // RateLimited reports that the downstream system refused the call for rate;
 // nothing changed. retryAfter may be zero when unknown.
 func RateLimited(retryAfter time.Duration, cause error) error {
-	return &Error{code: RateLimit, retryAfter: retryAfter, cause: cause}
+	return &Error{code: CodeRateLimit, retryAfter: retryAfter, cause: cause}
 }
 
 // Unknown reports that the call was sent but its answer was lost: the side
 // effect may or may not have happened. The guard records the outcome as
 // unknown and never executes the write blind again.
-func Unknown(cause error) error {
-	return &Error{code: OutcomeUnknown, cause: cause}
+func UnknownOutcome(cause error) error {
+	return &Error{code: CodeOutcomeUnknown, cause: cause}
 }
 
 // classify maps what a tool returned to a code. Typed errors keep their
@@ -90,11 +90,11 @@ func classify(err error, effect Effect) Code {
 	var e *Error
 	if errors.As(err, &e) && e.code.Valid() {
 		switch e.code {
-		case OutcomeUnknown:
+		case CodeOutcomeUnknown:
 			if effect == Write {
 				return e.code
 			}
-		case TimeoutBeforeExecute, RateLimit, NotFound, InvalidArguments, Unavailable:
+		case CodeTimeoutBeforeExecute, CodeRateLimit, CodeNotFound, CodeInvalidArguments, CodeUnavailable:
 			return e.code
 		}
 		// Codes that only the guard itself may decide (conflicts,
@@ -102,7 +102,7 @@ func classify(err error, effect Effect) Code {
 		// claim: treat them as opaque failures.
 	}
 	if effect == Write {
-		return OutcomeUnknown
+		return CodeOutcomeUnknown
 	}
-	return Unavailable
+	return CodeUnavailable
 }

@@ -47,7 +47,7 @@ func Example() {
 // A Result is the tool-model-result-v2 JSON the model receives; its status,
 // outcome and recovery follow from its code.
 func ExampleResult() {
-	res := guard.Result{Code: guard.OutcomeUnknown, OperationID: "op-7"}
+	res := guard.Result{Code: guard.CodeOutcomeUnknown, OperationID: "op-7"}
 	fmt.Println(res.Status(), res.Outcome(), res.Recovery())
 	fmt.Println(strings.Contains(res.String(), `"operation_id":"op-7"`))
 	// Output:

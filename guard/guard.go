@@ -174,8 +174,8 @@ func (g *Guard) commit(ctx context.Context, e *Entry) (*Result, error) {
 			break
 		}
 	}
-	return &Result{Code: OutcomeUnknown, Delivery: DeliveryFresh,
-		Message: OutcomeUnknown.DefaultMessage(), OperationID: e.OperationID}, nil
+	return &Result{Code: CodeOutcomeUnknown, Delivery: DeliveryFresh,
+		Message: CodeOutcomeUnknown.DefaultMessage(), OperationID: e.OperationID}, nil
 }
 
 // releaseGrace bounds a release whose caller's deadline has already passed.
@@ -187,7 +187,7 @@ const releaseGrace = 500 * time.Millisecond
 // cannot reach the store either, the reservation's lease runs out, and a
 // status query settles it from the tool's receipt (docs/contract.md).
 func (g *Guard) release(ctx context.Context, e *Entry) {
-	e.setError(Unavailable, nil)
+	e.setError(CodeUnavailable, nil)
 	e.Message = unavailableMessage
 	if ctx.Err() != nil {
 		var cancel context.CancelFunc
@@ -231,7 +231,7 @@ func (g *Guard) finish(ctx context.Context, e *Entry) (*Result, error) {
 const unavailableMessage = "The idempotency store is unavailable; nothing was executed."
 
 func storeUnavailable() *Result {
-	return &Result{Code: Unavailable, Delivery: DeliveryFresh, Message: unavailableMessage, RetryAfter: time.Second}
+	return &Result{Code: CodeUnavailable, Delivery: DeliveryFresh, Message: unavailableMessage, RetryAfter: time.Second}
 }
 
 // prepare canonicalizes the arguments and derives the ids.
@@ -260,7 +260,7 @@ func (g *Guard) prepare(call *Call, inv *Invocation) {
 func (g *Guard) check(ctx context.Context, inv *Invocation) (Code, error) {
 	tool := inv.tool
 	if tool == nil {
-		return UnknownTool, nil
+		return CodeUnknownTool, nil
 	}
 	if tool.Effect() == Write && inv.idemKey == "" && inv.opID != "" {
 		// A write always runs under a key: without one, the operation id
@@ -271,14 +271,14 @@ func (g *Guard) check(ctx context.Context, inv *Invocation) (Code, error) {
 		inv.IdempotencyKey = downstreamKey(inv.Principal, inv.idemKey)
 	}
 	if inv.argsErr != nil {
-		return InvalidArguments, argumentsError(inv.argsErr)
+		return CodeInvalidArguments, argumentsError(inv.argsErr)
 	}
 	input, err := safeDecode(tool, inv)
 	if err != nil {
-		if c, ok := CodeOf(err); ok && c == InvalidArguments {
-			return InvalidArguments, err
+		if c, ok := CodeOf(err); ok && c == CodeInvalidArguments {
+			return CodeInvalidArguments, err
 		}
-		return InvalidArguments, nil
+		return CodeInvalidArguments, nil
 	}
 	inv.Input = input
 	if err := authorize(ctx, tool, inv); err != nil {
@@ -286,14 +286,14 @@ func (g *Guard) check(ctx context.Context, inv *Invocation) (Code, error) {
 	}
 	if tool.Effect() == Write && tool.NeedsApproval() {
 		if inv.approval == "" {
-			return ApprovalRequired, nil
+			return CodeApprovalRequired, nil
 		}
 		if g.opts.Signer == nil {
-			return ApprovalInvalid, nil
+			return CodeApprovalInvalid, nil
 		}
 		grant, err := g.opts.Signer.check(inv.approval, inv.Principal, tool.Name(), inv.Fingerprint, inv.Now)
 		if err != nil {
-			return ApprovalInvalid, nil
+			return CodeApprovalInvalid, nil
 		}
 		inv.Grant = grant
 	}
@@ -310,25 +310,25 @@ func (g *Guard) check(ctx context.Context, inv *Invocation) (Code, error) {
 func failClosed(err error) (Code, error) {
 	if c, ok := CodeOf(err); ok {
 		switch c {
-		case NotFound, RateLimit, ApprovalRequired, ApprovalInvalid, InvalidArguments, Unavailable:
+		case CodeNotFound, CodeRateLimit, CodeApprovalRequired, CodeApprovalInvalid, CodeInvalidArguments, CodeUnavailable:
 			return c, err
 		}
 	}
-	return NotFound, nil
+	return CodeNotFound, nil
 }
 
 func argumentsError(err error) error {
 	var ce *canon.Error
 	if errors.As(err, &ce) {
-		return NewError(InvalidArguments, "The arguments are not a valid JSON object: "+ce.Error()+".")
+		return NewError(CodeInvalidArguments, "The arguments are not a valid JSON object: "+ce.Error()+".")
 	}
-	return NewError(InvalidArguments, "")
+	return NewError(CodeInvalidArguments, "")
 }
 
 func safeDecode(tool Tool, inv *Invocation) (in any, err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			in, err = nil, NewError(InvalidArguments, "")
+			in, err = nil, NewError(CodeInvalidArguments, "")
 		}
 	}()
 	return tool.Decode(inv.Arguments, inv.args)
@@ -405,7 +405,7 @@ func (e *Entry) setError(code Code, err error) {
 func (e *Entry) setOutcome(out json.RawMessage, err error, effect Effect) {
 	if err != nil {
 		code := classify(err, effect)
-		if code == OutcomeUnknown {
+		if code == CodeOutcomeUnknown {
 			e.SideEffect = SideEffectUnknown
 		}
 		e.setError(code, err)
@@ -414,7 +414,7 @@ func (e *Entry) setOutcome(out json.RawMessage, err error, effect Effect) {
 	if len(out) == 0 {
 		out = json.RawMessage("null")
 	}
-	e.Code, e.Data = OK, out
+	e.Code, e.Data = CodeOK, out
 	if effect == Write {
 		e.SideEffect = SideEffectYes
 	}

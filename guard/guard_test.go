@@ -61,13 +61,13 @@ func TestResultJSON(t *testing.T) {
 		res  guard.Result
 		want string
 	}{
-		{guard.Result{Code: guard.OK, Delivery: guard.DeliveryFresh, Data: json.RawMessage(`{"a":1}`)},
+		{guard.Result{Code: guard.CodeOK, Delivery: guard.DeliveryFresh, Data: json.RawMessage(`{"a":1}`)},
 			`{"contract":"tool-model-result-v2","code":"OK","status":"succeeded","outcome":"committed","recovery":"none","delivery":"fresh","data":{"a":1}}`},
-		{guard.Result{Code: guard.RateLimit, Message: "slow \"down\"", RetryAfter: 1500 * time.Millisecond, OperationID: "op"},
+		{guard.Result{Code: guard.CodeRateLimit, Message: "slow \"down\"", RetryAfter: 1500 * time.Millisecond, OperationID: "op"},
 			`{"contract":"tool-model-result-v2","code":"RATE_LIMIT","status":"failed","outcome":"not_started","recovery":"retry_after","delivery":"fresh","data":null,"message":"slow \"down\"","retry_after_ms":1500}`},
-		{guard.Result{Code: guard.OutcomeUnknown, OperationID: "op-1", RetryAfter: time.Second},
+		{guard.Result{Code: guard.CodeOutcomeUnknown, OperationID: "op-1", RetryAfter: time.Second},
 			`{"contract":"tool-model-result-v2","code":"OUTCOME_UNKNOWN","status":"unknown","outcome":"unknown","recovery":"query_status","delivery":"fresh","data":null,"operation_id":"op-1"}`},
-		{guard.Result{Code: guard.NotFound, Message: "bad \xff utf8"},
+		{guard.Result{Code: guard.CodeNotFound, Message: "bad \xff utf8"},
 			`{"contract":"tool-model-result-v2","code":"NOT_FOUND","status":"failed","outcome":"not_started","recovery":"none","delivery":"fresh","data":null,"message":"bad ` + "\uFFFD" + ` utf8"}`},
 	}
 	for _, c := range cases {
@@ -210,7 +210,7 @@ func TestToolFailuresAreClassified(t *testing.T) {
 		toolset.Read("read_fails", "", func(context.Context, *guard.Invocation, in) (int, error) { return 0, plain }),
 		toolset.Write("write_fails", "", func(context.Context, *guard.Invocation, in) (int, error) { return 0, plain }),
 		toolset.Write("write_claims_conflict", "", func(context.Context, *guard.Invocation, in) (int, error) {
-			return 0, guard.NewError(guard.CallIDConflict, "CLAIMED-TEXT")
+			return 0, guard.NewError(guard.CodeCallIDConflict, "CLAIMED-TEXT")
 		}),
 		toolset.Read("read_rate_limited", "", func(context.Context, *guard.Invocation, in) (int, error) {
 			return 0, guard.RateLimited(2*time.Second, plain)
@@ -222,14 +222,14 @@ func TestToolFailuresAreClassified(t *testing.T) {
 	)
 	g, _ := newGuard(t, tools, guard.Options{})
 	want := map[string]guard.Code{
-		"read_panics":           guard.Unavailable,
-		"write_panics":          guard.OutcomeUnknown,
-		"read_fails":            guard.Unavailable,
-		"write_fails":           guard.OutcomeUnknown,
-		"write_claims_conflict": guard.OutcomeUnknown,
-		"read_rate_limited":     guard.RateLimit,
-		"authorize_panics":      guard.NotFound,
-		"authorize_fails":       guard.NotFound,
+		"read_panics":           guard.CodeUnavailable,
+		"write_panics":          guard.CodeOutcomeUnknown,
+		"read_fails":            guard.CodeUnavailable,
+		"write_fails":           guard.CodeOutcomeUnknown,
+		"write_claims_conflict": guard.CodeOutcomeUnknown,
+		"read_rate_limited":     guard.CodeRateLimit,
+		"authorize_panics":      guard.CodeNotFound,
+		"authorize_fails":       guard.CodeNotFound,
 	}
 	for tool, code := range want {
 		res := dispatch(t, g, tool, `{"n":1}`, "call-"+tool)
@@ -264,14 +264,14 @@ func TestHostileArguments(t *testing.T) {
 		"null for member": `{"n":null}`,
 	}
 	for name, args := range bad {
-		if res := dispatch(t, g, "t", args, "c-"+name); res.Code != guard.InvalidArguments {
+		if res := dispatch(t, g, "t", args, "c-"+name); res.Code != guard.CodeInvalidArguments {
 			t.Errorf("%s: %s, want INVALID_ARGUMENTS", name, res)
 		}
 	}
-	if res := dispatch(t, g, "t", `{"n":-128}`, "c-ok"); res.Code != guard.OK {
+	if res := dispatch(t, g, "t", `{"n":-128}`, "c-ok"); res.Code != guard.CodeOK {
 		t.Errorf("valid: %s", res)
 	}
-	if res := dispatch(t, g, "T", `{"n":1}`, "c-case"); res.Code != guard.UnknownTool {
+	if res := dispatch(t, g, "T", `{"n":1}`, "c-case"); res.Code != guard.CodeUnknownTool {
 		t.Errorf("tool names are case-sensitive: %s", res)
 	}
 }
@@ -312,13 +312,13 @@ func TestInterceptorsAndChecks(t *testing.T) {
 			return nil
 		}},
 	})
-	if r := dispatch(t, g, "t", `{"n":1}`, "c1"); r.Code != guard.RateLimit || r.RetryAfter != 3*time.Second {
+	if r := dispatch(t, g, "t", `{"n":1}`, "c1"); r.Code != guard.CodeRateLimit || r.RetryAfter != 3*time.Second {
 		t.Errorf("check rate limit: %s", r)
 	}
-	if r := dispatch(t, g, "t", `{"n":2}`, "c2"); r.Code != guard.NotFound {
+	if r := dispatch(t, g, "t", `{"n":2}`, "c2"); r.Code != guard.CodeNotFound {
 		t.Errorf("check failing closed: %s", r)
 	}
-	if r := dispatch(t, g, "t", `{"n":3}`, "c3"); r.Code != guard.OK || ran != 1 {
+	if r := dispatch(t, g, "t", `{"n":3}`, "c3"); r.Code != guard.CodeOK || ran != 1 {
 		t.Errorf("passing check: %s, ran %d", r, ran)
 	}
 	if strings.Join(order[:2], ",") != "outer,inner" {
@@ -373,11 +373,11 @@ func TestApprovalWithoutSigner(t *testing.T) {
 	call := guard.Call{Principal: guard.Principal{TenantID: "t", SubjectID: "s"},
 		Proposal: guard.Proposal{Name: "put", Arguments: []byte(`{"key":"a","value":"b"}`)},
 		Context:  guard.ExecutionContext{CallID: "c1", IdempotencyKey: "k1"}}
-	if r, _ := g.Dispatch(context.Background(), call); r.Code != guard.ApprovalRequired {
+	if r, _ := g.Dispatch(context.Background(), call); r.Code != guard.CodeApprovalRequired {
 		t.Errorf("no grant: %s", r)
 	}
 	call.Context.CallID, call.Approval = "c2", "tg1.forged.token"
-	if r, _ := g.Dispatch(context.Background(), call); r.Code != guard.ApprovalInvalid {
+	if r, _ := g.Dispatch(context.Background(), call); r.Code != guard.CodeApprovalInvalid {
 		t.Errorf("a grant with no signer to check it: %s", r)
 	}
 	if w.Writes() != 0 {

@@ -75,8 +75,8 @@ func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error
 	defer cancel()
 	res, err := g.store.Settle(sctx, e, pending, receipt, data)
 	if err != nil {
-		return &Result{Code: OutcomeUnknown, Delivery: DeliveryFresh,
-			Message: OutcomeUnknown.DefaultMessage(), OperationID: sc.OperationID}, nil
+		return &Result{Code: CodeOutcomeUnknown, Delivery: DeliveryFresh,
+			Message: CodeOutcomeUnknown.DefaultMessage(), OperationID: sc.OperationID}, nil
 	}
 	return res, nil
 }

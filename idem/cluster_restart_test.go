@@ -85,7 +85,7 @@ func TestClusterNodeRestartKeepsAcknowledgedRecords(t *testing.T) {
 	for i := range tenants {
 		p := guardtest.Principal("tenant-"+strconv.Itoa(i), "u")
 		r := w.Dispatch(t, p, "put", `{"key":"a","value":"v"}`, "c", "k")
-		if r.Code != guard.OK {
+		if r.Code != guard.CodeOK {
 			t.Fatalf("tenant %d: %s", i, r)
 		}
 		acked[i] = string(r.Data)
@@ -100,7 +100,7 @@ func TestClusterNodeRestartKeepsAcknowledgedRecords(t *testing.T) {
 	for i := range tenants {
 		p := guardtest.Principal("tenant-"+strconv.Itoa(i), "u")
 		r := w.Dispatch(t, p, "put", `{"key":"a","value":"v"}`, "c2", "k")
-		if r.Code != guard.OK || r.Delivery != guard.DeliveryLocalReplay || string(r.Data) != acked[i] {
+		if r.Code != guard.CodeOK || r.Delivery != guard.DeliveryLocalReplay || string(r.Data) != acked[i] {
 			t.Fatalf("tenant %d after the restart: %s, want the acknowledged %s", i, r, acked[i])
 		}
 		if n, err := guard.VerifyAudit(context.Background(), s, p.TenantID); err != nil || n != 2 {

@@ -44,7 +44,7 @@ func TestEviction(t *testing.T) {
 		}
 		r := newRig(t, s)
 		o := op{p: alice, callID: "c1", key: "k1"}
-		guardtest.Want(t, r.dispatch(t, ctx, o), guard.Unavailable, guard.DeliveryFresh)
+		guardtest.Want(t, r.dispatch(t, ctx, o), guard.CodeUnavailable, guard.DeliveryFresh)
 		if runs, _ := r.led.count(o); runs != 0 {
 			t.Fatalf("the write ran %d times on a refused server", runs)
 		}
@@ -61,7 +61,7 @@ func TestEviction(t *testing.T) {
 		r := newRig(t, s)
 		stream, head := s.AuditKeys(alice.TenantID)
 		write := func(i int) string {
-			guardtest.Want(t, r.dispatch(t, ctx, op{p: alice, callID: "h" + strconv.Itoa(i), key: "h" + strconv.Itoa(i)}), guard.OK, guard.DeliveryFresh)
+			guardtest.Want(t, r.dispatch(t, ctx, op{p: alice, callID: "h" + strconv.Itoa(i), key: "h" + strconv.Itoa(i)}), guard.CodeOK, guard.DeliveryFresh)
 			return headSeq(t, rdb, s)
 		}
 		for i := range 3 {
@@ -143,7 +143,7 @@ func evictionLoad(t *testing.T, rdb *redis.Client, policy string) {
 					mu.Lock()
 					tally[res.Code.String()+"/"+string(res.Delivery)]++
 					switch {
-					case res.Code == guard.Unavailable:
+					case res.Code == guard.CodeUnavailable:
 						unavailable++
 					case seq == 0:
 						seq = prev

@@ -59,7 +59,7 @@ func TestFailoverToStalledReplica(t *testing.T) {
 			healthy, mid, stalled := ops(alice, "healthy", 8), ops(alice, "mid", 4), ops(alice, "stalled", 6)
 			acked := append([]op(nil), healthy...)
 			for i, res := range runAll(healthy) {
-				if res.Code != guard.OK {
+				if res.Code != guard.CodeOK {
 					t.Fatalf("%s with a healthy replica: %s", healthy[i].callID, res)
 				}
 			}
@@ -80,7 +80,7 @@ func TestFailoverToStalledReplica(t *testing.T) {
 			link.Pause()
 			release()
 			for i, res := range <-midResults {
-				if res.Code != guard.OK {
+				if res.Code != guard.CodeOK {
 					t.Fatalf("%s committed with the replica stalled: %s, want OK (the write ran)", mid[i].callID, res)
 				}
 			}
@@ -88,9 +88,9 @@ func TestFailoverToStalledReplica(t *testing.T) {
 			stalledRes := runAll(stalled)
 			for i, res := range stalledRes {
 				switch {
-				case replicas > 0 && res.Code != guard.Unavailable:
+				case replicas > 0 && res.Code != guard.CodeUnavailable:
 					t.Errorf("%s with the replica stalled and Replicas=1: %s, want UNAVAILABLE", stalled[i].callID, res)
-				case replicas == 0 && res.Code != guard.OK:
+				case replicas == 0 && res.Code != guard.CodeOK:
 					t.Errorf("%s with the replica stalled and no Replicas: %s, want OK", stalled[i].callID, res)
 				}
 			}
@@ -120,7 +120,7 @@ func TestFailoverToStalledReplica(t *testing.T) {
 			paths := map[string]int{}
 			for _, o := range append(append([]op(nil), healthy...), append(mid, stalled...)...) {
 				res, path := r.recover(t, o)
-				if res.Code != guard.OK {
+				if res.Code != guard.CodeOK {
 					t.Fatalf("%s after the failover: %s (%s)", o.callID, res, path)
 				}
 				paths[strings.SplitN(o.callID, "-", 2)[0]+": "+path]++

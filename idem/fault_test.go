@@ -45,17 +45,17 @@ func TestStoreUnreachableBeforeTheCall(t *testing.T) {
 			w, px := proxied(t, target)
 			px.Cut()
 			r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
-			guardtest.Want(t, r, guard.Unavailable, guard.DeliveryFresh)
+			guardtest.Want(t, r, guard.CodeUnavailable, guard.DeliveryFresh)
 			if r.Recovery() != guard.RecoveryRetryAfter || r.Outcome() != guard.OutcomeNotStarted {
 				t.Fatalf("recovery %s outcome %s", r.Recovery(), r.Outcome())
 			}
 			if n := w.Down.Writes(); n != 0 {
 				t.Fatalf("%d side effects with the store unreachable, want 0", n)
 			}
-			guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "c2", ""), guard.Unavailable, guard.DeliveryFresh)
-			guardtest.Want(t, w.Status(t, alice, "c1"), guard.Unavailable, guard.DeliveryFresh)
+			guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "c2", ""), guard.CodeUnavailable, guard.DeliveryFresh)
+			guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeUnavailable, guard.DeliveryFresh)
 			px.Restore()
-			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
+			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
 		})
 	}
 }
@@ -71,21 +71,21 @@ func TestConnectionDroppedBetweenReserveAndCommit(t *testing.T) {
 			px.Cut()
 			release()
 			r := <-done
-			guardtest.Want(t, r, guard.OutcomeUnknown, guard.DeliveryFresh)
+			guardtest.Want(t, r, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 			if r.OperationID != "c1" {
 				t.Fatalf("operation id %q, want c1", r.OperationID)
 			}
 			px.Restore()
 			// The record is still held under its lease: nobody runs it again.
-			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.InProgress, guard.DeliveryFresh)
+			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.CodeInProgress, guard.DeliveryFresh)
 			w.Advance(guardtest.Lease + time.Second)
-			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
+			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 			if n := w.Down.Writes(); n != 1 {
 				t.Fatalf("%d side effects, want 1", n)
 			}
 			// A status query settles it from the downstream receipt.
-			guardtest.Want(t, w.Status(t, alice, "c1"), guard.OK, guard.DeliveryReceiptReconciled)
-			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c3", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
+			guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryReceiptReconciled)
+			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c3", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
 			if _, err := guard.VerifyAudit(context.Background(), w.Store, alice.TenantID); err != nil {
 				t.Fatal(err)
 			}

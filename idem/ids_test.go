@@ -54,7 +54,7 @@ func TestBadIDsStoreNothing(t *testing.T) {
 
 	edge := strings.Repeat("y", guard.MaxIDBytes)
 	res, err := r.Guard.Dispatch(ctx, op{p: alice, callID: edge, key: edge}.call())
-	if err != nil || res.Code != guard.OK {
+	if err != nil || res.Code != guard.CodeOK {
 		t.Fatalf("ids of exactly %d bytes: (%v, %v), want OK", guard.MaxIDBytes, res, err)
 	}
 	if len(mr.Keys()) == 0 {

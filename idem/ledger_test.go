@@ -156,7 +156,7 @@ func (r *rig) dispatch(t testing.TB, ctx context.Context, o op) *guard.Result {
 	res, err := r.Guard.Dispatch(ctx, o.call())
 	if err != nil {
 		t.Errorf("dispatch %s: host error %v", o.callID, err)
-		return &guard.Result{Code: guard.Unavailable}
+		return &guard.Result{Code: guard.CodeUnavailable}
 	}
 	return res
 }
@@ -209,20 +209,20 @@ func (r *rig) recover(t testing.TB, o op) (*guard.Result, string) {
 		}
 		path += res.Code.String()
 		switch res.Code {
-		case guard.OK, guard.IdempotencyConflict, guard.CallIDConflict:
+		case guard.CodeOK, guard.CodeIdempotencyConflict, guard.CodeCallIDConflict:
 			return res, path
-		case guard.InProgress:
+		case guard.CodeInProgress:
 			r.Advance(guardtest.Lease + time.Second)
-		case guard.OutcomeUnknown:
+		case guard.CodeOutcomeUnknown:
 			s := r.status(t, o)
 			path += ">status:" + s.Code.String()
-			if s.Code == guard.OK {
+			if s.Code == guard.CodeOK {
 				return s, path
 			}
-			if s.Code != guard.NotFound {
+			if s.Code != guard.CodeNotFound {
 				t.Fatalf("%s: status query %s after the lease, want OK from the receipt or NOT_FOUND", o.callID, s)
 			}
-		case guard.Unavailable:
+		case guard.CodeUnavailable:
 			time.Sleep(50 * time.Millisecond) // the server is still busy: retry after a pause, as RetryAfter says
 		default:
 			t.Fatalf("%s: unexpected %s (path %s)", o.callID, res, path)

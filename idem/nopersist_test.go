@@ -34,7 +34,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	list := ops(alice, "np", 6)
 	acked := map[string]string{}
 	for i, res := range r.dispatchAll(t, list, 5*time.Second) {
-		guardtest.Want(t, res, guard.OK, guard.DeliveryFresh)
+		guardtest.Want(t, res, guard.CodeOK, guard.DeliveryFresh)
 		acked[list[i].callID] = string(res.Data)
 	}
 
@@ -48,7 +48,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 
 	retried := list[0]
 	res := r.dispatch(t, ctx, retried)
-	guardtest.Want(t, res, guard.OK, guard.DeliveryFresh)
+	guardtest.Want(t, res, guard.CodeOK, guard.DeliveryFresh)
 	if runs, effects := r.led.count(retried); runs != 2 || effects != 1 || string(res.Data) != acked[retried.callID] {
 		t.Fatalf("retry after the restart: %d runs, %d side effects, data %s; want 2 runs (the record is gone), "+
 			"1 side effect and the first receipt %s (the downstream deduplicated)", runs, effects, res.Data, acked[retried.callID])
@@ -59,9 +59,9 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guardtest.Want(t, plain, guard.NotFound, guard.DeliveryFresh)
+	guardtest.Want(t, plain, guard.CodeNotFound, guard.DeliveryFresh)
 	named := r.status(t, queried)
-	guardtest.Want(t, named, guard.OK, guard.DeliveryReceiptReconciled)
+	guardtest.Want(t, named, guard.CodeOK, guard.DeliveryReceiptReconciled)
 	if string(named.Data) != acked[queried.callID] {
 		t.Fatalf("status naming the tool: %s, want the acknowledged %s", named.Data, acked[queried.callID])
 	}

@@ -279,9 +279,9 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 	}
 	body := resolveBody(r, &rec)
 	sum := sha256.Sum256(body)
-	code, msg := guard.OK, ""
+	code, msg := guard.CodeOK, ""
 	if r.Verdict == NotExecuted {
-		code, msg = guard.NotFound, notExecutedMessage
+		code, msg = guard.CodeNotFound, notExecutedMessage
 	}
 	a := scriptArgs{fingerprint: rec.fp, now: strconv.FormatInt(r.Now.UnixMilli(), 10), key: rec.key,
 		opID: rec.op, tool: rec.tool, code: boxCode(code), data: string(data), message: msg,

@@ -20,8 +20,8 @@ import (
 // receipt.
 func unknownWrite(t *testing.T, w *guardtest.World, callID, key string) {
 	t.Helper()
-	w.Down.FailNext(guard.OutcomeUnknown, false)
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, callID, key), guard.OutcomeUnknown, guard.DeliveryFresh)
+	w.Down.FailNext(guard.CodeOutcomeUnknown, false)
+	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, callID, key), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 }
 
 // heldWrite starts a put that blocks after writing, holding its
@@ -77,11 +77,11 @@ func TestUnsettled(t *testing.T) {
 		w := guardtest.NewWorld(t, s)
 		start := w.Now()
 		unknownWrite(t, w, "c1", "idem-1")
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"c","value":"3"}`, "c3", "idem-3"), guard.OK, guard.DeliveryFresh)
-		guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", "read-1"), guard.OK, guard.DeliveryFresh)
-		w.Down.FailNext(guard.OutcomeUnknown, false)
+		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"c","value":"3"}`, "c3", "idem-3"), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", "read-1"), guard.CodeOK, guard.DeliveryFresh)
+		w.Down.FailNext(guard.CodeOutcomeUnknown, false)
 		guardtest.Want(t, w.Dispatch(t, guardtest.Principal("tenant-b", "bob"), "put", `{"key":"a","value":"1"}`, "c1", "idem-1"),
-			guard.OutcomeUnknown, guard.DeliveryFresh)
+			guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 		finish := heldWrite(t, w, "c2", "idem-2") // puts wait from here until finish
 
 		// Within the lease only the unknown outcome is unsettled.
@@ -107,7 +107,7 @@ func TestUnsettled(t *testing.T) {
 		if n := rdb.Exists(ctx, got[0].Record, got[1].Record).Val(); n != 2 {
 			t.Errorf("%d of the listed records exist", n)
 		}
-		guardtest.Want(t, finish(), guard.OK, guard.DeliveryFresh)
+		guardtest.Want(t, finish(), guard.CodeOK, guard.DeliveryFresh)
 		if got, _ = s.Unsettled(ctx, "tenant-a", w.Now()); len(got) != 1 {
 			t.Fatalf("after the late commit: %+v", got)
 		}
@@ -129,19 +129,19 @@ func TestResolveCommitted(t *testing.T) {
 			t.Fatal(err)
 		}
 		const data = `{"key":"a","value":"1"}` // canonical
-		guardtest.Want(t, res, guard.OK, guard.DeliveryFresh)
+		guardtest.Want(t, res, guard.CodeOK, guard.DeliveryFresh)
 		if string(res.Data) != data {
 			t.Fatalf("data %s", res.Data)
 		}
-		wantResolveAudit(t, s, "alice@ops", "committed", guard.OK, guard.SideEffectYes)
+		wantResolveAudit(t, s, "alice@ops", "committed", guard.CodeOK, guard.SideEffectYes)
 		// A retry and a status query answer the resolved result; nothing ran again.
 		r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c9", "idem-1")
-		guardtest.Want(t, r, guard.OK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, r, guard.CodeOK, guard.DeliveryLocalReplay)
 		if string(r.Data) != data {
 			t.Fatalf("replayed data %s", r.Data)
 		}
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
-		guardtest.Want(t, w.Status(t, alice, "c1"), guard.OK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
 		if n := w.Down.Writes(); n != 1 {
 			t.Fatalf("%d writes, want 1", n)
 		}
@@ -172,18 +172,18 @@ func TestResolveNotExecuted(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		guardtest.Want(t, res, guard.NotFound, guard.DeliveryFresh)
+		guardtest.Want(t, res, guard.CodeNotFound, guard.DeliveryFresh)
 		if !strings.Contains(res.Message, "operator") {
 			t.Errorf("message %q", res.Message)
 		}
-		wantResolveAudit(t, s, "carol@ops", "not_executed", guard.NotFound, guard.SideEffectNone)
+		wantResolveAudit(t, s, "carol@ops", "not_executed", guard.CodeNotFound, guard.SideEffectNone)
 		// The key is free: a status query finds nothing, a retry runs.
-		guardtest.Want(t, w.Status(t, alice, "c1"), guard.NotFound, guard.DeliveryFresh)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeNotFound, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
 		if n := w.Down.Writes(); n != 2 {
 			t.Fatalf("%d writes, want 2 (the retry ran)", n)
 		}
-		guardtest.Want(t, w.Status(t, alice, "c1"), guard.OK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
 		_, err = s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-2",
 			Verdict: idem.NotExecuted, Operator: "carol@ops", Now: w.Now()})
 		if !errors.Is(err, idem.ErrNoRecord) {
@@ -213,13 +213,13 @@ func TestResolveLiveReservation(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		guardtest.Want(t, res, guard.OK, guard.DeliveryFresh)
+		guardtest.Want(t, res, guard.CodeOK, guard.DeliveryFresh)
 		if _, body := lastAudit(t, s); body["forced"] != true {
 			t.Fatalf("a forced resolution's body: %v", body)
 		}
-		guardtest.Want(t, finish(), guard.OK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, finish(), guard.CodeOK, guard.DeliveryLocalReplay)
 		r2 := w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c5", "idem-2")
-		guardtest.Want(t, r2, guard.OK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, r2, guard.CodeOK, guard.DeliveryLocalReplay)
 		if string(r2.Data) != `{"forced":1}` {
 			t.Fatalf("data %s", r2.Data)
 		}
@@ -243,9 +243,9 @@ func TestResolveStuckThenLateCommit(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		guardtest.Want(t, res, guard.NotFound, guard.DeliveryFresh)
-		guardtest.Want(t, finish(), guard.OK, guard.DeliveryFresh)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c6", "idem-2"), guard.OK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, res, guard.CodeNotFound, guard.DeliveryFresh)
+		guardtest.Want(t, finish(), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c6", "idem-2"), guard.CodeOK, guard.DeliveryLocalReplay)
 		if n := w.Down.Writes(); n != 1 {
 			t.Fatalf("%d writes, want 1", n)
 		}
@@ -258,7 +258,7 @@ func TestResolveRefusals(t *testing.T) {
 	s := newStore(t, rdb)
 	w := guardtest.NewWorld(t, s)
 	unknownWrite(t, w, "c1", "idem-1")
-	guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"secret"}`, "r1", ""), guard.NotFound, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"secret"}`, "r1", ""), guard.CodeNotFound, guard.DeliveryFresh)
 	ok := idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-1",
 		Verdict: idem.Committed, Data: []byte(`{}`), Operator: "o", Now: w.Now()}
 	for _, tc := range []struct {

@@ -78,7 +78,7 @@ func TestPausedServerLosesReservationReplies(t *testing.T) {
 				}
 				r := newRig(t, newStore(t, shortClient(t, target, retries.n)))
 				warm := op{p: alice, callID: "warm", key: "warm"}
-				guardtest.Want(t, r.dispatch(t, context.Background(), warm), guard.OK, guard.DeliveryFresh)
+				guardtest.Want(t, r.dispatch(t, context.Background(), warm), guard.CodeOK, guard.DeliveryFresh)
 
 				var wake func()
 				if fault == "proxy-pause" {
@@ -91,7 +91,7 @@ func TestPausedServerLosesReservationReplies(t *testing.T) {
 				results := r.dispatchAll(t, list, 600*time.Millisecond)
 				wake()
 				for i, res := range results {
-					if res.Code != guard.Unavailable {
+					if res.Code != guard.CodeUnavailable {
 						t.Errorf("%s while Redis did not answer: %s, want UNAVAILABLE", list[i].callID, res)
 					}
 				}
@@ -106,10 +106,10 @@ func TestPausedServerLosesReservationReplies(t *testing.T) {
 					if path != "OK" && released[o.callID] {
 						stuckReleased++ // released, then its late reservation took the key
 					}
-					guardtest.Want(t, res, guard.OK, guard.DeliveryFresh)
+					guardtest.Want(t, res, guard.CodeOK, guard.DeliveryFresh)
 					paths[path]++
 					again := r.dispatch(t, context.Background(), o)
-					if again.Code != guard.OK || again.Delivery != guard.DeliveryLocalReplay || string(again.Data) != string(res.Data) {
+					if again.Code != guard.CodeOK || again.Delivery != guard.DeliveryLocalReplay || string(again.Data) != string(res.Data) {
 						t.Errorf("%s replayed as %s, want the result %s", o.callID, again, res.Data)
 					}
 				}
@@ -135,7 +135,7 @@ func releasedCalls(t *testing.T, s guard.Store, tenant string) map[string]bool {
 	out := map[string]bool{}
 	for _, rec := range recs {
 		var b guard.AuditBody
-		if rec.Code == guard.Unavailable && json.Unmarshal(rec.Body, &b) == nil {
+		if rec.Code == guard.CodeUnavailable && json.Unmarshal(rec.Body, &b) == nil {
 			out[b.Context.CallID] = true
 		}
 	}
@@ -186,7 +186,7 @@ func TestReleaseBeforeLateReservation(t *testing.T) {
 	ctx := context.Background()
 
 	release := *e
-	release.Code, release.Message = guard.Unavailable, "released"
+	release.Code, release.Message = guard.CodeUnavailable, "released"
 	if _, err := s.Commit(ctx, &release); err != nil {
 		t.Fatal(err)
 	}
@@ -201,7 +201,7 @@ func TestReleaseBeforeLateReservation(t *testing.T) {
 		t.Fatalf("a reservation arriving after its token's release took the key (want it refused, as a late copy "+
 			"after a release is); the caller's retry then gets %v instead of running", held)
 	}
-	if late.Code != guard.Unavailable {
+	if late.Code != guard.CodeUnavailable {
 		t.Fatalf("late reservation: %s, want UNAVAILABLE (refused)", late)
 	}
 }

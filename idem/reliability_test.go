@@ -310,26 +310,26 @@ func TestWorkerKilledMidCall(t *testing.T) {
 		g := guardOn(t, rdb, prefix, d, clock)
 		ctx := context.Background()
 		r, _ := g.Dispatch(ctx, putCall("retry-1", "victim-key"))
-		if r.Code != guard.InProgress {
+		if r.Code != guard.CodeInProgress {
 			t.Fatalf("during the dead worker's lease: %s, want IN_PROGRESS", r)
 		}
 		skew = 11 * time.Second // past the 10 s lease
 		r, _ = g.Dispatch(ctx, putCall("retry-2", "victim-key"))
-		if r.Code != guard.OutcomeUnknown || r.OperationID != "victim" {
+		if r.Code != guard.CodeOutcomeUnknown || r.OperationID != "victim" {
 			t.Fatalf("after the lease: %s, want OUTCOME_UNKNOWN for operation victim", r)
 		}
 		if w := d.writes(t); w != 1 {
 			t.Fatalf("%d side effects: the write ran again", w)
 		}
 		s, _ := g.QueryStatus(ctx, guard.StatusCall{Principal: alice, OperationID: "victim"})
-		if s.Code != guard.OK || s.Delivery != guard.DeliveryReceiptReconciled {
+		if s.Code != guard.CodeOK || s.Delivery != guard.DeliveryReceiptReconciled {
 			t.Fatalf("status query: %s, want OK from the receipt", s)
 		}
 
 		kill("read", func() bool { return d.reads(t) == 1 })
 		r, _ = g.Dispatch(ctx, guard.Call{Principal: alice, Proposal: guard.Proposal{Name: "get", Arguments: []byte(`{"key":"a"}`)},
 			Context: guard.ExecutionContext{CallID: "victim-read"}})
-		if r.Code != guard.OK || r.Delivery != guard.DeliveryFresh || d.reads(t) != 2 {
+		if r.Code != guard.CodeOK || r.Delivery != guard.DeliveryFresh || d.reads(t) != 2 {
 			t.Fatalf("read after its worker died: %s, reads %d; want a fresh run", r, d.reads(t))
 		}
 		if _, err := guard.VerifyAudit(ctx, g.Store(), alice.TenantID); err != nil {
@@ -356,17 +356,17 @@ func TestClockSkew(t *testing.T) {
 		}
 		ahead := guardOn(t, rdb, prefix, &redisDownstream{rdb: rdb, prefix: prefix}, at(5*time.Second))
 		far := guardOn(t, rdb, prefix, &redisDownstream{rdb: rdb, prefix: prefix}, at(15*time.Second))
-		if r, _ := ahead.Dispatch(context.Background(), putCall("c1", "k")); r.Code != guard.InProgress {
+		if r, _ := ahead.Dispatch(context.Background(), putCall("c1", "k")); r.Code != guard.CodeInProgress {
 			t.Fatalf("clock 5 s ahead: %s, want IN_PROGRESS", r)
 		}
-		if r, _ := far.Dispatch(context.Background(), putCall("c2", "k")); r.Code != guard.OutcomeUnknown {
+		if r, _ := far.Dispatch(context.Background(), putCall("c2", "k")); r.Code != guard.CodeOutcomeUnknown {
 			t.Fatalf("clock 15 s ahead: %s, want OUTCOME_UNKNOWN", r)
 		}
 		close(d.block)
-		if r := <-done; r.Code != guard.OK {
+		if r := <-done; r.Code != guard.CodeOK {
 			t.Fatalf("holder: %s", r)
 		}
-		if r, _ := far.Dispatch(context.Background(), putCall("c3", "k")); r.Code != guard.OK || r.Delivery != guard.DeliveryLocalReplay {
+		if r, _ := far.Dispatch(context.Background(), putCall("c3", "k")); r.Code != guard.CodeOK || r.Delivery != guard.DeliveryLocalReplay {
 			t.Fatalf("after the late commit: %s, want the replay", r)
 		}
 		if w := d.writes(t); w != 1 {

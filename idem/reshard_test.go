@@ -121,15 +121,15 @@ func reshardWhileWriting(t *testing.T, ctx context.Context, r *rig, seed, from, 
 	for _, x := range all {
 		list = append(list, x.o)
 		first[x.res.Code.String()+"/"+string(x.res.Delivery)]++
-		if x.res.Code == guard.OK && x.res.Delivery == guard.DeliveryFresh {
+		if x.res.Code == guard.CodeOK && x.res.Delivery == guard.DeliveryFresh {
 			again := r.dispatch(t, ctx, x.o)
-			if again.Code != guard.OK || again.Delivery != guard.DeliveryLocalReplay || string(again.Data) != string(x.res.Data) {
+			if again.Code != guard.CodeOK || again.Delivery != guard.DeliveryLocalReplay || string(again.Data) != string(x.res.Data) {
 				t.Errorf("%s acknowledged during the move, then %s; want its result replayed", x.o.callID, again)
 			}
 			continue
 		}
 		res, path := r.recover(t, x.o)
-		if res.Code != guard.OK {
+		if res.Code != guard.CodeOK {
 			t.Errorf("%s: %s after %s", x.o.callID, res, path)
 		}
 		later[path]++

@@ -69,7 +69,7 @@ func TestServerKilledKeepsAcknowledgedRecords(t *testing.T) {
 	for i := range n {
 		key := "k" + strconv.Itoa(i)
 		r := w.Dispatch(t, alice, "put", fmt.Sprintf(`{"key":"a%d","value":"v"}`, i), "c"+strconv.Itoa(i), key)
-		if r.Code != guard.OK {
+		if r.Code != guard.CodeOK {
 			t.Fatalf("write %d: %s", i, r)
 		}
 		acked[key] = string(r.Data)
@@ -82,7 +82,7 @@ func TestServerKilledKeepsAcknowledgedRecords(t *testing.T) {
 	for i := range n {
 		key := "k" + strconv.Itoa(i)
 		r := w.Dispatch(t, alice, "put", fmt.Sprintf(`{"key":"a%d","value":"v"}`, i), "again"+strconv.Itoa(i), key)
-		if r.Code != guard.OK || r.Delivery != guard.DeliveryLocalReplay || string(r.Data) != acked[key] {
+		if r.Code != guard.CodeOK || r.Delivery != guard.DeliveryLocalReplay || string(r.Data) != acked[key] {
 			t.Fatalf("after restart, write %d: %s; want the acknowledged %s replayed", i, r, acked[key])
 		}
 	}

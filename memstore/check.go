@@ -17,8 +17,8 @@ func (t *step) precheck() (answer reply, decided, bound bool) {
 	if b != nil {
 		bound = true
 		if b.fp != e.Fingerprint {
-			t.audit(guard.CallIDConflict, guard.DeliveryFresh, guard.SideEffectNone)
-			return reply{code: guard.CallIDConflict, delivery: guard.DeliveryFresh}, true, bound
+			t.audit(guard.CodeCallIDConflict, guard.DeliveryFresh, guard.SideEffectNone)
+			return reply{code: guard.CodeCallIDConflict, delivery: guard.DeliveryFresh}, true, bound
 		}
 		if b.code != 0 {
 			t.audit(b.code, guard.DeliveryLocalReplay, guard.SideEffectNone)
@@ -44,7 +44,7 @@ func (t *step) precheck() (answer reply, decided, bound bool) {
 	}
 	answer = t.keycheck(rec)
 	t.audit(answer.code, answer.delivery, guard.SideEffectNone)
-	if rec.state == reserved && answer.code == guard.OutcomeUnknown {
+	if rec.state == reserved && answer.code == guard.CodeOutcomeUnknown {
 		rec.state = unknown // its holder's lease expired: never run blind again
 	}
 	terminal := answer.code.Terminal()
@@ -64,13 +64,13 @@ func (t *step) precheck() (answer reply, decided, bound bool) {
 func (t *step) keycheck(r *record) reply {
 	switch {
 	case r.fp != t.e.Fingerprint:
-		return reply{code: guard.IdempotencyConflict, delivery: guard.DeliveryFresh}
+		return reply{code: guard.CodeIdempotencyConflict, delivery: guard.DeliveryFresh}
 	case r.state == committed:
-		return reply{code: guard.OK, delivery: guard.DeliveryLocalReplay, data: r.data, msg: r.msg}
+		return reply{code: guard.CodeOK, delivery: guard.DeliveryLocalReplay, data: r.data, msg: r.msg}
 	case r.state == reserved && r.leaseMS > t.now:
-		return reply{code: guard.InProgress, delivery: guard.DeliveryFresh, retryMS: r.leaseMS - t.now}
+		return reply{code: guard.CodeInProgress, delivery: guard.DeliveryFresh, retryMS: r.leaseMS - t.now}
 	}
-	return reply{code: guard.OutcomeUnknown, delivery: guard.DeliveryFresh, op: r.op}
+	return reply{code: guard.CodeOutcomeUnknown, delivery: guard.DeliveryFresh, op: r.op}
 }
 
 // bind binds a new call id to the fingerprint, with the result if it is

@@ -25,7 +25,7 @@ func Example() {
 	e := entry("call-1", "token-1")
 	answer, _ := s.Reserve(ctx, e, 30*time.Second)
 	fmt.Println("reserved:", answer == nil)
-	e.Code, e.Data = guard.OK, []byte(`{"order":42}`)
+	e.Code, e.Data = guard.CodeOK, []byte(`{"order":42}`)
 	res, _ := s.Commit(ctx, e)
 	fmt.Println(res.Code, res.Delivery, string(res.Data))
 

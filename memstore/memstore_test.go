@@ -106,7 +106,7 @@ func TestReserveRetrySameToken(t *testing.T) {
 	}
 	// Another token of the same intent is in progress, with the full wait.
 	res, err := s.Reserve(ctx, write("c2", "k:1", "f1", "tok2", t0.Add(4*time.Second)), lease)
-	want(t, res, err, guard.InProgress, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeInProgress, guard.DeliveryFresh)
 	if res.RetryAfter != 6*time.Second {
 		t.Fatalf("retry after %v, want 6s", res.RetryAfter)
 	}
@@ -115,11 +115,11 @@ func TestReserveRetrySameToken(t *testing.T) {
 	e.Now = t0.Add(time.Minute)
 	mustReserve(t, s, e)
 	// Committed, the token's copies are refused.
-	e.Code, e.Data = guard.OK, []byte(`{"n":1}`)
+	e.Code, e.Data = guard.CodeOK, []byte(`{"n":1}`)
 	res, err = s.Commit(ctx, e)
-	want(t, res, err, guard.OK, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeOK, guard.DeliveryFresh)
 	res, err = s.Reserve(ctx, e, lease)
-	want(t, res, err, guard.Unavailable, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeUnavailable, guard.DeliveryFresh)
 	wantRecords(t, s, 2)
 }
 
@@ -130,16 +130,16 @@ func TestTombstoneRefusesLateCopy(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	e := write("c1", "k:1", "f1", "tok1", t0)
 	mustReserve(t, s, e)
-	e.Code = guard.RateLimit
+	e.Code = guard.CodeRateLimit
 	e.RetryAfter = 2 * time.Second
 	res, err := s.Commit(ctx, e)
-	want(t, res, err, guard.RateLimit, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeRateLimit, guard.DeliveryFresh)
 	if res.RetryAfter != 2*time.Second {
 		t.Fatalf("retry after %v", res.RetryAfter)
 	}
 	late := write("c1", "k:1", "f1", "tok1", t0)
 	res, err = s.Reserve(ctx, late, lease)
-	want(t, res, err, guard.Unavailable, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeUnavailable, guard.DeliveryFresh)
 	// The key is free: a new dispatch of the call reserves it.
 	mustReserve(t, s, write("c1", "k:1", "f1", "tok2", t0.Add(time.Second)))
 	wantRecords(t, s, 1)
@@ -151,9 +151,9 @@ func TestSettleAbsent(t *testing.T) {
 	s := memstore.New(memstore.Options{})
 	e := write("c1", "k:1", "f1", "tok1", t0)
 	mustReserve(t, s, e)
-	e.Code = guard.OutcomeUnknown
+	e.Code = guard.CodeOutcomeUnknown
 	res, err := s.Commit(ctx, e)
-	want(t, res, err, guard.OutcomeUnknown, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 
 	settle := func(now time.Time) *guard.Result {
 		t.Helper()
@@ -171,15 +171,15 @@ func TestSettleAbsent(t *testing.T) {
 	}
 	// Within the lease the request may still be in flight.
 	res = settle(t0.Add(lease - time.Millisecond))
-	want(t, res, nil, guard.OutcomeUnknown, guard.DeliveryFresh)
+	want(t, res, nil, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if res.OperationID != "c1" {
 		t.Fatalf("operation id %q", res.OperationID)
 	}
 	// Once it is over, absent means it did not take place.
 	res = settle(t0.Add(lease))
-	want(t, res, nil, guard.NotFound, guard.DeliveryFresh)
+	want(t, res, nil, guard.CodeNotFound, guard.DeliveryFresh)
 	res, _, err = s.Status(ctx, query("c1", t0.Add(lease)))
-	want(t, res, err, guard.NotFound, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeNotFound, guard.DeliveryFresh)
 	// Released, the key runs again.
 	mustReserve(t, s, write("c2", "k:1", "f1", "tok2", t0.Add(lease)))
 	wantRecords(t, s, 4)
@@ -196,7 +196,7 @@ func TestStatusLost(t *testing.T) {
 		t.Fatalf("status: %v %+v %v", res, p, err)
 	}
 	res, err = s.Settle(ctx, q, p, guard.ReceiptFound, []byte(`{"n":1}`))
-	want(t, res, err, guard.OK, guard.DeliveryReceiptReconciled)
+	want(t, res, err, guard.CodeOK, guard.DeliveryReceiptReconciled)
 	if string(res.Data) != `{"n":1}` {
 		t.Fatalf("data %s", res.Data)
 	}
@@ -221,18 +221,18 @@ func TestCommitOverAnotherIntent(t *testing.T) {
 	_, p, _ := s.Status(ctx, q)
 	q.Tool, q.Fingerprint, q.IdempotencyKey = p.Tool, p.Fingerprint, p.IdempotencyKey
 	res, err := s.Settle(ctx, q, p, guard.ReceiptAbsent, nil)
-	want(t, res, err, guard.NotFound, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeNotFound, guard.DeliveryFresh)
 	other := write("c2", "k:1", "f2", "tok2", t0.Add(lease))
 	mustReserve(t, s, other)
-	first.Code, first.Data = guard.OK, []byte(`{"n":1}`)
+	first.Code, first.Data = guard.CodeOK, []byte(`{"n":1}`)
 	res, err = s.Commit(ctx, first)
-	want(t, res, err, guard.OutcomeUnknown, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if res.Data != nil || res.OperationID != "c1" {
 		t.Fatalf("late commit answered %s", res)
 	}
-	other.Code, other.Data = guard.OK, []byte(`{"n":2}`)
+	other.Code, other.Data = guard.CodeOK, []byte(`{"n":2}`)
 	res, err = s.Commit(ctx, other)
-	want(t, res, err, guard.OK, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeOK, guard.DeliveryFresh)
 	if string(res.Data) != `{"n":2}` {
 		t.Fatalf("the other intent's commit answered %s", res)
 	}
@@ -243,16 +243,16 @@ func TestCommitOverAnotherIntent(t *testing.T) {
 func TestTTL(t *testing.T) {
 	s := memstore.New(memstore.Options{TTL: time.Hour})
 	read := &guard.Entry{TenantID: "t", SubjectID: "s", CallID: "c1", OperationID: "c1", Tool: "get",
-		Fingerprint: "f1", Now: t0, Code: guard.OK, Data: []byte(`1`), SideEffect: guard.SideEffectNone,
+		Fingerprint: "f1", Now: t0, Code: guard.CodeOK, Data: []byte(`1`), SideEffect: guard.SideEffectNone,
 		AuditBody: []byte(`{"contract":"tool-audit-v2","action":"dispatch"}`)}
 	res, err := s.Finish(ctx, read)
-	want(t, res, err, guard.OK, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeOK, guard.DeliveryFresh)
 	read.Fingerprint, read.Now = "f2", t0.Add(59*time.Minute)
 	res, err = s.Finish(ctx, read)
-	want(t, res, err, guard.CallIDConflict, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeCallIDConflict, guard.DeliveryFresh)
 	read.Now = t0.Add(time.Hour)
 	res, err = s.Finish(ctx, read)
-	want(t, res, err, guard.OK, guard.DeliveryFresh)
+	want(t, res, err, guard.CodeOK, guard.DeliveryFresh)
 	wantRecords(t, s, 3)
 }
 

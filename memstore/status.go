@@ -42,7 +42,7 @@ func (t *step) find() (tg target, ok bool) {
 	}
 	tg = target{at: at, rec: rec}
 	if rec.state == committed {
-		tg.stored = &reply{code: guard.OK, delivery: guard.DeliveryLocalReplay, data: rec.data, msg: rec.msg}
+		tg.stored = &reply{code: guard.CodeOK, delivery: guard.DeliveryLocalReplay, data: rec.data, msg: rec.msg}
 	}
 	return tg, true
 }
@@ -57,7 +57,7 @@ func (t *step) settled() (tg target, answer reply, decided bool) {
 	case !ok && t.hasKey && t.e.Tool != "":
 		return target{lost: true}, answer, false
 	case !ok:
-		answer = reply{code: guard.NotFound, delivery: guard.DeliveryFresh}
+		answer = reply{code: guard.CodeNotFound, delivery: guard.DeliveryFresh}
 	case tg.stored != nil:
 		answer = *tg.stored
 	default:
@@ -84,8 +84,8 @@ func (s *Store) Status(ctx context.Context, q *guard.Entry) (*guard.Result, *gua
 	}
 	r := tg.rec
 	if r.state == reserved && r.leaseMS > t.now {
-		t.audit(guard.InProgress, guard.DeliveryFresh, guard.SideEffectNone)
-		return reply{code: guard.InProgress, delivery: guard.DeliveryFresh, retryMS: r.leaseMS - t.now}.result(), nil, nil
+		t.audit(guard.CodeInProgress, guard.DeliveryFresh, guard.SideEffectNone)
+		return reply{code: guard.CodeInProgress, delivery: guard.DeliveryFresh, retryMS: r.leaseMS - t.now}.result(), nil, nil
 	}
 	if r.state == reserved {
 		r.state = unknown // its holder's lease expired: never run blind again
@@ -112,7 +112,7 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, rc
 	r := tg.rec
 	switch {
 	case rc == guard.ReceiptFound:
-		answer = reply{code: guard.OK, delivery: guard.DeliveryReceiptReconciled, data: string(data)}
+		answer = reply{code: guard.CodeOK, delivery: guard.DeliveryReceiptReconciled, data: string(data)}
 		t.audit(answer.code, answer.delivery, guard.SideEffectYes)
 		if tg.lost {
 			// Nothing is stored for a lost record: its fingerprint is
@@ -124,25 +124,25 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, rc
 		r.until = s.expiry(t.now)
 		if t.hasCall {
 			b := t.setBinding()
-			b.fp, b.code, b.data, b.msg = r.fp, guard.OK, answer.data, ""
+			b.fp, b.code, b.data, b.msg = r.fp, guard.CodeOK, answer.data, ""
 		}
 		return answer.result(), nil
 	case rc == guard.ReceiptAbsent && (tg.lost || r.leaseMS <= t.now):
 		// The lease is over and the downstream system has no operation
 		// under the key: it did not take place. A re-execution reuses
 		// the key downstream, so a late first attempt is deduplicated.
-		t.audit(guard.NotFound, guard.DeliveryFresh, guard.SideEffectNone)
+		t.audit(guard.CodeNotFound, guard.DeliveryFresh, guard.SideEffectNone)
 		if !tg.lost {
 			t.release(tg.at)
 		}
-		return reply{code: guard.NotFound, delivery: guard.DeliveryFresh, msg: notTakenPlace}.result(), nil
+		return reply{code: guard.CodeNotFound, delivery: guard.DeliveryFresh, msg: notTakenPlace}.result(), nil
 	}
-	t.audit(guard.OutcomeUnknown, guard.DeliveryFresh, guard.SideEffectNone)
+	t.audit(guard.CodeOutcomeUnknown, guard.DeliveryFresh, guard.SideEffectNone)
 	op := q.OperationID
 	if r != nil {
 		op = r.op
 	}
-	return reply{code: guard.OutcomeUnknown, delivery: guard.DeliveryFresh, op: op}.result(), nil
+	return reply{code: guard.CodeOutcomeUnknown, delivery: guard.DeliveryFresh, op: op}.result(), nil
 }
 
 // release frees a reserved key (rule 13, 16). Released by its own token

@@ -27,7 +27,7 @@ func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 		b.code, b.data, b.msg = e.Code, data, e.Message
 	}
 	switch {
-	case e.Code == guard.OK && t.hasKey:
+	case e.Code == guard.CodeOK && t.hasKey:
 		r := t.setRecord(t.key, false)
 		r.fp, r.state, r.data, r.msg = e.Fingerprint, committed, data, e.Message
 		r.op, r.tool, r.key, r.call = e.OperationID, e.Tool, e.IdempotencyKey, e.CallID
@@ -54,7 +54,7 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 			return nil, nil // a copy of this reservation: it stands
 		}
 		// A late copy of a reservation already committed or released.
-		return reply{code: guard.Unavailable, delivery: guard.DeliveryFresh}.result(), nil
+		return reply{code: guard.CodeUnavailable, delivery: guard.DeliveryFresh}.result(), nil
 	}
 	answer, decided, bound := t.precheck()
 	if decided {
@@ -101,22 +101,22 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 	case k != nil && k.fp == e.Fingerprint && k.state == committed:
 		// Settled meanwhile from a receipt: the stored result stands, and
 		// the side effect was already audited by the status query.
-		answer.code, answer.delivery, answer.data, answer.msg = guard.OK, guard.DeliveryLocalReplay, k.data, k.msg
+		answer.code, answer.delivery, answer.data, answer.msg = guard.CodeOK, guard.DeliveryLocalReplay, k.data, k.msg
 		side = guard.SideEffectNone
 	case k.live() && k.fp != e.Fingerprint:
 		// The key now belongs to another intent: never overwrite it. Our
 		// outcome is still reported and audited.
-		if answer.code == guard.OK {
-			answer.code, answer.data, answer.msg = guard.OutcomeUnknown, "", ""
+		if answer.code == guard.CodeOK {
+			answer.code, answer.data, answer.msg = guard.CodeOutcomeUnknown, "", ""
 		}
-	case e.Code == guard.OK:
+	case e.Code == guard.CodeOK:
 		store = committed
-	case e.Code == guard.OutcomeUnknown:
+	case e.Code == guard.CodeOutcomeUnknown:
 		store = unknown
 	case k != nil && k.token == e.Token:
 		store = released // not started: free the key for corrected or later input
 	}
-	if answer.code == guard.OutcomeUnknown {
+	if answer.code == guard.CodeOutcomeUnknown {
 		answer.op = e.OperationID
 	}
 	t.audit(answer.code, answer.delivery, side)

@@ -97,7 +97,7 @@ func Logging(o Options) guard.Interceptor {
 }
 
 func levelOf(res *guard.Result, err error) slog.Level {
-	if err != nil || res == nil || res.Code != guard.OK {
+	if err != nil || res == nil || res.Code != guard.CodeOK {
 		return slog.LevelWarn
 	}
 	return slog.LevelDebug

@@ -136,7 +136,7 @@ func Metrics(o Options) (guard.Interceptor, error) {
 					in.pending.Add(ctx, 1)
 				}
 			case DecisionFresh:
-				if res.Code == guard.OK && ref.effect != "read" {
+				if res.Code == guard.CodeOK && ref.effect != "read" {
 					if _, ok := pend.remove(opKey(call.Principal, operationID(call))); ok {
 						// A write whose lease ran out (and which a status
 						// query saw unknown) committed late after all.

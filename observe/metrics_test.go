@@ -162,31 +162,31 @@ func TestMetricsPendingUnknowns(t *testing.T) {
 	}
 	p := principal
 	// Two unknown writes; the downstream keeps their receipts.
-	w.Down.FailNext(guard.OutcomeUnknown, true)
+	w.Down.FailNext(guard.CodeOutcomeUnknown, true)
 	a := w.Dispatch(t, p, "put", `{"key":"a","value":"1"}`, "ca", "")
-	w.Down.FailNext(guard.OutcomeUnknown, true)
+	w.Down.FailNext(guard.CodeOutcomeUnknown, true)
 	b := w.Dispatch(t, p, "put", `{"key":"b","value":"1"}`, "cb", "")
-	guardtest.Want(t, a, guard.OutcomeUnknown, guard.DeliveryFresh)
-	guardtest.Want(t, b, guard.OutcomeUnknown, guard.DeliveryFresh)
+	guardtest.Want(t, a, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	guardtest.Want(t, b, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if n := pending(); n != 2 {
 		t.Fatalf("pending %v, want 2", n)
 	}
 	// A retry of the same call, and a status query while the receipt
 	// lookup fails: still the same two operations.
-	guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"a","value":"1"}`, "ca", ""), guard.OutcomeUnknown, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"a","value":"1"}`, "ca", ""), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	w.Down.FailNext(0, false)
-	guardtest.Want(t, w.Status(t, p, a.OperationID), guard.OutcomeUnknown, guard.DeliveryFresh)
+	guardtest.Want(t, w.Status(t, p, a.OperationID), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if n := pending(); n != 2 {
 		t.Fatalf("pending %v after a retry and an inconclusive query, want 2", n)
 	}
 	// Receipts come back: both settle.
 	w.Down.FailNext(0, true)
-	guardtest.Want(t, w.Status(t, p, a.OperationID), guard.OK, guard.DeliveryReceiptReconciled)
+	guardtest.Want(t, w.Status(t, p, a.OperationID), guard.CodeOK, guard.DeliveryReceiptReconciled)
 	if n := pending(); n != 1 {
 		t.Fatalf("pending %v, want 1", n)
 	}
-	guardtest.Want(t, w.Status(t, p, b.OperationID), guard.OK, guard.DeliveryReceiptReconciled)
-	guardtest.Want(t, w.Status(t, p, b.OperationID), guard.OK, guard.DeliveryLocalReplay)
+	guardtest.Want(t, w.Status(t, p, b.OperationID), guard.CodeOK, guard.DeliveryReceiptReconciled)
+	guardtest.Want(t, w.Status(t, p, b.OperationID), guard.CodeOK, guard.DeliveryLocalReplay)
 	if n := pending(); n != 0 {
 		t.Fatalf("pending %v, want 0", n)
 	}
@@ -201,12 +201,12 @@ func TestMetricsPendingUnknowns(t *testing.T) {
 	<-entered
 	w.Advance(2 * guardtest.Lease)
 	w.Down.FailNext(0, false) // the receipt lookup fails
-	guardtest.Want(t, w.Status(t, p, "cc"), guard.OutcomeUnknown, guard.DeliveryFresh)
+	guardtest.Want(t, w.Status(t, p, "cc"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if n := pending(); n != 1 {
 		t.Fatalf("pending %v after a lease ran out, want 1", n)
 	}
 	release()
-	guardtest.Want(t, <-done, guard.OK, guard.DeliveryFresh)
+	guardtest.Want(t, <-done, guard.CodeOK, guard.DeliveryFresh)
 	if n := pending(); n != 0 {
 		t.Fatalf("pending %v after the late commit, want 0", n)
 	}

@@ -95,11 +95,11 @@ func Decision(res *guard.Result) string {
 		return DecisionReplay
 	case res.Delivery == guard.DeliveryReceiptReconciled:
 		return DecisionReconciled
-	case res.Code == guard.IdempotencyConflict || res.Code == guard.CallIDConflict:
+	case res.Code == guard.CodeIdempotencyConflict || res.Code == guard.CodeCallIDConflict:
 		return DecisionConflict
-	case res.Code == guard.InProgress:
+	case res.Code == guard.CodeInProgress:
 		return DecisionInProgress
-	case res.Code == guard.OutcomeUnknown:
+	case res.Code == guard.CodeOutcomeUnknown:
 		return DecisionUnknown
 	}
 	return DecisionFresh
@@ -166,7 +166,7 @@ func (r *toolRef) markUnknown(name string) {
 // settle updates what is known of the tool once the result is: an
 // UNKNOWN_TOOL result means the name is not a tool.
 func (r *toolRef) settle(name string, res *guard.Result) {
-	if !r.unknown && res != nil && res.Code == guard.UnknownTool {
+	if !r.unknown && res != nil && res.Code == guard.CodeUnknownTool {
 		r.markUnknown(name)
 	}
 }

@@ -119,7 +119,7 @@ func endSpan(span trace.Span, res *guard.Result, err error) {
 		return
 	}
 	span.SetAttributes(resultAttrs(res)...)
-	if res.Code != guard.OK {
+	if res.Code != guard.CodeOK {
 		span.SetAttributes(KeyErrorType.String(res.Code.String()))
 		span.SetStatus(codes.Error, res.Code.String())
 	}

@@ -262,7 +262,7 @@ func TestTracingRetryAfter(t *testing.T) {
 			}},
 		}
 	})
-	guardtest.Want(t, w.Dispatch(t, principal, "get", `{"key":"k"}`, "c1", ""), guard.RateLimit, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, principal, "get", `{"key":"k"}`, "c1", ""), guard.CodeRateLimit, guard.DeliveryFresh)
 	wantAttrs(t, sr.Ended()[0], map[attribute.Key]any{observe.KeyCode: "RATE_LIMIT", observe.KeyRetryAfterMS: int64(1500),
 		observe.KeyRecovery: "retry_after", observe.KeyErrorType: "RATE_LIMIT"})
 }

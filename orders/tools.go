@@ -86,7 +86,7 @@ func toGuardError(err error) error {
 	case errors.As(err, &rl):
 		return guard.RateLimited(rl.RetryAfter, err)
 	case errors.Is(err, ErrReplyLost):
-		return guard.Unknown(err)
+		return guard.UnknownOutcome(err)
 	case errors.Is(err, ErrNoSuchOrder):
 		return guard.ErrNotFound
 	}

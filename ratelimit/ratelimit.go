@@ -147,7 +147,7 @@ func (l *Limiter) Check(ctx context.Context, inv *guard.Invocation) error {
 		if l.opts.FailOpen {
 			return nil
 		}
-		return guard.NewError(guard.Unavailable, "The rate limiter is unavailable; nothing changed.")
+		return guard.NewError(guard.CodeUnavailable, "The rate limiter is unavailable; nothing changed.")
 	}
 	if res == nil || res.Allowed > 0 {
 		return nil

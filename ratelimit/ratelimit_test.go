@@ -69,10 +69,10 @@ func TestLimitThroughGuard(t *testing.T) {
 		w := world(t, rdb, lim)
 		a := guardtest.Principal("tenant-a", "alice")
 
-		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"1"}`, "c1", ""), guard.OK, guard.DeliveryFresh)
-		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"2"}`, "c2", ""), guard.OK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"1"}`, "c1", ""), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"2"}`, "c2", ""), guard.CodeOK, guard.DeliveryFresh)
 		res := w.Dispatch(t, a, "put", `{"key":"k","value":"3"}`, "c3", "")
-		guardtest.Want(t, res, guard.RateLimit, guard.DeliveryFresh)
+		guardtest.Want(t, res, guard.CodeRateLimit, guard.DeliveryFresh)
 		if res.RetryAfter < 25*time.Second || res.RetryAfter > 30*time.Second {
 			t.Errorf("retry after %v, want about 30s", res.RetryAfter)
 		}
@@ -87,15 +87,15 @@ func TestLimitThroughGuard(t *testing.T) {
 			t.Errorf("%d writes, want 2: the limited call must not run", w.Down.Writes())
 		}
 		// Not replayed: RATE_LIMIT is not terminal.
-		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"3"}`, "c3", ""), guard.RateLimit, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"3"}`, "c3", ""), guard.CodeRateLimit, guard.DeliveryFresh)
 		// The contract's order: a retry of a call with a result gets it.
-		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"1"}`, "c1", ""), guard.OK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"1"}`, "c1", ""), guard.CodeOK, guard.DeliveryLocalReplay)
 		// Reads have no limit; another tenant has its own budget.
 		for range 5 {
-			guardtest.Want(t, w.Dispatch(t, a, "get", `{"key":"k"}`, "", ""), guard.OK, guard.DeliveryFresh)
+			guardtest.Want(t, w.Dispatch(t, a, "get", `{"key":"k"}`, "", ""), guard.CodeOK, guard.DeliveryFresh)
 		}
 		b := guardtest.Principal("tenant-b", "alice")
-		guardtest.Want(t, w.Dispatch(t, b, "put", `{"key":"k","value":"1"}`, "c1", ""), guard.OK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, b, "put", `{"key":"k","value":"1"}`, "c1", ""), guard.CodeOK, guard.DeliveryFresh)
 	})
 }
 
@@ -113,7 +113,7 @@ func TestRetryAfterFollowsServerTime(t *testing.T) {
 	}
 	err := lim.Check(ctx, inv)
 	var ge *guard.Error
-	if code, _ := guard.CodeOf(err); code != guard.RateLimit {
+	if code, _ := guard.CodeOf(err); code != guard.CodeRateLimit {
 		t.Fatalf("third call: %v, want RATE_LIMIT", err)
 	}
 	if ge, _ = err.(*guard.Error); ge.RetryAfter() != 30*time.Second {
@@ -232,7 +232,7 @@ func TestRedisDown(t *testing.T) {
 	var seen error
 	closed, _ := ratelimit.New(rdb, func(string, string) redis_rate.Limit { return twoPerMinute },
 		ratelimit.Options{OnError: func(_ context.Context, err error) { seen = err }})
-	if code, _ := guard.CodeOf(closed.Check(context.Background(), inv)); code != guard.Unavailable {
+	if code, _ := guard.CodeOf(closed.Check(context.Background(), inv)); code != guard.CodeUnavailable {
 		t.Errorf("fail closed: code %v, want UNAVAILABLE", code)
 	}
 	if seen == nil {

@@ -95,7 +95,7 @@ func FuzzDecode(f *testing.F) {
 		}
 		v, err := gt.Decode(c, parsed)
 		if err != nil {
-			if code, ok := guard.CodeOf(err); !ok || code != guard.InvalidArguments {
+			if code, ok := guard.CodeOf(err); !ok || code != guard.CodeInvalidArguments {
 				t.Fatalf("Decode(%s): error %v, want INVALID_ARGUMENTS", c, err)
 			}
 			var ge *guard.Error

@@ -131,14 +131,14 @@ func (t *Tool[In, Out]) LoggedArguments() []string { return t.logged }
 // catches numbers that overflow the Go type).
 func (t *Tool[In, Out]) Decode(canonical []byte, parsed any) (any, error) {
 	if _, ok := parsed.(map[string]any); !ok {
-		return nil, guard.NewError(guard.InvalidArguments, "The arguments must be a JSON object.")
+		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments must be a JSON object.")
 	}
 	if err := t.schema.Validate(parsed); err != nil {
-		return nil, guard.NewError(guard.InvalidArguments, validationMessage(err))
+		return nil, guard.NewError(guard.CodeInvalidArguments, validationMessage(err))
 	}
 	var in In
 	if err := json.Unmarshal(canonical, &in); err != nil {
-		return nil, guard.NewError(guard.InvalidArguments, "The arguments do not fit the tool's input types (a number out of range?).")
+		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments do not fit the tool's input types (a number out of range?).")
 	}
 	return in, nil
 }
@@ -190,7 +190,7 @@ func marshalOutput(name string, out any) (json.RawMessage, error) {
 	if err != nil {
 		// The side effect happened but its result cannot be told: the
 		// guard must treat this as unknown, not as a failure.
-		return nil, guard.Unknown(fmt.Errorf("toolset: tool %q output: %w", name, err))
+		return nil, guard.UnknownOutcome(fmt.Errorf("toolset: tool %q output: %w", name, err))
 	}
 	return b, nil
 }

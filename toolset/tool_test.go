@@ -211,7 +211,7 @@ func assertInvalidArguments(t *testing.T, v any, err error) {
 		t.Errorf("value %v returned with error", v)
 	}
 	code, ok := guard.CodeOf(err)
-	if !ok || code != guard.InvalidArguments {
+	if !ok || code != guard.CodeInvalidArguments {
 		t.Fatalf("error %v has code %v, want INVALID_ARGUMENTS", err, code)
 	}
 	var ge *guard.Error
@@ -295,7 +295,7 @@ func TestExecute(t *testing.T) {
 	})
 	for _, bad := range []any{nil, &refundIn{}, map[string]any{}} {
 		_, err := tool2.Execute(ctx, &guard.Invocation{Input: bad})
-		if code, _ := guard.CodeOf(err); code != guard.TimeoutBeforeExecute {
+		if code, _ := guard.CodeOf(err); code != guard.CodeTimeoutBeforeExecute {
 			t.Errorf("Execute with input %T: %v", bad, err)
 		}
 	}
@@ -313,7 +313,7 @@ func TestExecuteUnmarshalableOutput(t *testing.T) {
 		return math.Inf(1), nil
 	})
 	_, err := tool.Execute(context.Background(), &guard.Invocation{Input: flatIn{}})
-	if code, _ := guard.CodeOf(err); code != guard.OutcomeUnknown {
+	if code, _ := guard.CodeOf(err); code != guard.CodeOutcomeUnknown {
 		t.Errorf("Execute = %v, want OUTCOME_UNKNOWN", err)
 	}
 	tool2 := toolset.Read("r", "", func(context.Context, *guard.Invocation, flatIn) (chan int, error) {
@@ -468,7 +468,7 @@ func TestDateTimeFormatIsValidated(t *testing.T) {
 		t.Fatalf("valid date-time: %v", err)
 	}
 	err := decode(`{"at":"yesterday"}`)
-	if code, _ := guard.CodeOf(err); code != guard.InvalidArguments || !strings.Contains(err.Error(), "date-time") {
+	if code, _ := guard.CodeOf(err); code != guard.CodeInvalidArguments || !strings.Contains(err.Error(), "date-time") {
 		t.Fatalf("invented date: %v", err)
 	}
 }

@@ -65,7 +65,7 @@ func (s *Server) answer(ctx context.Context, req *sdk.CallToolRequest, call guar
 	}
 	ans, _ := resp.(*sdk.ElicitResult)
 	if ans == nil || ans.Action != "accept" || ans.Content["approve"] != true {
-		return &guard.Result{Code: guard.ApprovalRequired, Delivery: guard.DeliveryFresh, Message: DeclinedMessage}, true, nil
+		return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: DeclinedMessage}, true, nil
 	}
 	grant := guard.NewGrant(call.Principal, call.Proposal, call.Principal.SubjectID, s.opts.Clock.Now(), s.opts.GrantTTL)
 	tok, err := s.opts.Signer.Sign(grant)

@@ -148,7 +148,7 @@ func TestBadInputOverHTTP(t *testing.T) {
 			t.Errorf("%s: %d %s, want an error", body, st, ans)
 		}
 	}
-	if res := s.getOrder(10); res.Code != guard.OK {
+	if res := s.getOrder(10); res.Code != guard.CodeOK {
 		t.Fatalf("after malformed messages: %s", res)
 	}
 
@@ -157,14 +157,14 @@ func TestBadInputOverHTTP(t *testing.T) {
 		params string
 		want   guard.Code
 	}{
-		{`{"name":"delete_everything","arguments":{}}`, guard.UnknownTool},
-		{`{"name":"Get_Order","arguments":{"order_ref":"ORDER-7"}}`, guard.UnknownTool},
-		{`{"name":"get_order","arguments":"ORDER-7"}`, guard.InvalidArguments},
-		{`{"name":"get_order","arguments":["ORDER-7"]}`, guard.InvalidArguments},
-		{`{"name":"get_order","arguments":null}`, guard.InvalidArguments},
-		{`{"name":"get_order"}`, guard.InvalidArguments},
-		{`{"name":"get_order","arguments":{"order_ref":"ORDER-7","tenant_id":"tenant-b"}}`, guard.InvalidArguments},
-		{`{"name":"get_order","arguments":{"order_ref":"` + strings.Repeat("x", 40<<10) + `"}}`, guard.NotFound},
+		{`{"name":"delete_everything","arguments":{}}`, guard.CodeUnknownTool},
+		{`{"name":"Get_Order","arguments":{"order_ref":"ORDER-7"}}`, guard.CodeUnknownTool},
+		{`{"name":"get_order","arguments":"ORDER-7"}`, guard.CodeInvalidArguments},
+		{`{"name":"get_order","arguments":["ORDER-7"]}`, guard.CodeInvalidArguments},
+		{`{"name":"get_order","arguments":null}`, guard.CodeInvalidArguments},
+		{`{"name":"get_order"}`, guard.CodeInvalidArguments},
+		{`{"name":"get_order","arguments":{"order_ref":"ORDER-7","tenant_id":"tenant-b"}}`, guard.CodeInvalidArguments},
+		{`{"name":"get_order","arguments":{"order_ref":"` + strings.Repeat("x", 40<<10) + `"}}`, guard.CodeNotFound},
 	} {
 		id++ // a fresh request each: the same id again would be the same call
 		res, errMsg := s.callRaw(id, c.params)
@@ -180,7 +180,7 @@ func TestBadInputOverHTTP(t *testing.T) {
 	if st, _ := s.post(`{"jsonrpc":"2.0","id":30,"method":"tools/call","params":{"name":"get_order","arguments":{"order_ref":"` + strings.Repeat("x", 70<<10) + `"}}}`); st != http.StatusRequestEntityTooLarge {
 		t.Errorf("oversized: %d, want 413", st)
 	}
-	if res := s.getOrder(31); res.Code != guard.OK {
+	if res := s.getOrder(31); res.Code != guard.CodeOK {
 		t.Fatalf("after an oversized message: %s", res)
 	}
 	// No token, a wrong token: 401.
@@ -198,10 +198,10 @@ func TestOversizedArguments(t *testing.T) {
 	w := newWorld(t, tgmcp.Options{})
 	cs := w.connect(t, nil)
 	res, _ := call(t, cs, "get_order", map[string]any{"order_ref": strings.Repeat("x", 600<<10)}, nil)
-	if res.Code != guard.InvalidArguments {
+	if res.Code != guard.CodeInvalidArguments {
 		t.Fatalf("got %s", res)
 	}
-	if res, _ := call(t, cs, "get_order", map[string]any{"order_ref": "ORDER-7"}, nil); res.Code != guard.OK {
+	if res, _ := call(t, cs, "get_order", map[string]any{"order_ref": "ORDER-7"}, nil); res.Code != guard.CodeOK {
 		t.Fatalf("after: %s", res)
 	}
 }
@@ -227,32 +227,32 @@ func TestSessionsAreApart(t *testing.T) {
 	grant, _ := w.signer.Sign(guard.NewGrant(user1, guard.Proposal{Name: "create_refund_draft", Arguments: []byte(args)}, "approver", time.Now(), time.Minute))
 	params := `{"name":"create_refund_draft","arguments":` + args + `,"_meta":{"toolguard/approval":"` + grant + `","toolguard/request":"forged 1"}}`
 	first, errMsg := a.callRaw(7, params)
-	if first == nil || first.Code != guard.OK || w.svc.SideEffects() != 1 {
+	if first == nil || first.Code != guard.CodeOK || w.svc.SideEffects() != 1 {
 		t.Fatalf("refund: %v %q, %d drafts", first, errMsg, w.svc.SideEffects())
 	}
 	again, _ := a.callRaw(7, params)
-	if again.Code != guard.OK || again.Delivery != guard.DeliveryLocalReplay || w.svc.SideEffects() != 1 {
+	if again.Code != guard.CodeOK || again.Delivery != guard.DeliveryLocalReplay || w.svc.SideEffects() != 1 {
 		t.Fatalf("same request again in its session: %s, %d drafts", again, w.svc.SideEffects())
 	}
 	a2 := w.raw(t, url, "token-a")
 	other, _ := a2.callRaw(7, params)
-	if other.Code != guard.OK || other.Delivery != guard.DeliveryFresh || w.svc.SideEffects() != 2 {
+	if other.Code != guard.CodeOK || other.Delivery != guard.DeliveryFresh || w.svc.SideEffects() != 2 {
 		t.Fatalf("same request id in another session: %s, %d drafts", other, w.svc.SideEffects())
 	}
 
 	// tenant-a's order and operations do not exist for tenant-b.
-	if res := b.getOrder(1); res.Code != guard.NotFound {
+	if res := b.getOrder(1); res.Code != guard.CodeNotFound {
 		t.Fatalf("tenant-b reads ORDER-7: %s", res)
 	}
 	ops, _ := a.callRaw(8, `{"name":"get_order","arguments":{"order_ref":"ORDER-7"},"_meta":{"toolguard/call_id":"op-a-1"}}`)
-	if ops.Code != guard.OK {
+	if ops.Code != guard.CodeOK {
 		t.Fatal(ops)
 	}
 	for _, s := range []*rawSession{a, b} {
 		res, _ := s.callRaw(9, `{"name":"query_operation_status","arguments":{"operation_id":"op-a-1"}}`)
-		want := guard.OK
+		want := guard.CodeOK
 		if s == b {
-			want = guard.NotFound
+			want = guard.CodeNotFound
 		}
 		if res.Code != want {
 			t.Errorf("status of op-a-1 from %s: %s, want %s", s.token, res, want)
@@ -271,7 +271,7 @@ func TestWriteWithoutIdentity(t *testing.T) {
 	if err == nil || !strings.Contains(err.Error(), "a write needs an identity") || w.svc.SideEffects() != 0 {
 		t.Fatalf("got %v, %d drafts", err, w.svc.SideEffects())
 	}
-	if res, _ := call(t, cs, "get_order", map[string]any{"order_ref": "ORDER-7"}, nil); res.Code != guard.OK {
+	if res, _ := call(t, cs, "get_order", map[string]any{"order_ref": "ORDER-7"}, nil); res.Code != guard.CodeOK {
 		t.Fatalf("after: %s", res)
 	}
 }

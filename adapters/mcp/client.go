@@ -149,10 +149,10 @@ func (t *RemoteTool) LoggedArguments() []string { return nil }
 // server's inputSchema accepts; the input is their canonical JSON.
 func (t *RemoteTool) Decode(canonical []byte, parsed any) (any, error) {
 	if _, ok := parsed.(map[string]any); !ok {
-		return nil, guard.NewError(guard.InvalidArguments, "The arguments must be a JSON object.")
+		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments must be a JSON object.")
 	}
 	if err := t.compiled.Validate(parsed); err != nil {
-		return nil, guard.NewError(guard.InvalidArguments, "The arguments do not match the tool's schema.")
+		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments do not match the tool's schema.")
 	}
 	return json.RawMessage(canonical), nil
 }
@@ -189,9 +189,9 @@ func callError(err error) error {
 		return guard.NotStarted(err) // nothing reached the server
 	case errors.As(err, &werr) && werr.Code == jsonrpc.CodeInvalidParams:
 		// The server refused the call before running it.
-		return guard.NewError(guard.InvalidArguments, "The remote server refused the arguments.")
+		return guard.NewError(guard.CodeInvalidArguments, "The remote server refused the arguments.")
 	}
-	return guard.Unknown(err) // sent, answer lost: for a read the guard says UNAVAILABLE
+	return guard.UnknownOutcome(err) // sent, answer lost: for a read the guard says UNAVAILABLE
 }
 
 // remoteOutput turns a remote CallToolResult into the tool's output or a
@@ -215,20 +215,20 @@ func remoteOutput(res *sdk.CallToolResult) (json.RawMessage, error) {
 // unknown outcome as unknown.
 func modelResultOutput(mr *guard.Result) (json.RawMessage, error) {
 	switch {
-	case mr.Code == guard.OK:
+	case mr.Code == guard.CodeOK:
 		return mr.Data, nil
-	case mr.Code == guard.NotFound:
+	case mr.Code == guard.CodeNotFound:
 		return nil, guard.ErrNotFound
-	case mr.Code == guard.TimeoutBeforeExecute:
+	case mr.Code == guard.CodeTimeoutBeforeExecute:
 		return nil, guard.NotStarted(errors.New("mcp: the remote server did not start the call"))
-	case mr.Code == guard.RateLimit:
+	case mr.Code == guard.CodeRateLimit:
 		return nil, guard.RateLimited(mr.RetryAfter, errors.New("mcp: the remote server is rate limited"))
-	case mr.Code == guard.InvalidArguments || mr.Code == guard.UnknownTool:
-		return nil, guard.NewError(guard.InvalidArguments, mr.Message)
+	case mr.Code == guard.CodeInvalidArguments || mr.Code == guard.CodeUnknownTool:
+		return nil, guard.NewError(guard.CodeInvalidArguments, mr.Message)
 	case mr.Outcome() == guard.OutcomeNotStarted:
-		return nil, guard.NewError(guard.Unavailable, "The remote server did not run the call: "+mr.Message)
+		return nil, guard.NewError(guard.CodeUnavailable, "The remote server did not run the call: "+mr.Message)
 	}
-	return nil, guard.Unknown(fmt.Errorf("mcp: the remote outcome is %s", mr.Code))
+	return nil, guard.UnknownOutcome(fmt.Errorf("mcp: the remote outcome is %s", mr.Code))
 }
 
 func contentText(res *sdk.CallToolResult) string {

@@ -142,30 +142,30 @@ func TestRemoteCallsPassTheGuard(t *testing.T) {
 	g, _ := guarded(t, tp, tgmcp.ImportOptions{})
 
 	res := dispatch(t, g, remoteCall(user1, "lookup", `{"text":"x"}`, ""))
-	if res.Code != guard.OK || string(res.Data) != `{"found":"x"}` {
+	if res.Code != guard.CodeOK || string(res.Data) != `{"found":"x"}` {
 		t.Fatalf("lookup: %s", res)
 	}
 	// The server's schema is checked here: a wrong type never leaves.
 	res = dispatch(t, g, remoteCall(user1, "add_note", `{"text":7}`, "k1"))
-	if res.Code != guard.InvalidArguments || tp.count() != 0 {
+	if res.Code != guard.CodeInvalidArguments || tp.count() != 0 {
 		t.Fatalf("bad arguments: %s, %d remote calls", res, tp.count())
 	}
 	// Another tenant: not found, never sent.
 	other := guard.Principal{TenantID: "tenant-b", SubjectID: "user-1"}
 	c := remoteCall(other, "add_note", `{"text":"hi"}`, "k1")
 	c.Approval = grantFor(t, c)
-	if res = dispatch(t, g, c); res.Code != guard.NotFound || tp.count() != 0 {
+	if res = dispatch(t, g, c); res.Code != guard.CodeNotFound || tp.count() != 0 {
 		t.Fatalf("tenant-b: %s, %d remote calls", res, tp.count())
 	}
 	// A write needs approval; with it, it runs once, and the downstream
 	// key travels in _meta.
 	c = remoteCall(user1, "add_note", `{"text":"hi"}`, "k1")
-	if res = dispatch(t, g, c); res.Code != guard.ApprovalRequired || tp.count() != 0 {
+	if res = dispatch(t, g, c); res.Code != guard.CodeApprovalRequired || tp.count() != 0 {
 		t.Fatalf("no approval: %s, %d remote calls", res, tp.count())
 	}
 	c.Approval = grantFor(t, c)
 	for i := 0; i < 2; i++ {
-		if res = dispatch(t, g, c); res.Code != guard.OK || tp.count() != 1 {
+		if res = dispatch(t, g, c); res.Code != guard.CodeOK || tp.count() != 1 {
 			t.Fatalf("call %d: %s, %d remote calls", i, res, tp.count())
 		}
 	}
@@ -180,7 +180,7 @@ func TestRemoteLostReply(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
 	res, err := g.Dispatch(ctx, remoteCall(user1, "slow_write", `{}`, "slow-1"))
-	if err != nil || res.Code != guard.OutcomeUnknown {
+	if err != nil || res.Code != guard.CodeOutcomeUnknown {
 		t.Fatalf("got %v, %v", res, err)
 	}
 }
@@ -205,7 +205,7 @@ func TestRemoteConnectionRefused(t *testing.T) {
 	g, _ := importInto(t, cs, tgmcp.ImportOptions{NoApproval: func(*sdk.Tool) bool { return true }})
 	_ = hs.Close()
 	res := dispatch(t, g, remoteCall(user1, "add_note", `{"text":"hi"}`, "refused-1"))
-	if res.Code != guard.TimeoutBeforeExecute || tp.count() != 0 {
+	if res.Code != guard.CodeTimeoutBeforeExecute || tp.count() != 0 {
 		t.Fatalf("got %s, %d remote calls", res, tp.count())
 	}
 }
@@ -218,10 +218,10 @@ func TestImportToolguardServer(t *testing.T) {
 	g, _ := importInto(t, cs, tgmcp.ImportOptions{})
 	res := dispatch(t, g, remoteCall(user1, "get_order", `{"order_ref":"ORDER-7"}`, ""))
 	var data map[string]string
-	if res.Code != guard.OK || json.Unmarshal(res.Data, &data) != nil || data["status"] != "paid" {
+	if res.Code != guard.CodeOK || json.Unmarshal(res.Data, &data) != nil || data["status"] != "paid" {
 		t.Fatalf("get_order: %s", res)
 	}
-	if res = dispatch(t, g, remoteCall(user1, "get_order", `{"order_ref":"ORDER-9"}`, "")); res.Code != guard.NotFound {
+	if res = dispatch(t, g, remoteCall(user1, "get_order", `{"order_ref":"ORDER-9"}`, "")); res.Code != guard.CodeNotFound {
 		t.Fatalf("ORDER-9: %s", res)
 	}
 }

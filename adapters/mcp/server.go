@@ -208,7 +208,7 @@ func ToolResult(res *guard.Result) *sdk.CallToolResult {
 	return &sdk.CallToolResult{
 		Content:           []sdk.Content{&sdk.TextContent{Text: text}},
 		StructuredContent: json.RawMessage(text),
-		IsError:           res.Code != guard.OK,
+		IsError:           res.Code != guard.CodeOK,
 	}
 }
 
@@ -280,7 +280,7 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if err != nil {
 		return nil, hostError(err)
 	}
-	if res.Code == guard.ApprovalRequired && call.Approval == "" && s.canElicit(req) {
+	if res.Code == guard.CodeApprovalRequired && call.Approval == "" && s.canElicit(req) {
 		return s.ask(call), nil
 	}
 	return ToolResult(res), nil
@@ -390,7 +390,7 @@ func (s *Server) queryStatus(ctx context.Context, p guard.Principal, ec guard.Ex
 	dec := json.NewDecoder(bytesReader(raw))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&in); err != nil || in.OperationID == "" {
-		return ToolResult(&guard.Result{Code: guard.InvalidArguments, Delivery: guard.DeliveryFresh,
+		return ToolResult(&guard.Result{Code: guard.CodeInvalidArguments, Delivery: guard.DeliveryFresh,
 			Message: `The status tool takes {"operation_id": "<id from the earlier result>"}.`}), nil
 	}
 	sc := guard.StatusCall{Principal: p, OperationID: guard.SafeID(in.OperationID), Context: ec}

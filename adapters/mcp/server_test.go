@@ -87,7 +87,7 @@ func call(t *testing.T, cs *sdk.ClientSession, name string, args any, meta sdk.M
 	if text != res.String() {
 		t.Fatalf("content %s, structured %s", text, res.String())
 	}
-	if r.IsError != (res.Code != guard.OK) {
+	if r.IsError != (res.Code != guard.CodeOK) {
 		t.Fatalf("isError %t for %s", r.IsError, res.Code)
 	}
 	return res, r
@@ -139,13 +139,13 @@ func TestGetOrder(t *testing.T) {
 	w := newWorld(t, tgmcp.Options{})
 	cs := w.connect(t, nil)
 	res, r := call(t, cs, "get_order", map[string]any{"order_ref": "ORDER-7"}, nil)
-	if res.Code != guard.OK || string(res.Data) != `{"order_ref":"ORDER-7","status":"paid"}` || r.IsError {
+	if res.Code != guard.CodeOK || string(res.Data) != `{"order_ref":"ORDER-7","status":"paid"}` || r.IsError {
 		t.Fatalf("got %s", res)
 	}
 	// Another tenant's order, named in the arguments: not found, exactly as
 	// if it did not exist.
 	res, _ = call(t, cs, "get_order", map[string]any{"order_ref": "ORDER-9"}, nil)
-	if res.Code != guard.NotFound {
+	if res.Code != guard.CodeNotFound {
 		t.Fatalf("ORDER-9 of tenant-b: %s", res)
 	}
 }
@@ -158,7 +158,7 @@ func TestRefundWithGrantInMeta(t *testing.T) {
 	cs := w.connect(t, nil)
 	args := map[string]any{"order_ref": "ORDER-7", "reason": "duplicate"}
 	res, _ := call(t, cs, "create_refund_draft", args, nil)
-	if res.Code != guard.ApprovalRequired || w.svc.SideEffects() != 0 {
+	if res.Code != guard.CodeApprovalRequired || w.svc.SideEffects() != 0 {
 		t.Fatalf("no grant: %s, %d drafts", res, w.svc.SideEffects())
 	}
 	argsJSON, _ := json.Marshal(args)
@@ -167,7 +167,7 @@ func TestRefundWithGrantInMeta(t *testing.T) {
 	meta := sdk.Meta{tgmcp.MetaApproval: tok, tgmcp.MetaIdempotencyKey: "refund-1"}
 	for i, want := range []guard.Delivery{guard.DeliveryFresh, guard.DeliveryLocalReplay} {
 		res, _ = call(t, cs, "create_refund_draft", args, meta)
-		if res.Code != guard.OK || res.Delivery != want || w.svc.SideEffects() != 1 {
+		if res.Code != guard.CodeOK || res.Delivery != want || w.svc.SideEffects() != 1 {
 			t.Fatalf("call %d: %s, %d drafts", i, res, w.svc.SideEffects())
 		}
 	}
@@ -194,17 +194,17 @@ func TestRefundElicitation(t *testing.T) {
 	args := map[string]any{"order_ref": "ORDER-7", "reason": "duplicate"}
 	meta := sdk.Meta{tgmcp.MetaIdempotencyKey: "refund-7"}
 	res, _ := call(t, cs, "create_refund_draft", args, meta)
-	if res.Code != guard.OK || w.svc.SideEffects() != 1 || asked.Load() != 1 {
+	if res.Code != guard.CodeOK || w.svc.SideEffects() != 1 || asked.Load() != 1 {
 		t.Fatalf("approved: %s, %d drafts, asked %d", res, w.svc.SideEffects(), asked.Load())
 	}
 	res, _ = call(t, cs, "create_refund_draft", args, meta)
-	if res.Code != guard.OK || res.Delivery != guard.DeliveryLocalReplay || w.svc.SideEffects() != 1 || asked.Load() != 1 {
+	if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay || w.svc.SideEffects() != 1 || asked.Load() != 1 {
 		t.Fatalf("repeat: %s, %d drafts, asked %d", res, w.svc.SideEffects(), asked.Load())
 	}
 	for _, a := range []string{"decline", "cancel"} {
 		answer = a
 		res, _ = call(t, cs, "create_refund_draft", map[string]any{"order_ref": "ORDER-7", "reason": "damaged"}, nil)
-		if res.Code != guard.ApprovalRequired || res.Message != tgmcp.DeclinedMessage || w.svc.SideEffects() != 1 {
+		if res.Code != guard.CodeApprovalRequired || res.Message != tgmcp.DeclinedMessage || w.svc.SideEffects() != 1 {
 			t.Fatalf("%s: %s, %d drafts", a, res, w.svc.SideEffects())
 		}
 	}

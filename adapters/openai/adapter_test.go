@@ -57,7 +57,7 @@ func TestRoundTrip(t *testing.T) {
 	if len(calls) != 3 {
 		t.Fatalf("%d calls, want 3", len(calls))
 	}
-	wantCodes := []guard.Code{guard.OK, guard.InvalidArguments, guard.UnknownTool}
+	wantCodes := []guard.Code{guard.CodeOK, guard.CodeInvalidArguments, guard.CodeUnknownTool}
 	for i, c := range calls {
 		call := tgopenai.Call(p, resp.ID, c)
 		if call.Context.Provider != "openai" || call.Context.APIFamily != "responses" ||
@@ -114,7 +114,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestOutputText(t *testing.T) {
-	item := tgopenai.Output("call_9", &guard.Result{Code: guard.NotFound})
+	item := tgopenai.Output("call_9", &guard.Result{Code: guard.CodeNotFound})
 	id, out, ok := tgopenai.OutputText(item)
 	if !ok || id != "call_9" {
 		t.Fatalf("OutputText = %q, %q, %v", id, out, ok)
@@ -198,9 +198,9 @@ func TestHostileArgumentsAtDefaultLimits(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: host error %v", name, err)
 		}
-		want := guard.InvalidArguments
+		want := guard.CodeInvalidArguments
 		if name == "escaped NUL" {
-			want = guard.NotFound // valid JSON; no such order
+			want = guard.CodeNotFound // valid JSON; no such order
 		}
 		if res.Code != want {
 			t.Errorf("%s: %s, want %s", name, res, want)

@@ -74,7 +74,7 @@ func Example() {
 				return
 			}
 			detail := string(res.Data)
-			if res.Code != guard.OK {
+			if res.Code != guard.CodeOK {
 				detail = res.Message
 			}
 			fmt.Printf("%s(%s) -> %s %s\n", fc.Name, fc.Arguments, res.Code, detail)

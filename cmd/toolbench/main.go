@@ -272,7 +272,7 @@ func (a *agent) next(i int) (guard.Call, guard.Code) {
 		c.Proposal = guard.Proposal{Name: "create_refund_draft", Arguments: writeArgs}
 		c.Context.IdempotencyKey, c.Approval = a.written[a.rng.IntN(len(a.written))], a.grant
 	}
-	return c, guard.OK
+	return c, guard.CodeOK
 }
 
 type draft struct {

@@ -49,10 +49,10 @@ func world(t *testing.T, rdb redis.UniversalClient, prefix string) *guardtest.Wo
 	}
 	w := guardtest.NewWorld(t, s)
 	for _, c := range []string{"1", "2"} {
-		w.Down.FailNext(guard.OutcomeUnknown, false)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"`+c+`"}`, "c"+c, "idem-"+c), guard.OutcomeUnknown, guard.DeliveryFresh)
+		w.Down.FailNext(guard.CodeOutcomeUnknown, false)
+		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"`+c+`"}`, "c"+c, "idem-"+c), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	}
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"c","value":"3"}`, "c3", "idem-3"), guard.OK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"c","value":"3"}`, "c3", "idem-3"), guard.CodeOK, guard.DeliveryFresh)
 	return w
 }
 
@@ -93,8 +93,8 @@ func TestListAndResolve(t *testing.T) {
 			t.Fatalf("stdout %q", o.stdout)
 		}
 		want(t, exec(w.Now, base("list")...), 0, "0 unsettled operations")
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c9", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-2"), guard.OK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c9", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-2"), guard.CodeOK, guard.DeliveryFresh)
 
 		// Refusals: a committed operation, an unknown one.
 		o = exec(w.Now, base("resolve", "-subject", "alice", "-key", "k:idem-3", "-as", "not_executed", "-by", "bob@ops")...)
@@ -171,7 +171,7 @@ func TestResolveInProgress(t *testing.T) {
 	// The holders were alive: their late commits are stored, not lost.
 	release()
 	for range 2 {
-		guardtest.Want(t, <-done, guard.OK, guard.DeliveryFresh)
+		guardtest.Want(t, <-done, guard.CodeOK, guard.DeliveryFresh)
 	}
 	if n := w.Down.Writes(); n != 2 {
 		t.Fatalf("%d writes", n)

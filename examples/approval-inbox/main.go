@@ -80,7 +80,7 @@ func script() []openaitest.Turn {
 	draft := openaitest.Call{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}
 	answer := func(req openaitest.Request, retry bool) *openaitest.Turn {
 		for _, r := range demo.LastOutputs(req) {
-			if r.Code == guard.OK {
+			if r.Code == guard.CodeOK {
 				var d orders.Draft
 				_ = json.Unmarshal(r.Data, &d)
 				return &openaitest.Turn{Text: fmt.Sprintf("Done: refund draft %s for %s (%s) is created.", d.ID, d.OrderRef, d.Reason)}

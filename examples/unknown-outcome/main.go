@@ -50,7 +50,7 @@ func script() []openaitest.Turn {
 		}},
 		{Respond: func(req openaitest.Request) *openaitest.Turn {
 			for _, r := range demo.LastOutputs(req) {
-				if r.Code == guard.OK {
+				if r.Code == guard.CodeOK {
 					var d orders.Draft
 					_ = json.Unmarshal(r.Data, &d)
 					return &openaitest.Turn{Text: fmt.Sprintf("Confirmed: refund draft %s exists for %s; nothing was created twice.", d.ID, d.OrderRef)}

@@ -283,7 +283,7 @@ func (d *Downstream) Tools() *toolset.Set {
 	})
 	put := toolset.Write("put", "Write a value.", func(ctx context.Context, inv *guard.Invocation, in PutIn) (map[string]any, error) {
 		d.mu.Lock()
-		if d.fail == guard.TimeoutBeforeExecute {
+		if d.fail == guard.CodeTimeoutBeforeExecute {
 			d.fail = 0
 			d.mu.Unlock()
 			return nil, guard.NotStarted(fmt.Errorf("downstream: not sent"))
@@ -304,8 +304,8 @@ func (d *Downstream) Tools() *toolset.Set {
 			entered <- struct{}{}
 			<-block
 		}
-		if fail == guard.OutcomeUnknown {
-			return nil, guard.Unknown(fmt.Errorf("downstream: reply lost"))
+		if fail == guard.CodeOutcomeUnknown {
+			return nil, guard.UnknownOutcome(fmt.Errorf("downstream: reply lost"))
 		}
 		return out, nil
 	}).RequireApproval().Receipt(func(_ context.Context, inv *guard.Invocation) (map[string]any, bool, error) {

@@ -15,43 +15,43 @@ var alice = Principal("tenant-a", "alice")
 
 func testReadBindsCallID(t *testing.T, w *World) {
 	r := w.Dispatch(t, alice, "get", `{"key":"k1"}`, "c1", "")
-	Want(t, r, guard.OK, guard.DeliveryFresh)
+	Want(t, r, guard.CodeOK, guard.DeliveryFresh)
 	again := w.Dispatch(t, alice, "get", `{ "key" : "k1" }`, "c1", "")
-	Want(t, again, guard.OK, guard.DeliveryLocalReplay)
+	Want(t, again, guard.CodeOK, guard.DeliveryLocalReplay)
 	if string(again.Data) != string(r.Data) {
 		t.Fatalf("replayed data %s, want %s", again.Data, r.Data)
 	}
 }
 
 func testCallIDConflict(t *testing.T, w *World) {
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"k1"}`, "c1", ""), guard.OK, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"k2"}`, "c1", ""), guard.CallIDConflict, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"k1"}`, "c1", ""), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"k2"}`, "c1", ""), guard.CodeCallIDConflict, guard.DeliveryFresh)
 	// The conflict did not overwrite the original binding.
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"k1"}`, "c1", ""), guard.OK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"k1"}`, "c1", ""), guard.CodeOK, guard.DeliveryLocalReplay)
 	// A conflict is also a check failure: it wins over everything after it.
-	Want(t, w.Dispatch(t, alice, "no_such_tool", `{}`, "c1", ""), guard.CallIDConflict, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "no_such_tool", `{}`, "c1", ""), guard.CodeCallIDConflict, guard.DeliveryFresh)
 }
 
 func testFailedCheckReplay(t *testing.T, w *World) {
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"secret-1"}`, "c1", ""), guard.NotFound, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"secret-1"}`, "c1", ""), guard.NotFound, guard.DeliveryLocalReplay)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":1}`, "c2", ""), guard.InvalidArguments, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":1}`, "c2", ""), guard.InvalidArguments, guard.DeliveryLocalReplay)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":`, "c3", ""), guard.InvalidArguments, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":`, "c3", ""), guard.InvalidArguments, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"secret-1"}`, "c1", ""), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"secret-1"}`, "c1", ""), guard.CodeNotFound, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":1}`, "c2", ""), guard.CodeInvalidArguments, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":1}`, "c2", ""), guard.CodeInvalidArguments, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":`, "c3", ""), guard.CodeInvalidArguments, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":`, "c3", ""), guard.CodeInvalidArguments, guard.DeliveryLocalReplay)
 }
 
 func testWriteOnce(t *testing.T, w *World) {
 	first := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
-	Want(t, first, guard.OK, guard.DeliveryFresh)
+	Want(t, first, guard.CodeOK, guard.DeliveryFresh)
 	// Another call id, same key and intent: a replay, without running.
 	again := w.Dispatch(t, alice, "put", `{"value":"1","key":"a"}`, "c2", "idem-1")
-	Want(t, again, guard.OK, guard.DeliveryLocalReplay)
+	Want(t, again, guard.CodeOK, guard.DeliveryLocalReplay)
 	if string(again.Data) != string(first.Data) {
 		t.Fatalf("replayed %s, want %s", again.Data, first.Data)
 	}
 	// The same call id again: also a replay.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
 	if n := w.Down.Writes(); n != 1 {
 		t.Fatalf("%d side effects, want 1", n)
 	}
@@ -59,39 +59,39 @@ func testWriteOnce(t *testing.T, w *World) {
 
 func testIdempotencyConflict(t *testing.T, w *World) {
 	first := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
-	Want(t, first, guard.OK, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-1"), guard.IdempotencyConflict, guard.DeliveryFresh)
+	Want(t, first, guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-1"), guard.CodeIdempotencyConflict, guard.DeliveryFresh)
 	// The conflicting call id keeps its conflict; the key keeps the original.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-1"), guard.IdempotencyConflict, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-1"), guard.CodeIdempotencyConflict, guard.DeliveryLocalReplay)
 	again := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c3", "idem-1")
-	Want(t, again, guard.OK, guard.DeliveryLocalReplay)
+	Want(t, again, guard.CodeOK, guard.DeliveryLocalReplay)
 	if string(again.Data) != string(first.Data) || w.Down.Writes() != 1 {
 		t.Fatalf("after conflict: data %s writes %d, want %s and 1", again.Data, w.Down.Writes(), first.Data)
 	}
 }
 
 func testNotStartedFreesKey(t *testing.T, w *World) {
-	w.Down.FailNext(guard.TimeoutBeforeExecute, true)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.TimeoutBeforeExecute, guard.DeliveryFresh)
+	w.Down.FailNext(guard.CodeTimeoutBeforeExecute, true)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeTimeoutBeforeExecute, guard.DeliveryFresh)
 	// Not replayed: the same call id and key run again and execute.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
 	// A failed check before the reservation leaves the key free too.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"b"}`, "c2", "idem-2"), guard.InvalidArguments, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c3", "idem-2"), guard.OK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"b"}`, "c2", "idem-2"), guard.CodeInvalidArguments, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c3", "idem-2"), guard.CodeOK, guard.DeliveryFresh)
 	if n := w.Down.Writes(); n != 2 {
 		t.Fatalf("%d side effects, want 2", n)
 	}
 }
 
 func testUnknownNeverBlind(t *testing.T, w *World) {
-	w.Down.FailNext(guard.OutcomeUnknown, false)
+	w.Down.FailNext(guard.CodeOutcomeUnknown, false)
 	r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
-	Want(t, r, guard.OutcomeUnknown, guard.DeliveryFresh)
+	Want(t, r, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if r.OperationID != "c1" {
 		t.Fatalf("operation id %q, want the call id c1 (the default)", r.OperationID)
 	}
 	for i, call := range []string{"c1", "c2"} {
-		Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, call, "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
+		Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, call, "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 		if n := w.Down.Writes(); n != 1 {
 			t.Fatalf("retry %d: %d side effects, want 1", i, n)
 		}
@@ -99,32 +99,32 @@ func testUnknownNeverBlind(t *testing.T, w *World) {
 }
 
 func testStatusReconciles(t *testing.T, w *World) {
-	w.Down.FailNext(guard.OutcomeUnknown, true)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
+	w.Down.FailNext(guard.CodeOutcomeUnknown, true)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	s := w.Status(t, alice, "c1")
-	Want(t, s, guard.OK, guard.DeliveryReceiptReconciled)
+	Want(t, s, guard.CodeOK, guard.DeliveryReceiptReconciled)
 	var out map[string]any
 	if err := json.Unmarshal(s.Data, &out); err != nil || out["value"] != "1" {
 		t.Fatalf("reconciled data %s", s.Data)
 	}
-	Want(t, w.Status(t, alice, "c1"), guard.OK, guard.DeliveryLocalReplay)
+	Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
 	// The key and the original call id now replay the settled result.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c9", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c9", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
 	if n := w.Down.Writes(); n != 1 {
 		t.Fatalf("%d side effects, want 1", n)
 	}
 }
 
 func testStatusStaysUnknown(t *testing.T, w *World) {
-	w.Down.FailNext(guard.OutcomeUnknown, false)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
+	w.Down.FailNext(guard.CodeOutcomeUnknown, false)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	s := w.Status(t, alice, "c1")
-	Want(t, s, guard.OutcomeUnknown, guard.DeliveryFresh)
+	Want(t, s, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if s.OperationID != "c1" {
 		t.Fatalf("operation id %q, want c1", s.OperationID)
 	}
-	Want(t, w.Status(t, alice, "never-ran"), guard.NotFound, guard.DeliveryFresh)
+	Want(t, w.Status(t, alice, "never-ran"), guard.CodeNotFound, guard.DeliveryFresh)
 }
 
 func testInProgress(t *testing.T, w *World) {
@@ -133,15 +133,15 @@ func testInProgress(t *testing.T, w *World) {
 	done := goDispatch(w, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
 	Entered(t, entered)
 	r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1")
-	Want(t, r, guard.InProgress, guard.DeliveryFresh)
+	Want(t, r, guard.CodeInProgress, guard.DeliveryFresh)
 	if r.RetryAfter <= 0 || r.RetryAfter > Lease {
 		t.Fatalf("retry after %v, want within the lease %v", r.RetryAfter, Lease)
 	}
-	Want(t, w.Status(t, alice, "c1"), guard.InProgress, guard.DeliveryFresh)
+	Want(t, w.Status(t, alice, "c1"), guard.CodeInProgress, guard.DeliveryFresh)
 	release()
-	Want(t, done(t), guard.OK, guard.DeliveryFresh)
+	Want(t, done(t), guard.CodeOK, guard.DeliveryFresh)
 	// IN_PROGRESS is not replayed: the second call id now gets the result.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
 }
 
 func testLeaseExpiry(t *testing.T, w *World) {
@@ -151,16 +151,16 @@ func testLeaseExpiry(t *testing.T, w *World) {
 	Entered(t, entered)
 	// The holder looks dead: its lease runs out on the guard's clock.
 	w.Advance(Lease + time.Second)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if n := w.Down.Writes(); n != 1 {
 		t.Fatalf("%d side effects after lease expiry, want 1 (never re-executed)", n)
 	}
 	// The holder was alive after all: its commit tells the truth.
 	release()
-	Want(t, done(t), guard.OK, guard.DeliveryFresh)
-	Want(t, w.Status(t, alice, "c1"), guard.OK, guard.DeliveryLocalReplay)
+	Want(t, done(t), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
 	// A read has no reservation: it simply runs again.
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", ""), guard.OK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", ""), guard.CodeOK, guard.DeliveryFresh)
 }
 
 func testConcurrentSameKey(t *testing.T, w *World) {
@@ -184,9 +184,9 @@ func testConcurrentSameKey(t *testing.T, w *World) {
 	fresh := 0
 	for i, r := range results {
 		switch {
-		case r.Code == guard.OK && r.Delivery == guard.DeliveryFresh:
+		case r.Code == guard.CodeOK && r.Delivery == guard.DeliveryFresh:
 			fresh++
-		case r.Code == guard.OK && r.Delivery == guard.DeliveryLocalReplay, r.Code == guard.InProgress:
+		case r.Code == guard.CodeOK && r.Delivery == guard.DeliveryLocalReplay, r.Code == guard.CodeInProgress:
 		default:
 			t.Errorf("caller %d got %s", i, r)
 		}
@@ -202,10 +202,10 @@ func testConcurrentSameKey(t *testing.T, w *World) {
 func testScopesIsolated(t *testing.T, w *World) {
 	bob := Principal("tenant-a", "bob")
 	other := Principal("tenant-b", "alice")
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
 	// The same call id and key in another subject or tenant are theirs.
-	Want(t, w.Dispatch(t, bob, "put", `{"key":"a","value":"2"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, other, "put", `{"key":"a","value":"3"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, bob, "put", `{"key":"a","value":"2"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, other, "put", `{"key":"a","value":"3"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
 	if n := w.Down.Writes(); n != 3 {
 		t.Fatalf("%d side effects, want 3", n)
 	}
@@ -218,7 +218,7 @@ func testHostileIDs(t *testing.T, w *World) {
 	}
 	for i, p := range hostile {
 		call := fmt.Sprintf("call:{%d}\n", i)
-		Want(t, w.Dispatch(t, p, "put", fmt.Sprintf(`{"key":"k","value":"%d"}`, i), call, "idem:{x}"), guard.OK, guard.DeliveryFresh)
+		Want(t, w.Dispatch(t, p, "put", fmt.Sprintf(`{"key":"k","value":"%d"}`, i), call, "idem:{x}"), guard.CodeOK, guard.DeliveryFresh)
 	}
 	if n := w.Down.Writes(); n != len(hostile) {
 		t.Fatalf("%d side effects, want %d: hostile ids made two scopes meet", n, len(hostile))
@@ -235,10 +235,10 @@ func testHostileIDs(t *testing.T, w *World) {
 }
 
 func testStatusOtherPrincipal(t *testing.T, w *World) {
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
-	Want(t, w.Status(t, Principal("tenant-a", "bob"), "c1"), guard.NotFound, guard.DeliveryFresh)
-	Want(t, w.Status(t, Principal("tenant-b", "alice"), "c1"), guard.NotFound, guard.DeliveryFresh)
-	Want(t, w.Status(t, alice, "c1"), guard.OK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Status(t, Principal("tenant-a", "bob"), "c1"), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.Status(t, Principal("tenant-b", "alice"), "c1"), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
 }
 
 func testAuditChain(t *testing.T, w *World) {
@@ -265,11 +265,11 @@ func testAuditChain(t *testing.T, w *World) {
 		side guard.SideEffect
 		act  string
 	}{
-		{guard.OK, guard.DeliveryFresh, guard.SideEffectNone, "dispatch"},
-		{guard.OK, guard.DeliveryFresh, guard.SideEffectYes, "dispatch"},
-		{guard.OK, guard.DeliveryLocalReplay, guard.SideEffectNone, "dispatch"},
-		{guard.UnknownTool, guard.DeliveryFresh, guard.SideEffectNone, "dispatch"},
-		{guard.OK, guard.DeliveryLocalReplay, guard.SideEffectNone, "query_status"},
+		{guard.CodeOK, guard.DeliveryFresh, guard.SideEffectNone, "dispatch"},
+		{guard.CodeOK, guard.DeliveryFresh, guard.SideEffectYes, "dispatch"},
+		{guard.CodeOK, guard.DeliveryLocalReplay, guard.SideEffectNone, "dispatch"},
+		{guard.CodeUnknownTool, guard.DeliveryFresh, guard.SideEffectNone, "dispatch"},
+		{guard.CodeOK, guard.DeliveryLocalReplay, guard.SideEffectNone, "query_status"},
 	}
 	for i, r := range recs {
 		var body guard.AuditBody
@@ -306,9 +306,9 @@ func testCommitRetry(t *testing.T, w *World) {
 		code guard.Code
 		data string
 	}{
-		{guard.OK, `{"n":1}`},
-		{guard.OutcomeUnknown, ""},
-		{guard.TimeoutBeforeExecute, ""},
+		{guard.CodeOK, `{"n":1}`},
+		{guard.CodeOutcomeUnknown, ""},
+		{guard.CodeTimeoutBeforeExecute, ""},
 	} {
 		e := writeEntry(w, 10+i, fmt.Sprintf("token-%d", i))
 		answer, err := w.Store.Reserve(ctx, e, Lease)
@@ -391,11 +391,11 @@ func testReserveRetry(t *testing.T, w *World) {
 	other := writeEntry(w, 1, "token-b")
 	other.CallID = "call-other"
 	answer, err := w.Store.Reserve(ctx, other, Lease)
-	if err != nil || answer == nil || answer.Code != guard.InProgress {
+	if err != nil || answer == nil || answer.Code != guard.CodeInProgress {
 		t.Fatalf("reserve with another token: %v, %v; want IN_PROGRESS", answer, err)
 	}
-	e.Code, e.Data = guard.OK, []byte(`{"n":1}`)
-	if res, err := w.Store.Commit(ctx, e); err != nil || res.Code != guard.OK {
+	e.Code, e.Data = guard.CodeOK, []byte(`{"n":1}`)
+	if res, err := w.Store.Commit(ctx, e); err != nil || res.Code != guard.CodeOK {
 		t.Fatalf("commit: %v, %v", res, err)
 	}
 	if n, err := guard.VerifyAudit(ctx, w.Store, "tenant-c"); err != nil || n != 2 {
@@ -413,8 +413,8 @@ func testReleaseRefusesLateCopy(t *testing.T, w *World) {
 	if answer, err := w.Store.Reserve(ctx, e, Lease); err != nil || answer != nil {
 		t.Fatalf("reserve: %v, %v", answer, err)
 	}
-	e.Code, e.SideEffect = guard.Unavailable, guard.SideEffectNone
-	if res, err := w.Store.Commit(ctx, e); err != nil || res.Code != guard.Unavailable {
+	e.Code, e.SideEffect = guard.CodeUnavailable, guard.SideEffectNone
+	if res, err := w.Store.Commit(ctx, e); err != nil || res.Code != guard.CodeUnavailable {
 		t.Fatalf("release: %v, %v; want UNAVAILABLE", res, err)
 	}
 	late := writeEntry(w, 2, "token-a")
@@ -443,13 +443,13 @@ func testAbsentReceiptFreesKey(t *testing.T, w *World) {
 	if answer, err := w.Store.Reserve(ctx, e, Lease); err != nil || answer != nil {
 		t.Fatalf("reserve: %v, %v", answer, err)
 	}
-	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.InProgress, guard.DeliveryFresh)
-	Want(t, w.Status(t, alice, "c1"), guard.InProgress, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.CodeInProgress, guard.DeliveryFresh)
+	Want(t, w.Status(t, alice, "c1"), guard.CodeInProgress, guard.DeliveryFresh)
 	w.Advance(Lease + time.Second)
-	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.OutcomeUnknown, guard.DeliveryFresh)
-	Want(t, w.Status(t, alice, "c1"), guard.NotFound, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.OK, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "put", args, "c2", "idem-1"), guard.OK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	Want(t, w.Status(t, alice, "c1"), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, "put", args, "c2", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
 	if n := w.Down.Writes(); n != 1 {
 		t.Fatalf("%d side effects, want 1", n)
 	}
