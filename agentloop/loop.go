@@ -33,6 +33,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/toolset"
@@ -53,7 +54,7 @@ type Loop struct {
 	client     oai.Client
 	tools      *toolset.Set
 	guard      *guard.Guard
-	store      guard.Store
+	store      Store
 	signer     *guard.Signer
 	approver   Approver
 	model      string
@@ -93,8 +94,15 @@ func WithStore(rdb redis.UniversalClient) Option {
 	}
 }
 
-// WithGuardStore uses any guard.Store.
-func WithGuardStore(s guard.Store) Option { return func(l *Loop) { l.store = s } }
+// Store is what the loop keeps its records in: a guard.Store whose audit
+// log can be read back (idem.Store and memstore.Store are both).
+type Store interface {
+	guard.Store
+	audit.Log
+}
+
+// WithGuardStore uses any Store.
+func WithGuardStore(s Store) Option { return func(l *Loop) { l.store = s } }
 
 // WithSigner signs and checks approval grants. Without it a random key is
 // made per Loop, so grants minted by another process do not verify: pass
@@ -208,7 +216,7 @@ func (l *Loop) Err() error { return l.err }
 func (l *Loop) Guard() *guard.Guard { return l.guard }
 
 // Store returns the loop's store, e.g. to verify its audit log.
-func (l *Loop) Store() guard.Store { return l.store }
+func (l *Loop) Store() Store { return l.store }
 
 // Signer returns the loop's approval signer.
 func (l *Loop) Signer() *guard.Signer { return l.signer }

@@ -13,15 +13,23 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
 	"github.com/toolguard/toolguard/orders"
 	"github.com/toolguard/toolguard/toolset"
 )
 
+// Store is a guard.Store whose audit log can be read back, as every step's
+// record is checked.
+type Store interface {
+	guard.Store
+	audit.Log
+}
+
 // World is what one case runs against. NewWorld returns a fresh one per case.
 type World struct {
-	Store guard.Store
+	Store Store
 	// Close releases the world's store, if it needs it.
 	Close func()
 }
@@ -30,7 +38,7 @@ type World struct {
 type StepReport struct {
 	StepID   string
 	Result   json.RawMessage // the function_call_output's output
-	Audit    []guard.AuditRecord
+	Audit    []audit.Record
 	Mismatch []string // "field want X got Y", empty when the step passed
 }
 
@@ -171,7 +179,7 @@ func run(ctx context.Context, c *Case, w World, connect carrier) *CaseReport {
 		}
 		rep.Steps = append(rep.Steps, sr)
 	}
-	if _, err := guard.VerifyAudit(ctx, w.Store, principal.TenantID); err != nil {
+	if _, err := audit.Verify(ctx, w.Store, principal.TenantID); err != nil {
 		rep.Err = fmt.Errorf("audit chain: %w", err)
 	}
 	return rep

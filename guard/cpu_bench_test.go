@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/orders"
 	"github.com/toolguard/toolguard/toolset"
@@ -30,8 +31,8 @@ func (stubStore) Status(context.Context, *guard.Entry) (*guard.Result, *guard.Pe
 func (stubStore) Settle(context.Context, *guard.Entry, *guard.Pending, guard.Receipt, []byte) (*guard.Result, error) {
 	return &guard.Result{Code: guard.CodeOutcomeUnknown}, nil
 }
-func (stubStore) Audit(context.Context, string, int64, int) ([]guard.AuditRecord, guard.AuditHead, error) {
-	return nil, guard.AuditHead{}, nil
+func (stubStore) Audit(context.Context, string, int64, int) ([]audit.Record, audit.Head, error) {
+	return nil, audit.Head{}, nil
 }
 
 type draftOut struct {

@@ -7,6 +7,8 @@ import (
 
 // Store keeps call-id bindings, idempotency records, results and the audit
 // log, and makes each state change atomic together with its audit record.
+// Reading the log back is package audit's (audit.Log), which stores
+// implement beside this interface.
 // Package idem implements it on Redis and package memstore in memory (the
 // readable reference: its doc lists every rule as a numbered list);
 // guard/guardtest is the conformance suite for other implementations.
@@ -68,9 +70,6 @@ type Store interface {
 	//   - otherwise OUTCOME_UNKNOWN again.
 	// Either way it is audited.
 	Settle(ctx context.Context, q *Entry, p *Pending, r Receipt, data []byte) (*Result, error)
-	// Audit returns up to limit audit records of the tenant with sequence
-	// numbers greater than after, in order, and the tenant's chain head.
-	Audit(ctx context.Context, tenantID string, after int64, limit int) ([]AuditRecord, AuditHead, error)
 }
 
 // Entry is one state change for the store: who, which call, which intent,

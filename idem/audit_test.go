@@ -8,13 +8,14 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
 
 // writeLog fills a store with n dispatches of one tenant and returns it.
-func writeLog(t *testing.T, rdb redis.UniversalClient, n int) (guard.Store, string) {
+func writeLog(t *testing.T, rdb redis.UniversalClient, n int) (guardtest.Store, string) {
 	t.Helper()
 	s := newStore(t, rdb)
 	w := guardtest.NewWorld(t, s)
@@ -22,17 +23,17 @@ func writeLog(t *testing.T, rdb redis.UniversalClient, n int) (guard.Store, stri
 	for i := range n {
 		w.Dispatch(t, p, "get", `{"key":"k"}`, "c"+string(rune('a'+i)), "")
 	}
-	if got, err := guard.VerifyAudit(context.Background(), s, "tenant-a"); err != nil || got != int64(n) {
+	if got, err := audit.Verify(context.Background(), s, "tenant-a"); err != nil || got != int64(n) {
 		t.Fatalf("fresh log: %d records, %v", got, err)
 	}
 	stream, _ := s.AuditKeys("tenant-a")
 	return s, stream
 }
 
-func wantBroken(t *testing.T, s guard.Store, seq int64) {
+func wantBroken(t *testing.T, s guardtest.Store, seq int64) {
 	t.Helper()
-	_, err := guard.VerifyAudit(context.Background(), s, "tenant-a")
-	var ce *guard.ChainError
+	_, err := audit.Verify(context.Background(), s, "tenant-a")
+	var ce *audit.ChainError
 	if !errors.As(err, &ce) || ce.Seq != seq {
 		t.Fatalf("VerifyAudit = %v, want a chain error at record %d", err, seq)
 	}
@@ -77,7 +78,7 @@ func TestAuditDetectsTampering(t *testing.T) {
 			redistest.RewriteStream(t, rdb, key, func(id string, v map[string]any) bool {
 				if id == "2-1" {
 					v["side"] = string(guard.SideEffectYes)
-					v["hash"] = guard.ChainLink(v["prev"].(string), 2, "x", v["code"].(string), v["delivery"].(string), "yes")
+					v["hash"] = audit.Link(v["prev"].(string), 2, "x", v["code"].(string), v["delivery"].(string), "yes")
 				}
 				return true
 			})
@@ -111,11 +112,11 @@ func TestAuditHeadFromEarlierVersion(t *testing.T) {
 		if err := rdb.HSet(ctx, headKey, "seq", seq, "hash", hash).Err(); err != nil {
 			t.Fatal(err)
 		}
-		if n, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil || n != 3 {
+		if n, err := audit.Verify(ctx, s, "tenant-a"); err != nil || n != 3 {
 			t.Fatalf("legacy head: %d records verified, %v", n, err)
 		}
 		w.Dispatch(t, p, "get", `{"key":"k"}`, "new-a", "")
-		if n, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil || n != 4 {
+		if n, err := audit.Verify(ctx, s, "tenant-a"); err != nil || n != 4 {
 			t.Fatalf("after the upgrade: %d records verified, %v", n, err)
 		}
 		if typ := rdb.Type(ctx, headKey).Val(); typ != "string" {

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/toolset"
@@ -115,7 +116,7 @@ type rig struct {
 	led *ledger
 }
 
-func newRig(t testing.TB, s guard.Store) *rig {
+func newRig(t testing.TB, s guardtest.Store) *rig {
 	w := guardtest.NewWorld(t, s)
 	r := &rig{World: w, led: newLedger()}
 	r.use(s)
@@ -124,7 +125,7 @@ func newRig(t testing.TB, s guard.Store) *rig {
 
 // use points the rig's guard at another store (a promoted replica, a
 // restarted server) with the same clock and ledger.
-func (r *rig) use(s guard.Store) {
+func (r *rig) use(s guardtest.Store) {
 	r.Store = s
 	r.Guard = guard.New(r.led.tools(), s, guard.Options{Clock: guard.ClockFunc(r.Now), Lease: guardtest.Lease})
 }
@@ -233,12 +234,12 @@ func (r *rig) recover(t testing.TB, o op) (*guard.Result, string) {
 }
 
 // verifyAll checks every tenant's audit chain.
-func verifyAll(t testing.TB, s guard.Store, tenants ...string) {
+func verifyAll(t testing.TB, s guardtest.Store, tenants ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, tn := range tenants {
-		if _, err := guard.VerifyAudit(ctx, s, tn); err != nil {
+		if _, err := audit.Verify(ctx, s, tn); err != nil {
 			t.Errorf("tenant %s: audit chain: %v", tn, err)
 		}
 	}

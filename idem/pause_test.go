@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -126,7 +127,7 @@ func TestPausedServerLosesReservationReplies(t *testing.T) {
 
 // releasedCalls returns the call ids whose release (an audited
 // UNAVAILABLE) reached the store.
-func releasedCalls(t *testing.T, s guard.Store, tenant string) map[string]bool {
+func releasedCalls(t *testing.T, s guardtest.Store, tenant string) map[string]bool {
 	t.Helper()
 	recs, _, err := s.Audit(context.Background(), tenant, 0, 10000)
 	if err != nil {
@@ -134,7 +135,7 @@ func releasedCalls(t *testing.T, s guard.Store, tenant string) map[string]bool {
 	}
 	out := map[string]bool{}
 	for _, rec := range recs {
-		var b guard.AuditBody
+		var b audit.Body
 		if rec.Code == guard.CodeUnavailable && json.Unmarshal(rec.Body, &b) == nil {
 			out[b.Context.CallID] = true
 		}

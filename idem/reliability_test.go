@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -142,7 +143,7 @@ func TestConcurrentSameKey(t *testing.T) {
 		if w := d.writes(t); w != 1 {
 			t.Fatalf("%d side effects, want 1", w)
 		}
-		if got, err := guard.VerifyAudit(context.Background(), g.Store(), alice.TenantID); err != nil || got != n {
+		if got, err := audit.Verify(context.Background(), g.Store().(audit.Log), alice.TenantID); err != nil || got != n {
 			t.Fatalf("audit: %d records, %v; want %d", got, err, n)
 		}
 		t.Logf("200 concurrent callers: %v", tally)
@@ -270,7 +271,7 @@ func TestConcurrentProcesses(t *testing.T) {
 			t.Fatalf("%d side effects over %d processes, want 1", w, procs)
 		}
 		s, _ := idem.New(rdb, idem.Options{Prefix: prefix})
-		if got, err := guard.VerifyAudit(context.Background(), s, alice.TenantID); err != nil || got != procs*25 {
+		if got, err := audit.Verify(context.Background(), s, alice.TenantID); err != nil || got != procs*25 {
 			t.Fatalf("audit: %d records, %v", got, err)
 		}
 		t.Logf("8 processes x 25 callers: %v", tally)
@@ -332,7 +333,7 @@ func TestWorkerKilledMidCall(t *testing.T) {
 		if r.Code != guard.CodeOK || r.Delivery != guard.DeliveryFresh || d.reads(t) != 2 {
 			t.Fatalf("read after its worker died: %s, reads %d; want a fresh run", r, d.reads(t))
 		}
-		if _, err := guard.VerifyAudit(ctx, g.Store(), alice.TenantID); err != nil {
+		if _, err := audit.Verify(ctx, g.Store().(audit.Log), alice.TenantID); err != nil {
 			t.Fatal(err)
 		}
 	})

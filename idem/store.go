@@ -26,6 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/redisconn"
 )
@@ -258,9 +259,9 @@ func parseResult(reply []string) (*guard.Result, error) {
 
 // Audit implements guard.Store: records come from the tenant's stream, whose
 // entry ids are "<seq>-1".
-func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]guard.AuditRecord, guard.AuditHead, error) {
+func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]audit.Record, audit.Head, error) {
 	streamKey, headKey := s.AuditKeys(tenantID)
-	var head guard.AuditHead
+	var head audit.Head
 	h, err := s.readHead(ctx, headKey)
 	if err != nil {
 		return nil, head, err
@@ -273,13 +274,13 @@ func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit i
 	if err != nil {
 		return nil, head, err
 	}
-	out := make([]guard.AuditRecord, 0, len(msgs))
+	out := make([]audit.Record, 0, len(msgs))
 	for _, m := range msgs {
 		seqText, _, _ := strings.Cut(m.ID, "-")
 		seq, _ := strconv.ParseInt(seqText, 10, 64)
 		str := func(k string) string { v, _ := m.Values[k].(string); return v }
 		code, _ := guard.ParseCode(str("code"))
-		out = append(out, guard.AuditRecord{
+		out = append(out, audit.Record{
 			Seq:        seq,
 			Body:       []byte(str("body")),
 			Code:       code,

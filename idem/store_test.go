@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -31,7 +31,7 @@ func newStoreWithPrefix(t *testing.T, rdb redis.UniversalClient, prefix string) 
 // real server and cluster when their addresses are set.
 func TestConformance(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		guardtest.TestStore(t, func(t *testing.T) guard.Store { return newStore(t, rdb) })
+		guardtest.TestStore(t, func(t *testing.T) guardtest.Store { return newStore(t, rdb) })
 	})
 }
 
@@ -54,7 +54,7 @@ func TestAuditTTL(t *testing.T) {
 			t.Fatalf("audit ttl %v: stream %v head %v", tc.ttl, mr.TTL(stream), mr.TTL(head))
 		}
 		mr.FastForward(2 * time.Hour)
-		n, err := guard.VerifyAudit(context.Background(), s, "tenant-a")
+		n, err := audit.Verify(context.Background(), s, "tenant-a")
 		if tc.kept && (err != nil || n != 1) || !tc.kept && (err != nil || n != 0) {
 			t.Fatalf("audit ttl %v after 2h: %d records, %v", tc.ttl, n, err)
 		}

@@ -3,12 +3,13 @@ package memstore
 import (
 	"context"
 
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 )
 
 // auditLog is a tenant's hash-chained audit log (rule 5).
 type auditLog struct {
-	recs []guard.AuditRecord // recs[i].Seq == i+1
+	recs []audit.Record // recs[i].Seq == i+1
 }
 
 // audit appends the step's audit record with the fields decided now. Each
@@ -25,35 +26,35 @@ func (t *step) audit(code guard.Code, delivery guard.Delivery, side guard.SideEf
 		prev = l.recs[n-1].Hash
 	}
 	body := append([]byte(nil), t.e.AuditBody...)
-	l.recs = append(l.recs, guard.AuditRecord{
+	l.recs = append(l.recs, audit.Record{
 		Seq: seq, Body: body, Code: code, Delivery: delivery, SideEffect: side, PrevHash: prev,
-		Hash: guard.ChainHash(prev, seq, body, code, delivery, side),
+		Hash: audit.Hash(prev, seq, body, code, delivery, side),
 	})
 }
 
 // Audit implements guard.Store (rule 17): up to limit records of the tenant with
 // sequence numbers above after, in order (none when limit is not
 // positive), and the tenant's head ({0, ""} before its first record).
-func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]guard.AuditRecord, guard.AuditHead, error) {
+func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]audit.Record, audit.Head, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, guard.AuditHead{}, err
+		return nil, audit.Head{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var head guard.AuditHead
+	var head audit.Head
 	l := s.logs[tenantID]
 	if l == nil {
-		return []guard.AuditRecord{}, head, nil
+		return []audit.Record{}, head, nil
 	}
 	if n := len(l.recs); n > 0 {
-		head = guard.AuditHead{Seq: l.recs[n-1].Seq, Hash: l.recs[n-1].Hash}
+		head = audit.Head{Seq: l.recs[n-1].Seq, Hash: l.recs[n-1].Hash}
 	}
 	from := min(max(after, 0), int64(len(l.recs)))
 	to := from
 	if limit > 0 {
 		to = min(from+int64(limit), int64(len(l.recs)))
 	}
-	out := make([]guard.AuditRecord, 0, to-from)
+	out := make([]audit.Record, 0, to-from)
 	for _, r := range l.recs[from:to] {
 		r.Body = append([]byte(nil), r.Body...) // the caller may write to it
 		out = append(out, r)

@@ -35,11 +35,11 @@
 //     Releasing a record removes the index entry of the releasing call's
 //     operation id that names it.
 //  5. Audit log, per tenant: records numbered 1, 2, … without gaps, each
-//     with Hash = guard.ChainHash(PrevHash, Seq, Body, Code, Delivery,
+//     with Hash = audit.Hash(PrevHash, Seq, Body, Code, Delivery,
 //     SideEffect), the hex SHA-1 of prev, seq, hex SHA-256 of the body,
 //     code, delivery and side effect joined by newlines, PrevHash "" for
 //     the first record. The head is the last record's Seq and Hash.
-//     guard.VerifyAudit must accept the log.
+//     audit.Verify must accept the log.
 //
 // Checks 1 and 2 of the contract (the precheck), which Finish and Reserve
 // apply first, in the same atomic step as the rest:

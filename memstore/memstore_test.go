@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
@@ -15,11 +16,11 @@ import (
 // TestConformance runs the store conformance suite, with the default
 // retention and with a TTL (which the suite's clock never reaches).
 func TestConformance(t *testing.T) {
-	guardtest.TestStore(t, func(t *testing.T) guard.Store { return memstore.New(memstore.Options{}) })
+	guardtest.TestStore(t, func(t *testing.T) guardtest.Store { return memstore.New(memstore.Options{}) })
 }
 
 func TestConformanceTTL(t *testing.T) {
-	guardtest.TestStore(t, func(t *testing.T) guard.Store { return memstore.New(memstore.Options{TTL: time.Hour}) })
+	guardtest.TestStore(t, func(t *testing.T) guardtest.Store { return memstore.New(memstore.Options{TTL: time.Hour}) })
 }
 
 // TestCases runs the repository's tool-call case files (what cmd/toolcases
@@ -88,7 +89,7 @@ func mustReserve(t *testing.T, s *memstore.Store, e *guard.Entry) {
 // wantRecords checks the chain of tenant t's audit log and its length.
 func wantRecords(t *testing.T, s *memstore.Store, want int64) {
 	t.Helper()
-	n, err := guard.VerifyAudit(ctx, s, "t")
+	n, err := audit.Verify(ctx, s, "t")
 	if err != nil || n != want {
 		t.Fatalf("audit log: %d records, %v; want %d and a valid chain", n, err, want)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
@@ -104,7 +105,7 @@ func TestListAndResolve(t *testing.T) {
 
 		// The audit log holds both resolutions, with their operators.
 		s, _ := idem.New(rdb, idem.Options{Prefix: prefix})
-		n, err := guard.VerifyAudit(context.Background(), s, "tenant-a")
+		n, err := audit.Verify(context.Background(), s, "tenant-a")
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,7 +8,7 @@
 // hash-chained audit record per dispatch.
 //
 //	func TestMyStore(t *testing.T) {
-//		guardtest.TestStore(t, func(t *testing.T) guard.Store { return newMyStore(t) })
+//		guardtest.TestStore(t, func(t *testing.T) guardtest.Store { return newMyStore(t) })
 //	}
 package guardtest
 
@@ -21,12 +21,20 @@ import (
 	"testing"
 	"time"
 
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/toolset"
 )
 
+// Store is what the suite tests: a guard.Store whose audit log can be read
+// back (audit.Log).
+type Store interface {
+	guard.Store
+	audit.Log
+}
+
 // NewStore returns a fresh, empty store for one subtest.
-type NewStore func(t *testing.T) guard.Store
+type NewStore func(t *testing.T) Store
 
 // TestStore runs every conformance test against stores made by newStore.
 // A failing test names the rule it checks. No test waits without a bound:
@@ -75,7 +83,7 @@ var tests = []struct {
 // clock and the downstream system's counters.
 type World struct {
 	Guard  *guard.Guard
-	Store  guard.Store
+	Store  Store
 	Signer *guard.Signer
 	Down   *Downstream
 
@@ -103,7 +111,7 @@ const Lease = 10 * time.Second
 
 // NewWorld returns a world over the store: a guard with the suite's tools
 // (get, put), a settable clock starting at a fixed time, and a signer.
-func NewWorld(t testing.TB, s guard.Store) *World {
+func NewWorld(t testing.TB, s Store) *World {
 	key := []byte("guardtest-approval-key-0123456789abcdef")
 	signer, err := guard.NewSigner(key)
 	if err != nil {

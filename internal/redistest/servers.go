@@ -15,16 +15,21 @@ import (
 // says what is missing.
 func NeedBinaries(tb testing.TB, names ...string) {
 	tb.Helper()
+	if missing := missingBinaries(names); len(missing) > 0 {
+		tb.Skip(strings.Join(missing, " and ") + " not installed: skipping a test that starts its own Redis servers " +
+			"(CI installs them; apt-get install redis-server)")
+	}
+}
+
+// missingBinaries returns the names that are not on PATH.
+func missingBinaries(names []string) []string {
 	var missing []string
 	for _, n := range names {
 		if _, err := exec.LookPath(n); err != nil {
 			missing = append(missing, n)
 		}
 	}
-	if len(missing) > 0 {
-		tb.Skip(strings.Join(missing, " and ") + " not installed: skipping a test that starts its own Redis servers " +
-			"(CI installs them; apt-get install redis-server)")
-	}
+	return missing
 }
 
 // pollInterval is how often WaitUntil asks its condition again.

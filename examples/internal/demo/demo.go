@@ -20,6 +20,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 )
 
@@ -130,8 +131,8 @@ func Redis(w io.Writer) (rdb redis.UniversalClient, close func(), err error) {
 // AuditCount verifies the tenant's audit chain and returns how many records
 // it holds. Called before a run, it tells that run's records from those of
 // earlier runs on the same Redis.
-func AuditCount(ctx context.Context, s guard.Store, tenantID string) (int64, error) {
-	n, err := guard.VerifyAudit(ctx, s, tenantID)
+func AuditCount(ctx context.Context, s audit.Log, tenantID string) (int64, error) {
+	n, err := audit.Verify(ctx, s, tenantID)
 	if err != nil {
 		return 0, fmt.Errorf("audit: %w", err)
 	}
@@ -141,7 +142,7 @@ func AuditCount(ctx context.Context, s guard.Store, tenantID string) (int64, err
 // PrintAudit verifies the tenant's audit chain after a run and prints its
 // line; before is AuditCount from before the run, so records left by
 // earlier runs on the same Redis are counted apart.
-func PrintAudit(ctx context.Context, w io.Writer, s guard.Store, tenantID string, before int64) error {
+func PrintAudit(ctx context.Context, w io.Writer, s audit.Log, tenantID string, before int64) error {
 	n, err := AuditCount(ctx, s, tenantID)
 	if err != nil {
 		return err

@@ -1,0 +1,193 @@
+// Package audit reads and verifies toolguard's audit log: one tool-audit-v2
+// record per dispatch and status query, hash-chained per tenant. The guard
+// writes each record's body and the store appends it in the same atomic
+// step that stores the result; this package is for what comes after:
+// reading a tenant's records back (Log), checking the chain (Verify), and
+// rendering a record as one flat JSON object.
+package audit
+
+import (
+	"context"
+	"crypto/sha1"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/toolguard/toolguard/guard"
+)
+
+// Contract is the contract name of audit records.
+const Contract = "tool-audit-v2"
+
+// Log is what Verify reads: a store's audit records of a tenant.
+type Log interface {
+	// Audit returns up to limit records of the tenant with sequence
+	// numbers greater than after, in order, and the tenant's chain head.
+	Audit(ctx context.Context, tenantID string, after int64, limit int) ([]Record, Head, error)
+}
+
+// Record is one tool-audit-v2 record as stored: a fixed body the guard
+// wrote before the store step (principal, context, action, tool,
+// fingerprint, approval, time), the fields the store decided atomically
+// (code, delivery, side effect), and the hash chain.
+type Record struct {
+	Seq        int64           // 1, 2, … per tenant
+	Body       json.RawMessage // the JSON of Body as written (fields in declared order), hashed as stored
+	Code       guard.Code
+	Delivery   guard.Delivery
+	SideEffect guard.SideEffect
+	PrevHash   string // Hash of record Seq-1; "" for the first
+	Hash       string
+}
+
+// Head is the last record's sequence number and hash of a tenant, kept
+// beside the log so that a dropped tail is detected too.
+type Head struct {
+	Seq  int64
+	Hash string
+}
+
+// Body is the fixed part of an audit record. It holds no raw
+// arguments except the members the tool marks safe to log.
+type Body struct {
+	Contract    string          `json:"contract"`
+	Action      string          `json:"action"` // "dispatch" or "query_status"
+	Time        string          `json:"time"`   // RFC 3339, UTC, the guard's clock
+	Principal   Principal       `json:"principal"`
+	Context     Context         `json:"context"`
+	Tool        string          `json:"tool"`
+	Fingerprint string          `json:"fingerprint"`
+	Arguments   json.RawMessage `json:"arguments,omitempty"`
+	Approval    *Approval       `json:"approval"`
+}
+
+// Principal is the principal as audited.
+type Principal struct {
+	TenantID  string   `json:"tenant_id"`
+	SubjectID string   `json:"subject_id"`
+	Roles     []string `json:"roles"`
+}
+
+// Context is the execution context as audited.
+type Context struct {
+	Provider        string  `json:"provider"`
+	APIFamily       string  `json:"api_family"`
+	ResponseID      string  `json:"response_id"`
+	CallID          string  `json:"call_id"`
+	OperationID     string  `json:"operation_id"`
+	IdempotencyKey  *string `json:"idempotency_key"`
+	AdapterRevision string  `json:"adapter_revision"`
+}
+
+// Approval names the grant a write ran under.
+type Approval struct {
+	GrantID  string `json:"grant_id"`
+	Approver string `json:"approver"`
+}
+
+// Hash computes a record's hash: the hex SHA-1 of prev, seq, the hex
+// SHA-256 of the body, code, delivery and side effect, joined by newlines.
+// The body is covered by SHA-256; the link uses SHA-1 only because it is
+// the one digest Redis scripting offers, and the store must compute the
+// link in the same atomic step that appends the record. Tamper evidence
+// rests on second-preimage resistance, which SHA-1 still has. Anchor the
+// head hash elsewhere to protect against someone who can rewrite the
+// whole log.
+func Hash(prev string, seq int64, body []byte, code guard.Code, delivery guard.Delivery, side guard.SideEffect) string {
+	b := sha256.Sum256(body)
+	return Link(prev, seq, hex.EncodeToString(b[:]), code.String(), string(delivery), string(side))
+}
+
+// Link is Hash with the body already hashed (hex SHA-256).
+func Link(prev string, seq int64, bodySHA256, code, delivery, side string) string {
+	h := sha1.New()
+	fmt.Fprintf(h, "%s\n%d\n%s\n%s\n%s\n%s", prev, seq, bodySHA256, code, delivery, side)
+	return hex.EncodeToString(h.Sum(nil))
+}
+
+// ChainError describes the first record where an audit chain breaks.
+type ChainError struct {
+	Seq    int64 // the sequence number expected or found
+	Reason string
+}
+
+// Error names the record and the reason.
+func (e *ChainError) Error() string {
+	return "audit: chain broken at record " + strconv.FormatInt(e.Seq, 10) + ": " + e.Reason
+}
+
+// Verify reads the whole audit log of a tenant from the store and
+// checks the chain: sequence numbers without gaps from 1, each record's
+// prev hash equal to the previous record's hash, each hash recomputed from
+// its content, and the last record equal to the head. It returns the number
+// of records checked, and a *ChainError for the first record that fails.
+func Verify(ctx context.Context, s Log, tenantID string) (int64, error) {
+	var (
+		prev = ""
+		seq  int64
+		head Head
+	)
+	for {
+		recs, h, err := s.Audit(ctx, tenantID, seq, 1000)
+		if err != nil {
+			return seq, err
+		}
+		head = h
+		for _, r := range recs {
+			if err := Check(r, seq+1, prev); err != nil {
+				return seq, err
+			}
+			prev, seq = r.Hash, r.Seq
+		}
+		if len(recs) == 0 {
+			break
+		}
+	}
+	if head.Seq != seq || head.Hash != prev {
+		return seq, &ChainError{Seq: seq + 1, Reason: fmt.Sprintf("head is record %d, log ends at %d (a tail was dropped or the head edited)", head.Seq, seq)}
+	}
+	return seq, nil
+}
+
+// Check checks one record against the sequence number and prev
+// hash the chain expects.
+func Check(r Record, wantSeq int64, prev string) error {
+	switch {
+	case r.Seq != wantSeq:
+		return &ChainError{Seq: wantSeq, Reason: fmt.Sprintf("found record %d (records dropped or reordered)", r.Seq)}
+	case r.PrevHash != prev:
+		return &ChainError{Seq: r.Seq, Reason: "prev hash does not match the previous record"}
+	case r.Hash != Hash(prev, r.Seq, r.Body, r.Code, r.Delivery, r.SideEffect):
+		return &ChainError{Seq: r.Seq, Reason: "hash does not match the record's content (edited)"}
+	}
+	var b Body
+	if err := json.Unmarshal(r.Body, &b); err != nil || b.Contract != Contract {
+		return &ChainError{Seq: r.Seq, Reason: "body is not a tool-audit-v2 record"}
+	}
+	return nil
+}
+
+// MarshalJSON writes the record as one flat tool-audit-v2 JSON object: the
+// body's members, then seq, code, status, outcome, delivery, side_effect,
+// prev_hash and hash.
+func (r Record) MarshalJSON() ([]byte, error) {
+	var body map[string]json.RawMessage
+	if err := json.Unmarshal(r.Body, &body); err != nil {
+		return nil, err
+	}
+	put := func(k string, v any) {
+		b, _ := json.Marshal(v)
+		body[k] = b
+	}
+	put("seq", r.Seq)
+	put("code", r.Code.String())
+	put("status", r.Code.Status())
+	put("outcome", r.Code.Outcome())
+	put("delivery", r.Delivery)
+	put("side_effect", r.SideEffect)
+	put("prev_hash", r.PrevHash)
+	put("hash", r.Hash)
+	return json.Marshal(body)
+}
