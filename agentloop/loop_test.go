@@ -529,8 +529,8 @@ func TestConcurrentRunsSameRunID(t *testing.T) {
 
 // A tool named like the status tool is a configuration error.
 func TestStatusToolNameClash(t *testing.T) {
-	clash := toolset.Read(agentloop.DefaultStatusTool, "clash",
-		func(context.Context, *guard.Invocation, agentloop.StatusInput) (string, error) { return "x", nil })
+	clash := toolset.Read(agentloop.DefaultStatusTool, "clash", func(context.Context, *guard.Invocation, agentloop.StatusInput) (string, error) { return "x", nil }, nil)
+
 	w := newWorld(t, openaitest.Turn{Text: "never"})
 	loop := agentloop.New(w.client, toolset.MustNew(clash), agentloop.WithStore(w.rdb))
 	defer loop.Close()

@@ -170,11 +170,11 @@ func TestCancelledMidRun(t *testing.T) {
 		ctx, cancel := context.WithCancel(testCtx(t))
 		defer cancel()
 		svc := orders.NewService()
-		canceller := toolset.Read("cancel_run", "Cancels the run.",
-			func(context.Context, *guard.Invocation, struct{}) (string, error) {
-				cancel()
-				return "cancelled", nil
-			})
+		canceller := toolset.Read("cancel_run", "Cancels the run.", func(context.Context, *guard.Invocation, struct{}) (string, error) {
+			cancel()
+			return "cancelled", nil
+		}, nil)
+
 		base := orders.Tools(svc)
 		tools, err := base.With(canceller)
 		if err != nil {

@@ -337,7 +337,7 @@ func (l *Loop) dispatch(ctx context.Context, p guard.Principal, st *State, respI
 	call.Approval = grant
 	op := l.operation(st.RunID, c)
 	call.Context.OperationID = op.id
-	if t := l.tools.Lookup(c.Name); t != nil && t.Effect() == guard.Write {
+	if t := l.tools.Lookup(c.Name); t != nil && t.Spec().Effect == guard.Write {
 		// Reads get no key: reading again later in the run must see
 		// fresh data. Writes are once per operation.
 		call.Context.IdempotencyKey = op.key

@@ -46,8 +46,8 @@ func inboxFor(t *testing.T, store *approvals.Store, p guard.Principal) string {
 func askHostile(t *testing.T) (*approvals.Store, *approvals.Request) {
 	t.Helper()
 	_, rdb := redistest.Mini(t)
-	note := toolset.Write("send_note", "Send a note.", func(context.Context, *guard.Invocation, NoteIn) (string, error) { return "", nil }).
-		RequireApproval().LogArguments("note")
+	note := toolset.Write("send_note", "Send a note.", func(context.Context, *guard.Invocation, NoteIn) (string, error) { return "", nil },
+		&toolset.Options[NoteIn, string]{NeedsApproval: true, LoggedArguments: []string{"note"}})
 	store, err := approvals.NewStore(rdb, approvals.Options{Tools: toolset.MustNew(note)})
 	if err != nil {
 		t.Fatal(err)

@@ -125,7 +125,7 @@ func (s *Store) newRequest(runID string, req agentloop.ApprovalRequest, now time
 	var logged []string
 	if s.tools != nil {
 		if t := s.tools.Lookup(req.Tool); t != nil {
-			logged = t.LoggedArguments()
+			logged = t.Spec().LoggedArguments
 		}
 	}
 	return &Request{

@@ -68,7 +68,7 @@ func auditBody(action string, inv *Invocation) []byte {
 	if inv.tool != nil {
 		if obj, ok := inv.args.(map[string]any); ok {
 			first := true
-			for _, name := range inv.tool.LoggedArguments() {
+			for _, name := range inv.tool.Spec().LoggedArguments {
 				v, ok := obj[name]
 				if !ok {
 					continue

@@ -45,10 +45,11 @@ type draftOut struct {
 func cpuTools() *toolset.Set {
 	get := toolset.Read("get_order", "", func(_ context.Context, _ *guard.Invocation, in orders.GetOrderInput) (orders.OrderView, error) {
 		return orders.OrderView{OrderRef: in.OrderRef, Status: "paid"}, nil
-	})
+	}, nil)
+
 	refund := toolset.Write("create_refund_draft", "", func(_ context.Context, _ *guard.Invocation, in orders.RefundInput) (draftOut, error) {
 		return draftOut{DraftID: "DRAFT-1", OrderRef: in.OrderRef}, nil
-	}).RequireApproval().LogArguments("order_ref", "reason")
+	}, &toolset.Options[orders.RefundInput, draftOut]{NeedsApproval: true, LoggedArguments: []string{"order_ref", "reason"}})
 	return toolset.MustNew(get, refund)
 }
 

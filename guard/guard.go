@@ -127,7 +127,7 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	inv, e := &st.inv, &st.e
 	g.prepare(call, inv)
 	inv.tool = g.tools.Lookup(inv.Proposal.Name)
-	if inv.tool != nil && inv.tool.Effect() == Write && inv.opID == "" && inv.idemKey == "" {
+	if inv.tool != nil && inv.tool.Spec().Effect == Write && inv.opID == "" && inv.idemKey == "" {
 		return nil, ErrNoIdentity
 	}
 	g.fillEntry(e, inv, "dispatch")
@@ -136,7 +136,7 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 		return g.finish(ctx, e)
 	}
 	tool := inv.tool
-	if tool.Effect() != Write {
+	if tool.Spec().Effect != Write {
 		out, xerr := execute(ctx, tool, inv)
 		e.setOutcome(out, xerr, Read)
 		return g.finish(ctx, e)
@@ -262,7 +262,7 @@ func (g *Guard) check(ctx context.Context, inv *Invocation) (Code, error) {
 	if tool == nil {
 		return CodeUnknownTool, nil
 	}
-	if tool.Effect() == Write && inv.idemKey == "" && inv.opID != "" {
+	if tool.Spec().Effect == Write && inv.idemKey == "" && inv.opID != "" {
 		// A write always runs under a key: without one, the operation id
 		// is the key, in a namespace of its own.
 		inv.idemKey = "o:" + inv.opID
@@ -284,14 +284,14 @@ func (g *Guard) check(ctx context.Context, inv *Invocation) (Code, error) {
 	if err := authorize(ctx, tool, inv); err != nil {
 		return failClosed(err)
 	}
-	if tool.Effect() == Write && tool.NeedsApproval() {
+	if spec := tool.Spec(); spec.Effect == Write && spec.NeedsApproval {
 		if inv.approval == "" {
 			return CodeApprovalRequired, nil
 		}
 		if g.opts.Signer == nil {
 			return CodeApprovalInvalid, nil
 		}
-		grant, err := g.opts.Signer.check(inv.approval, inv.Principal, tool.Name(), inv.Fingerprint, inv.Now)
+		grant, err := g.opts.Signer.check(inv.approval, inv.Principal, tool.Spec().Name, inv.Fingerprint, inv.Now)
 		if err != nil {
 			return CodeApprovalInvalid, nil
 		}
@@ -429,7 +429,7 @@ func (e *Entry) seal() {
 	}
 	inv := e.inv
 	if inv.tool != nil {
-		e.Effect = inv.tool.Effect()
+		e.Effect = inv.tool.Spec().Effect
 	}
 	e.IdempotencyKey = inv.idemKey
 	e.AuditBody = auditBody(e.action, inv)

@@ -205,20 +205,22 @@ func dispatch(t *testing.T, g *guard.Guard, tool, args, call string) *guard.Resu
 func TestToolFailuresAreClassified(t *testing.T) {
 	plain := errors.New("connection reset by peer at 10.0.0.7:5432")
 	tools := toolset.MustNew(
-		toolset.Read("read_panics", "", func(context.Context, *guard.Invocation, in) (int, error) { panic("boom") }),
-		toolset.Write("write_panics", "", func(context.Context, *guard.Invocation, in) (int, error) { panic("boom") }),
-		toolset.Read("read_fails", "", func(context.Context, *guard.Invocation, in) (int, error) { return 0, plain }),
-		toolset.Write("write_fails", "", func(context.Context, *guard.Invocation, in) (int, error) { return 0, plain }),
+		toolset.Read("read_panics", "", func(context.Context, *guard.Invocation, in) (int, error) { panic("boom") }, nil),
+		toolset.Write("write_panics", "", func(context.Context, *guard.Invocation, in) (int, error) { panic("boom") }, nil),
+		toolset.Read("read_fails", "", func(context.Context, *guard.Invocation, in) (int, error) { return 0, plain }, nil),
+		toolset.Write("write_fails", "", func(context.Context, *guard.Invocation, in) (int, error) { return 0, plain }, nil),
 		toolset.Write("write_claims_conflict", "", func(context.Context, *guard.Invocation, in) (int, error) {
 			return 0, guard.NewError(guard.CodeCallIDConflict, "CLAIMED-TEXT")
-		}),
+		}, nil),
+
 		toolset.Read("read_rate_limited", "", func(context.Context, *guard.Invocation, in) (int, error) {
 			return 0, guard.RateLimited(2*time.Second, plain)
-		}),
-		toolset.Read("authorize_panics", "", func(context.Context, *guard.Invocation, in) (int, error) { return 1, nil }).
-			Authorize(func(context.Context, *guard.Invocation, in) error { panic("boom") }),
-		toolset.Read("authorize_fails", "", func(context.Context, *guard.Invocation, in) (int, error) { return 1, nil }).
-			Authorize(func(context.Context, *guard.Invocation, in) error { return plain }),
+		}, nil),
+
+		toolset.Read("authorize_panics", "", func(context.Context, *guard.Invocation, in) (int, error) { return 1, nil },
+			&toolset.Options[in, int]{Authorize: func(context.Context, *guard.Invocation, in) error { panic("boom") }}),
+		toolset.Read("authorize_fails", "", func(context.Context, *guard.Invocation, in) (int, error) { return 1, nil },
+			&toolset.Options[in, int]{Authorize: func(context.Context, *guard.Invocation, in) error { return plain }}),
 	)
 	g, _ := newGuard(t, tools, guard.Options{})
 	want := map[string]guard.Code{
@@ -246,7 +248,7 @@ func TestToolFailuresAreClassified(t *testing.T) {
 }
 
 func TestHostileArguments(t *testing.T) {
-	tools := toolset.MustNew(toolset.Read("t", "", func(context.Context, *guard.Invocation, in) (int, error) { return 1, nil }))
+	tools := toolset.MustNew(toolset.Read("t", "", func(context.Context, *guard.Invocation, in) (int, error) { return 1, nil }, nil))
 	g, _ := newGuard(t, tools, guard.Options{MaxArgumentBytes: 1 << 10, MaxDepth: 8})
 	bad := map[string]string{
 		"too large":       `{"n":1,"pad":"` + strings.Repeat("x", 2<<10) + `"}`,
@@ -299,7 +301,7 @@ func TestInterceptorsAndChecks(t *testing.T) {
 		})
 	}
 	ran := 0
-	tools := toolset.MustNew(toolset.Read("t", "", func(context.Context, *guard.Invocation, in) (int, error) { ran++; return 1, nil }))
+	tools := toolset.MustNew(toolset.Read("t", "", func(context.Context, *guard.Invocation, in) (int, error) { ran++; return 1, nil }, nil))
 	g, _ := newGuard(t, tools, guard.Options{
 		Interceptors: []guard.Interceptor{mark("outer"), mark("inner")},
 		Checks: []guard.Check{func(_ context.Context, inv *guard.Invocation) error {
@@ -354,7 +356,7 @@ func TestOneInterceptorForBothKinds(t *testing.T) {
 			return next(ctx, c)
 		}
 	})
-	tools := toolset.MustNew(toolset.Read("t", "", func(context.Context, *guard.Invocation, in) (int, error) { return 1, nil }))
+	tools := toolset.MustNew(toolset.Read("t", "", func(context.Context, *guard.Invocation, in) (int, error) { return 1, nil }, nil))
 	g, _ := newGuard(t, tools, guard.Options{Interceptors: []guard.Interceptor{only, both}})
 	dispatch(t, g, "t", `{"n":3}`, "c1")
 	p := guard.Principal{TenantID: "t", SubjectID: "s"}

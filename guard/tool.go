@@ -28,15 +28,28 @@ func (e Effect) String() string {
 	return "invalid"
 }
 
-// Tool is what the guard needs of a tool. Package toolset builds them from
-// typed Go functions; most code never implements Tool by hand.
-type Tool interface {
+// ToolSpec is a tool's static description: what the guard reads of a tool
+// besides running it.
+type ToolSpec struct {
 	// Name is the exact, case-sensitive name the model calls.
-	Name() string
+	Name string
 	// Effect tells read from write.
-	Effect() Effect
-	// NeedsApproval reports whether a human must approve each call.
-	NeedsApproval() bool
+	Effect Effect
+	// NeedsApproval makes a human approve each call. It applies to writes
+	// only: reads never need approval.
+	NeedsApproval bool
+	// LoggedArguments names the top-level argument members that are safe
+	// to copy into the audit record; the others are only fingerprinted.
+	LoggedArguments []string
+}
+
+// Tool is what the guard needs of a tool: its description (Spec) and what
+// it does at run time. Package toolset builds them from typed Go functions;
+// most code never implements Tool by hand.
+type Tool interface {
+	// Spec returns the tool's description. The guard reads it on every
+	// call: return the same, unchanging value each time.
+	Spec() *ToolSpec
 	// Decode validates the parsed arguments (a tree of nil, bool, string,
 	// json.Number, []any and map[string]any) against the tool's schema and
 	// decodes the canonical JSON into the tool's input. It returns an
@@ -57,9 +70,6 @@ type Tool interface {
 	// the reservation's lease the guard then lets the operation run again.
 	// Input and Arguments are nil here.
 	LookupReceipt(ctx context.Context, inv *Invocation) (out json.RawMessage, found bool, err error)
-	// LoggedArguments names the top-level argument members that are safe
-	// to copy into the audit record; the others are only fingerprinted.
-	LoggedArguments() []string
 }
 
 // Tools finds tools by exact name.

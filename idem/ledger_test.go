@@ -71,11 +71,13 @@ func (l *ledger) tools() *toolset.Set {
 			<-gate
 		}
 		return r, nil
-	}).Receipt(func(_ context.Context, inv *guard.Invocation) (json.RawMessage, bool, error) {
-		l.mu.Lock()
-		defer l.mu.Unlock()
-		r, ok := l.receipts[inv.IdempotencyKey]
-		return r, ok, nil
+	}, &toolset.Options[putIn, json.RawMessage]{
+		Receipt: func(_ context.Context, inv *guard.Invocation) (json.RawMessage, bool, error) {
+			l.mu.Lock()
+			defer l.mu.Unlock()
+			r, ok := l.receipts[inv.IdempotencyKey]
+			return r, ok, nil
+		},
 	})
 	return toolset.MustNew(put)
 }

@@ -62,9 +62,7 @@ return n`)
 
 func (d *redisDownstream) tools() *toolset.Set {
 	put := toolset.Write("put", "Write a value.", func(ctx context.Context, inv *guard.Invocation, in putIn) (map[string]any, error) {
-		// The side effect and its receipt land together (one script), as in
-		// a downstream that keeps receipts: a worker killed right after the
-		// write counter moved has left its receipt too.
+
 		start, _ := json.Marshal(map[string]any{"key": in.Key, "value": in.Value})
 		n, err := writeWithReceipt.Run(ctx, d.rdb, []string{d.prefix + "{ds}:writes", d.prefix + "{ds}:receipt:" + inv.IdempotencyKey},
 			string(start[:len(start)-1])+`,"write":`).Int64()
@@ -76,17 +74,19 @@ func (d *redisDownstream) tools() *toolset.Set {
 			<-d.block
 		}
 		return out, nil
-	}).Receipt(func(ctx context.Context, inv *guard.Invocation) (map[string]any, bool, error) {
-		b, err := d.rdb.Get(ctx, d.prefix+"{ds}:receipt:"+inv.IdempotencyKey).Bytes()
-		if err == redis.Nil {
-			return nil, false, nil
-		}
-		if err != nil {
-			return nil, false, err
-		}
-		var out map[string]any
-		err = json.Unmarshal(b, &out)
-		return out, err == nil, err
+	}, &toolset.Options[putIn, map[string]any]{
+		Receipt: func(ctx context.Context, inv *guard.Invocation) (map[string]any, bool, error) {
+			b, err := d.rdb.Get(ctx, d.prefix+"{ds}:receipt:"+inv.IdempotencyKey).Bytes()
+			if err == redis.Nil {
+				return nil, false, nil
+			}
+			if err != nil {
+				return nil, false, err
+			}
+			var out map[string]any
+			err = json.Unmarshal(b, &out)
+			return out, err == nil, err
+		},
 	})
 	get := toolset.Read("get", "Read a value.", func(ctx context.Context, _ *guard.Invocation, in getIn) (string, error) {
 		d.rdb.Incr(ctx, d.prefix+"{ds}:reads")
@@ -94,7 +94,8 @@ func (d *redisDownstream) tools() *toolset.Set {
 			<-d.block
 		}
 		return "value of " + in.Key, nil
-	})
+	}, nil)
+
 	return toolset.MustNew(put, get)
 }
 

@@ -155,7 +155,7 @@ func (s *settings) tool(name string) toolRef {
 		r.markUnknown(name)
 		return r
 	}
-	r.effect = t.Effect().String()
+	r.effect = t.Spec().Effect.String()
 	return r
 }
 

@@ -35,43 +35,43 @@ const SupportRole = "support"
 // needs approval, on orders the principal owns; its receipt lookup asks the
 // service by idempotency key. Anything else is NOT_FOUND.
 func Tools(svc *Service) *toolset.Set {
-	getOrder := toolset.Read("get_order", "Look up an order by its reference.",
-		func(ctx context.Context, inv *guard.Invocation, in GetOrderInput) (OrderView, error) {
-			o, err := svc.GetOrder(ctx, inv.Principal.TenantID, in.OrderRef)
-			if err != nil {
-				return OrderView{}, toGuardError(err)
-			}
-			return OrderView{OrderRef: o.Ref, Status: o.Status}, nil
-		}).
-		Authorize(func(_ context.Context, inv *guard.Invocation, in GetOrderInput) error {
+	getOrder := toolset.Read("get_order", "Look up an order by its reference.", func(ctx context.Context, inv *guard.Invocation, in GetOrderInput) (OrderView, error) {
+		o, err := svc.GetOrder(ctx, inv.Principal.TenantID, in.OrderRef)
+		if err != nil {
+			return OrderView{}, toGuardError(err)
+		}
+		return OrderView{OrderRef: o.Ref, Status: o.Status}, nil
+	}, &toolset.Options[GetOrderInput, OrderView]{
+		Authorize: func(_ context.Context, inv *guard.Invocation, in GetOrderInput) error {
 			owner, ok := svc.Owner(inv.Principal.TenantID, in.OrderRef)
 			if !ok || (owner != inv.Principal.SubjectID && !inv.Principal.HasRole(SupportRole)) {
 				return guard.ErrNotFound
 			}
 			return nil
-		}).
-		LogArguments("order_ref")
+		},
+		LoggedArguments: []string{"order_ref"},
+	})
 
-	refund := toolset.Write("create_refund_draft", "Create a refund draft for an order. Needs a human's approval.",
-		func(ctx context.Context, inv *guard.Invocation, in RefundInput) (Draft, error) {
-			d, err := svc.CreateDraft(ctx, inv.IdempotencyKey, inv.Principal.TenantID, in.OrderRef, in.Reason)
-			if err != nil {
-				return Draft{}, toGuardError(err)
-			}
-			return d, nil
-		}).
-		RequireApproval().
-		Authorize(func(_ context.Context, inv *guard.Invocation, in RefundInput) error {
+	refund := toolset.Write("create_refund_draft", "Create a refund draft for an order. Needs a human's approval.", func(ctx context.Context, inv *guard.Invocation, in RefundInput) (Draft, error) {
+		d, err := svc.CreateDraft(ctx, inv.IdempotencyKey, inv.Principal.TenantID, in.OrderRef, in.Reason)
+		if err != nil {
+			return Draft{}, toGuardError(err)
+		}
+		return d, nil
+	}, &toolset.Options[RefundInput, Draft]{
+		NeedsApproval: true,
+		Authorize: func(_ context.Context, inv *guard.Invocation, in RefundInput) error {
 			owner, ok := svc.Owner(inv.Principal.TenantID, in.OrderRef)
 			if !ok || owner != inv.Principal.SubjectID {
 				return guard.ErrNotFound
 			}
 			return nil
-		}).
-		Receipt(func(ctx context.Context, inv *guard.Invocation) (Draft, bool, error) {
+		},
+		Receipt: func(ctx context.Context, inv *guard.Invocation) (Draft, bool, error) {
 			return svc.Receipt(ctx, inv.IdempotencyKey)
-		}).
-		LogArguments("order_ref", "reason")
+		},
+		LoggedArguments: []string{"order_ref", "reason"},
+	})
 
 	return toolset.MustNew(getOrder, refund)
 }

@@ -24,14 +24,13 @@ type Order struct {
 // struct: closed objects, every property required, optional fields as
 // unions with null.
 func ExampleRead() {
-	getOrder := toolset.Read("get_order", "Look up an order.",
-		func(ctx context.Context, inv *guard.Invocation, in GetOrderIn) (Order, error) {
-			return Order{ID: in.OrderID, Status: "shipped"}, nil
-		})
+	getOrder := toolset.Read("get_order", "Look up an order.", func(ctx context.Context, inv *guard.Invocation, in GetOrderIn) (Order, error) {
+		return Order{ID: in.OrderID, Status: "shipped"}, nil
+	}, nil)
 
 	var out bytes.Buffer
 	_ = json.Indent(&out, getOrder.Schema().JSON(), "", "  ")
-	fmt.Println(getOrder.Name(), getOrder.Effect())
+	fmt.Println(getOrder.Name(), getOrder.Spec().Effect)
 	fmt.Println(out.String())
 	// Output:
 	// get_order read
@@ -69,10 +68,9 @@ func ExampleRead() {
 // input struct; the guard calls it with the canonical arguments and their
 // parsed tree (numbers as json.Number).
 func ExampleTool_Decode() {
-	getOrder := toolset.Read("get_order", "Look up an order.",
-		func(ctx context.Context, inv *guard.Invocation, in GetOrderIn) (Order, error) {
-			return Order{ID: in.OrderID, Status: "shipped"}, nil
-		})
+	getOrder := toolset.Read("get_order", "Look up an order.", func(ctx context.Context, inv *guard.Invocation, in GetOrderIn) (Order, error) {
+		return Order{ID: in.OrderID, Status: "shipped"}, nil
+	}, nil)
 
 	for _, args := range []string{
 		`{"order_id":"A-1001","fields":null}`,
@@ -103,18 +101,18 @@ func ExampleTool_Decode() {
 func ExampleNew() {
 	fn := func(ctx context.Context, inv *guard.Invocation, in GetOrderIn) (Order, error) { return Order{}, nil }
 	tools, err := toolset.New(
-		toolset.Read("get_order", "Look up an order.", fn),
-		toolset.Write("cancel_order", "Cancel an order.", fn).RequireApproval(),
+		toolset.Read("get_order", "Look up an order.", fn, nil),
+		toolset.Write("cancel_order", "Cancel an order.", fn, &toolset.Options[GetOrderIn, Order]{NeedsApproval: true}),
 	)
 	if err != nil {
 		panic(err)
 	}
 	for _, t := range tools.Tools() {
-		fmt.Println(t.Name(), t.Effect(), t.NeedsApproval())
+		fmt.Println(t.Name(), t.Spec().Effect, t.Spec().NeedsApproval)
 	}
 	fmt.Println(tools.Lookup("Get_Order") == nil)
 
-	_, err = toolset.New(toolset.Read("get_order", "", fn), toolset.Read("get_order", "", fn))
+	_, err = toolset.New(toolset.Read("get_order", "", fn, nil), toolset.Read("get_order", "", fn, nil))
 	fmt.Println(err)
 	// Output:
 	// get_order read false

@@ -45,8 +45,8 @@ type richItem struct {
 }
 
 func richTool() *toolset.Tool[richIn, richIn] {
-	return toolset.Read("rich", "Echoes its input.",
-		func(_ context.Context, _ *guard.Invocation, in richIn) (richIn, error) { return in, nil })
+	return toolset.Read("rich", "Echoes its input.", func(_ context.Context, _ *guard.Invocation, in richIn) (richIn, error) { return in, nil }, nil)
+
 }
 
 // fillNulls adds null for every property the schema lists that v lacks:

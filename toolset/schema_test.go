@@ -159,11 +159,11 @@ func TestSchemaForAcceptsHiddenBadFields(t *testing.T) {
 }
 
 func readTool[In any]() *toolset.Tool[In, struct{}] {
-	return toolset.Read("t", "d", func(context.Context, *guard.Invocation, In) (struct{}, error) { return struct{}{}, nil })
+	return toolset.Read("t", "d", func(context.Context, *guard.Invocation, In) (struct{}, error) { return struct{}{}, nil }, nil)
 }
 
 func writeTool[In any]() *toolset.Tool[In, struct{}] {
-	return toolset.Write("t", "d", func(context.Context, *guard.Invocation, In) (struct{}, error) { return struct{}{}, nil })
+	return toolset.Write("t", "d", func(context.Context, *guard.Invocation, In) (struct{}, error) { return struct{}{}, nil }, nil)
 }
 
 // panics runs fn and returns the text of its panic, or "".
@@ -250,15 +250,15 @@ func TestSchemaMapIsFresh(t *testing.T) {
 func TestNames(t *testing.T) {
 	fn := func(context.Context, *guard.Invocation, flatIn) (int, error) { return 0, nil }
 	for _, name := range []string{"a", "get_order", "Get-Order-2", strings.Repeat("x", 64)} {
-		if msg := panics(func() { toolset.Read(name, "d", fn) }); msg != "" {
+		if msg := panics(func() { toolset.Read(name, "d", fn, nil) }); msg != "" {
 			t.Errorf("valid name %q panicked: %s", name, msg)
 		}
 	}
 	for _, name := range []string{"", "has space", "dot.name", "slash/name", "ünï", strings.Repeat("x", 65), "tab\t", "new\nline"} {
-		if msg := panics(func() { toolset.Read(name, "d", fn) }); msg == "" {
+		if msg := panics(func() { toolset.Read(name, "d", fn, nil) }); msg == "" {
 			t.Errorf("invalid name %q accepted by Read", name)
 		}
-		if msg := panics(func() { toolset.Write(name, "d", fn) }); msg == "" {
+		if msg := panics(func() { toolset.Write(name, "d", fn, nil) }); msg == "" {
 			t.Errorf("invalid name %q accepted by Write", name)
 		}
 		// New checks names of tools that did not come from Read/Write.
@@ -266,7 +266,7 @@ func TestNames(t *testing.T) {
 			t.Errorf("invalid name %q accepted by New", name)
 		}
 	}
-	if msg := panics(func() { toolset.Read[flatIn, int]("ok", "d", nil) }); !strings.Contains(msg, "nil function") {
+	if msg := panics(func() { toolset.Read[flatIn, int]("ok", "d", nil, nil) }); !strings.Contains(msg, "nil function") {
 		t.Errorf("nil function: panic %q", msg)
 	}
 }
@@ -282,10 +282,10 @@ func (r renamed) Name() string { return r.name }
 func TestSetNew(t *testing.T) {
 	a := readTool[flatIn]()
 	fn := func(context.Context, *guard.Invocation, flatIn) (int, error) { return 0, nil }
-	b := toolset.Write("b", "", fn)
-	c := toolset.Read("C", "", fn)
+	b := toolset.Write("b", "", fn, nil)
+	c := toolset.Read("C", "", fn, nil)
 
-	if _, err := toolset.New(a, b, toolset.Read("t", "other", fn)); err == nil || !strings.Contains(err.Error(), "duplicate") {
+	if _, err := toolset.New(a, b, toolset.Read("t", "other", fn, nil)); err == nil || !strings.Contains(err.Error(), "duplicate") {
 		t.Errorf("duplicate name: %v", err)
 	}
 	if msg := panics(func() { toolset.MustNew(a, a) }); msg == "" {
@@ -312,7 +312,7 @@ func TestSetNew(t *testing.T) {
 		t.Error("Tools() exposes the set's slice")
 	}
 
-	d := toolset.Read("d", "", fn)
+	d := toolset.Read("d", "", fn, nil)
 	s2, err := s.With(d)
 	if err != nil {
 		t.Fatal(err)
@@ -320,7 +320,7 @@ func TestSetNew(t *testing.T) {
 	if s2.Lookup("d") == nil || s.Lookup("d") != nil {
 		t.Error("With changed the original set or did not add")
 	}
-	if _, err := s.With(toolset.Read("b", "", fn)); err == nil {
+	if _, err := s.With(toolset.Read("b", "", fn, nil)); err == nil {
 		t.Error("With accepted a duplicate name")
 	}
 	empty, err := toolset.New()

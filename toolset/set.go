@@ -11,6 +11,7 @@ import (
 // description and a schema. Every *Tool is one.
 type Declared interface {
 	guard.Tool
+	Name() string
 	Description() string
 	Schema() *Schema
 }

@@ -4,12 +4,15 @@
 // the model's arguments before they are decoded into the struct.
 //
 //	getOrder := toolset.Read("get_order", "Look up an order.",
-//		func(ctx context.Context, inv *guard.Invocation, in GetOrderIn) (Order, error) { … })
-//	refund := toolset.Write("create_refund_draft", "Draft a refund.", createDraft).
-//		RequireApproval().
-//		Authorize(ownsOrder).
-//		Receipt(findDraft)
+//		func(ctx context.Context, inv *guard.Invocation, in GetOrderIn) (Order, error) { … }, nil)
+//	refund := toolset.Write("create_refund_draft", "Draft a refund.", createDraft,
+//		&toolset.Options[RefundIn, Draft]{NeedsApproval: true, Authorize: ownsOrder, Receipt: findDraft})
 //	tools := toolset.MustNew(getOrder, refund)
+//
+// Configuration is an Options struct whose zero value (or nil) means the
+// defaults, as everywhere in this module (guard.Options, idem.Options,
+// observe.Options): every setting is a named field, documented in one
+// place and readable at the call site.
 package toolset
 
 import (
@@ -37,34 +40,51 @@ type AuthorizeFunc[In any] func(ctx context.Context, inv *guard.Invocation, in I
 // no receipt; an error means the lookup could not tell.
 type ReceiptFunc[Out any] func(ctx context.Context, inv *guard.Invocation) (out Out, found bool, err error)
 
-// Tool is a typed tool. It implements guard.Tool; its methods that return
-// *Tool configure it and are meant to be chained at declaration.
+// Options configure a tool; nil or the zero value means none of them.
+type Options[In, Out any] struct {
+	// NeedsApproval makes every call of a write tool need a signed
+	// approval grant. Read tools never need one; it is ignored for them.
+	NeedsApproval bool
+	// Authorize decides whether the principal may act on what the input
+	// names; it runs after validation and before approval. Nil: every
+	// principal may.
+	Authorize AuthorizeFunc[In]
+	// Receipt asks the downstream system for an operation's result, to
+	// settle unknown outcomes. found false with a nil error promises that
+	// the downstream system has no operation under inv.IdempotencyKey and
+	// deduplicates by that key (see guard.Tool.LookupReceipt): return an
+	// error when it cannot be sure. Nil: outcomes stay unknown until an
+	// operator settles them.
+	Receipt ReceiptFunc[Out]
+	// LoggedArguments names top-level argument members safe to copy into
+	// the audit record. Others are only fingerprinted.
+	LoggedArguments []string
+}
+
+// Tool is a typed tool. It implements guard.Tool.
 type Tool[In, Out any] struct {
-	name        string
+	spec        guard.ToolSpec
 	description string
-	effect      guard.Effect
-	approval    bool
 	schema      *Schema
 	fn          Func[In, Out]
 	authorize   AuthorizeFunc[In]
 	receipt     ReceiptFunc[Out]
-	logged      []string
 }
 
 // Read declares a tool without side effects. It panics if In cannot be
 // expressed as a strict JSON Schema (see SchemaFor), like regexp.MustCompile:
-// tools are declared at start-up.
-func Read[In, Out any](name, description string, fn Func[In, Out]) *Tool[In, Out] {
-	return newTool(name, description, guard.Read, fn)
+// tools are declared at start-up. opts may be nil.
+func Read[In, Out any](name, description string, fn Func[In, Out], opts *Options[In, Out]) *Tool[In, Out] {
+	return newTool(name, description, guard.Read, fn, opts)
 }
 
 // Write declares a tool with side effects: it runs at most once per
-// idempotency key. It panics like Read.
-func Write[In, Out any](name, description string, fn Func[In, Out]) *Tool[In, Out] {
-	return newTool(name, description, guard.Write, fn)
+// idempotency key. It panics like Read. opts may be nil.
+func Write[In, Out any](name, description string, fn Func[In, Out], opts *Options[In, Out]) *Tool[In, Out] {
+	return newTool(name, description, guard.Write, fn, opts)
 }
 
-func newTool[In, Out any](name, description string, effect guard.Effect, fn Func[In, Out]) *Tool[In, Out] {
+func newTool[In, Out any](name, description string, effect guard.Effect, fn Func[In, Out], opts *Options[In, Out]) *Tool[In, Out] {
 	if err := checkName(name); err != nil {
 		panic(err)
 	}
@@ -75,56 +95,27 @@ func newTool[In, Out any](name, description string, effect guard.Effect, fn Func
 	if err != nil {
 		panic(err)
 	}
-	return &Tool[In, Out]{name: name, description: description, effect: effect, schema: s, fn: fn}
+	if opts == nil {
+		opts = &Options[In, Out]{}
+	}
+	return &Tool[In, Out]{
+		spec: guard.ToolSpec{Name: name, Effect: effect, NeedsApproval: opts.NeedsApproval && effect == guard.Write,
+			LoggedArguments: append([]string(nil), opts.LoggedArguments...)},
+		description: description, schema: s, fn: fn, authorize: opts.Authorize, receipt: opts.Receipt,
+	}
 }
 
-// RequireApproval makes every call of a write tool need a signed approval
-// grant. It has no effect on read tools, which never need one.
-func (t *Tool[In, Out]) RequireApproval() *Tool[In, Out] {
-	t.approval = true
-	return t
-}
+// Spec implements guard.Tool.
+func (t *Tool[In, Out]) Spec() *guard.ToolSpec { return &t.spec }
 
-// Authorize sets the authorization hook, run after validation and before
-// approval.
-func (t *Tool[In, Out]) Authorize(fn AuthorizeFunc[In]) *Tool[In, Out] {
-	t.authorize = fn
-	return t
-}
-
-// Receipt sets the receipt lookup used to settle unknown outcomes. found
-// false with a nil error promises that the downstream system has no
-// operation under inv.IdempotencyKey and deduplicates by that key (see
-// guard.Tool.LookupReceipt): return an error when it cannot be sure.
-func (t *Tool[In, Out]) Receipt(fn ReceiptFunc[Out]) *Tool[In, Out] {
-	t.receipt = fn
-	return t
-}
-
-// LogArguments names top-level argument members safe to copy into the audit
-// record. Others are only fingerprinted.
-func (t *Tool[In, Out]) LogArguments(names ...string) *Tool[In, Out] {
-	t.logged = append(t.logged, names...)
-	return t
-}
-
-// Name implements guard.Tool.
-func (t *Tool[In, Out]) Name() string { return t.name }
+// Name returns the tool's name.
+func (t *Tool[In, Out]) Name() string { return t.spec.Name }
 
 // Description returns the description given to the model.
 func (t *Tool[In, Out]) Description() string { return t.description }
 
 // Schema returns the input schema.
 func (t *Tool[In, Out]) Schema() *Schema { return t.schema }
-
-// Effect implements guard.Tool.
-func (t *Tool[In, Out]) Effect() guard.Effect { return t.effect }
-
-// NeedsApproval implements guard.Tool.
-func (t *Tool[In, Out]) NeedsApproval() bool { return t.approval && t.effect == guard.Write }
-
-// LoggedArguments implements guard.Tool.
-func (t *Tool[In, Out]) LoggedArguments() []string { return t.logged }
 
 // Decode implements guard.Tool: the parsed arguments must be an object that
 // the schema accepts, and the canonical JSON must decode into In (which
@@ -159,13 +150,13 @@ func (t *Tool[In, Out]) AuthorizeCall(ctx context.Context, inv *guard.Invocation
 func (t *Tool[In, Out]) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
 	in, ok := inv.Input.(In)
 	if !ok {
-		return nil, guard.NotStarted(fmt.Errorf("toolset: tool %q got input of type %T", t.name, inv.Input))
+		return nil, guard.NotStarted(fmt.Errorf("toolset: tool %q got input of type %T", t.spec.Name, inv.Input))
 	}
 	out, err := t.fn(ctx, inv, in)
 	if err != nil {
 		return nil, err
 	}
-	return marshalOutput(t.name, out)
+	return marshalOutput(t.spec.Name, out)
 }
 
 // errNoReceipt is the inconclusive answer of a tool without a receipt
@@ -181,7 +172,7 @@ func (t *Tool[In, Out]) LookupReceipt(ctx context.Context, inv *guard.Invocation
 	if err != nil || !found {
 		return nil, false, err
 	}
-	b, err := marshalOutput(t.name, out)
+	b, err := marshalOutput(t.spec.Name, out)
 	return b, err == nil, err
 }
 

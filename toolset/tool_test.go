@@ -38,7 +38,7 @@ func refundTool(fn toolset.Func[refundIn, refundOut]) *toolset.Tool[refundIn, re
 	if fn == nil {
 		fn = func(context.Context, *guard.Invocation, refundIn) (refundOut, error) { return refundOut{}, nil }
 	}
-	return toolset.Write("create_refund", "Create a refund.", fn)
+	return toolset.Write("create_refund", "Create a refund.", fn, nil)
 }
 
 // decode runs arguments through the same steps as the guard: canon.Parse,
@@ -311,14 +311,16 @@ type ctxKey struct{}
 func TestExecuteUnmarshalableOutput(t *testing.T) {
 	tool := toolset.Write("w", "", func(context.Context, *guard.Invocation, flatIn) (float64, error) {
 		return math.Inf(1), nil
-	})
+	}, nil)
+
 	_, err := tool.Execute(context.Background(), &guard.Invocation{Input: flatIn{}})
 	if code, _ := guard.CodeOf(err); code != guard.CodeOutcomeUnknown {
 		t.Errorf("Execute = %v, want OUTCOME_UNKNOWN", err)
 	}
 	tool2 := toolset.Read("r", "", func(context.Context, *guard.Invocation, flatIn) (chan int, error) {
 		return make(chan int), nil
-	})
+	}, nil)
+
 	if _, err := tool2.Execute(context.Background(), &guard.Invocation{Input: flatIn{}}); err == nil {
 		t.Error("unmarshalable output accepted")
 	}
@@ -331,12 +333,15 @@ func TestAuthorizeCall(t *testing.T) {
 		t.Errorf("no hook: %v", err)
 	}
 	var seen refundIn
-	tool := refundTool(nil).Authorize(func(_ context.Context, inv *guard.Invocation, in refundIn) error {
-		seen = in
-		if inv.Principal.SubjectID != "alice" || in.OrderID != "mine" {
-			return guard.ErrNotFound
-		}
-		return nil
+	noop := func(context.Context, *guard.Invocation, refundIn) (refundOut, error) { return refundOut{}, nil }
+	tool := toolset.Write("create_refund", "Create a refund.", noop, &toolset.Options[refundIn, refundOut]{
+		Authorize: func(_ context.Context, inv *guard.Invocation, in refundIn) error {
+			seen = in
+			if inv.Principal.SubjectID != "alice" || in.OrderID != "mine" {
+				return guard.ErrNotFound
+			}
+			return nil
+		},
 	})
 	gt = tool
 	p := guard.Principal{TenantID: "t1", SubjectID: "alice"}
@@ -388,9 +393,12 @@ func TestLookupReceipt(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			var gotKey string
-			gt = refundTool(nil).Receipt(func(_ context.Context, inv *guard.Invocation) (refundOut, bool, error) {
-				gotKey = inv.IdempotencyKey
-				return tt.out, tt.found, tt.err
+			noop := func(context.Context, *guard.Invocation, refundIn) (refundOut, error) { return refundOut{}, nil }
+			gt = toolset.Write("create_refund", "Create a refund.", noop, &toolset.Options[refundIn, refundOut]{
+				Receipt: func(_ context.Context, inv *guard.Invocation) (refundOut, bool, error) {
+					gotKey = inv.IdempotencyKey
+					return tt.out, tt.found, tt.err
+				},
 			})
 			out, found, err := gt.LookupReceipt(ctx, inv)
 			if string(out) != tt.wantOut || found != tt.wantFound || err != tt.wantErr {
@@ -402,8 +410,8 @@ func TestLookupReceipt(t *testing.T) {
 		})
 	}
 	// A found receipt whose output cannot be marshalled is not "found".
-	bad := toolset.Write("w", "", func(context.Context, *guard.Invocation, flatIn) (float64, error) { return 0, nil }).
-		Receipt(func(context.Context, *guard.Invocation) (float64, bool, error) { return math.NaN(), true, nil })
+	bad := toolset.Write("w", "", func(context.Context, *guard.Invocation, flatIn) (float64, error) { return 0, nil },
+		&toolset.Options[flatIn, float64]{Receipt: func(context.Context, *guard.Invocation) (float64, bool, error) { return math.NaN(), true, nil }})
 	if out, found, err := bad.LookupReceipt(ctx, inv); found || err == nil || out != nil {
 		t.Errorf("unmarshalable receipt: %s, %v, %v", out, found, err)
 	}
@@ -420,22 +428,23 @@ func TestToolAccessors(t *testing.T) {
 		desc      string
 		schemaFor *toolset.Schema
 	}{
-		{"read", toolset.Read("r", "Reads.", fn), guard.Read, false, nil, "Reads.", nil},
-		{"read with RequireApproval", toolset.Read("r2", "", fn).RequireApproval(), guard.Read, false, nil, "", nil},
-		{"write", toolset.Write("w", "Writes.", fn), guard.Write, false, nil, "Writes.", nil},
-		{"write with RequireApproval", toolset.Write("w2", "", fn).RequireApproval(), guard.Write, true, nil, "", nil},
-		{"logged", toolset.Write("w3", "", fn).LogArguments("name").LogArguments("count", "price"), guard.Write, false, []string{"name", "count", "price"}, "", nil},
+		{"read", toolset.Read("r", "Reads.", fn, nil), guard.Read, false, nil, "Reads.", nil},
+		{"read with NeedsApproval", toolset.Read("r2", "", fn, &toolset.Options[flatIn, int]{NeedsApproval: true}), guard.Read, false, nil, "", nil},
+		{"write", toolset.Write("w", "Writes.", fn, nil), guard.Write, false, nil, "Writes.", nil},
+		{"write with NeedsApproval", toolset.Write("w2", "", fn, &toolset.Options[flatIn, int]{NeedsApproval: true}), guard.Write, true, nil, "", nil},
+		{"logged", toolset.Write("w3", "", fn, &toolset.Options[flatIn, int]{LoggedArguments: []string{"name", "count", "price"}}), guard.Write, false, []string{"name", "count", "price"}, "", nil},
 	}
 	want, _ := toolset.SchemaFor[flatIn]()
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if tt.tool.Effect() != tt.effect {
-				t.Errorf("Effect %v", tt.tool.Effect())
+			spec := tt.tool.Spec()
+			if spec.Effect != tt.effect {
+				t.Errorf("Effect %v", spec.Effect)
 			}
-			if tt.tool.NeedsApproval() != tt.approval {
-				t.Errorf("NeedsApproval %v, want %v", tt.tool.NeedsApproval(), tt.approval)
+			if spec.NeedsApproval != tt.approval {
+				t.Errorf("NeedsApproval %v, want %v", spec.NeedsApproval, tt.approval)
 			}
-			if got := tt.tool.LoggedArguments(); !reflect.DeepEqual(got, tt.logged) {
+			if got := spec.LoggedArguments; !reflect.DeepEqual(got, tt.logged) {
 				t.Errorf("LoggedArguments %v, want %v", got, tt.logged)
 			}
 			d := tt.tool.(toolset.Declared)
@@ -455,7 +464,7 @@ func TestDateTimeFormatIsValidated(t *testing.T) {
 	type when struct {
 		At time.Time `json:"at"`
 	}
-	tool := toolset.Read("at", "", func(context.Context, *guard.Invocation, when) (string, error) { return "", nil })
+	tool := toolset.Read("at", "", func(context.Context, *guard.Invocation, when) (string, error) { return "", nil }, nil)
 	decode := func(args string) error {
 		c, v, err := canon.Parse([]byte(args), canon.Limits{})
 		if err != nil {

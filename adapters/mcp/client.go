@@ -54,8 +54,7 @@ type RemoteTool struct {
 	def       *sdk.Tool
 	schema    json.RawMessage
 	compiled  *jsonschema.Schema
-	effect    guard.Effect
-	approval  bool
+	spec      guard.ToolSpec
 	authorize func(ctx context.Context, tool string, inv *guard.Invocation) error
 }
 
@@ -107,15 +106,21 @@ func newRemoteTool(cs *sdk.ClientSession, def *sdk.Tool, opts ImportOptions) (*R
 	if err != nil {
 		return nil, fmt.Errorf("mcp: tool %q inputSchema: %w", def.Name, err)
 	}
-	t := &RemoteTool{cs: cs, def: def, schema: raw, compiled: compiled, effect: guard.Write, authorize: opts.Authorize}
+	t := &RemoteTool{cs: cs, def: def, schema: raw, compiled: compiled, authorize: opts.Authorize,
+		spec: guard.ToolSpec{Name: def.Name, Effect: guard.Write}}
 	if def.Annotations != nil && def.Annotations.ReadOnlyHint {
-		t.effect = guard.Read
+		t.spec.Effect = guard.Read
 	}
-	t.approval = t.effect == guard.Write && (opts.NoApproval == nil || !opts.NoApproval(def))
+	t.spec.NeedsApproval = t.spec.Effect == guard.Write && (opts.NoApproval == nil || !opts.NoApproval(def))
 	return t, nil
 }
 
-// Name implements guard.Tool.
+// Spec implements guard.Tool: read for readOnlyHint, write otherwise;
+// writes need approval unless ImportOptions.NoApproval says not; no
+// argument is logged, they are only fingerprinted.
+func (t *RemoteTool) Spec() *guard.ToolSpec { return &t.spec }
+
+// Name returns the tool's name.
 func (t *RemoteTool) Name() string { return t.def.Name }
 
 // Description returns the remote server's description of the tool.
@@ -134,16 +139,6 @@ func (t *RemoteTool) Definition() *sdk.Tool { return t.def }
 func (t *RemoteTool) Idempotent() bool {
 	return t.def.Annotations != nil && t.def.Annotations.IdempotentHint
 }
-
-// Effect implements guard.Tool: read for readOnlyHint, write otherwise.
-func (t *RemoteTool) Effect() guard.Effect { return t.effect }
-
-// NeedsApproval implements guard.Tool.
-func (t *RemoteTool) NeedsApproval() bool { return t.approval }
-
-// LoggedArguments implements guard.Tool: none, the arguments are only
-// fingerprinted.
-func (t *RemoteTool) LoggedArguments() []string { return nil }
 
 // Decode implements guard.Tool: the arguments must be an object the
 // server's inputSchema accepts; the input is their canonical JSON.

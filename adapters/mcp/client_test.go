@@ -127,7 +127,7 @@ func TestImportEffects(t *testing.T) {
 		"lookup": {true, false, false}, "add_note": {false, true, true}, "slow_write": {false, false, false},
 	} {
 		tl := rt.Lookup(name).(*tgmcp.RemoteTool)
-		got := [3]bool{tl.Effect() == guard.Read, tl.NeedsApproval(), tl.Idempotent()}
+		got := [3]bool{tl.Spec().Effect == guard.Read, tl.Spec().NeedsApproval, tl.Idempotent()}
 		if got != want {
 			t.Errorf("%s: read, approval, idempotent = %v, want %v", name, got, want)
 		}

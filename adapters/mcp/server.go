@@ -157,7 +157,7 @@ func toolDef(t toolset.Declared) *sdk.Tool {
 		Description:  t.Description(),
 		InputSchema:  t.Schema().JSON(),
 		OutputSchema: ResultSchema(),
-		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: t.Effect() == guard.Read},
+		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: t.Spec().Effect == guard.Read},
 	}
 }
 

@@ -120,7 +120,7 @@ func TestListTools(t *testing.T) {
 		if !strings.Contains(string(out), `"const":"tool-model-result-v2"`) {
 			t.Errorf("%s outputSchema %s", d.Name(), out)
 		}
-		if tl.Annotations.ReadOnlyHint != (d.Effect() == guard.Read) {
+		if tl.Annotations.ReadOnlyHint != (d.Spec().Effect == guard.Read) {
 			t.Errorf("%s readOnlyHint %t", d.Name(), tl.Annotations.ReadOnlyHint)
 		}
 	}

@@ -41,10 +41,10 @@ func Example() {
 	mr, _ := miniredis.Run() // any Redis will do: miniredis, a server, a cluster
 	defer mr.Close()
 	store, _ := idem.New(redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: mr.Addr()}), idem.Options{})
-	greet := toolset.Read("greet", "Greet someone.",
-		func(_ context.Context, _ *guard.Invocation, in greetIn) (string, error) {
-			return "hello, " + in.Name, nil
-		})
+	greet := toolset.Read("greet", "Greet someone.", func(_ context.Context, _ *guard.Invocation, in greetIn) (string, error) {
+		return "hello, " + in.Name, nil
+	}, nil)
+
 	tools := toolset.MustNew(greet)
 	g := guard.New(tools, store, guard.Options{})
 	user := guard.Principal{TenantID: "acme", SubjectID: "user-1"} // from your session, never the model

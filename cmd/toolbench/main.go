@@ -286,11 +286,12 @@ type draft struct {
 func benchTools() *toolset.Set {
 	get := toolset.Read("get_order", "Look up an order.", func(_ context.Context, _ *guard.Invocation, in orders.GetOrderInput) (orders.OrderView, error) {
 		return orders.OrderView{OrderRef: in.OrderRef, Status: "paid"}, nil
-	})
+	}, nil)
+
 	var drafts atomic.Int64
 	refund := toolset.Write("create_refund_draft", "Draft a refund.", func(_ context.Context, _ *guard.Invocation, in orders.RefundInput) (draft, error) {
 		return draft{DraftID: "DRAFT-" + strconv.FormatInt(drafts.Add(1), 10), OrderRef: in.OrderRef, Reason: in.Reason}, nil
-	}).RequireApproval().LogArguments("order_ref", "reason")
+	}, &toolset.Options[orders.RefundInput, draft]{NeedsApproval: true, LoggedArguments: []string{"order_ref", "reason"}})
 	return toolset.MustNew(get, refund)
 }
 

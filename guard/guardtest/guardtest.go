@@ -265,6 +265,22 @@ func (d *Downstream) Block() (entered <-chan struct{}, release func()) {
 	return d.entered, func() { once.Do(func() { close(ch) }) }
 }
 
+// receipt is the put tool's receipt lookup.
+func (d *Downstream) receipt(_ context.Context, inv *guard.Invocation) (map[string]any, bool, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.noRecpt {
+		return nil, false, fmt.Errorf("downstream: receipts unavailable")
+	}
+	s, ok := d.receipts[inv.IdempotencyKey]
+	if !ok {
+		return nil, false, nil
+	}
+	var out map[string]any
+	_ = json.Unmarshal([]byte(s), &out)
+	return out, true, nil
+}
+
 // PutIn is the input of the put tool.
 type PutIn struct {
 	Key   string `json:"key"`
@@ -283,11 +299,13 @@ func (d *Downstream) Tools() *toolset.Set {
 		d.mu.Lock()
 		defer d.mu.Unlock()
 		return map[string]string{"key": in.Key, "value": d.values[in.Key]}, nil
-	}).Authorize(func(_ context.Context, _ *guard.Invocation, in GetIn) error {
-		if len(in.Key) >= 6 && in.Key[:6] == "secret" {
-			return guard.ErrNotFound
-		}
-		return nil
+	}, &toolset.Options[GetIn, map[string]string]{
+		Authorize: func(_ context.Context, _ *guard.Invocation, in GetIn) error {
+			if len(in.Key) >= 6 && in.Key[:6] == "secret" {
+				return guard.ErrNotFound
+			}
+			return nil
+		},
 	})
 	put := toolset.Write("put", "Write a value.", func(ctx context.Context, inv *guard.Invocation, in PutIn) (map[string]any, error) {
 		d.mu.Lock()
@@ -316,19 +334,6 @@ func (d *Downstream) Tools() *toolset.Set {
 			return nil, guard.UnknownOutcome(fmt.Errorf("downstream: reply lost"))
 		}
 		return out, nil
-	}).RequireApproval().Receipt(func(_ context.Context, inv *guard.Invocation) (map[string]any, bool, error) {
-		d.mu.Lock()
-		defer d.mu.Unlock()
-		if d.noRecpt {
-			return nil, false, fmt.Errorf("downstream: receipts unavailable")
-		}
-		s, ok := d.receipts[inv.IdempotencyKey]
-		if !ok {
-			return nil, false, nil
-		}
-		var out map[string]any
-		_ = json.Unmarshal([]byte(s), &out)
-		return out, true, nil
-	})
+	}, &toolset.Options[PutIn, map[string]any]{NeedsApproval: true, Receipt: d.receipt})
 	return toolset.MustNew(get, put)
 }
