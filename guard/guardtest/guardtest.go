@@ -52,6 +52,16 @@ func TestStore(t *testing.T, newStore NewStore) {
 	}
 }
 
+// TestNames returns the names of the kit's tests, in order: the subtests
+// TestStore runs.
+func TestNames() []string {
+	names := make([]string, len(tests))
+	for i, tc := range tests {
+		names[i] = tc.name
+	}
+	return names
+}
+
 var tests = []struct {
 	name string
 	rule string
@@ -197,17 +207,6 @@ func (w *World) Status(t testing.TB, p guard.Principal, op string) *guard.Result
 		t.Fatalf("QueryStatus(%s): %v", op, err)
 	}
 	return res
-}
-
-// Entered waits until a blocked put has been entered, or fails the test
-// after CallTimeout: the store never let the write run.
-func Entered(t testing.TB, entered <-chan struct{}) {
-	t.Helper()
-	select {
-	case <-entered:
-	case <-time.After(CallTimeout):
-		t.Fatalf("the write never ran within %v: the store did not reserve it", CallTimeout)
-	}
 }
 
 // Want checks a result's code and delivery.

@@ -132,7 +132,7 @@ func testInProgress(t *testing.T, w *World) {
 	entered, release := w.Down.Block()
 	defer release()
 	done := goDispatch(w, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
-	Entered(t, entered)
+	done.entered(t, entered)
 	r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1")
 	Want(t, r, guard.CodeInProgress, guard.DeliveryFresh)
 	if r.RetryAfter <= 0 || r.RetryAfter > Lease {
@@ -140,7 +140,7 @@ func testInProgress(t *testing.T, w *World) {
 	}
 	Want(t, w.Status(t, alice, "c1"), guard.CodeInProgress, guard.DeliveryFresh)
 	release()
-	Want(t, done(t), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, done.wait(t), guard.CodeOK, guard.DeliveryFresh)
 	// IN_PROGRESS is not replayed: the second call id now gets the result.
 	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
 }
@@ -149,7 +149,7 @@ func testLeaseExpiry(t *testing.T, w *World) {
 	entered, release := w.Down.Block()
 	defer release()
 	done := goDispatch(w, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
-	Entered(t, entered)
+	done.entered(t, entered)
 	// The holder looks dead: its lease runs out on the guard's clock.
 	w.Advance(Lease + time.Second)
 	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
@@ -158,7 +158,7 @@ func testLeaseExpiry(t *testing.T, w *World) {
 	}
 	// The holder was alive after all: its commit tells the truth.
 	release()
-	Want(t, done(t), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, done.wait(t), guard.CodeOK, guard.DeliveryFresh)
 	Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
 	// A read has no reservation: it simply runs again.
 	Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", ""), guard.CodeOK, guard.DeliveryFresh)
@@ -339,32 +339,59 @@ func testCommitRetry(t *testing.T, w *World) {
 	}
 }
 
-// goDispatch runs a dispatch on another goroutine; the returned function
-// waits for its result (at most CallTimeout and a grace) from the test's
-// goroutine, where failing is allowed.
-func goDispatch(w *World, p guard.Principal, tool, args, callID, key string) func(t *testing.T) *guard.Result {
-	type answer struct {
-		res *guard.Result
-		err error
-	}
-	ch := make(chan answer, 1)
+// goDispatch runs a dispatch on another goroutine. Its result is read on
+// the test's goroutine, where failing is allowed, with wait.
+func goDispatch(w *World, p guard.Principal, tool, args, callID, key string) *pendingCall {
+	pc := &pendingCall{ch: make(chan dispatchAnswer, 1), what: tool + " " + args}
 	go func() {
 		res, err := w.TryDispatch(p, tool, args, callID, key)
-		ch <- answer{res, err}
+		pc.ch <- dispatchAnswer{res, err}
 	}()
-	return func(t *testing.T) *guard.Result {
-		t.Helper()
+	return pc
+}
+
+type dispatchAnswer struct {
+	res *guard.Result
+	err error
+}
+
+// pendingCall is a dispatch running on another goroutine.
+type pendingCall struct {
+	ch   chan dispatchAnswer
+	got  *dispatchAnswer
+	what string
+}
+
+// entered waits until the blocked write has started, and fails the test if
+// the dispatch ended without running it, or after CallTimeout.
+func (pc *pendingCall) entered(t *testing.T, entered <-chan struct{}) {
+	t.Helper()
+	select {
+	case <-entered:
+	case a := <-pc.ch:
+		pc.got = &a
+		t.Fatalf("Dispatch(%s) ended without running the write: %v %v", pc.what, a.res, a.err)
+	case <-time.After(CallTimeout):
+		t.Fatalf("Dispatch(%s): the write never ran within %v", pc.what, CallTimeout)
+	}
+}
+
+// wait returns the dispatch's result, failing the test on a host error or
+// when it does not return within CallTimeout and a grace.
+func (pc *pendingCall) wait(t *testing.T) *guard.Result {
+	t.Helper()
+	if pc.got == nil {
 		select {
-		case a := <-ch:
-			if a.err != nil {
-				t.Fatalf("Dispatch(%s %s): %v", tool, args, a.err)
-			}
-			return a.res
+		case a := <-pc.ch:
+			pc.got = &a
 		case <-time.After(CallTimeout + 2*time.Second):
-			t.Fatalf("Dispatch(%s %s) never returned", tool, args)
-			return nil
+			t.Fatalf("Dispatch(%s) never returned", pc.what)
 		}
 	}
+	if pc.got.err != nil {
+		t.Fatalf("Dispatch(%s): %v", pc.what, pc.got.err)
+	}
+	return pc.got.res
 }
 
 // writeEntry is a write's store entry as the guard makes it, for tests that
