@@ -18,8 +18,8 @@ import (
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
-	"github.com/toolguard/toolguard/orders"
 )
 
 // The principals of the orders world: user1 owns ORDER-7, user2 owns ORDER-8.

@@ -9,7 +9,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/orders"
+	"github.com/toolguard/toolguard/internal/orders"
 )
 
 // The draft is created but the reply is lost: the model is told the outcome

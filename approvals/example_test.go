@@ -13,7 +13,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/orders"
+	"github.com/toolguard/toolguard/internal/orders"
 )
 
 // Example parks a paused run, decides its request as an approver would from

@@ -15,8 +15,8 @@ import (
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
-	"github.com/toolguard/toolguard/orders"
 )
 
 var (

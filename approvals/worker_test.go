@@ -13,8 +13,8 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
-	"github.com/toolguard/toolguard/orders"
 )
 
 // outcome collects what a worker reports.

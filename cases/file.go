@@ -14,7 +14,7 @@ import (
 	"os"
 	"slices"
 
-	"github.com/toolguard/toolguard/orders"
+	"github.com/toolguard/toolguard/internal/orders"
 )
 
 // SchemaVersion is the case file format this package reads.

@@ -12,9 +12,9 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redisconn"
 	"github.com/toolguard/toolguard/internal/redistest"
-	"github.com/toolguard/toolguard/orders"
 	"github.com/toolguard/toolguard/ratelimit"
 )
 

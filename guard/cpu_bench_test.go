@@ -7,7 +7,7 @@ import (
 
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/orders"
+	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
 )
 

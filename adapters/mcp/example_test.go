@@ -11,7 +11,7 @@ import (
 	tgmcp "github.com/toolguard/toolguard/adapters/mcp"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
-	"github.com/toolguard/toolguard/orders"
+	"github.com/toolguard/toolguard/internal/orders"
 )
 
 // Serve the order tools through the guard over MCP, and call them from an

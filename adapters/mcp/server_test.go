@@ -13,8 +13,8 @@ import (
 	tgmcp "github.com/toolguard/toolguard/adapters/mcp"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
-	"github.com/toolguard/toolguard/orders"
 )
 
 var (

@@ -14,8 +14,8 @@ import (
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
-	"github.com/toolguard/toolguard/orders"
 )
 
 func newGuard(t testing.TB) *guard.Guard {

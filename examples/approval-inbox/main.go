@@ -38,7 +38,7 @@ import (
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/orders"
+	"github.com/toolguard/toolguard/internal/orders"
 )
 
 func main() {

@@ -35,7 +35,7 @@ import (
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
-	"github.com/toolguard/toolguard/orders"
+	"github.com/toolguard/toolguard/internal/orders"
 )
 
 func main() {

@@ -36,8 +36,8 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/observe"
-	"github.com/toolguard/toolguard/orders"
 )
 
 func main() {

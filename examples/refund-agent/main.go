@@ -31,7 +31,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/orders"
+	"github.com/toolguard/toolguard/internal/orders"
 )
 
 func main() {
