@@ -7,6 +7,7 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
@@ -32,8 +33,8 @@ func Example() {
 	approve := agentloop.ApproverFunc(func(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
 		return agentloop.Decision{Approved: true, Approver: "ann"}, nil
 	})
-	// Without WithStore the loop keeps its records in an embedded Redis.
-	loop := agentloop.New(client, orders.Tools(svc), agentloop.WithApprover(approve))
+	// Without Options.Store the loop keeps its records in an embedded Redis.
+	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(svc), agentloop.Options{Approver: approve})
 	defer loop.Close()
 
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"} // from the host's session
@@ -70,7 +71,7 @@ func ExampleLoop_Resume() {
 	defer srv.Close()
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
 	svc := orders.NewService()
-	loop := agentloop.New(client, orders.Tools(svc)) // no Approver: the run pauses
+	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(svc), agentloop.Options{}) // no Approver: the run pauses
 	defer loop.Close()
 	ctx := context.Background()
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}

@@ -26,6 +26,7 @@ import (
 
 	"golang.org/x/term"
 
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
@@ -93,9 +94,9 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve bool) err
 	})
 
 	// The three lines.
-	loop := agentloop.New(client, orders.Tools(svc), agentloop.WithStore(rdb), agentloop.WithModel(model),
-		agentloop.WithApprover(approver), agentloop.WithObserver(func(e agentloop.Event) { fmt.Fprintln(w, e) }),
-		agentloop.WithInstructions("You are a support agent. Use the tools; never guess an order's state."))
+	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{Name: model}), orders.Tools(svc), agentloop.Options{Store: rdb,
+		Approver: approver, Observer: func(e agentloop.Event) { fmt.Fprintln(w, e) },
+		Instructions: "You are a support agent. Use the tools; never guess an order's state."})
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"} // from the host's session
 	before, err := demo.AuditCount(ctx, loop.Store(), principal.TenantID)
 	if err != nil {
