@@ -29,7 +29,7 @@ func TestHappyPath(t *testing.T) {
 	var events []agentloop.Event
 	loop := w.loop(agentloop.Options{Approver: appr,
 		Instructions: "Be a support agent.",
-		Observer: func(e agentloop.Event) { events = append(events, e) }})
+		Observer:     func(e agentloop.Event) { events = append(events, e) }})
 	ctx := testCtx(t)
 
 	res, err := loop.Run(ctx, user1, "Refund my duplicate order ORDER-7.")

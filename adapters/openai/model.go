@@ -59,7 +59,7 @@ func (m *Model) Info() provider.Info {
 
 // UserItem implements provider.Provider: a user message.
 func (m *Model) UserItem(text string) json.RawMessage {
-	return mustJSON(responses.ResponseInputItemParamOfMessage(text, responses.EasyInputMessageRoleUser))
+	return provider.Item(responses.ResponseInputItemParamOfMessage(text, responses.EasyInputMessageRoleUser))
 }
 
 // OutputItems implements provider.Provider: a function_call_output item
@@ -68,10 +68,10 @@ func (m *Model) OutputItems(outs []provider.Output) []json.RawMessage {
 	items := make([]json.RawMessage, 0, len(outs))
 	for _, o := range outs {
 		if o.Kind == KindCustom {
-			items = append(items, mustJSON(responses.ResponseInputItemParamOfCustomToolCallOutput(o.CallID, o.Result)))
+			items = append(items, provider.Item(responses.ResponseInputItemParamOfCustomToolCallOutput(o.CallID, o.Result)))
 			continue
 		}
-		items = append(items, mustJSON(outputItem(o.CallID, o.Result)))
+		items = append(items, provider.Item(outputItem(o.CallID, o.Result)))
 	}
 	return items
 }
@@ -200,12 +200,4 @@ func toolParams(tools []toolset.Declared) []responses.ToolUnionParam {
 		out = append(out, Tool(t))
 	}
 	return out
-}
-
-func mustJSON(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic(err) // SDK params always marshal
-	}
-	return b
 }

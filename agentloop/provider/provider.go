@@ -174,3 +174,14 @@ func Unknown(message string) *guard.Result {
 func Invalid(message string) *guard.Result {
 	return &guard.Result{Code: guard.InvalidArguments, Delivery: guard.DeliveryFresh, Message: message}
 }
+
+// Item marshals an SDK request parameter (a message, a tool result) into a
+// conversation item. SDK parameters always marshal; one that does not is a
+// programming error and panics.
+func Item(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("provider: an SDK parameter did not marshal: " + err.Error())
+	}
+	return b
+}
