@@ -1,0 +1,396 @@
+package agentloop_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
+	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
+	tgchat "github.com/toolguard/toolguard/adapters/chat"
+	"github.com/toolguard/toolguard/adapters/chat/chattest"
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
+	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/orders"
+)
+
+// step is one scripted model reply, written once for every provider.
+type step struct {
+	text  string
+	calls []stepCall
+	// end makes the reply end abnormally: "truncated" or "refused".
+	end string
+}
+
+type stepCall struct{ id, name, args string }
+
+// fake is one provider's fake server, played through its real SDK client.
+type fake struct {
+	name string
+	// model returns a provider talking to the server.
+	model func() provider.Provider
+	// results returns the model results the loop sent in each answered
+	// request, in order.
+	results func() [][]guard.Result
+	// answered counts the requests the server answered with 200.
+	answered func() int
+	close    func()
+}
+
+// providers are the fakes, each about to play the steps: the Responses
+// API chained and stateless, Chat Completions, Anthropic Messages.
+var providers = []string{"responses", "responses-stateless", "chat", "anthropic"}
+
+func newFake(t *testing.T, name string, steps ...step) *fake {
+	t.Helper()
+	f := &fake{name: name}
+	switch name {
+	case "responses", "responses-stateless":
+		var turns []openaitest.Turn
+		for _, s := range steps {
+			turn := openaitest.Turn{Text: s.text, Reasoning: "thinking about " + s.text}
+			for _, c := range s.calls {
+				turn.Calls = append(turn.Calls, openaitest.Call{CallID: c.id, Name: c.name, Arguments: c.args})
+			}
+			switch s.end {
+			case "truncated":
+				turn.Incomplete = "max_output_tokens"
+			case "refused":
+				turn.Incomplete = "content_filter"
+			}
+			turns = append(turns, turn)
+		}
+		srv := openaitest.NewServer(turns...)
+		client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(2))
+		stateless := name == "responses-stateless"
+		f.model = func() provider.Provider {
+			return tgopenai.NewModel(client, tgopenai.ModelOptions{Name: "scripted-model", Stateless: stateless})
+		}
+		f.results = func() [][]guard.Result {
+			var out [][]guard.Result
+			for _, r := range okRequests(srv) {
+				// The outputs that end the input: those of the last
+				// response (a stateless request carries the earlier ones
+				// too).
+				var last []openaitest.InputItem
+				for _, it := range r.Input {
+					if it.Type != "function_call_output" {
+						last = nil
+						continue
+					}
+					last = append(last, it)
+				}
+				out = append(out, decodeResults(t, last, func(it openaitest.InputItem) string { return it.Output }))
+			}
+			return out
+		}
+		f.answered = func() int { return len(okRequests(srv)) }
+		f.close = srv.Close
+	case "chat":
+		var turns []chattest.Turn
+		for _, s := range steps {
+			turn := chattest.Turn{Text: s.text}
+			for _, c := range s.calls {
+				turn.Calls = append(turn.Calls, chattest.Call{CallID: c.id, Name: c.name, Arguments: c.args})
+			}
+			switch s.end {
+			case "truncated":
+				turn.Finish = "length"
+			case "refused":
+				turn.Finish = "content_filter"
+			}
+			turns = append(turns, turn)
+		}
+		srv := chattest.NewServer(turns...)
+		client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(2))
+		f.model = func() provider.Provider {
+			return tgchat.NewModel(client, tgchat.ModelOptions{Name: "scripted-model"})
+		}
+		ok200 := func() []chattest.Request {
+			return answered(srv.Requests(), func(r chattest.Request) int { return r.StatusCode })
+		}
+		f.results = func() [][]guard.Result {
+			var out [][]guard.Result
+			for _, r := range ok200() {
+				out = append(out, decodeResults(t, r.ToolResults(), func(m chattest.Message) string { return m.Content }))
+			}
+			return out
+		}
+		f.answered = func() int { return len(ok200()) }
+		f.close = srv.Close
+	case "anthropic":
+		var turns []anthropictest.Turn
+		for _, s := range steps {
+			turn := anthropictest.Turn{Text: s.text}
+			for _, c := range s.calls {
+				turn.Calls = append(turn.Calls, anthropictest.Call{ID: c.id, Name: c.name, Input: c.args})
+			}
+			switch s.end {
+			case "truncated":
+				turn.StopReason = "max_tokens"
+			case "refused":
+				turn.StopReason = "refusal"
+			}
+			turns = append(turns, turn)
+		}
+		srv := anthropictest.NewServer(turns...)
+		client := sdk.NewClient(aoption.WithBaseURL(srv.URL()), aoption.WithAPIKey("test"), aoption.WithMaxRetries(2))
+		f.model = func() provider.Provider {
+			return tganthropic.NewModel(client, tganthropic.ModelOptions{Name: "scripted-model"})
+		}
+		ok200 := func() []anthropictest.Request {
+			return answered(srv.Requests(), func(r anthropictest.Request) int { return r.StatusCode })
+		}
+		f.results = func() [][]guard.Result {
+			var out [][]guard.Result
+			for _, r := range ok200() {
+				res := decodeResults(t, r.ToolResults(), func(tr anthropictest.ToolResult) string { return tr.Content })
+				for i, tr := range r.ToolResults() {
+					if tr.IsError != (res[i].Code != guard.OK) {
+						t.Errorf("tool_result %s: is_error %v for code %s", tr.ToolUseID, tr.IsError, res[i].Code)
+					}
+				}
+				out = append(out, res)
+			}
+			return out
+		}
+		f.answered = func() int { return len(ok200()) }
+		f.close = srv.Close
+	default:
+		t.Fatalf("no fake %s", name)
+	}
+	t.Cleanup(f.close)
+	return f
+}
+
+// answered returns the requests a fake answered with 200.
+func answered[R any](reqs []R, status func(R) int) []R {
+	var out []R
+	for _, r := range reqs {
+		if status(r) == 200 {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+func decodeResults[T any](t *testing.T, items []T, text func(T) string) []guard.Result {
+	t.Helper()
+	out := []guard.Result{}
+	for _, it := range items {
+		var r guard.Result
+		if err := json.Unmarshal([]byte(text(it)), &r); err != nil {
+			t.Fatalf("a tool result is not a model result: %v: %s", err, text(it))
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// refundSteps read the order, draft the refund, ask for it again with the
+// arguments in another order, and end.
+var refundSteps = []step{
+	{calls: []stepCall{{"call_r", readTool, readArgs}}},
+	{text: "ORDER-7 is paid; drafting the refund.", calls: []stepCall{{"call_w", refundTool, refundArgs}}},
+	{calls: []stepCall{{"call_w2", refundTool, `{"reason":"duplicate","order_ref":"ORDER-7"}`}}},
+	{text: "Refund draft DRAFT-1 is created."},
+}
+
+// Every provider runs the same loop: the same transcript, one side effect,
+// the repeat replayed, the results carried in the provider's own tool
+// result shape, and the adapter named in every audit record.
+func TestEveryProviderRefunds(t *testing.T) {
+	var transcripts []string
+	for _, name := range providers {
+		t.Run(name, func(t *testing.T) {
+			f := newFake(t, name, refundSteps...)
+			svc := orders.NewService()
+			_, rdb := redistest.Mini(t)
+			loop := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Store: rdb, Approver: &approver{}})
+			t.Cleanup(loop.Close)
+			res, err := loop.Run(testCtx(t), user1, "Refund my duplicate order ORDER-7.")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != agentloop.StatusCompleted || res.Output != "Refund draft DRAFT-1 is created." || res.Turns != 4 {
+				t.Fatalf("status %s output %q turns %d\n%s", res.Status, res.Output, res.Turns, res.Transcript)
+			}
+			if svc.SideEffects() != 1 {
+				t.Errorf("%d side effects", svc.SideEffects())
+			}
+			got := f.results()
+			if len(got) != 4 || len(got[1]) != 1 || len(got[2]) != 1 || len(got[3]) != 1 ||
+				got[1][0].Code != guard.OK || got[2][0].Delivery != guard.DeliveryFresh || got[3][0].Delivery != guard.DeliveryLocalReplay {
+				t.Fatalf("results sent %+v", got)
+			}
+			recs, _, err := loop.Store().Audit(testCtx(t), user1.TenantID, 0, 100)
+			if err != nil || len(recs) != 4 { // the read, the write asking for approval, the write, its replay
+				t.Fatalf("audit %d records, %v", len(recs), err)
+			}
+			info := loop.Provider()
+			for _, r := range recs {
+				var body guard.AuditBody
+				if err := json.Unmarshal(r.Body, &body); err != nil {
+					t.Fatal(err)
+				}
+				if c := body.Context; c.Provider != info.Provider || c.APIFamily != info.APIFamily || c.AdapterRevision != info.Revision || info.Revision == "" {
+					t.Errorf("audit context %+v, provider %+v", c, info)
+				}
+			}
+			transcripts = append(transcripts, res.Transcript.String())
+		})
+	}
+	for i := 1; i < len(transcripts); i++ {
+		if transcripts[i] != transcripts[0] {
+			t.Errorf("%s transcript differs from %s:\n%s\n%s", providers[i], providers[0], transcripts[i], transcripts[0])
+		}
+	}
+}
+
+// A reply cut short or refused ends the run with a status the host can
+// test, never completed, and the calls it carried do not run.
+func TestEveryProviderEndsHonestly(t *testing.T) {
+	for _, name := range providers {
+		for _, end := range []string{"truncated", "refused"} {
+			t.Run(name+"/"+end, func(t *testing.T) {
+				f := newFake(t, name,
+					step{calls: []stepCall{{"call_r", readTool, readArgs}}},
+					step{text: "Drafting", calls: []stepCall{{"call_w", refundTool, refundArgs}}, end: end})
+				svc := orders.NewService()
+				loop := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Approver: &approver{}})
+				t.Cleanup(loop.Close)
+				for _, stream := range []bool{false, true} {
+					var res *agentloop.Result
+					var err error
+					if stream {
+						f = newFake(t, name,
+							step{calls: []stepCall{{"call_r", readTool, readArgs}}},
+							step{text: "Drafting", calls: []stepCall{{"call_w", refundTool, refundArgs}}, end: end})
+						loop = agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Approver: &approver{}})
+						t.Cleanup(loop.Close)
+						res, err = collect(t, loop.Stream(testCtx(t), user1, "refund"))
+					} else {
+						res, err = loop.Run(testCtx(t), user1, "refund")
+					}
+					if err != nil {
+						t.Fatal(err)
+					}
+					want := agentloop.StatusIncomplete
+					if end == "refused" {
+						want = agentloop.StatusRefused
+					}
+					if res.Status != want || res.Reason == "" || res.Turns != 2 {
+						t.Errorf("stream %v: status %s reason %q turns %d", stream, res.Status, res.Reason, res.Turns)
+					}
+					if svc.SideEffects() != 0 || strings.Contains(res.Transcript.String(), "guard:     create_refund_draft") {
+						t.Errorf("stream %v: the cut reply's call ran:\n%s", stream, res.Transcript)
+					}
+				}
+			})
+		}
+	}
+}
+
+// collect drains a stream, checking its shape: text deltas arrive before
+// the end and add up to the messages, each call is yielded before its
+// result, and the end carries the result.
+func collect(t *testing.T, events func(func(agentloop.Event, error) bool)) (*agentloop.Result, error) {
+	t.Helper()
+	var res *agentloop.Result
+	var deltas, messages strings.Builder
+	called := map[string]bool{}
+	for e, err := range events {
+		if err != nil {
+			return res, err
+		}
+		if res != nil {
+			t.Fatalf("event %s after the end", e.Kind)
+		}
+		switch e.Kind {
+		case agentloop.EventText:
+			deltas.WriteString(e.Text)
+		case agentloop.EventMessage:
+			messages.WriteString(e.Text)
+		case agentloop.EventCall:
+			called[e.CallID] = true
+		case agentloop.EventResult:
+			if !called[e.CallID] {
+				t.Errorf("result of %s before its call", e.CallID)
+			}
+		case agentloop.EventEnd:
+			res = e.Run
+			if res == nil || string(res.Status) != e.Text {
+				t.Fatalf("end event %+v", e)
+			}
+		}
+	}
+	if res == nil {
+		t.Fatal("the stream did not end with EventEnd")
+	}
+	if deltas.String() != messages.String() || deltas.Len() == 0 {
+		t.Errorf("text deltas %q, messages %q", deltas.String(), messages.String())
+	}
+	return res, nil
+}
+
+// Streaming through each real SDK client: the text arrives in deltas
+// before the run ends, and the run is the same as Run's.
+func TestEveryProviderStreams(t *testing.T) {
+	for _, name := range providers {
+		t.Run(name, func(t *testing.T) {
+			f := newFake(t, name, refundSteps...)
+			svc := orders.NewService()
+			loop := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Approver: &approver{}})
+			t.Cleanup(loop.Close)
+			var deltas int
+			var sawEnd bool
+			for e, err := range loop.Stream(testCtx(t), user1, "Refund my duplicate order ORDER-7.") {
+				if err != nil {
+					t.Fatal(err)
+				}
+				switch e.Kind {
+				case agentloop.EventText:
+					if sawEnd {
+						t.Error("a text delta after the end")
+					}
+					deltas++
+				case agentloop.EventEnd:
+					sawEnd = true
+				}
+			}
+			if deltas < 4 || !sawEnd {
+				t.Errorf("%d text deltas, end %v", deltas, sawEnd)
+			}
+			res, err := collect(t, agentloop.New(newFake(t, name, refundSteps...).model(), orders.Tools(orders.NewService()),
+				agentloop.Options{Approver: &approver{}}).Stream(testCtx(t), user1, "refund"))
+			if err != nil || res.Status != agentloop.StatusCompleted || res.Output != "Refund draft DRAFT-1 is created." {
+				t.Fatalf("streamed run: %v %+v", err, res)
+			}
+		})
+	}
+}
+
+// Breaking out of a stream stops the run: no further request is sent.
+func TestStreamBreakStopsTheRun(t *testing.T) {
+	f := newFake(t, "chat", refundSteps...)
+	loop := agentloop.New(f.model(), orders.Tools(orders.NewService()), agentloop.Options{Approver: &approver{}})
+	t.Cleanup(loop.Close)
+	for e := range loop.Stream(context.Background(), user1, "refund") {
+		if e.Kind == agentloop.EventResult {
+			break
+		}
+	}
+	if n := f.answered(); n != 1 {
+		t.Errorf("%d requests after breaking at the first result", n)
+	}
+}
