@@ -10,9 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/openai/openai-go/v3/responses"
-
-	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
 	"github.com/toolguard/toolguard/orders"
@@ -23,6 +20,9 @@ type World struct {
 	Store guard.Store
 	// Close releases the world's store, if it needs it.
 	Close func()
+	// Adapter carries each step through a provider's adapter; nil means
+	// Adapters["responses"].
+	Adapter Adapter
 }
 
 // StepReport is what one step produced.
@@ -67,6 +67,10 @@ func Run(ctx context.Context, c *Case, w World) *CaseReport {
 	g := guard.New(tools, w.Store, guard.Options{Clock: clock, Signer: signer})
 	principal := guard.Principal{TenantID: c.Principal.TenantID, SubjectID: c.Principal.SubjectID, Roles: c.Principal.Roles}
 
+	adapter := w.Adapter
+	if adapter == nil {
+		adapter = Adapters["responses"]
+	}
 	ops := map[string]string{} // step id -> operation id
 	var auditSeq int64
 	for _, s := range c.Steps {
@@ -74,25 +78,18 @@ func Run(ctx context.Context, c *Case, w World) *CaseReport {
 		now.Store(t.UnixMicro())
 		svc.SetFailure(orders.Failure(s.Failure))
 
-		fc := responses.ResponseFunctionToolCall{
-			Type:      "function_call",
-			ID:        "fc_" + s.StepID,
-			CallID:    s.ExecutionContext.CallID,
-			Name:      s.Proposal.Name,
-			Arguments: compact(s.Proposal.Arguments),
-			Status:    "completed",
+		call, err := adapter.Call(principal, tools, s.ExecutionContext.ResponseID, s.ExecutionContext.CallID, s.Proposal.Name, compact(s.Proposal.Arguments))
+		if err != nil {
+			rep.Err = fmt.Errorf("step %s: adapter: %w", s.StepID, err)
+			return rep
 		}
-		call := tgopenai.Call(principal, s.ExecutionContext.ResponseID, fc)
 		call.Context.OperationID = s.ExecutionContext.OperationID
 		if k := s.ExecutionContext.IdempotencyKey; k != nil {
 			call.Context.IdempotencyKey = *k
 		}
 		call.Approval = approvalToken(signer, s.Approval, principal, call.Proposal, t)
 
-		var (
-			res *guard.Result
-			err error
-		)
+		var res *guard.Result
 		switch s.Action {
 		case "dispatch":
 			res, err = g.Dispatch(ctx, call)
@@ -115,9 +112,9 @@ func Run(ctx context.Context, c *Case, w World) *CaseReport {
 		}
 
 		// Back out through the adapter, as the model would receive it.
-		_, output, ok := tgopenai.OutputText(tgopenai.Output(fc.CallID, res))
-		if !ok {
-			rep.Err = fmt.Errorf("step %s: adapter produced no function_call_output", s.StepID)
+		output, err := adapter.Output(s.ExecutionContext.CallID, res)
+		if err != nil {
+			rep.Err = fmt.Errorf("step %s: %w", s.StepID, err)
 			return rep
 		}
 		sr := StepReport{StepID: s.StepID, Result: json.RawMessage(output)}

@@ -1,7 +1,12 @@
 // Command toolcases runs tool-call conformance case files through the whole
 // path of a call: the OpenAI adapter, the guard, the Redis store and back.
 //
-//	go run ./cmd/toolcases [-redis URL|ADDRS [-keep]] [-json] FILE...
+//	go run ./cmd/toolcases [-adapter responses|chat|anthropic] [-redis URL|ADDRS [-keep]] [-json] FILE...
+//
+// -adapter picks the provider adapter each step goes through (default
+// responses): the proposal is encoded as that provider's wire tool call,
+// decoded by the adapter, dispatched, and its result mapped into the
+// provider's tool-result shape, from which the model result is read.
 //
 // Each case runs in a fresh world: an embedded miniredis by default, or a
 // real server (-redis redis://host:port/db) or Redis Cluster (-redis
@@ -23,6 +28,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -40,10 +46,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("toolcases", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	redisAddr := fs.String("redis", "", "a redis:// URL for one server, or a comma-separated host:port list for a cluster (default: embedded miniredis)")
+	adapterName := fs.String("adapter", "responses", "the provider adapter: "+strings.Join(cases.AdapterNames(), ", "))
 	asJSON := fs.Bool("json", false, "also print each step's model result and audit record as JSON")
 	keep := fs.Bool("keep", false, "with -redis: keep each case's keys and print its key prefix (for cmd/toolaudit)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: toolcases [-redis URL|ADDRS [-keep]] [-json] FILE...")
+		fmt.Fprintln(stderr, "usage: toolcases [-adapter NAME] [-redis URL|ADDRS [-keep]] [-json] FILE...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -51,6 +58,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	if fs.NArg() == 0 {
 		fs.Usage()
+		return 2
+	}
+	adapter, ok := cases.Adapters[*adapterName]
+	if !ok {
+		fmt.Fprintf(stderr, "toolcases: -adapter %q: want one of %s\n", *adapterName, strings.Join(cases.AdapterNames(), ", "))
 		return 2
 	}
 	var files []*cases.File
@@ -88,6 +100,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "toolcases: %v\n", err)
 				return 2
 			}
+			w.Adapter = adapter
 			rep := cases.Run(ctx, c, w)
 			w.Close()
 			if *keep && shared != nil {
