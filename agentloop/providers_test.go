@@ -3,6 +3,7 @@ package agentloop_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 
@@ -392,5 +393,175 @@ func TestStreamBreakStopsTheRun(t *testing.T) {
 	}
 	if n := f.answered(); n != 1 {
 		t.Errorf("%d requests after breaking at the first result", n)
+	}
+}
+
+// A run whose provider keeps nothing pauses, is saved as JSON, and resumes
+// in a new loop against a new fake server that never saw the run: the
+// state carries the whole conversation (for Responses, store false with
+// the encrypted reasoning items, which the fake checks).
+func TestStatelessResumeElsewhere(t *testing.T) {
+	steps := []step{
+		{text: "Reading.", calls: []stepCall{{"call_r", readTool, readArgs}}},
+		{text: "Drafting.", calls: []stepCall{{"call_w", refundTool, refundArgs}}},
+		{text: "Refund draft DRAFT-1 is created."},
+	}
+	for _, name := range []string{"responses-stateless", "chat", "anthropic"} {
+		t.Run(name, func(t *testing.T) {
+			svc := orders.NewService()
+			_, rdb := redistest.Mini(t)
+			signer, err := guard.NewSigner([]byte("a key shared by both processes, 32+ bytes"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := agentloop.New(newFake(t, name, steps[:2]...).model(), orders.Tools(svc), agentloop.Options{Store: rdb, Signer: signer})
+			t.Cleanup(first.Close)
+			res, err := first.Run(testCtx(t), user1, "Refund my duplicate order ORDER-7.")
+			if err != nil || res.Status != agentloop.StatusPaused {
+				t.Fatalf("%v %+v", err, res)
+			}
+			saved, err := res.State.Marshal()
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.State.Chain != "" || len(res.State.Items) == 0 {
+				t.Fatalf("the state does not carry the conversation: chain %q, %d items", res.State.Chain, len(res.State.Items))
+			}
+
+			// Another process: a new loop, a new server that keeps nothing.
+			f := newFake(t, name, steps[2:]...)
+			second := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Store: rdb, Signer: signer})
+			t.Cleanup(second.Close)
+			st, err := agentloop.LoadState(saved)
+			if err != nil {
+				t.Fatal(err)
+			}
+			tok, err := second.Grant(st.Pending[0], "ann")
+			if err != nil {
+				t.Fatal(err)
+			}
+			res, err = second.Resume(testCtx(t), user1, st, agentloop.Approval{CallID: st.Pending[0].CallID, Grant: tok})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Status != agentloop.StatusCompleted || res.Output != "Refund draft DRAFT-1 is created." || svc.SideEffects() != 1 {
+				t.Fatalf("resumed: %s %q, %d side effects\n%s", res.Status, res.Output, svc.SideEffects(), res.Transcript)
+			}
+			if got := f.results(); len(got) != 1 || len(got[0]) != 1 || got[0][0].Code != guard.OK {
+				t.Errorf("results sent after resuming %+v", got)
+			}
+		})
+	}
+}
+
+// stateBound is the most a paused run's JSON state may weigh after 12
+// turns of the scripted model (11 reads, then a write that waits): the
+// conversation, the transcript and the pending request, each once.
+const stateBound = 16 << 10
+
+// The state of a 12-turn run stays within stateBound for every provider;
+// the sizes are logged (go test -v -run StateSize ./agentloop/).
+func TestStateSize(t *testing.T) {
+	var steps []step
+	for i := range 11 {
+		steps = append(steps, step{text: "Checking the order again.", calls: []stepCall{{fmt.Sprintf("call_%d", i), readTool, readArgs}}})
+	}
+	steps = append(steps, step{text: "Drafting.", calls: []stepCall{{"call_w", refundTool, refundArgs}}})
+	for _, name := range providers {
+		f := newFake(t, name, steps...)
+		loop := agentloop.New(f.model(), orders.Tools(orders.NewService()), agentloop.Options{})
+		t.Cleanup(loop.Close)
+		res, err := loop.Run(testCtx(t), user1, "Refund my duplicate order ORDER-7.")
+		if err != nil || res.Status != agentloop.StatusPaused || res.Turns != 12 {
+			t.Fatalf("%s: %v %+v", name, err, res)
+		}
+		b, _ := res.State.Marshal()
+		t.Logf("%s: state of a 12-turn run: %d bytes (%d conversation items)", name, len(b), len(res.State.Items))
+		if len(b) > stateBound {
+			t.Errorf("%s: state %d bytes, bound %d", name, len(b), stateBound)
+		}
+	}
+}
+
+// Calls that are not plain function calls are answered, never run and
+// never dropped (contract section 8): a namespaced call never runs the
+// top-level tool of its name, a custom tool call and a call the provider
+// marked incomplete are refused, and each provider accepts the answers.
+func TestCallsThatMustNotRun(t *testing.T) {
+	type want struct {
+		id   string
+		code guard.Code
+	}
+	cases := []struct {
+		name  string
+		build func() (provider.Provider, func() []guard.Result)
+		want  []want
+	}{
+		{"responses", func() (provider.Provider, func() []guard.Result) {
+			srv := openaitest.NewServer(openaitest.Turn{Calls: []openaitest.Call{
+				{CallID: "c_ns", Namespace: "billing", Name: refundTool, Arguments: refundArgs},
+				{CallID: "c_custom", Name: refundTool, Arguments: "refund ORDER-7", Custom: true},
+				{CallID: "c_partial", Name: refundTool, Arguments: `{"order_ref":"ORD`, Status: "incomplete"},
+				{CallID: "c_ok", Name: readTool, Arguments: readArgs},
+			}}, openaitest.Turn{Text: "ok"})
+			t.Cleanup(srv.Close)
+			results := func() []guard.Result {
+				req := srv.Requests()[1]
+				var out []guard.Result
+				for _, it := range req.Input {
+					if it.Type == "function_call_output" || it.Type == "custom_tool_call_output" {
+						out = append(out, decodeResults(t, []string{it.Output}, func(s string) string { return s })...)
+					}
+				}
+				return out
+			}
+			return model(newClient(srv)), results
+		}, []want{{"c_ns", guard.UnknownTool}, {"c_custom", guard.UnknownTool}, {"c_partial", guard.InvalidArguments}, {"c_ok", guard.OK}}},
+		{"chat", func() (provider.Provider, func() []guard.Result) {
+			srv := chattest.NewServer(chattest.Turn{Calls: []chattest.Call{
+				{CallID: "c_custom", Name: refundTool, Arguments: "refund ORDER-7", Custom: true},
+				{CallID: "c_ok", Name: readTool, Arguments: readArgs},
+			}}, chattest.Turn{Text: "ok"})
+			t.Cleanup(srv.Close)
+			client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
+			return tgchat.NewModel(client, tgchat.ModelOptions{}), func() []guard.Result {
+				return decodeResults(t, srv.Requests()[1].ToolResults(), func(m chattest.Message) string { return m.Content })
+			}
+		}, []want{{"c_custom", guard.UnknownTool}, {"c_ok", guard.OK}}},
+		{"anthropic", func() (provider.Provider, func() []guard.Result) {
+			srv := anthropictest.NewServer(anthropictest.Turn{Calls: []anthropictest.Call{
+				{ID: "c_ns", Toolset: "billing", Name: refundTool, Input: refundArgs},
+				{ID: "c_ok", Name: readTool, Input: readArgs},
+			}}, anthropictest.Turn{Text: "ok"})
+			t.Cleanup(srv.Close)
+			client := sdk.NewClient(aoption.WithBaseURL(srv.URL()), aoption.WithAPIKey("test"))
+			return tganthropic.NewModel(client, tganthropic.ModelOptions{}), func() []guard.Result {
+				return decodeResults(t, srv.Requests()[1].ToolResults(), func(r anthropictest.ToolResult) string { return r.Content })
+			}
+		}, []want{{"c_ns", guard.UnknownTool}, {"c_ok", guard.OK}}},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			p, results := c.build()
+			svc := orders.NewService()
+			loop := agentloop.New(p, orders.Tools(svc), agentloop.Options{Approver: &approver{}})
+			t.Cleanup(loop.Close)
+			res, err := loop.Run(testCtx(t), user1, "refund")
+			if err != nil || res.Status != agentloop.StatusCompleted {
+				t.Fatalf("%v %+v", err, res)
+			}
+			got := results()
+			if len(got) != len(c.want) {
+				t.Fatalf("%d answers for %d calls: %+v", len(got), len(c.want), got)
+			}
+			for i, w := range c.want {
+				if got[i].Code != w.code {
+					t.Errorf("%s answered %s, want %s", w.id, got[i].Code, w.code)
+				}
+			}
+			if svc.SideEffects() != 0 {
+				t.Errorf("%d side effects: a call that must not run ran", svc.SideEffects())
+			}
+		})
 	}
 }

@@ -46,8 +46,11 @@
 //   - function_call_output items without a call_id, or whose call_id matches
 //     no function call in the previous response or in the input, and function
 //     calls (from the previous response or from the input) left without a
-//     function_call_output (400). Disable this last group with
-//     [Server.SetValidateToolOutputs].
+//     function_call_output (400); custom_tool_call items and their
+//     custom_tool_call_output answers count alike. Disable this last group
+//     with [Server.SetValidateToolOutputs].
+//   - a reasoning input item without encrypted_content in a request with
+//     "store": false (400), as nothing was stored to find it by.
 //
 // # Errors and retries
 //
@@ -561,14 +564,14 @@ func checkToolOutputs(prevCalls []string, input []InputItem) *ErrorBody {
 		}
 	}
 	for _, it := range input {
-		if it.Type == "function_call" && it.CallID != "" && !known[it.CallID] {
+		if (it.Type == "function_call" || it.Type == "custom_tool_call") && it.CallID != "" && !known[it.CallID] {
 			known[it.CallID] = true
 			order = append(order, it.CallID)
 		}
 	}
 	answered := make(map[string]bool)
 	for i, it := range input {
-		if it.Type != "function_call_output" {
+		if it.Type != "function_call_output" && it.Type != "custom_tool_call_output" {
 			continue
 		}
 		if it.CallID == "" {
