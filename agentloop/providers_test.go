@@ -11,6 +11,8 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
 	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
@@ -305,11 +307,14 @@ func TestEveryProviderEndsHonestly(t *testing.T) {
 // collect drains a stream, checking its shape: text deltas arrive before
 // the end and add up to the messages, each call is yielded before its
 // result, and the end carries the result.
-func collect(t *testing.T, events func(func(agentloop.Event, error) bool)) (*agentloop.Result, error) {
+func collect(t *testing.T, events func(func(agentloop.Event, error) bool), calledBefore ...string) (*agentloop.Result, error) {
 	t.Helper()
 	var res *agentloop.Result
 	var deltas, messages strings.Builder
 	called := map[string]bool{}
+	for _, id := range calledBefore { // a resumed run answers calls made before the pause
+		called[id] = true
+	}
 	for e, err := range events {
 		if err != nil {
 			return res, err
@@ -440,7 +445,12 @@ func TestStatelessResumeElsewhere(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			res, err = second.Resume(testCtx(t), user1, st, agentloop.Approval{CallID: st.Pending[0].CallID, Grant: tok})
+			approval := agentloop.Approval{CallID: st.Pending[0].CallID, Grant: tok}
+			if name == "anthropic" { // the same, streamed
+				res, err = collect(t, second.ResumeStream(testCtx(t), user1, st, approval), st.Pending[0].CallID)
+			} else {
+				res, err = second.Resume(testCtx(t), user1, st, approval)
+			}
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -561,6 +571,40 @@ func TestCallsThatMustNotRun(t *testing.T) {
 			}
 			if svc.SideEffects() != 0 {
 				t.Errorf("%d side effects: a call that must not run ran", svc.SideEffects())
+			}
+		})
+	}
+}
+
+// Telemetry names the provider that ran: every model turn's span carries
+// gen_ai.provider.name and the response id, under the run's span.
+func TestEveryProviderTraced(t *testing.T) {
+	for _, name := range providers {
+		t.Run(name, func(t *testing.T) {
+			rec := tracetest.NewSpanRecorder()
+			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+			f := newFake(t, name, refundSteps...)
+			loop := agentloop.New(f.model(), orders.Tools(orders.NewService()), agentloop.Options{Approver: &approver{}, TracerProvider: tp})
+			t.Cleanup(loop.Close)
+			if _, err := loop.Run(testCtx(t), user1, "refund"); err != nil {
+				t.Fatal(err)
+			}
+			turns := 0
+			for _, sp := range rec.Ended() {
+				if sp.Name() != "chat scripted-model" {
+					continue
+				}
+				turns++
+				attrs := map[string]string{}
+				for _, kv := range sp.Attributes() {
+					attrs[string(kv.Key)] = kv.Value.Emit()
+				}
+				if attrs["gen_ai.provider.name"] != loop.Provider().Provider || attrs["gen_ai.response.id"] == "" {
+					t.Errorf("turn span attributes %v", attrs)
+				}
+			}
+			if turns != 4 {
+				t.Errorf("%d turn spans, want 4", turns)
 			}
 		})
 	}
