@@ -11,6 +11,7 @@ import (
 	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/responses"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -607,5 +608,55 @@ func TestEveryProviderTraced(t *testing.T) {
 				t.Errorf("%d turn spans, want 4", turns)
 			}
 		})
+	}
+}
+
+// Each provider's Params hook sets request fields the loop knows nothing
+// of, and they reach the wire.
+func TestParamsHookReachesTheWire(t *testing.T) {
+	ctx := testCtx(t)
+	tools := orders.Tools(orders.NewService())
+
+	rsrv := openaitest.NewServer(openaitest.Turn{Text: "ok"})
+	t.Cleanup(rsrv.Close)
+	rmodel := tgopenai.NewModel(newClient(rsrv), tgopenai.ModelOptions{Params: func(p *responses.ResponseNewParams) {
+		p.ParallelToolCalls = oai.Bool(false)
+		p.MaxOutputTokens = oai.Int(321)
+	}})
+
+	csrv := chattest.NewServer(chattest.Turn{Text: "ok"})
+	t.Cleanup(csrv.Close)
+	cmodel := tgchat.NewModel(oai.NewClient(option.WithBaseURL(csrv.BaseURL()), option.WithAPIKey("test")),
+		tgchat.ModelOptions{Params: func(p *oai.ChatCompletionNewParams) {
+			p.ParallelToolCalls = oai.Bool(false)
+			p.MaxCompletionTokens = oai.Int(321)
+		}})
+
+	asrv := anthropictest.NewServer(anthropictest.Turn{Text: "ok"})
+	t.Cleanup(asrv.Close)
+	amodel := tganthropic.NewModel(sdk.NewClient(aoption.WithBaseURL(asrv.URL()), aoption.WithAPIKey("test")),
+		tganthropic.ModelOptions{MaxTokens: 321, Params: func(p *sdk.MessageNewParams) {
+			p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{DisableParallelToolUse: sdk.Bool(true)}}
+		}})
+
+	for _, c := range []struct {
+		model provider.Provider
+		body  func() []byte
+		want  []string
+	}{
+		{rmodel, func() []byte { return rsrv.Requests()[0].Body }, []string{`"parallel_tool_calls":false`, `"max_output_tokens":321`}},
+		{cmodel, func() []byte { return csrv.Requests()[0].Body }, []string{`"parallel_tool_calls":false`, `"max_completion_tokens":321`}},
+		{amodel, func() []byte { return asrv.Requests()[0].Body }, []string{`"disable_parallel_tool_use":true`, `"max_tokens":321`}},
+	} {
+		loop := agentloop.New(c.model, tools, agentloop.Options{})
+		t.Cleanup(loop.Close)
+		if _, err := loop.Run(ctx, user1, "hi"); err != nil {
+			t.Fatal(err)
+		}
+		for _, w := range c.want {
+			if !strings.Contains(string(c.body()), w) {
+				t.Errorf("%s: the request lacks %s: %s", loop.Provider().APIFamily, w, c.body())
+			}
+		}
 	}
 }

@@ -76,9 +76,10 @@ func (l *Loop) Run(ctx context.Context, p guard.Principal, input string, opts ..
 // Stream is Run yielding the run's events as they happen: the transcript's
 // events, text deltas (EventText) as the provider streams them, and last an
 // EventEnd whose Run is the Result. A tool call is yielded, and dispatched,
-// once its arguments are complete. An error ends the sequence (with the
-// Result so far in a final EventEnd before it when there is one). Breaking
-// out of the loop cancels the run.
+// once the reply that carries it is complete, so its arguments are. An
+// error is yielded last, as Run would return it (after an EventEnd when the
+// run has a status to report, as a Resume that fails mid-way does).
+// Breaking out of the loop cancels the run: no further request is sent.
 func (l *Loop) Stream(ctx context.Context, p guard.Principal, input string, opts ...RunOptions) iter.Seq2[Event, error] {
 	return l.stream(ctx, func(ctx context.Context, sink func(Event)) (*Result, error) {
 		return l.start(ctx, p, input, opts, sink)
