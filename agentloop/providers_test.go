@@ -660,3 +660,36 @@ func TestParamsHookReachesTheWire(t *testing.T) {
 		}
 	}
 }
+
+// The status tool settles an unknown outcome whichever provider runs: the
+// write's reply is lost, the model asks for its operation's status, and
+// the answer is the receipt, once.
+func TestEveryProviderStatusTool(t *testing.T) {
+	const runID = "run-status"
+	op, _ := agentloop.DeriveKeys(runID, guard.Proposal{}, guard.Fingerprint(refundTool, []byte(refundArgs)))
+	statusArgs, _ := json.Marshal(agentloop.StatusInput{OperationID: op})
+	for _, name := range providers {
+		t.Run(name, func(t *testing.T) {
+			f := newFake(t, name,
+				step{calls: []stepCall{{"call_w", refundTool, refundArgs}}},
+				step{text: "Checking.", calls: []stepCall{{"call_s", agentloop.DefaultStatusTool, string(statusArgs)}}},
+				step{text: "Confirmed."})
+			svc := orders.NewService()
+			svc.FailNext(orders.FailAfterCommit)
+			loop := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Approver: &approver{}})
+			t.Cleanup(loop.Close)
+			res, err := loop.Run(testCtx(t), user1, "refund", agentloop.RunOptions{RunID: runID})
+			if err != nil || res.Status != agentloop.StatusCompleted {
+				t.Fatalf("%v %+v", err, res)
+			}
+			got := f.results()
+			if len(got) != 3 || got[1][0].Code != guard.OutcomeUnknown || got[1][0].OperationID != op ||
+				got[2][0].Code != guard.OK || got[2][0].Delivery != guard.DeliveryReceiptReconciled {
+				t.Fatalf("results %+v\n%s", got, res.Transcript)
+			}
+			if svc.SideEffects() != 1 {
+				t.Errorf("%d side effects", svc.SideEffects())
+			}
+		})
+	}
+}
