@@ -73,6 +73,10 @@ var ErrNotPaused = errors.New("agentloop: the run is not waiting for approvals")
 // the one the run was started for.
 var ErrWrongPrincipal = errors.New("agentloop: the run belongs to another principal")
 
+// ErrOtherProvider is returned by Resume when the loop's provider is not
+// the API the run was started on.
+var ErrOtherProvider = errors.New("agentloop: the run belongs to another provider")
+
 func missingApproval(callID string) error {
 	return fmt.Errorf("agentloop: no approval or denial given for pending call %s", callID)
 }

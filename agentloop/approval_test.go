@@ -101,7 +101,7 @@ func TestPauseAndResume(t *testing.T) {
 
 	st := roundTrip(t, res.State)
 	if st.RunID != res.RunID || st.TenantID != "tenant-a" || st.SubjectID != "user-1" || st.Turn != 1 ||
-		st.PreviousResponseID != w.srv.Requests()[0].ResponseID || len(st.Calls) != 2 || len(st.Transcript) != len(res.Transcript) {
+		st.Chain != w.srv.Requests()[0].ResponseID || len(st.Calls) != 2 || len(st.Transcript) != len(res.Transcript) {
 		t.Fatalf("state %+v", st)
 	}
 	if !bytes.Equal(st.Pending[0].Arguments, req.Arguments) || st.Pending[0].Principal.SubjectID != "user-1" {
@@ -351,7 +351,7 @@ func TestGrantExpires(t *testing.T) {
 	now := time.Date(2030, 1, 2, 3, 4, 5, 0, time.UTC)
 	clock := guard.ClockFunc(func() time.Time { mu.Lock(); defer mu.Unlock(); return now })
 	w := newWorld(t)
-	loop := w.loop(agentloop.WithClock(clock), agentloop.WithGrantTTL(time.Minute))
+	loop := w.loop(agentloop.Options{Clock: clock, GrantTTL: time.Minute})
 	res := pause(t, w, loop)
 	tok, err := loop.Grant(res.Pending[0], "ann")
 	if err != nil {
@@ -439,9 +439,10 @@ func TestResumeInAnotherProcess(t *testing.T) {
 	}
 	// process builds a loop as another process would: its own client, its
 	// own tools over the same downstream service, the same Redis.
-	process := func(w *world, opts ...agentloop.Option) *agentloop.Loop {
+	process := func(w *world, opts agentloop.Options) *agentloop.Loop {
 		client := newClient(w.srv)
-		l := agentloop.New(client, orders.Tools(w.svc), append([]agentloop.Option{agentloop.WithStore(w.rdb)}, opts...)...)
+		opts.Store = w.rdb
+		l := agentloop.New(model(client), orders.Tools(w.svc), opts)
 		if l.Err() != nil {
 			t.Fatal(l.Err())
 		}
@@ -451,13 +452,13 @@ func TestResumeInAnotherProcess(t *testing.T) {
 
 	t.Run("same key", func(t *testing.T) {
 		w := newWorld(t)
-		a := process(w, agentloop.WithSigner(signer))
+		a := process(w, agentloop.Options{Signer: signer})
 		res := pause(t, w, a)
 		saved, _ := res.State.Marshal()
 		// The approving host mints the grant with its own signer of the
 		// same key.
 		approverSigner, _ := guard.NewSigner(key)
-		b := process(w, agentloop.WithSigner(approverSigner))
+		b := process(w, agentloop.Options{Signer: approverSigner})
 		st, err := agentloop.LoadState(saved)
 		if err != nil {
 			t.Fatal(err)
@@ -481,13 +482,13 @@ func TestResumeInAnotherProcess(t *testing.T) {
 	})
 	t.Run("other key", func(t *testing.T) {
 		w := newWorld(t)
-		a := process(w, agentloop.WithSigner(signer))
+		a := process(w, agentloop.Options{Signer: signer})
 		res := pause(t, w, a)
 		tok, err := a.Grant(res.Pending[0], "ann")
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := process(w, agentloop.WithSigner(other))
+		b := process(w, agentloop.Options{Signer: other})
 		if _, err := b.Resume(testCtx(t), user1, roundTrip(t, res.State), agentloop.Approval{CallID: "w1", Grant: tok}); err != nil {
 			t.Fatal(err)
 		}
@@ -496,15 +497,15 @@ func TestResumeInAnotherProcess(t *testing.T) {
 		}
 	})
 	t.Run("default keys", func(t *testing.T) {
-		// Without WithSigner each loop has a random key of its own.
+		// Without Options.Signer each loop has a random key of its own.
 		w := newWorld(t)
-		a := process(w)
+		a := process(w, agentloop.Options{})
 		res := pause(t, w, a)
 		tok, err := a.Grant(res.Pending[0], "ann")
 		if err != nil {
 			t.Fatal(err)
 		}
-		b := process(w)
+		b := process(w, agentloop.Options{})
 		if _, err := b.Resume(testCtx(t), user1, roundTrip(t, res.State), agentloop.Approval{CallID: "w1", Grant: tok}); err != nil {
 			t.Fatal(err)
 		}
@@ -526,7 +527,7 @@ func TestApproverDeniesOrFails(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			w := newWorld(t, pauseScript()...)
-			res, err := w.loop(agentloop.WithApprover(a)).Run(testCtx(t), user1, "refund")
+			res, err := w.loop(agentloop.Options{Approver: a}).Run(testCtx(t), user1, "refund")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,9 +4,14 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/anthropics/anthropic-sdk-go/v2"
+	aoption "github.com/anthropics/anthropic-sdk-go/v2/option"
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
+	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
@@ -32,8 +37,8 @@ func Example() {
 	approve := agentloop.ApproverFunc(func(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
 		return agentloop.Decision{Approved: true, Approver: "ann"}, nil
 	})
-	// Without WithStore the loop keeps its records in an embedded Redis.
-	loop := agentloop.New(client, orders.Tools(svc), agentloop.WithApprover(approve))
+	// Without Options.Store the loop keeps its records in an embedded Redis.
+	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(svc), agentloop.Options{Approver: approve})
 	defer loop.Close()
 
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"} // from the host's session
@@ -70,7 +75,7 @@ func ExampleLoop_Resume() {
 	defer srv.Close()
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
 	svc := orders.NewService()
-	loop := agentloop.New(client, orders.Tools(svc)) // no Approver: the run pauses
+	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(svc), agentloop.Options{}) // no Approver: the run pauses
 	defer loop.Close()
 	ctx := context.Background()
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
@@ -111,4 +116,42 @@ func ExampleLoop_Resume() {
 	// guard:     create_refund_draft OK (delivery fresh, recovery none) {"draft_id":"DRAFT-1","order_ref":"ORDER-7","reason":"damaged"}
 	// assistant: The refund draft is created.
 	// completed after 2 turns; 1 draft created
+}
+
+// ExampleLoop_Stream runs an agent on Anthropic Messages (a fake server
+// here) and prints its events as they happen: the model's text in the
+// deltas it streams, each call and result, and the end.
+func ExampleLoop_Stream() {
+	srv := anthropictest.NewServer(
+		anthropictest.Turn{Text: "Checking the order.", Calls: []anthropictest.Call{{Name: "get_order", Input: `{"order_ref":"ORDER-7"}`}}},
+		anthropictest.Turn{Text: "ORDER-7 is paid."},
+	)
+	defer srv.Close()
+	client := anthropic.NewClient(aoption.WithBaseURL(srv.URL()), aoption.WithAPIKey("test"))
+	loop := agentloop.New(tganthropic.NewModel(client, tganthropic.ModelOptions{}), orders.Tools(orders.NewService()), agentloop.Options{})
+	defer loop.Close()
+
+	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
+	for e, err := range loop.Stream(context.Background(), principal, "Is ORDER-7 paid?") {
+		if err != nil {
+			fmt.Println("error:", err)
+			return
+		}
+		switch e.Kind {
+		case agentloop.EventText:
+			fmt.Printf("delta %q\n", e.Text)
+		case agentloop.EventCall, agentloop.EventResult, agentloop.EventEnd:
+			fmt.Println(e)
+		}
+	}
+	// Output:
+	// delta "Checking "
+	// delta "the "
+	// delta "order."
+	// model:     calls get_order {"order_ref":"ORDER-7"}
+	// guard:     get_order OK (delivery fresh, recovery none) {"order_ref":"ORDER-7","status":"paid"}
+	// delta "ORDER-7 "
+	// delta "is "
+	// delta "paid."
+	// end:       completed
 }

@@ -15,6 +15,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/redis/go-redis/v9"
 
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
@@ -63,15 +64,27 @@ func newWorld(t *testing.T, turns ...openaitest.Turn) *world {
 	}
 }
 
+// model is the Responses provider over the client, asking the scripted
+// model.
+func model(client oai.Client) *tgopenai.Model {
+	return tgopenai.NewModel(client, tgopenai.ModelOptions{Name: "scripted-model"})
+}
+
 func newClient(srv *openaitest.Server) oai.Client {
 	return oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(2))
 }
 
 // loop returns a loop over the world's client, tools and Redis.
-func (w *world) loop(opts ...agentloop.Option) *agentloop.Loop {
+func (w *world) loop(opts ...agentloop.Options) *agentloop.Loop {
 	w.t.Helper()
-	all := append([]agentloop.Option{agentloop.WithStore(w.rdb)}, opts...)
-	l := agentloop.New(w.client, orders.Tools(w.svc), all...)
+	var o agentloop.Options
+	if len(opts) > 0 {
+		o = opts[0]
+	}
+	if o.Store == nil {
+		o.Store = w.rdb
+	}
+	l := agentloop.New(model(w.client), orders.Tools(w.svc), o)
 	if err := l.Err(); err != nil {
 		w.t.Fatalf("New: %v", err)
 	}

@@ -1,22 +1,31 @@
-// Package agentloop wraps an OpenAI Responses agent loop so that every tool
-// call the model makes is typed, checked, authorized, approved where it must
-// be, run at most once and audited — in about three lines:
+// Package agentloop wraps an agent loop over any model provider so that
+// every tool call the model makes is typed, checked, authorized, approved
+// where it must be, run at most once and audited — in about three lines:
 //
 //	client := openai.NewClient()
-//	loop := agentloop.New(client, tools, agentloop.WithStore(rdb))
+//	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), tools, agentloop.Options{Store: rdb})
 //	res, err := loop.Run(ctx, principal, "refund my duplicate order ORDER-7")
 //
-// The loop sends the toolset's strict function definitions, reads every
-// function_call of a response in order, dispatches each through the guard,
-// answers with function_call_output items chained by previous_response_id,
-// and stops at a final message, the turn limit, an approval it must wait
-// for, or the context's end.
+// The provider is an adapter's Model: adapters/openai (Responses),
+// adapters/chat (Chat Completions) or adapters/anthropic (Messages); each
+// implements provider.Provider over its official SDK. The loop offers the
+// toolset, reads every tool call of a reply in order, dispatches each
+// through the guard, answers with the provider's tool-result items, and
+// stops at a final message, the turn limit, an approval it must wait for, a
+// reply that did not end normally (cut short, refused, failed: see Status),
+// or the context's end. Stream runs the same loop and yields its events as
+// they happen, text deltas included.
+//
+// The loop keeps the conversation itself, in the provider's wire format,
+// unless the provider keeps it (Responses with store, chained by
+// previous_response_id); a paused run's State then carries everything it
+// needs to resume in another process.
 //
 // Operation ids and idempotency keys are derived from the run id and the
 // call's fingerprint (tool and canonical arguments) unless the host supplies
-// them (WithKeys): the same intent asked twice in one run replays instead of
-// acting twice, and a run restarted with the same run id (WithRunID) replays
-// what already happened.
+// them (Options.Keys): the same intent asked twice in one run replays
+// instead of acting twice, and a run restarted with the same run id
+// (RunOptions.RunID) replays what already happened.
 package agentloop
 
 import (
@@ -25,22 +34,17 @@ import (
 	"errors"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/responses"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
-	tgopenai "github.com/toolguard/toolguard/adapters/openai"
+	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
-
-// DefaultModel is the model used when WithModel is not given.
-const DefaultModel = "gpt-5.4-mini"
 
 // DefaultStatusTool is the name of the built-in status tool.
 const DefaultStatusTool = "query_operation_status"
@@ -48,50 +52,62 @@ const DefaultStatusTool = "query_operation_status"
 // DefaultMaxTurns bounds the model turns of one run.
 const DefaultMaxTurns = 12
 
-// Loop runs agent turns against the Responses API with every tool call
-// going through a guard. It is safe for concurrent use by several runs.
-type Loop struct {
-	client     oai.Client
-	tools      *toolset.Set
-	guard      *guard.Guard
-	store      Store
-	signer     *guard.Signer
-	approver   Approver
-	model      string
-	instr      string
-	maxTurns   int
-	statusTool string
-	keys       KeyFunc
-	clock      guard.Clock
-	grantTTL   time.Duration
-	defs       []responses.ToolUnionParam
-	observer   func(Event)
-	guardOpts  []func(*guard.Options)
-	tracer     trace.Tracer
-	agentName  string
-	closers    []func()
-	err        error
-}
+// DefaultGrantTTL is how long a grant minted from an Approver's yes is
+// valid.
+const DefaultGrantTTL = 5 * time.Minute
 
-// Option configures a Loop.
-type Option func(*Loop)
-
-// WithStore keeps idempotency records and audit logs in Redis (a server or
-// a cluster). Without it the loop uses an embedded miniredis, which is
-// fine for examples and tests and loses everything when the process ends.
-func WithStore(rdb redis.UniversalClient) Option {
-	return func(l *Loop) {
-		if rdb == nil {
-			l.err = errors.New("agentloop: WithStore needs a Redis client")
-			return
-		}
-		s, err := idem.New(rdb, idem.Options{})
-		if err != nil {
-			l.err = err
-			return
-		}
-		l.store = s
-	}
+// Options configures a Loop. The zero value is a working configuration:
+// an embedded store, a random signing key, no approver (runs pause), the
+// status tool, DefaultMaxTurns.
+type Options struct {
+	// Store keeps idempotency records and audit logs in Redis (a server
+	// or a cluster; clients need ContextTimeoutEnabled). With neither
+	// Store nor GuardStore the loop keeps them in memory (memstore), which
+	// is fine for examples and tests and loses everything when the
+	// process ends.
+	Store redis.UniversalClient
+	// GuardStore uses any Store; it is used instead of Store.
+	GuardStore Store
+	// Signer signs and checks approval grants. Without it a random key
+	// is made per Loop, so grants minted by another process do not
+	// verify: pass one to resume saved runs elsewhere.
+	Signer *guard.Signer
+	// Approver asks a human inline when a write needs approval. Without
+	// it the run pauses and returns the pending requests (see Resume).
+	Approver Approver
+	// Instructions is the system prompt.
+	Instructions string
+	// MaxTurns bounds the model turns of one run; 0 means
+	// DefaultMaxTurns.
+	MaxTurns int
+	// StatusTool names the built-in status tool the model may call to
+	// settle an unknown outcome; "" means DefaultStatusTool.
+	StatusTool string
+	// NoStatusTool removes the status tool.
+	NoStatusTool bool
+	// Keys lets the host supply operation ids and idempotency keys;
+	// nil means DeriveKeys.
+	Keys KeyFunc
+	// Clock is the guard's clock (approval expiry, leases); nil means
+	// guard.SystemClock.
+	Clock guard.Clock
+	// GrantTTL is how long a grant minted from an Approver's yes is
+	// valid; 0 means DefaultGrantTTL.
+	GrantTTL time.Duration
+	// Observer receives every transcript event as it happens, e.g. to
+	// print a live transcript.
+	Observer func(Event)
+	// Guard holds the guard's options: interceptors (package observe),
+	// Checks (package ratelimit), a lease. Its Clock and Signer are
+	// replaced by the loop's.
+	Guard guard.Options
+	// TracerProvider traces runs: an "invoke_agent {name}" span per run
+	// and Resume, a "chat {model}" child span per model turn, under which
+	// the tool spans of package observe nest. nil means the global
+	// provider, a no-op unless the host set one.
+	TracerProvider trace.TracerProvider
+	// AgentName names the agent in run spans; "" means "agent".
+	AgentName string
 }
 
 // Store is what the loop keeps its records in: a guard.Store whose audit
@@ -101,112 +117,110 @@ type Store interface {
 	audit.Log
 }
 
-// WithGuardStore uses any Store.
-func WithGuardStore(s Store) Option { return func(l *Loop) { l.store = s } }
-
-// WithSigner signs and checks approval grants. Without it a random key is
-// made per Loop, so grants minted by another process do not verify: pass
-// one to resume saved runs elsewhere.
-func WithSigner(s *guard.Signer) Option { return func(l *Loop) { l.signer = s } }
-
-// WithApprover asks a human inline when a write needs approval. Without it
-// the run pauses and returns the pending requests (see Resume).
-func WithApprover(a Approver) Option { return func(l *Loop) { l.approver = a } }
-
-// WithModel sets the model; default DefaultModel.
-func WithModel(model string) Option { return func(l *Loop) { l.model = model } }
-
-// WithInstructions sets the system instructions.
-func WithInstructions(s string) Option { return func(l *Loop) { l.instr = s } }
-
-// WithMaxTurns bounds the model turns of one run; default DefaultMaxTurns.
-func WithMaxTurns(n int) Option { return func(l *Loop) { l.maxTurns = n } }
-
-// WithStatusTool names the built-in status tool the model may call to
-// settle an unknown outcome; default DefaultStatusTool. "" removes it.
-func WithStatusTool(name string) Option { return func(l *Loop) { l.statusTool = name } }
-
-// WithKeys lets the host supply operation ids and idempotency keys.
-func WithKeys(f KeyFunc) Option { return func(l *Loop) { l.keys = f } }
-
-// WithClock sets the guard's clock (approval expiry, leases).
-func WithClock(c guard.Clock) Option { return func(l *Loop) { l.clock = c } }
-
-// WithGrantTTL sets how long a grant minted from an Approver's yes is valid;
-// default 5 minutes.
-func WithGrantTTL(d time.Duration) Option { return func(l *Loop) { l.grantTTL = d } }
-
-// WithObserver receives every transcript event as it happens, e.g. to print
-// a live transcript.
-func WithObserver(f func(Event)) Option { return func(l *Loop) { l.observer = f } }
-
-// WithGuardOptions adjusts the guard's options before it is built: add
-// interceptors (package observe), Checks (package ratelimit), a lease.
-// Clock and Signer are the loop's (WithClock, WithSigner).
-func WithGuardOptions(f func(*guard.Options)) Option {
-	return func(l *Loop) { l.guardOpts = append(l.guardOpts, f) }
+// Loop runs agent turns against a model provider with every tool call
+// going through a guard. It is safe for concurrent use by several runs.
+type Loop struct {
+	provider   provider.Provider
+	info       provider.Info
+	tools      *toolset.Set
+	offered    []toolset.Declared
+	guard      *guard.Guard
+	store      Store
+	signer     *guard.Signer
+	approver   Approver
+	instr      string
+	maxTurns   int
+	statusTool string
+	keys       KeyFunc
+	clock      guard.Clock
+	grantTTL   time.Duration
+	observer   func(Event)
+	tracer     trace.Tracer
+	agentName  string
+	closers    []func()
+	err        error
 }
-
-// WithTracerProvider traces runs: an "invoke_agent {name}" span per run and
-// Resume, a "chat {model}" child span per model turn, under which the tool
-// spans of package observe nest. Default: the global provider, a no-op
-// unless the host set one.
-func WithTracerProvider(tp trace.TracerProvider) Option {
-	return func(l *Loop) { l.tracer = tp.Tracer(tracerName) }
-}
-
-// WithAgentName names the agent in run spans; default "agent".
-func WithAgentName(name string) Option { return func(l *Loop) { l.agentName = name } }
 
 const tracerName = "github.com/toolguard/toolguard/agentloop"
 
-// New returns a loop over the client and tools. Configuration errors are
-// reported by Run (and Err).
-func New(client oai.Client, tools *toolset.Set, opts ...Option) *Loop {
-	l := &Loop{client: client, tools: tools, model: DefaultModel, maxTurns: DefaultMaxTurns,
-		statusTool: DefaultStatusTool, clock: guard.SystemClock, grantTTL: 5 * time.Minute}
-	for _, o := range opts {
-		o(l)
-	}
-	if l.err != nil {
+// New returns a loop over the provider (an adapter's Model) and tools.
+// Configuration errors are reported by Run (and Err).
+func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
+	l := &Loop{provider: p, tools: tools, signer: opts.Signer, approver: opts.Approver, instr: opts.Instructions,
+		maxTurns: opts.MaxTurns, statusTool: opts.StatusTool, keys: opts.Keys, clock: opts.Clock,
+		grantTTL: opts.GrantTTL, observer: opts.Observer, agentName: opts.AgentName, store: opts.GuardStore}
+	if p == nil || tools == nil {
+		l.err = errors.New("agentloop: New needs a provider and a tool set")
 		return l
 	}
+	l.info = p.Info()
+	if l.maxTurns <= 0 {
+		l.maxTurns = DefaultMaxTurns
+	}
+	if l.statusTool == "" {
+		l.statusTool = DefaultStatusTool
+	}
+	if opts.NoStatusTool {
+		l.statusTool = ""
+	}
+	if l.keys == nil {
+		l.keys = DeriveKeys
+	}
+	if l.clock == nil {
+		l.clock = guard.SystemClock
+	}
+	if l.grantTTL <= 0 {
+		l.grantTTL = DefaultGrantTTL
+	}
+	if l.agentName == "" {
+		l.agentName = "agent"
+	}
+	tp := opts.TracerProvider
+	if tp == nil {
+		tp = otel.GetTracerProvider()
+	}
+	l.tracer = tp.Tracer(tracerName)
 	if l.store == nil {
-		mr := miniredis.NewMiniRedis()
-		if err := mr.Start(); err != nil {
-			l.err = err
+		if l.err = l.openStore(opts.Store); l.err != nil {
 			return l
 		}
-		rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: mr.Addr()})
-		l.closers = append(l.closers, func() { _ = rdb.Close(); mr.Close() })
-		l.store, _ = idem.New(rdb, idem.Options{})
 	}
 	if l.signer == nil {
 		key := make([]byte, 32)
 		_, _ = rand.Read(key)
 		l.signer, _ = guard.NewSigner(key)
 	}
-	if l.statusTool != "" && tools.Lookup(l.statusTool) != nil {
-		l.err = errors.New("agentloop: a tool is named like the status tool " + l.statusTool + "; choose another name with WithStatusTool")
-		return l
+	l.offered = tools.Tools()
+	if l.statusTool != "" {
+		if tools.Lookup(l.statusTool) != nil {
+			l.err = errors.New("agentloop: a tool is named like the status tool " + l.statusTool + "; choose another name with Options.StatusTool")
+			return l
+		}
+		def, err := statusToolDef(l.statusTool)
+		if err != nil {
+			l.err = err
+			return l
+		}
+		l.offered = append(l.offered, def)
 	}
-	gopts := guard.Options{}
-	for _, f := range l.guardOpts {
-		f(&gopts)
-	}
+	gopts := opts.Guard
 	gopts.Clock, gopts.Signer = l.clock, l.signer
 	l.guard = guard.New(tools, l.store, gopts)
-	if l.tracer == nil {
-		l.tracer = otel.GetTracerProvider().Tracer(tracerName)
-	}
-	if l.agentName == "" {
-		l.agentName = "agent"
-	}
-	l.defs = tgopenai.Tools(tools)
-	if l.statusTool != "" {
-		l.defs = append(l.defs, statusToolDef(l.statusTool))
-	}
 	return l
+}
+
+// openStore uses the host's Redis, or keeps records in memory.
+func (l *Loop) openStore(rdb redis.UniversalClient) error {
+	if rdb == nil {
+		l.store = memstore.New(memstore.Options{})
+		return nil
+	}
+	s, err := idem.New(rdb, idem.Options{})
+	if err != nil {
+		return err
+	}
+	l.store = s
+	return nil
 }
 
 // Err reports a configuration error, if any.
@@ -220,6 +234,9 @@ func (l *Loop) Store() Store { return l.store }
 
 // Signer returns the loop's approval signer.
 func (l *Loop) Signer() *guard.Signer { return l.signer }
+
+// Provider names the loop's provider adapter and model.
+func (l *Loop) Provider() provider.Info { return l.info }
 
 // Close releases the embedded store, if the loop made one.
 func (l *Loop) Close() {
@@ -236,5 +253,5 @@ func (l *Loop) QueryStatus(ctx context.Context, p guard.Principal, operationID s
 		return nil, l.err
 	}
 	return l.guard.QueryStatus(ctx, guard.StatusCall{Principal: p, OperationID: operationID,
-		Context: guard.ExecutionContext{Provider: tgopenai.Provider, APIFamily: tgopenai.APIFamily, AdapterRevision: tgopenai.Revision}})
+		Context: l.info.Context("", "")})
 }

@@ -28,9 +28,9 @@ func TestHappyPath(t *testing.T) {
 	)
 	appr := &approver{}
 	var events []agentloop.Event
-	loop := w.loop(agentloop.WithApprover(appr), agentloop.WithModel("scripted-model"),
-		agentloop.WithInstructions("Be a support agent."),
-		agentloop.WithObserver(func(e agentloop.Event) { events = append(events, e) }))
+	loop := w.loop(agentloop.Options{Approver: appr,
+		Instructions: "Be a support agent.",
+		Observer:     func(e agentloop.Event) { events = append(events, e) }})
 	ctx := testCtx(t)
 
 	res, err := loop.Run(ctx, user1, "Refund my duplicate order ORDER-7.")
@@ -187,7 +187,7 @@ func TestDuplicateIntentIsOneSideEffect(t *testing.T) {
 		openaitest.Turn{Text: "done twice over"},
 	)
 	appr := &approver{}
-	loop := w.loop(agentloop.WithApprover(appr))
+	loop := w.loop(agentloop.Options{Approver: appr})
 	res, err := loop.Run(testCtx(t), user1, "refund ORDER-7")
 	if err != nil {
 		t.Fatal(err)
@@ -240,7 +240,7 @@ func TestSameCallIDTwice(t *testing.T) {
 		openaitest.Turn{Text: "ok"},
 	)
 	appr := &approver{}
-	loop := w.loop(agentloop.WithApprover(appr))
+	loop := w.loop(agentloop.Options{Approver: appr})
 	res, err := loop.Run(testCtx(t), user1, "refund ORDER-7")
 	if err != nil {
 		t.Fatal(err)
@@ -326,9 +326,9 @@ func TestFiftyCallsInOneTurn(t *testing.T) {
 	cs = append(cs, specs[0].call)
 	w := newWorld(t, calls(cs...), openaitest.Turn{Text: "ok"})
 	// A denying approver keeps the writes from pausing the run.
-	loop := w.loop(agentloop.WithApprover(agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
+	loop := w.loop(agentloop.Options{Approver: agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
 		return agentloop.Decision{Approved: false, Approver: "bob"}, nil
-	})))
+	})})
 	res, err := loop.Run(testCtx(t), user1, "many")
 	if err != nil {
 		t.Fatal(err)
@@ -362,7 +362,7 @@ func TestMaxTurns(t *testing.T) {
 		turns = append(turns, openaitest.Turn{Text: "again", Calls: []openaitest.Call{{Name: readTool, Arguments: readArgs}}})
 	}
 	w := newWorld(t, turns...)
-	loop := w.loop(agentloop.WithMaxTurns(3))
+	loop := w.loop(agentloop.Options{MaxTurns: 3})
 	res, err := loop.Run(testCtx(t), user1, "loop forever")
 	if err != nil {
 		t.Fatal(err)
@@ -410,7 +410,7 @@ func TestRunIDReplay(t *testing.T) {
 		t.Helper()
 		n := len(w.srv.Requests())
 		w.srv.Enqueue(script()...)
-		res, err := loop.Run(testCtx(t), user1, "refund ORDER-7", agentloop.WithRunID(runID))
+		res, err := loop.Run(testCtx(t), user1, "refund ORDER-7", agentloop.RunOptions{RunID: runID})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -427,7 +427,7 @@ func TestRunIDReplay(t *testing.T) {
 	t.Run("same", func(t *testing.T) {
 		w := newWorld(t)
 		appr := &approver{}
-		loop := w.loop(agentloop.WithApprover(appr))
+		loop := w.loop(agentloop.Options{Approver: appr})
 		a := run(t, w, loop, "run-fixed")
 		b := run(t, w, loop, "run-fixed")
 		if w.svc.SideEffects() != 1 {
@@ -444,14 +444,14 @@ func TestRunIDReplay(t *testing.T) {
 		// that reuses the call ids) replays too.
 		w2 := newWorld(t)
 		w2.svc, w2.rdb = w.svc, w.rdb
-		c := run(t, w2, w2.loop(agentloop.WithApprover(appr)), "run-fixed")
+		c := run(t, w2, w2.loop(agentloop.Options{Approver: appr}), "run-fixed")
 		if c.Delivery != guard.DeliveryLocalReplay || w.svc.SideEffects() != 1 {
 			t.Errorf("third run: %+v, %d side effects", c, w.svc.SideEffects())
 		}
 	})
 	t.Run("different", func(t *testing.T) {
 		w := newWorld(t)
-		loop := w.loop(agentloop.WithApprover(&approver{}))
+		loop := w.loop(agentloop.Options{Approver: &approver{}})
 		a := run(t, w, loop, "run-one")
 		b := run(t, w, loop, "run-two")
 		if w.svc.SideEffects() != 2 {
@@ -463,7 +463,7 @@ func TestRunIDReplay(t *testing.T) {
 	})
 	t.Run("random", func(t *testing.T) {
 		w := newWorld(t)
-		loop := w.loop(agentloop.WithApprover(&approver{}))
+		loop := w.loop(agentloop.Options{Approver: &approver{}})
 		var ids []string
 		for range 2 {
 			w.srv.Enqueue(script()...)
@@ -493,13 +493,13 @@ func TestConcurrentRunsSameRunID(t *testing.T) {
 		}})
 	}
 	appr := &approver{}
-	loop := w.loop(agentloop.WithApprover(appr))
+	loop := w.loop(agentloop.Options{Approver: appr})
 	var wg sync.WaitGroup
 	results := make([]*agentloop.Result, runs)
 	errs := make([]error, runs)
 	for i := range runs {
 		wg.Go(func() {
-			results[i], errs[i] = loop.Run(testCtx(t), user1, "refund ORDER-7", agentloop.WithRunID("run-shared"))
+			results[i], errs[i] = loop.Run(testCtx(t), user1, "refund ORDER-7", agentloop.RunOptions{RunID: "run-shared"})
 		})
 	}
 	wg.Wait()
@@ -532,7 +532,7 @@ func TestStatusToolNameClash(t *testing.T) {
 	clash := toolset.Read(agentloop.DefaultStatusTool, "clash", func(context.Context, *guard.Invocation, agentloop.StatusInput) (string, error) { return "x", nil }, nil)
 
 	w := newWorld(t, openaitest.Turn{Text: "never"})
-	loop := agentloop.New(w.client, toolset.MustNew(clash), agentloop.WithStore(w.rdb))
+	loop := agentloop.New(model(w.client), toolset.MustNew(clash), agentloop.Options{Store: w.rdb})
 	defer loop.Close()
 	if loop.Err() == nil {
 		t.Fatal("no configuration error")
@@ -557,7 +557,7 @@ func TestStatusToolNameClash(t *testing.T) {
 	// Renaming the status tool, or removing it, resolves the clash.
 	for _, name := range []string{"", "settle_operation"} {
 		w := newWorld(t, calls(call("c1", agentloop.DefaultStatusTool, `{"operation_id":"op_1"}`)), openaitest.Turn{Text: "ok"})
-		loop := agentloop.New(w.client, toolset.MustNew(clash), agentloop.WithStore(w.rdb), agentloop.WithStatusTool(name))
+		loop := agentloop.New(model(w.client), toolset.MustNew(clash), agentloop.Options{Store: w.rdb, StatusTool: name, NoStatusTool: name == ""})
 		defer loop.Close()
 		res, err := loop.Run(testCtx(t), user1, "hi")
 		if err != nil {
@@ -589,8 +589,8 @@ func TestRunErrors(t *testing.T) {
 	if n := len(w.srv.Requests()); n != 0 {
 		t.Errorf("%d requests sent for bad principals", n)
 	}
-	// Without WithStore the loop makes its own store.
-	own := agentloop.New(w.client, orders.Tools(w.svc), agentloop.WithApprover(&approver{}))
+	// Without Options.Store the loop makes its own store.
+	own := agentloop.New(model(w.client), orders.Tools(w.svc), agentloop.Options{Approver: &approver{}})
 	defer own.Close()
 	res, err := own.Run(testCtx(t), user1, "hi")
 	if err != nil || res.Output != "never" {
@@ -624,8 +624,8 @@ func TestHostKeys(t *testing.T) {
 		return id, "key_" + id
 	}
 	appr := &approver{}
-	loop := w.loop(agentloop.WithApprover(appr), agentloop.WithKeys(keys))
-	res, err := loop.Run(testCtx(t), user1, "refund", agentloop.WithRunID("run-host"))
+	loop := w.loop(agentloop.Options{Approver: appr, Keys: keys})
+	res, err := loop.Run(testCtx(t), user1, "refund", agentloop.RunOptions{RunID: "run-host"})
 	if err != nil {
 		t.Fatal(err)
 	}

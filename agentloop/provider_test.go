@@ -144,10 +144,10 @@ func TestCancelledMidRun(t *testing.T) {
 		)
 		ctx, cancel := context.WithCancel(testCtx(t))
 		defer cancel()
-		loop := w.loop(agentloop.WithApprover(agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
+		loop := w.loop(agentloop.Options{Approver: agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
 			cancel()
 			return agentloop.Decision{Approved: true, Approver: "ann"}, nil
-		})))
+		})})
 		start := time.Now()
 		res, err := loop.Run(ctx, user1, "refund")
 		if !errors.Is(err, context.Canceled) {
@@ -184,7 +184,7 @@ func TestCancelledMidRun(t *testing.T) {
 			calls(call("c1", "cancel_run", `{}`), call("r1", readTool, readArgs), call("c2", "cancel_run", `{}`)),
 			openaitest.Turn{Text: "never"},
 		)
-		loop := agentloop.New(w.client, tools, agentloop.WithStore(w.rdb))
+		loop := agentloop.New(model(w.client), tools, agentloop.Options{Store: w.rdb})
 		defer loop.Close()
 		start := time.Now()
 		res, err := loop.Run(ctx, user1, "cancel")

@@ -4,21 +4,22 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"iter"
 
-	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/responses"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	tgopenai "github.com/toolguard/toolguard/adapters/openai"
+	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
 )
 
-// Status says how a run ended.
+// Status says how a run ended. A host tests it: only StatusCompleted means
+// the model gave its final answer.
 type Status string
 
 // The run statuses.
@@ -26,12 +27,24 @@ const (
 	StatusCompleted Status = "completed" // the model gave a final message
 	StatusPaused    Status = "paused"    // writes wait for approval: see Result.State
 	StatusMaxTurns  Status = "max_turns" // the turn limit was reached
+	// StatusIncomplete: the reply was cut short (an output token limit,
+	// the context window; Responses status incomplete, Chat
+	// finish_reason length, Anthropic max_tokens). Its calls did not run.
+	StatusIncomplete Status = "incomplete"
+	// StatusRefused: the model or a content filter refused (Chat
+	// finish_reason content_filter or a refusal, Anthropic refusal).
+	StatusRefused Status = "refused"
+	// StatusFailed: the provider reports the response failed.
+	StatusFailed Status = "failed"
 )
 
 // Result is the end of a run (or of the part of it until a pause).
 type Result struct {
 	RunID  string
 	Status Status
+	// Reason is the provider's word for an ending other than completed
+	// (e.g. "max_tokens", "content_filter"), "" otherwise.
+	Reason string
 	// Output is the model's final text.
 	Output string
 	Turns  int
@@ -42,42 +55,96 @@ type Result struct {
 	Transcript Transcript
 }
 
-// RunOption configures one run.
-type RunOption func(*runConfig)
-
-type runConfig struct{ runID string }
-
-// WithRunID sets the run id, from which operation ids and idempotency keys
-// are derived. A run restarted with the same id replays what already ran.
-// Default: a random id.
-func WithRunID(id string) RunOption { return func(c *runConfig) { c.runID = id } }
+// RunOptions configures one run. Its zero value gives the run a random id.
+type RunOptions struct {
+	// RunID is the run id, from which operation ids and idempotency keys
+	// are derived: a run restarted with the same id replays what already
+	// ran. "" means a random id.
+	RunID string
+}
 
 // Run runs the agent for the principal, which comes from the host's
-// session, on the user's input. The error is for failures the model cannot
-// be told about: a provider that keeps failing after the client's retries,
-// the context's end, a bad principal or configuration. The Result returned
-// with an error holds the transcript so far.
-func (l *Loop) Run(ctx context.Context, p guard.Principal, input string, opts ...RunOption) (*Result, error) {
+// session, on the user's input; opts, at most one, configures the run. The
+// error is for failures the model cannot be told about: a provider that
+// keeps failing after the client's retries, the context's end, a bad
+// principal or configuration. The Result returned with an error holds the
+// transcript so far.
+func (l *Loop) Run(ctx context.Context, p guard.Principal, input string, opts ...RunOptions) (*Result, error) {
+	return l.start(ctx, p, input, opts, nil)
+}
+
+// Stream is Run yielding the run's events as they happen: the transcript's
+// events, text deltas (EventText) as the provider streams them, and last an
+// EventEnd whose Run is the Result. A tool call is yielded, and dispatched,
+// once the reply that carries it is complete, so its arguments are. An
+// error is yielded last, as Run would return it (after an EventEnd when the
+// run has a status to report, as a Resume that fails mid-way does).
+// Breaking out of the loop cancels the run: no further request is sent.
+func (l *Loop) Stream(ctx context.Context, p guard.Principal, input string, opts ...RunOptions) iter.Seq2[Event, error] {
+	return l.stream(ctx, func(ctx context.Context, sink func(Event)) (*Result, error) {
+		return l.start(ctx, p, input, opts, sink)
+	})
+}
+
+// ResumeStream is Resume yielding events as Stream does.
+func (l *Loop) ResumeStream(ctx context.Context, p guard.Principal, st *State, approvals ...Approval) iter.Seq2[Event, error] {
+	return l.stream(ctx, func(ctx context.Context, sink func(Event)) (*Result, error) {
+		return l.resume(ctx, p, st, approvals, sink)
+	})
+}
+
+func (l *Loop) stream(ctx context.Context, run func(context.Context, func(Event)) (*Result, error)) iter.Seq2[Event, error] {
+	return func(yield func(Event, error) bool) {
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		open := true
+		sink := func(e Event) {
+			if open && !yield(e, nil) {
+				open = false
+				cancel()
+			}
+		}
+		res, err := run(ctx, sink)
+		if res != nil && res.Status != "" {
+			sink(Event{Kind: EventEnd, Turn: res.Turns, Text: string(res.Status), Run: res})
+		}
+		if err != nil && open {
+			yield(Event{}, err)
+		}
+	}
+}
+
+// run is one run in progress: its state and where its events go.
+type run struct {
+	l    *Loop
+	p    guard.Principal
+	st   *State
+	sink func(Event) // Stream's consumer, nil for Run
+}
+
+func (l *Loop) start(ctx context.Context, p guard.Principal, input string, opts []RunOptions, sink func(Event)) (*Result, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	var cfg runConfig
-	for _, o := range opts {
-		o(&cfg)
+	var o RunOptions
+	if len(opts) > 0 {
+		o = opts[len(opts)-1]
 	}
-	if cfg.runID == "" {
+	if o.RunID == "" {
 		var b [12]byte
 		_, _ = rand.Read(b[:])
-		cfg.runID = "run_" + hex.EncodeToString(b[:])
+		o.RunID = "run_" + hex.EncodeToString(b[:])
 	}
-	st := &State{Version: StateVersion, RunID: cfg.runID, TenantID: p.TenantID, SubjectID: p.SubjectID}
+	st := &State{Version: StateVersion, RunID: o.RunID, TenantID: p.TenantID, SubjectID: p.SubjectID, API: l.info.APIFamily}
+	r := &run{l: l, p: p, st: st, sink: sink}
 	ctx, span := l.startRun(ctx, st)
 	defer span.End()
-	l.emit(st, Event{Kind: EventUser, Text: input})
-	res, err := l.drive(ctx, p, st, responses.ResponseNewParamsInputUnion{OfString: oai.String(input)})
+	r.emit(Event{Kind: EventUser, Text: input})
+	st.Items = append(st.Items, l.provider.UserItem(input))
+	res, err := r.drive(ctx)
 	endRun(span, res, err)
 	return res, err
 }
@@ -99,28 +166,19 @@ func endRun(span trace.Span, res *Result, err error) {
 	}
 	if err != nil {
 		span.SetStatus(codes.Error, "run failed")
-		span.SetAttributes(attribute.String("error.type", errorType(err)))
+		span.SetAttributes(attribute.String("error.type", provider.ErrorType(err)))
 	}
-}
-
-func errorType(err error) string {
-	switch {
-	case errors.Is(err, context.Canceled):
-		return "canceled"
-	case errors.Is(err, context.DeadlineExceeded):
-		return "deadline_exceeded"
-	}
-	var apiErr *oai.Error
-	if errors.As(err, &apiErr) {
-		return fmt.Sprintf("http_%d", apiErr.StatusCode)
-	}
-	return "_OTHER"
 }
 
 // Resume continues a paused run with the host's answers to its pending
 // approvals: a grant (from Grant, or minted with the same signer key) or a
-// denial for each. The principal must be the run's.
+// denial for each. The principal must be the run's, and the loop's
+// provider the one the run was started with.
 func (l *Loop) Resume(ctx context.Context, p guard.Principal, st *State, approvals ...Approval) (*Result, error) {
+	return l.resume(ctx, p, st, approvals, nil)
+}
+
+func (l *Loop) resume(ctx context.Context, p guard.Principal, st *State, approvals []Approval, sink func(Event)) (*Result, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
@@ -129,6 +187,9 @@ func (l *Loop) Resume(ctx context.Context, p guard.Principal, st *State, approva
 	}
 	if !st.owner(p) {
 		return nil, ErrWrongPrincipal
+	}
+	if st.API != "" && st.API != l.info.APIFamily {
+		return nil, fmt.Errorf("%w: the run was started on %s, this loop runs %s", ErrOtherProvider, st.API, l.info.APIFamily)
 	}
 	byCall := map[string]Approval{}
 	for _, a := range approvals {
@@ -141,8 +202,10 @@ func (l *Loop) Resume(ctx context.Context, p guard.Principal, st *State, approva
 	}
 	next := *st
 	next.Calls = append([]CallState(nil), st.Calls...)
+	next.Items = append([]json.RawMessage(nil), st.Items...)
 	next.Transcript = append(Transcript(nil), st.Transcript...)
 	next.Pending = nil
+	r := &run{l: l, p: p, st: &next, sink: sink}
 	ctx, span := l.startRun(ctx, &next)
 	defer span.End()
 	for i, c := range next.Calls {
@@ -150,27 +213,23 @@ func (l *Loop) Resume(ctx context.Context, p guard.Principal, st *State, approva
 			continue
 		}
 		a := byCall[c.CallID]
-		fc := responses.ResponseFunctionToolCall{CallID: c.CallID, Name: c.Name, Arguments: c.Arguments}
+		call := provider.Call{ID: c.CallID, Name: c.Name, Arguments: c.Arguments, Kind: c.Kind}
 		var res *guard.Result
 		if a.Denied {
-			l.emit(&next, Event{Kind: EventDenied, CallID: c.CallID, Tool: c.Name, Text: "host"})
+			r.emit(Event{Kind: EventDenied, CallID: c.CallID, Tool: c.Name, Text: "host"})
 			res = denied()
 		} else {
-			l.emit(&next, Event{Kind: EventApproved, CallID: c.CallID, Tool: c.Name, Text: "grant"})
+			r.emit(Event{Kind: EventApproved, CallID: c.CallID, Tool: c.Name, Text: "grant"})
 			var err error
-			if res, err = l.dispatch(ctx, p, &next, c.ResponseID, fc, a.Grant); err != nil {
+			if res, err = r.dispatch(ctx, c.ResponseID, call, a.Grant); err != nil {
 				return l.result(&next, StatusPaused, ""), err
 			}
 		}
-		l.emit(&next, Event{Kind: EventResult, CallID: c.CallID, Tool: c.Name, Result: []byte(res.String())})
+		r.emit(Event{Kind: EventResult, CallID: c.CallID, Tool: c.Name, Result: []byte(res.String())})
 		next.Calls[i].Output = res.String()
 	}
-	items := make([]responses.ResponseInputItemUnionParam, 0, len(next.Calls))
-	for _, c := range next.Calls {
-		items = append(items, outputItem(c.CallID, c.Output))
-	}
-	next.Calls = nil
-	res, err := l.drive(ctx, p, &next, responses.ResponseNewParamsInputUnion{OfInputItemList: items})
+	r.answer()
+	res, err := r.drive(ctx)
 	endRun(span, res, err)
 	return res, err
 }
@@ -179,17 +238,16 @@ func denied() *guard.Result {
 	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: deniedMessage}
 }
 
-func outputItem(callID, output string) responses.ResponseInputItemUnionParam {
-	item := responses.ResponseInputItemParamOfFunctionCallOutput(output)
-	item.OfFunctionCallOutput.CallID = oai.String(callID)
-	return item
-}
-
-func (l *Loop) emit(st *State, e Event) {
-	e.Turn = st.Turn
-	st.Transcript = append(st.Transcript, e)
-	if l.observer != nil {
-		l.observer(e)
+func (r *run) emit(e Event) {
+	e.Turn = r.st.Turn
+	if e.Kind != EventText {
+		r.st.Transcript = append(r.st.Transcript, e)
+		if r.l.observer != nil {
+			r.l.observer(e)
+		}
+	}
+	if r.sink != nil {
+		r.sink(e)
 	}
 }
 
@@ -201,113 +259,139 @@ func (l *Loop) result(st *State, status Status, output string) *Result {
 	return r
 }
 
-// drive runs model turns until a final message, a pause, the turn limit or
-// an error.
-func (l *Loop) drive(ctx context.Context, p guard.Principal, st *State, input responses.ResponseNewParamsInputUnion) (*Result, error) {
+// drive runs model turns until a final message, a pause, the turn limit, a
+// reply that did not end normally, or an error.
+func (r *run) drive(ctx context.Context) (*Result, error) {
+	l, st := r.l, r.st
 	for {
 		if st.Turn >= l.maxTurns {
 			return l.result(st, StatusMaxTurns, ""), nil
 		}
-		params := responses.ResponseNewParams{Model: l.model, Tools: l.defs, Input: input}
-		if l.instr != "" {
-			params.Instructions = oai.String(l.instr)
-		}
-		if st.PreviousResponseID != "" {
-			params.PreviousResponseID = oai.String(st.PreviousResponseID)
-		}
-		tctx, tspan := l.tracer.Start(ctx, "chat "+l.model, trace.WithSpanKind(trace.SpanKindClient),
+		tctx, tspan := l.tracer.Start(ctx, "chat "+l.info.Model, trace.WithSpanKind(trace.SpanKindClient),
 			trace.WithAttributes(
 				attribute.String("gen_ai.operation.name", "chat"),
-				attribute.String("gen_ai.provider.name", "openai"),
-				attribute.String("gen_ai.request.model", l.model),
+				attribute.String("gen_ai.provider.name", l.info.Provider),
+				attribute.String("gen_ai.request.model", l.info.Model),
 			))
-		res, next, err := l.turn(tctx, p, st, params)
+		res, err := r.turn(tctx)
 		if err != nil {
 			tspan.SetStatus(codes.Error, "turn failed")
-			tspan.SetAttributes(attribute.String("error.type", errorType(err)))
+			tspan.SetAttributes(attribute.String("error.type", provider.ErrorType(err)))
 		}
 		tspan.End()
 		if err != nil || res != nil {
 			return res, err
 		}
-		input = next
 	}
 }
 
 // turn is one model turn: the request, then the dispatch of its calls. It
-// returns a result when the run ends or pauses, else the next input.
-func (l *Loop) turn(ctx context.Context, p guard.Principal, st *State, params responses.ResponseNewParams) (*Result, responses.ResponseNewParamsInputUnion, error) {
-	var none responses.ResponseNewParamsInputUnion
-	resp, err := l.client.Responses.New(ctx, params)
-	if err != nil {
-		return l.result(st, "", ""), none, fmt.Errorf("agentloop: turn %d: %w", st.Turn+1, err)
+// returns a result when the run ends or pauses, and nil to go on.
+func (r *run) turn(ctx context.Context) (*Result, error) {
+	l, st := r.l, r.st
+	req := provider.Request{Instructions: l.instr, Tools: l.offered, Items: st.Items, Chain: st.Chain}
+	if r.sink != nil {
+		req.Text = func(delta string) { r.emit(Event{Kind: EventText, Text: delta}) }
 	}
-	span := trace.SpanFromContext(ctx)
-	span.SetAttributes(attribute.String("gen_ai.response.id", resp.ID), attribute.String("gen_ai.response.model", resp.Model),
-		attribute.Int64("gen_ai.usage.input_tokens", resp.Usage.InputTokens),
-		attribute.Int64("gen_ai.usage.output_tokens", resp.Usage.OutputTokens))
+	rep, err := l.provider.Turn(ctx, req)
+	if err != nil {
+		return l.result(st, "", ""), fmt.Errorf("agentloop: turn %d: %w", st.Turn+1, err)
+	}
+	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.response.id", rep.ID),
+		attribute.String("gen_ai.response.model", rep.Model),
+		attribute.Int64("gen_ai.usage.input_tokens", rep.InputTokens),
+		attribute.Int64("gen_ai.usage.output_tokens", rep.OutputTokens))
 	st.Turn++
-	st.PreviousResponseID = resp.ID
-	text := resp.OutputText()
-	if text != "" {
-		l.emit(st, Event{Kind: EventMessage, Text: text})
+	if rep.Chain != "" {
+		st.Chain, st.Items = rep.Chain, nil
+	} else {
+		st.Chain = ""
+		st.Items = append(st.Items, rep.Items...)
 	}
-	calls := tgopenai.FunctionCalls(resp)
-	if len(calls) == 0 {
-		return l.result(st, StatusCompleted, text), none, nil
+	if rep.Text != "" {
+		r.emit(Event{Kind: EventMessage, Text: rep.Text})
 	}
-	items, err := l.handleCalls(ctx, p, st, resp.ID, calls)
-	if err != nil {
-		return l.result(st, "", ""), none, err
+	if rep.End != provider.EndNormal {
+		res := l.result(st, Status(rep.End), rep.Text)
+		res.Reason = rep.Reason
+		return res, nil
+	}
+	if rep.Continue {
+		return nil, nil
+	}
+	if len(rep.Calls) == 0 {
+		return l.result(st, StatusCompleted, rep.Text), nil
+	}
+	if err := r.handleCalls(ctx, rep.ID, rep.Calls); err != nil {
+		return l.result(st, "", ""), err
 	}
 	if len(st.Pending) > 0 {
-		return l.result(st, StatusPaused, ""), none, nil
+		return l.result(st, StatusPaused, ""), nil
 	}
-	return nil, responses.ResponseNewParamsInputUnion{OfInputItemList: items}, nil
+	r.answer()
+	return nil, nil
 }
 
-// handleCalls dispatches the calls of one response in order and returns
-// their outputs; writes waiting for approval are left in st.Pending.
-func (l *Loop) handleCalls(ctx context.Context, p guard.Principal, st *State, respID string, calls []responses.ResponseFunctionToolCall) ([]responses.ResponseInputItemUnionParam, error) {
+// answer adds the answers to the turn's calls to the conversation.
+func (r *run) answer() {
+	outs := make([]provider.Output, 0, len(r.st.Calls))
+	for _, c := range r.st.Calls {
+		outs = append(outs, provider.Output{CallID: c.CallID, Kind: c.Kind, Result: c.Output, OK: resultOK(c.Output)})
+	}
+	r.st.Items = append(r.st.Items, r.l.provider.OutputItems(outs)...)
+	r.st.Calls = nil
+}
+
+// resultOK reports whether a model result's code is OK.
+func resultOK(result string) bool {
+	var r guard.Result
+	return r.UnmarshalJSON([]byte(result)) == nil && r.Code == guard.CodeOK
+}
+
+// handleCalls dispatches the calls of one reply in order and records their
+// answers in st.Calls; writes waiting for approval are left in st.Pending.
+func (r *run) handleCalls(ctx context.Context, respID string, calls []provider.Call) error {
+	st := r.st
 	st.Calls = st.Calls[:0]
 	seen := map[string]bool{}
 	for _, c := range calls {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
-		l.emit(st, Event{Kind: EventCall, CallID: c.CallID, Tool: c.Name, Arguments: c.Arguments})
-		if seen[c.CallID] {
+		r.emit(Event{Kind: EventCall, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments})
+		if seen[c.ID] {
 			// One output per call id: a repeated id is answered once.
 			continue
 		}
-		seen[c.CallID] = true
+		seen[c.ID] = true
+		cs := CallState{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Kind: c.Kind, ResponseID: respID}
 		var res *guard.Result
-		if l.statusTool != "" && c.Name == l.statusTool {
-			res = l.status(ctx, p, st, tgopenai.Context(respID, c), c.Arguments)
-		} else {
+		switch {
+		case c.Answer != nil:
+			res = c.Answer
+		case r.l.statusTool != "" && c.Name == r.l.statusTool:
+			res = r.l.status(ctx, r.p, st, r.l.info.Context(respID, c.ID), c.Arguments)
+		default:
 			var err error
-			if res, err = l.dispatch(ctx, p, st, respID, c, ""); err != nil {
-				return nil, err
+			if res, err = r.dispatch(ctx, respID, c, ""); err != nil {
+				return err
 			}
 			if res.Code == guard.CodeApprovalRequired {
 				var pending bool
-				if res, pending, err = l.approve(ctx, p, st, respID, c); err != nil {
-					return nil, err
+				if res, pending, err = r.approve(ctx, respID, c); err != nil {
+					return err
 				}
 				if pending {
-					st.Calls = append(st.Calls, CallState{CallID: c.CallID, Name: c.Name, Arguments: c.Arguments, ResponseID: respID})
+					st.Calls = append(st.Calls, cs)
 					continue
 				}
 			}
 		}
-		l.emit(st, Event{Kind: EventResult, CallID: c.CallID, Tool: c.Name, Result: []byte(res.String())})
-		st.Calls = append(st.Calls, CallState{CallID: c.CallID, Name: c.Name, Arguments: c.Arguments, ResponseID: respID, Output: res.String()})
+		r.emit(Event{Kind: EventResult, CallID: c.ID, Tool: c.Name, Result: []byte(res.String())})
+		cs.Output = res.String()
+		st.Calls = append(st.Calls, cs)
 	}
-	items := make([]responses.ResponseInputItemUnionParam, 0, len(st.Calls))
-	for _, c := range st.Calls {
-		items = append(items, outputItem(c.CallID, c.Output))
-	}
-	return items, nil
+	return nil
 }
 
 // operation derives a call's identity within the run: its proposal with
@@ -321,20 +405,21 @@ type operation struct {
 	id, key     string
 }
 
-func (l *Loop) operation(runID string, c responses.ResponseFunctionToolCall) operation {
+func (l *Loop) operation(runID string, c provider.Call) operation {
 	op := operation{prop: guard.Proposal{Name: c.Name, Arguments: []byte(c.Arguments)}}
 	if args, _, err := canon.Parse(op.prop.Arguments, canon.Limits{}); err == nil {
 		op.prop.Arguments, op.canonical = args, true
 	}
 	op.fingerprint = guard.Fingerprint(c.Name, op.prop.Arguments)
-	op.id, op.key = (l.keyFunc())(runID, op.prop, op.fingerprint)
+	op.id, op.key = l.keys(runID, op.prop, op.fingerprint)
 	return op
 }
 
 // dispatch runs one call through the guard with the run's keys.
-func (l *Loop) dispatch(ctx context.Context, p guard.Principal, st *State, respID string, c responses.ResponseFunctionToolCall, grant string) (*guard.Result, error) {
-	call := tgopenai.Call(p, respID, c)
-	call.Approval = grant
+func (r *run) dispatch(ctx context.Context, respID string, c provider.Call, grant string) (*guard.Result, error) {
+	l, st := r.l, r.st
+	call := guard.Call{Principal: r.p, Proposal: guard.Proposal{Name: c.Name, Arguments: []byte(c.Arguments)},
+		Context: l.info.Context(respID, c.ID), Approval: grant}
 	op := l.operation(st.RunID, c)
 	call.Context.OperationID = op.id
 	if t := l.tools.Lookup(c.Name); t != nil && t.Spec().Effect == guard.Write {
@@ -351,24 +436,18 @@ func (l *Loop) dispatch(ctx context.Context, p guard.Principal, st *State, respI
 	return res, err
 }
 
-func (l *Loop) keyFunc() KeyFunc {
-	if l.keys != nil {
-		return l.keys
-	}
-	return DeriveKeys
-}
-
 // approve handles APPROVAL_REQUIRED: with an Approver, ask now and dispatch
 // again with the grant (or tell the model it was denied); without, leave
 // the call pending.
-func (l *Loop) approve(ctx context.Context, p guard.Principal, st *State, respID string, c responses.ResponseFunctionToolCall) (*guard.Result, bool, error) {
+func (r *run) approve(ctx context.Context, respID string, c provider.Call) (*guard.Result, bool, error) {
+	l, st := r.l, r.st
 	op := l.operation(st.RunID, c)
 	if !op.canonical {
 		return nil, false, errors.New("agentloop: approval asked for unparsable arguments")
 	}
-	req := ApprovalRequest{CallID: c.CallID, Tool: c.Name, Arguments: op.prop.Arguments, Principal: p,
+	req := ApprovalRequest{CallID: c.ID, Tool: c.Name, Arguments: op.prop.Arguments, Principal: r.p,
 		Fingerprint: op.fingerprint, OperationID: op.id}
-	l.emit(st, Event{Kind: EventApprovalRequested, CallID: c.CallID, Tool: c.Name, Arguments: string(op.prop.Arguments)})
+	r.emit(Event{Kind: EventApprovalRequested, CallID: c.ID, Tool: c.Name, Arguments: string(op.prop.Arguments)})
 	if l.approver == nil {
 		st.Pending = append(st.Pending, req)
 		return nil, true, nil
@@ -379,14 +458,14 @@ func (l *Loop) approve(ctx context.Context, p guard.Principal, st *State, respID
 		if err != nil {
 			who = "nobody (" + err.Error() + ")"
 		}
-		l.emit(st, Event{Kind: EventDenied, CallID: c.CallID, Tool: c.Name, Text: who})
+		r.emit(Event{Kind: EventDenied, CallID: c.ID, Tool: c.Name, Text: who})
 		return denied(), false, nil
 	}
-	l.emit(st, Event{Kind: EventApproved, CallID: c.CallID, Tool: c.Name, Text: d.Approver})
+	r.emit(Event{Kind: EventApproved, CallID: c.ID, Tool: c.Name, Text: d.Approver})
 	tok, err := l.Grant(req, d.Approver)
 	if err != nil {
 		return nil, false, err
 	}
-	res, err := l.dispatch(ctx, p, st, respID, c, tok)
+	res, err := r.dispatch(ctx, respID, c, tok)
 	return res, false, err
 }

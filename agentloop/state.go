@@ -8,21 +8,34 @@ import (
 )
 
 // StateVersion names the format of saved run states.
-const StateVersion = "agentloop-state-v1"
+const StateVersion = "agentloop-state-v2"
 
 // State is a paused run, saved as JSON and resumed later, possibly by
 // another process with the same store and signer key. It holds no secret:
 // grants are checked again by the guard when the run resumes, and the
 // principal is the host's at resume time, which must match.
+//
+// It carries the conversation the provider needs next (Items), so a run
+// whose provider keeps nothing (Chat Completions, Anthropic Messages,
+// Responses without store) resumes anywhere; a run chained on the
+// provider's side carries only the chain id and the items after it.
 type State struct {
-	Version            string            `json:"version"`
-	RunID              string            `json:"run_id"`
-	TenantID           string            `json:"tenant_id"`
-	SubjectID          string            `json:"subject_id"`
-	Turn               int               `json:"turn"`
-	PreviousResponseID string            `json:"previous_response_id"`
-	Calls              []CallState       `json:"calls"`
-	Pending            []ApprovalRequest `json:"pending"`
+	Version   string `json:"version"`
+	RunID     string `json:"run_id"`
+	TenantID  string `json:"tenant_id"`
+	SubjectID string `json:"subject_id"`
+	Turn      int    `json:"turn"`
+	// API is the provider's API family the run was started on: its
+	// Items are in that API's wire format.
+	API string `json:"api"`
+	// Chain is the provider-side conversation the next request continues
+	// (Responses' previous_response_id), "" when the loop keeps it.
+	Chain string `json:"chain,omitempty"`
+	// Items is the conversation to send next, in the provider's wire
+	// format: the whole of it, or with Chain what came after.
+	Items   []json.RawMessage `json:"items,omitempty"`
+	Calls   []CallState       `json:"calls"`
+	Pending []ApprovalRequest `json:"pending"`
 	// Unknown lists the run's writes whose outcome was unknown, so that
 	// the status tool can name their tool and key: if the store lost the
 	// record, the tool's receipt is asked before the answer is NOT_FOUND.
@@ -47,12 +60,13 @@ func (s *State) unknown(operationID string) (UnknownOperation, bool) {
 	return UnknownOperation{}, false
 }
 
-// CallState is one function call of the paused turn: answered (Output set)
+// CallState is one tool call of the paused turn: answered (Output set)
 // or waiting for approval.
 type CallState struct {
 	CallID     string `json:"call_id"`
 	Name       string `json:"name"`
 	Arguments  string `json:"arguments"`
+	Kind       string `json:"kind,omitempty"` // the adapter's tag (provider.Call.Kind)
 	ResponseID string `json:"response_id"`
 	Output     string `json:"output,omitempty"`
 }

@@ -3,9 +3,7 @@ package agentloop
 import (
 	"context"
 	"encoding/json"
-
-	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/responses"
+	"errors"
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
@@ -20,14 +18,17 @@ type StatusInput struct {
 const statusDescription = "Ask for the outcome of an earlier operation whose result said recovery query_status (outcome unknown). " +
 	"Call this before retrying anything whose outcome is unknown."
 
-func statusToolDef(name string) responses.ToolUnionParam {
-	s, err := toolset.SchemaFor[StatusInput]()
-	if err != nil {
-		panic(err) // StatusInput is a fixed, valid type
+// statusToolDef is the status tool as it is offered to the model. The
+// loop answers its calls itself (status); the declared function never runs.
+func statusToolDef(name string) (toolset.Declared, error) {
+	t := toolset.Read(name, statusDescription, func(context.Context, *guard.Invocation, StatusInput) (struct{}, error) {
+		return struct{}{}, errors.New("agentloop: the status tool is answered by the loop")
+	}, nil)
+
+	if _, err := toolset.New(t); err != nil {
+		return nil, err
 	}
-	return responses.ToolUnionParam{OfFunction: &responses.FunctionToolParam{
-		Name: name, Description: oai.String(statusDescription), Parameters: s.Map(), Strict: oai.Bool(true),
-	}}
+	return t, nil
 }
 
 // status answers a call of the built-in status tool: its arguments are

@@ -45,7 +45,7 @@ func TestUnknownOutcomeSettledByStatusTool(t *testing.T) {
 	)
 	w.svc.FailNext(orders.FailAfterCommit)
 	appr := &approver{}
-	loop := w.loop(agentloop.WithApprover(appr))
+	loop := w.loop(agentloop.Options{Approver: appr})
 	ctx := testCtx(t)
 	res, err := loop.Run(ctx, user1, "refund ORDER-7")
 	if err != nil {
@@ -116,7 +116,7 @@ func TestUnknownOutcomeReceiptUnavailable(t *testing.T) {
 	)
 	w.svc.FailNext(orders.FailAfterCommit)
 	appr := &approver{}
-	loop := w.loop(agentloop.WithApprover(appr))
+	loop := w.loop(agentloop.Options{Approver: appr})
 	ctx := testCtx(t)
 	if _, err := loop.Run(ctx, user1, "refund"); err != nil {
 		t.Fatal(err)
@@ -184,7 +184,7 @@ func TestStatusToolOtherPrincipal(t *testing.T) {
 		openaitest.Turn{Text: "refunded"},
 	)
 	appr := &approver{}
-	loop := w.loop(agentloop.WithApprover(appr))
+	loop := w.loop(agentloop.Options{Approver: appr})
 	ctx := testCtx(t)
 	if _, err := loop.Run(ctx, user1, "refund"); err != nil {
 		t.Fatal(err)
@@ -216,7 +216,7 @@ func TestStatusToolRemoved(t *testing.T) {
 		calls(call("s1", agentloop.DefaultStatusTool, `{"operation_id":"op_1"}`)),
 		openaitest.Turn{Text: "ok"},
 	)
-	if _, err := w.loop(agentloop.WithStatusTool("")).Run(testCtx(t), user1, "hi"); err != nil {
+	if _, err := w.loop(agentloop.Options{NoStatusTool: true}).Run(testCtx(t), user1, "hi"); err != nil {
 		t.Fatal(err)
 	}
 	reqs := w.srv.Requests()

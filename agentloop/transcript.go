@@ -20,6 +20,12 @@ const (
 	EventApproved          EventKind = "approved"
 	EventDenied            EventKind = "denied"
 	EventMessage           EventKind = "message" // the model's text
+	// EventText is a delta of the model's text as it streams; Stream
+	// yields it, transcripts and observers do not get it (they get the
+	// whole EventMessage).
+	EventText EventKind = "text"
+	// EventEnd ends a Stream: Text is the run's status, Run its Result.
+	EventEnd EventKind = "end"
 )
 
 // Event is one line of a run's transcript.
@@ -31,6 +37,8 @@ type Event struct {
 	Arguments string          `json:"arguments,omitempty"`
 	Result    json.RawMessage `json:"result,omitempty"` // the tool-model-result-v2 JSON
 	Text      string          `json:"text,omitempty"`
+	// Run is the run's Result, on EventEnd only.
+	Run *Result `json:"-"`
 }
 
 // String renders the event as one readable transcript line.
@@ -64,6 +72,10 @@ func (e Event) String() string {
 		return fmt.Sprintf("approval:  %s denied by %s", e.Tool, e.Text)
 	case EventMessage:
 		return "assistant: " + e.Text
+	case EventText:
+		return e.Text
+	case EventEnd:
+		return "end:       " + e.Text
 	}
 	return string(e.Kind)
 }

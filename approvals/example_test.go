@@ -9,6 +9,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/redis/go-redis/v9"
 
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
@@ -32,7 +33,7 @@ func Example() {
 
 	svc := orders.NewService()
 	tools := orders.Tools(svc)
-	loop := agentloop.New(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test")), tools, agentloop.WithStore(rdb))
+	loop := agentloop.New(tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test")), tgopenai.ModelOptions{}), tools, agentloop.Options{Store: rdb})
 	store, _ := approvals.NewStore(rdb, approvals.Options{Tools: tools})
 
 	res, _ := loop.Run(ctx, guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}, "refund ORDER-7")

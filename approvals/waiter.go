@@ -12,7 +12,7 @@ type runKey struct{}
 
 // WithRunID tells a Waiter which run asks (agentloop's ApprovalRequest does
 // not say): pass the context so made to Loop.Run, with the same id as
-// agentloop.WithRunID, and the inbox shows the run.
+// agentloop.RunOptions.RunID, and the inbox shows the run.
 func WithRunID(ctx context.Context, runID string) context.Context {
 	return context.WithValue(ctx, runKey{}, runID)
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/redis/go-redis/v9"
 
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
@@ -153,7 +154,7 @@ func TestWorkerAfterRestart(t *testing.T) {
 		srv := w.srv
 		signer, _ := guard.NewSigner(w.key)
 		client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
-		loop2 := agentloop.New(client, orders.Tools(w.svc), agentloop.WithGuardStore(w.guardStore(rdb)), agentloop.WithSigner(signer))
+		loop2 := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(w.svc), agentloop.Options{GuardStore: w.guardStore(rdb), Signer: signer})
 		store2, err := approvals.NewStore(rdb, approvals.Options{Prefix: w.prefix, Clock: guard.ClockFunc(func() time.Time { return w.now })})
 		if err != nil {
 			t.Fatal(err)

@@ -3,8 +3,10 @@
 // testdata/tool-cases-v2.json). Each case runs in a fresh world (an empty
 // store, a fresh order service, the case's principal, a clock set to each
 // step's now), and each step is driven through the whole path a real call
-// takes: an openai-go ResponseFunctionToolCall into the OpenAI adapter, the
-// guard, the store, and back out as a function_call_output item.
+// takes: the provider's wire tool call (a Responses function_call by
+// default; World.Adapter picks Chat Completions or Anthropic Messages)
+// decoded by that provider's adapter, the guard, the store, and back out as
+// the provider's tool result.
 package cases
 
 import (

@@ -10,9 +10,6 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/openai/openai-go/v3/responses"
-
-	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
@@ -32,6 +29,9 @@ type World struct {
 	Store Store
 	// Close releases the world's store, if it needs it.
 	Close func()
+	// Adapter carries each step through a provider's adapter; nil means
+	// Adapters["responses"].
+	Adapter Adapter
 }
 
 // StepReport is what one step produced.
@@ -65,9 +65,17 @@ func (r *CaseReport) Passed() bool {
 // approvalKey signs the grants a case asks for; the world is throwaway.
 var approvalKey = bytes.Repeat([]byte("toolcases-approval-key/"), 2)
 
-// Run runs one case in the world, through the OpenAI adapter.
+// Run runs one case in the world, through the world's provider adapter.
 func Run(ctx context.Context, c *Case, w World) *CaseReport {
-	return run(ctx, c, w, openaiCarrier)
+	return run(ctx, c, w, directCarrier(w.adapter()))
+}
+
+// adapter returns the world's adapter, the Responses one by default.
+func (w World) adapter() Adapter {
+	if w.Adapter != nil {
+		return w.Adapter
+	}
+	return Adapters["responses"]
 }
 
 // carrier connects the case's guard to an adapter, and returns how each
@@ -80,29 +88,28 @@ type carrier func(ctx context.Context, g *guard.Guard, tools *toolset.Set, p gua
 // fails to run.
 type carry func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (output string, err error)
 
-// openaiCarrier drives each step as an openai-go function call: the
-// adapter makes the guard call, the guard answers, and the result goes back
-// out as a function_call_output item.
-func openaiCarrier(_ context.Context, g *guard.Guard, _ *toolset.Set, _ guard.Principal) (carry, func(), error) {
-	return func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (string, error) {
-		var (
-			res *guard.Result
-			err error
-		)
-		if sc != nil {
-			res, err = g.QueryStatus(ctx, *sc)
-		} else {
-			res, err = g.Dispatch(ctx, call)
-		}
-		if err != nil {
-			return "", err
-		}
-		_, output, ok := tgopenai.OutputText(tgopenai.Output(call.Context.CallID, res))
-		if !ok {
-			return "", fmt.Errorf("adapter produced no function_call_output")
-		}
-		return output, nil
-	}, func() {}, nil
+// directCarrier drives each step through a provider's adapter: the adapter
+// decoded the call from the provider's wire item, the guard answers, and
+// the result goes back out in the provider's tool-result shape.
+func directCarrier(a Adapter) carrier {
+	return func(_ context.Context, g *guard.Guard, _ *toolset.Set, _ guard.Principal) (carry, func(), error) {
+		return func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (string, error) {
+			var (
+				res *guard.Result
+				err error
+			)
+			if sc != nil {
+				res, err = g.QueryStatus(ctx, *sc)
+			} else {
+				res, err = g.Dispatch(ctx, call)
+			}
+			if err != nil {
+				return "", err
+			}
+			out, err := a.Output(call.Context.CallID, res)
+			return string(out), err
+		}, func() {}, nil
+	}
 }
 
 func run(ctx context.Context, c *Case, w World, connect carrier) *CaseReport {
@@ -128,15 +135,11 @@ func run(ctx context.Context, c *Case, w World, connect carrier) *CaseReport {
 		now.Store(t.UnixMicro())
 		svc.SetFailure(orders.Failure(s.Failure))
 
-		fc := responses.ResponseFunctionToolCall{
-			Type:      "function_call",
-			ID:        "fc_" + s.StepID,
-			CallID:    s.ExecutionContext.CallID,
-			Name:      s.Proposal.Name,
-			Arguments: compact(s.Proposal.Arguments),
-			Status:    "completed",
+		call, err := w.adapter().Call(principal, tools, s.ExecutionContext.ResponseID, s.ExecutionContext.CallID, s.Proposal.Name, compact(s.Proposal.Arguments))
+		if err != nil {
+			rep.Err = fmt.Errorf("step %s: adapter: %w", s.StepID, err)
+			return rep
 		}
-		call := tgopenai.Call(principal, s.ExecutionContext.ResponseID, fc)
 		call.Context.OperationID = s.ExecutionContext.OperationID
 		if k := s.ExecutionContext.IdempotencyKey; k != nil {
 			call.Context.IdempotencyKey = *k

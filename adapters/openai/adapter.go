@@ -10,9 +10,12 @@
 package openai
 
 import (
+	"encoding/json"
+
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -27,8 +30,53 @@ const (
 // Proposal returns the canonical proposal of a function call. The arguments
 // string is passed on as the model wrote it, malformed or not: the guard
 // answers bad arguments with INVALID_ARGUMENTS, so nothing is dropped.
+//
+// A call in a namespace names its tool "namespace.name" (ToolName): it
+// runs only a tool declared under that qualified name, never a top-level
+// tool of the same name (contract section 8). toolset names cannot
+// contain a dot, so with a toolset such a call is UNKNOWN_TOOL.
 func Proposal(call responses.ResponseFunctionToolCall) guard.Proposal {
-	return guard.Proposal{Name: call.Name, Arguments: []byte(call.Arguments)}
+	return guard.Proposal{Name: ToolName(call), Arguments: []byte(call.Arguments)}
+}
+
+// ToolName is the tool a function call names: its name, qualified by its
+// namespace when it has one.
+func ToolName(call responses.ResponseFunctionToolCall) string {
+	if call.Namespace != "" {
+		return call.Namespace + "." + call.Name
+	}
+	return call.Name
+}
+
+// KindCustom tags a custom (free-form) tool call in provider.Call.Kind; it
+// is answered with a custom_tool_call_output item.
+const KindCustom = "custom"
+
+// Calls returns the tool calls of a response in order, as package agentloop
+// runs them (contract section 8): function calls with their arguments (a
+// namespaced one under its qualified ToolName); a function call whose
+// status is in_progress or incomplete answered INVALID_ARGUMENTS without
+// running; a custom tool call answered UNKNOWN_TOOL (only function tools
+// are offered). None is dropped.
+func Calls(resp *responses.Response) []provider.Call {
+	var calls []provider.Call
+	for _, item := range resp.Output {
+		switch item.Type {
+		case "function_call":
+			fc := item.AsFunctionCall()
+			c := provider.Call{ID: fc.CallID, Name: ToolName(fc), Arguments: fc.Arguments}
+			if fc.Status == "in_progress" || fc.Status == "incomplete" {
+				c.Answer = provider.Invalid("The call was not complete (status " + string(fc.Status) + "); nothing was run. Call the tool again with complete arguments.")
+			}
+			calls = append(calls, c)
+		case "custom_tool_call":
+			var cc responses.ResponseCustomToolCall
+			_ = json.Unmarshal([]byte(item.RawJSON()), &cc)
+			calls = append(calls, provider.Call{ID: cc.CallID, Name: cc.Name, Arguments: cc.Input, Kind: KindCustom,
+				Answer: provider.Unknown("No free-form tool " + cc.Name + " is offered; call one of the function tools with JSON arguments.")})
+		}
+	}
+	return calls
 }
 
 // Context returns the execution context of a function call carried by the
@@ -66,7 +114,11 @@ func FunctionCalls(resp *responses.Response) []responses.ResponseFunctionToolCal
 // Output returns the function_call_output input item answering callID with
 // the result, whose output is the tool-model-result-v2 JSON.
 func Output(callID string, res *guard.Result) responses.ResponseInputItemUnionParam {
-	item := responses.ResponseInputItemParamOfFunctionCallOutput(res.String())
+	return outputItem(callID, res.String())
+}
+
+func outputItem(callID, output string) responses.ResponseInputItemUnionParam {
+	item := responses.ResponseInputItemParamOfFunctionCallOutput(output)
 	item.OfFunctionCallOutput.CallID = oai.String(callID)
 	return item
 }

@@ -1,11 +1,14 @@
 // Command toolcases runs tool-call conformance case files through the whole
 // path of a call: the OpenAI adapter, the guard, the Redis store and back.
 //
-//	go run ./cmd/toolcases [-adapter openai|mcp] [-redis URL|ADDRS [-keep]] [-json] FILE...
+//	go run ./cmd/toolcases [-adapter responses|chat|anthropic|mcp] [-redis URL|ADDRS [-keep]] [-json] FILE...
 //
-// -adapter picks the path a step takes to the guard: an OpenAI Responses
-// function call (the default), or an MCP tools/call from an MCP client to
-// the adapters/mcp server, connected in memory (-adapter mcp).
+// -adapter picks the path each step takes to the guard (default
+// responses): for a provider adapter, the proposal is encoded as that
+// provider's wire tool call, decoded by the adapter, dispatched, and its
+// result mapped into the provider's tool-result shape, from which the model
+// result is read; with mcp, each step is a tools/call from an MCP client to
+// the adapters/mcp server, connected in memory.
 //
 // Each case runs in a fresh world: an embedded miniredis by default, or a
 // real server (-redis redis://host:port/db) or Redis Cluster (-redis
@@ -27,6 +30,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"strings"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -44,11 +48,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("toolcases", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	redisAddr := fs.String("redis", "", "a redis:// URL for one server, or a comma-separated host:port list for a cluster (default: embedded miniredis)")
+	adapterName := fs.String("adapter", "responses", "the adapter each step goes through: mcp (tools/call over an in-memory MCP session) or a provider adapter: "+strings.Join(cases.AdapterNames(), ", "))
 	asJSON := fs.Bool("json", false, "also print each step's model result and audit record as JSON")
-	adapter := fs.String("adapter", "openai", "the adapter each step goes through: openai (Responses function calls) or mcp (tools/call over an in-memory MCP session)")
 	keep := fs.Bool("keep", false, "with -redis: keep each case's keys and print its key prefix (for cmd/toolaudit)")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: toolcases [-adapter openai|mcp] [-redis URL|ADDRS [-keep]] [-json] FILE...")
+		fmt.Fprintln(stderr, "usage: toolcases [-adapter NAME] [-redis URL|ADDRS [-keep]] [-json] FILE...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -59,12 +63,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		return 2
 	}
 	runCase := cases.Run
-	switch *adapter {
-	case "openai":
-	case "mcp":
+	adapter, ok := cases.Adapters[*adapterName]
+	switch {
+	case *adapterName == "mcp":
 		runCase = cases.RunMCP
-	default:
-		fmt.Fprintf(stderr, "toolcases: -adapter %q, want openai or mcp\n", *adapter)
+	case !ok:
+		fmt.Fprintf(stderr, "toolcases: -adapter %q: want mcp or one of %s\n", *adapterName, strings.Join(cases.AdapterNames(), ", "))
 		return 2
 	}
 	var files []*cases.File
@@ -102,6 +106,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 				fmt.Fprintf(stderr, "toolcases: %v\n", err)
 				return 2
 			}
+			w.Adapter = adapter
 			rep := runCase(ctx, c, w)
 			w.Close()
 			if *keep && shared != nil {

@@ -148,9 +148,25 @@ func TestSuitesOverMCP(t *testing.T) {
 	}
 }
 
-func TestUnknownAdapter(t *testing.T) {
-	code, _, errOut := runCmd(t, "-adapter", "gemini", "../../testdata/tool-cases-v2.json")
-	if code != 2 || !strings.Contains(errOut, `-adapter "gemini", want openai or mcp`) {
-		t.Fatalf("exit %d, stderr %s", code, errOut)
+// Every adapter runs every case file to the same verdicts, and the audit
+// records name the adapter that carried the calls.
+func TestEveryAdapter(t *testing.T) {
+	for adapter, family := range map[string]string{"responses": "responses", "chat": "chat_completions", "anthropic": "messages"} {
+		code, out, errOut := runCmd(t, "-adapter", adapter, "-json", "../../testdata/tool-cases-v2.json",
+			"../../testdata/cases-extra.json", "../../testdata/cases-section8.json")
+		if code != 0 || !strings.HasSuffix(out, "94 passed, 0 failed\n") {
+			t.Fatalf("%s: exit %d, stdout:\n%s\nstderr:\n%s", adapter, code, out, errOut)
+		}
+		if !strings.Contains(out, `"api_family":"`+family+`"`) {
+			t.Errorf("%s: no audit record names api_family %s", adapter, family)
+		}
+		for _, other := range []string{"responses", "chat_completions", "messages"} {
+			if other != family && strings.Contains(out, `"api_family":"`+other+`"`) {
+				t.Errorf("%s: an audit record names api_family %s", adapter, other)
+			}
+		}
+	}
+	if code, _, errOut := runCmd(t, "-adapter", "gemini", "../../testdata/tool-cases-v2.json"); code != 2 || !strings.Contains(errOut, "anthropic, chat, responses") {
+		t.Errorf("unknown adapter: exit %d, %s", code, errOut)
 	}
 }

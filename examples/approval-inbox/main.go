@@ -33,6 +33,7 @@ import (
 	"sync"
 	"time"
 
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
@@ -138,9 +139,10 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 		defer out.Unlock()
 		fmt.Fprintf(w, format, a...)
 	}
-	loop := agentloop.New(client, tools, agentloop.WithStore(rdb), agentloop.WithModel(model), agentloop.WithSigner(signer),
-		agentloop.WithObserver(func(e agentloop.Event) { say("%s\n", e) }),
-		agentloop.WithInstructions("You are a support agent. Use the tools; never guess an order's state."))
+	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{Name: model}), tools, agentloop.Options{
+		Store: rdb, Signer: signer,
+		Observer:     func(e agentloop.Event) { say("%s\n", e) },
+		Instructions: "You are a support agent. Use the tools; never guess an order's state."})
 	if err := loop.Err(); err != nil {
 		return err
 	}

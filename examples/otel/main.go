@@ -32,6 +32,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
@@ -113,22 +114,20 @@ func run(ctx context.Context, w io.Writer, asJSON bool) error {
 	approveAll := agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
 		return agentloop.Decision{Approved: true, Approver: "auto-approver"}, nil
 	})
-	var observeErr error
-	loop := agentloop.New(client, tools, agentloop.WithStore(rdb), agentloop.WithModel(model),
-		agentloop.WithApprover(approveAll), agentloop.WithTracerProvider(tp), agentloop.WithAgentName("refund-agent"),
-		agentloop.WithObserver(func(e agentloop.Event) {
+	var gopts guard.Options
+	if err := (observe.Options{TracerProvider: tp, MeterProvider: mp, Logger: logger,
+		Tools: tools, StatusTool: statusTool}).Apply(&gopts); err != nil {
+		return err
+	}
+	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{Name: model}), tools, agentloop.Options{Store: rdb,
+		Approver: approveAll, TracerProvider: tp, AgentName: "refund-agent",
+		Observer: func(e agentloop.Event) {
 			if e.Kind == agentloop.EventResult || e.Kind == agentloop.EventApproved {
 				fmt.Fprintln(w, e)
 			}
-		}),
-		agentloop.WithGuardOptions(func(o *guard.Options) {
-			observeErr = observe.Options{TracerProvider: tp, MeterProvider: mp, Logger: logger,
-				Tools: tools, StatusTool: statusTool}.Apply(o)
-		}))
+		},
+		Guard: gopts})
 	defer loop.Close()
-	if observeErr != nil {
-		return observeErr
-	}
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
 	before, err := demo.AuditCount(ctx, loop.Store(), principal.TenantID)
 	if err != nil {

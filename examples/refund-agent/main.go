@@ -3,12 +3,19 @@
 // (a write that needs a human's approval), and then repeats the call — the
 // draft is still created once. It prints the whole transcript.
 //
-//	go run ./examples/refund-agent               # offline: fake provider, embedded Redis
+//	go run ./examples/refund-agent               # offline: fake Responses server, embedded Redis
 //	go run ./examples/refund-agent -approve=true
+//	go run ./examples/refund-agent -provider chat       # Chat Completions
+//	go run ./examples/refund-agent -provider anthropic  # Anthropic Messages
+//	go run ./examples/refund-agent -stream              # the model's text as it arrives
 //
 // Approval comes from the terminal when standard input is one, otherwise
 // from -approve; with neither, the draft is denied (and the program says
-// so): nobody said yes. With OPENAI_API_KEY set it talks to the real API; with
+// so): nobody said yes. Each provider runs offline against its fake server unless
+// the environment names the real service: OPENAI_API_KEY for responses and
+// chat (OPENAI_BASE_URL for a local OpenAI-compatible server with chat;
+// OPENAI_MODEL picks the model), ANTHROPIC_API_KEY for anthropic
+// (ANTHROPIC_MODEL). With
 // TOOLGUARD_REDIS_URL (or its alias REDIS_URL) set it keeps its records in
 // that Redis. Every run is a fresh run (a new run id and new call ids), so
 // running it again against the same Redis drafts the refund again rather
@@ -19,15 +26,16 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
+	"iter"
 	"os"
 	"strings"
 
 	"golang.org/x/term"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
@@ -36,6 +44,9 @@ import (
 
 func main() {
 	approveFlag := flag.Bool("approve", false, "the human's answer when standard input is not a terminal; without it (and without a terminal) the draft is denied")
+	var set settings
+	flag.StringVar(&set.provider, "provider", "responses", "the model API: "+strings.Join(demo.Providers(), ", "))
+	flag.BoolVar(&set.stream, "stream", false, "print the model's text as it arrives")
 	flag.Parse()
 	var approve *bool // nil: no -approve given
 	flag.Visit(func(f *flag.Flag) {
@@ -47,43 +58,53 @@ func main() {
 	if term.IsTerminal(int(os.Stdin.Fd())) {
 		in = os.Stdin
 	}
-	if err := run(context.Background(), os.Stdout, in, approve); err != nil {
+	if err := run(context.Background(), os.Stdout, in, approve, set); err != nil {
 		fmt.Fprintln(os.Stderr, "refund-agent:", err)
 		os.Exit(1)
 	}
 }
 
 // script is the fake model: it reads the order, drafts the refund, repeats
-// the draft call (as models do), and reports what the tools said.
-func script() []openaitest.Turn {
-	return []openaitest.Turn{
-		{Calls: []openaitest.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
-		{Text: "ORDER-7 is paid; drafting the refund.", Calls: []openaitest.Call{
+// the draft call (as models do), and reports what the tools said. It is
+// written once and played by the fake server of whichever provider runs.
+func script() []demo.Turn {
+	return []demo.Turn{
+		{Calls: []demo.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
+		{Text: "ORDER-7 is paid; drafting the refund.", Calls: []demo.Call{
 			{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}}},
-		{Respond: func(req openaitest.Request) *openaitest.Turn {
-			// The model asks again, with its keys in another order.
-			return &openaitest.Turn{Calls: []openaitest.Call{
-				{Name: "create_refund_draft", Arguments: `{"reason":"duplicate","order_ref":"ORDER-7"}`}}}
-		}},
-		{Respond: func(req openaitest.Request) *openaitest.Turn {
-			for _, r := range demo.LastOutputs(req) {
+		// The model asks again, with its keys in another order.
+		{Calls: []demo.Call{{Name: "create_refund_draft", Arguments: `{"reason":"duplicate","order_ref":"ORDER-7"}`}}},
+		{Respond: func(results []guard.Result) demo.Turn {
+			for _, r := range results {
 				if r.Code == guard.CodeOK {
 					var d orders.Draft
 					_ = json.Unmarshal(r.Data, &d)
-					return &openaitest.Turn{Text: fmt.Sprintf("Done: refund draft %s for %s (%s) is created.", d.ID, d.OrderRef, d.Reason)}
+					return demo.Turn{Text: fmt.Sprintf("Done: refund draft %s for %s (%s) is created.", d.ID, d.OrderRef, d.Reason)}
 				}
-				return &openaitest.Turn{Text: "I could not draft the refund: " + r.Code.String() + ". " + r.Message}
+				return demo.Turn{Text: "I could not draft the refund: " + r.Code.String() + ". " + r.Message}
 			}
-			return &openaitest.Turn{Text: "I could not draft the refund."}
+			return demo.Turn{Text: "I could not draft the refund."}
 		}},
 	}
 }
 
+// settings are the flags that pick the provider and the output.
+type settings struct {
+	provider string // "responses" (default), "chat" or "anthropic"
+	stream   bool   // print the model's text as it arrives
+}
+
 // run runs the agent; the human answers from terminal when it is set, else
 // approve, and nil (neither) denies.
-func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool) error {
-	client, model, closeClient := demo.Client(w, script()...)
-	defer closeClient()
+func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool, set settings) error {
+	if set.provider == "" {
+		set.provider = "responses"
+	}
+	model, closeModel, err := demo.Provider(w, set.provider, script()...)
+	if err != nil {
+		return err
+	}
+	defer closeModel()
 	rdb, closeRedis, err := demo.Redis(w)
 	if err != nil {
 		return err
@@ -106,15 +127,25 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool) er
 	})
 
 	// The three lines.
-	loop := agentloop.New(client, orders.Tools(svc), agentloop.WithStore(rdb), agentloop.WithModel(model),
-		agentloop.WithApprover(approver), agentloop.WithObserver(func(e agentloop.Event) { fmt.Fprintln(w, e) }),
-		agentloop.WithInstructions("You are a support agent. Use the tools; never guess an order's state."))
+	opts := agentloop.Options{Store: rdb, Approver: approver,
+		Instructions: "You are a support agent. Use the tools; never guess an order's state."}
+	if !set.stream {
+		opts.Observer = func(e agentloop.Event) { fmt.Fprintln(w, e) }
+	}
+	loop := agentloop.New(model, orders.Tools(svc), opts)
+	defer loop.Close()
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"} // from the host's session
 	before, err := demo.AuditCount(ctx, loop.Store(), principal.TenantID)
 	if err != nil {
 		return err
 	}
-	res, err := loop.Run(ctx, principal, "Please refund my duplicate order ORDER-7.")
+	input := "Please refund my duplicate order ORDER-7."
+	var res *agentloop.Result
+	if set.stream {
+		res, err = printStream(w, loop.Stream(ctx, principal, input))
+	} else {
+		res, err = loop.Run(ctx, principal, input)
+	}
 	if err != nil {
 		return err
 	}
@@ -122,4 +153,35 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool) er
 	fmt.Fprintf(w, "run:       %s, %d turns, status %s\n", res.RunID, res.Turns, res.Status)
 	fmt.Fprintf(w, "drafts:    %d created downstream\n", svc.SideEffects())
 	return demo.PrintAudit(ctx, w, loop.Store(), principal.TenantID, before)
+}
+
+// printStream prints a streamed run: the model's text as it arrives, every
+// other event as its transcript line.
+func printStream(w io.Writer, events iter.Seq2[agentloop.Event, error]) (*agentloop.Result, error) {
+	inText := false
+	for e, err := range events {
+		if err != nil {
+			return nil, err
+		}
+		switch e.Kind {
+		case agentloop.EventText:
+			if !inText {
+				fmt.Fprint(w, "assistant: ")
+				inText = true
+			}
+			fmt.Fprint(w, e.Text)
+		case agentloop.EventMessage:
+			if inText {
+				fmt.Fprintln(w)
+				inText = false
+			} else {
+				fmt.Fprintln(w, e)
+			}
+		case agentloop.EventEnd:
+			return e.Run, nil
+		default:
+			fmt.Fprintln(w, e)
+		}
+	}
+	return nil, errors.New("the stream ended without the run's end")
 }

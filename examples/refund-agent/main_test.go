@@ -13,7 +13,7 @@ func TestRefundAgentApproved(t *testing.T) {
 	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
-	if err := run(context.Background(), &out, nil, ptr(true)); err != nil {
+	if err := run(context.Background(), &out, nil, ptr(true), settings{}); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
@@ -36,7 +36,7 @@ func TestRefundAgentDenied(t *testing.T) {
 	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
-	if err := run(context.Background(), &out, nil, ptr(false)); err != nil {
+	if err := run(context.Background(), &out, nil, ptr(false), settings{}); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()
@@ -51,7 +51,7 @@ func TestRefundAgentTerminal(t *testing.T) {
 	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
-	if err := run(context.Background(), &out, strings.NewReader("y\n"), nil); err != nil {
+	if err := run(context.Background(), &out, strings.NewReader("y\n"), nil, settings{}); err != nil {
 		t.Fatal(err)
 	}
 	if s := out.String(); !strings.Contains(s, "[y/N] ") || !strings.Contains(s, "drafts:    1 created downstream") {
@@ -73,7 +73,7 @@ func TestRefundAgentRerunIsFresh(t *testing.T) {
 		t.Setenv("REDIS_URL", "")
 		t.Setenv(env, url)
 		var out strings.Builder
-		if err := run(context.Background(), &out, nil, ptr(true)); err != nil {
+		if err := run(context.Background(), &out, nil, ptr(true), settings{}); err != nil {
 			t.Fatal(err)
 		}
 		return out.String()
@@ -97,6 +97,48 @@ func TestRefundAgentRerunIsFresh(t *testing.T) {
 	}
 }
 
+// Every provider, streamed or not, prints the same transcript offline:
+// DRAFT-1 created once, the repeated call replayed.
+func TestRefundAgentEveryProvider(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("OPENAI_BASE_URL", "")
+	t.Setenv("ANTHROPIC_API_KEY", "")
+	t.Setenv("TOOLGUARD_REDIS_URL", "")
+	t.Setenv("REDIS_URL", "")
+	var first string
+	for _, p := range []string{"responses", "chat", "anthropic"} {
+		for _, stream := range []bool{false, true} {
+			var out strings.Builder
+			if err := run(context.Background(), &out, nil, ptr(true), settings{provider: p, stream: stream}); err != nil {
+				t.Fatalf("%s stream %v: %v", p, stream, err)
+			}
+			s := out.String()
+			for _, want := range []string{
+				`guard:     create_refund_draft OK (delivery fresh, recovery none) {"draft_id":"DRAFT-1"`,
+				`guard:     create_refund_draft OK (delivery local_replay, recovery none) {"draft_id":"DRAFT-1"`,
+				"assistant: Done: refund draft DRAFT-1 for ORDER-7 (duplicate) is created.\n",
+				"drafts:    1 created downstream",
+			} {
+				if !strings.Contains(s, want) {
+					t.Errorf("%s stream %v lacks %q:\n%s", p, stream, want, s)
+				}
+			}
+			// Past the provider line, the transcripts agree.
+			_, body, _ := strings.Cut(s, "user:")
+			body, _, _ = strings.Cut(body, "run:")
+			if first == "" {
+				first = body
+			} else if body != first {
+				t.Errorf("%s stream %v transcript differs:\n%s\nwant\n%s", p, stream, body, first)
+			}
+		}
+	}
+	var out strings.Builder
+	if err := run(context.Background(), &out, nil, ptr(true), settings{provider: "gemini"}); err == nil {
+		t.Error("an unknown provider ran")
+	}
+}
+
 func ptr(b bool) *bool { return &b }
 
 // With no terminal and no -approve, nobody said yes: the draft is denied,
@@ -106,7 +148,7 @@ func TestRefundAgentDeniesByDefault(t *testing.T) {
 	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var out strings.Builder
-	if err := run(context.Background(), &out, nil, nil); err != nil {
+	if err := run(context.Background(), &out, nil, nil, settings{}); err != nil {
 		t.Fatal(err)
 	}
 	s := out.String()

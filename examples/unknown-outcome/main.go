@@ -19,6 +19,7 @@ import (
 	"io"
 	"os"
 
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
@@ -75,8 +76,8 @@ func run(ctx context.Context, w io.Writer) error {
 	approveAll := agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
 		return agentloop.Decision{Approved: true, Approver: "auto-approver"}, nil
 	})
-	loop := agentloop.New(client, orders.Tools(svc), agentloop.WithStore(rdb), agentloop.WithModel(model),
-		agentloop.WithApprover(approveAll), agentloop.WithObserver(func(e agentloop.Event) { fmt.Fprintln(w, e) }))
+	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{Name: model}), orders.Tools(svc), agentloop.Options{Store: rdb,
+		Approver: approveAll, Observer: func(e agentloop.Event) { fmt.Fprintln(w, e) }})
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
 	before, err := demo.AuditCount(ctx, loop.Store(), principal.TenantID)
 	if err != nil {

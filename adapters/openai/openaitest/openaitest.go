@@ -46,8 +46,11 @@
 //   - function_call_output items without a call_id, or whose call_id matches
 //     no function call in the previous response or in the input, and function
 //     calls (from the previous response or from the input) left without a
-//     function_call_output (400). Disable this last group with
-//     [Server.SetValidateToolOutputs].
+//     function_call_output (400); custom_tool_call items and their
+//     custom_tool_call_output answers count alike. Disable this last group
+//     with [Server.SetValidateToolOutputs].
+//   - a reasoning input item without encrypted_content in a request with
+//     "store": false (400), as nothing was stored to find it by.
 //
 // # Errors and retries
 //
@@ -75,6 +78,7 @@ package openaitest
 
 import (
 	"bytes"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -116,6 +120,15 @@ type Turn struct {
 	// Empty, if set, makes the reply a completed response with no output
 	// items, regardless of Text and Calls.
 	Empty bool
+	// Incomplete, if set, makes the response end with status "incomplete"
+	// and this incomplete_details.reason (e.g. "max_output_tokens"); a
+	// stream then ends with response.incomplete.
+	Incomplete string
+	// Reasoning, if set, puts a reasoning item before the output; when
+	// the request includes "reasoning.encrypted_content" it carries
+	// encrypted_content (this text, base64-encoded, so that a request
+	// sending it back can be checked without the server keeping it).
+	Reasoning string
 	// Respond, if set, decides the reply dynamically from the request. The
 	// returned turn is used in place of this one (its own Respond is
 	// ignored); a nil result yields the exhausted-script reply (a message
@@ -135,6 +148,13 @@ type Call struct {
 	// CallID is the call_id the agent must echo in its function_call_output.
 	// A unique "call_…" id is generated when empty.
 	CallID string
+	// Namespace, if set, is the function call's namespace.
+	Namespace string
+	// Status, if set, is the function call's status ("in_progress",
+	// "incomplete"); default "completed".
+	Status string
+	// Custom makes it a custom_tool_call whose input is Arguments.
+	Custom bool
 }
 
 // ErrorBody is the content of an OpenAI-style error reply,
@@ -447,6 +467,10 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		}
 		prev = p
 	}
+	if e := checkReasoning(req); e != nil {
+		fail(http.StatusBadRequest, *e, nil)
+		return
+	}
 	if s.validateTools {
 		if e := checkToolOutputs(prev.callIDs, req.Input); e != nil {
 			fail(http.StatusBadRequest, *e, nil)
@@ -501,6 +525,33 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = json.NewEncoder(w).Encode(resp)
 }
 
+// checkReasoning rejects, as the real API does, a reasoning input item
+// without encrypted_content in a request with "store": false: such an item
+// could only be found by id among stored items, and nothing was stored.
+func checkReasoning(req Request) *ErrorBody {
+	if req.Store == nil || *req.Store {
+		return nil
+	}
+	for i, it := range req.Input {
+		if it.Type != "reasoning" {
+			continue
+		}
+		var r struct {
+			ID        string `json:"id"`
+			Encrypted string `json:"encrypted_content"`
+		}
+		_ = json.Unmarshal(it.Raw, &r)
+		if r.Encrypted == "" {
+			return &ErrorBody{
+				Message: fmt.Sprintf("Item with id '%s' not found. Items are not persisted when `store` is set to false.", r.ID),
+				Type:    "invalid_request_error",
+				Param:   fmt.Sprintf("input[%d]", i),
+			}
+		}
+	}
+	return nil
+}
+
 // checkToolOutputs reports the first function-call bookkeeping error, as the
 // real API would, or nil.
 func checkToolOutputs(prevCalls []string, input []InputItem) *ErrorBody {
@@ -513,14 +564,14 @@ func checkToolOutputs(prevCalls []string, input []InputItem) *ErrorBody {
 		}
 	}
 	for _, it := range input {
-		if it.Type == "function_call" && it.CallID != "" && !known[it.CallID] {
+		if (it.Type == "function_call" || it.Type == "custom_tool_call") && it.CallID != "" && !known[it.CallID] {
 			known[it.CallID] = true
 			order = append(order, it.CallID)
 		}
 	}
 	answered := make(map[string]bool)
 	for i, it := range input {
-		if it.Type != "function_call_output" {
+		if it.Type != "function_call_output" && it.Type != "custom_tool_call_output" {
 			continue
 		}
 		if it.CallID == "" {
@@ -641,6 +692,7 @@ type wireRequest struct {
 	TopP               *float64          `json:"top_p"`
 	MaxOutputTokens    json.RawMessage   `json:"max_output_tokens"`
 	Metadata           json.RawMessage   `json:"metadata"`
+	Include            []string          `json:"include"`
 }
 
 // decodeRequest parses body into req's decoded fields.
@@ -775,7 +827,7 @@ type wireResponse struct {
 	CompletedAt        *int64            `json:"completed_at"`
 	Background         bool              `json:"background"`
 	Error              *struct{}         `json:"error"`
-	IncompleteDetails  *struct{}         `json:"incomplete_details"`
+	IncompleteDetails  *wireIncomplete   `json:"incomplete_details"`
 	Instructions       json.RawMessage   `json:"instructions"`
 	MaxOutputTokens    json.RawMessage   `json:"max_output_tokens"`
 	Model              string            `json:"model"`
@@ -797,6 +849,20 @@ type wireResponse struct {
 	// items mirrors Output for streaming; callIDs lists the function calls.
 	items   []wireItem
 	callIDs []string
+}
+
+type wireIncomplete struct {
+	Reason string `json:"reason"`
+}
+
+// includes reports whether the request's include list names what.
+func includes(include []string, what string) bool {
+	for _, i := range include {
+		if i == what {
+			return true
+		}
+	}
+	return false
 }
 
 type wireReasoning struct {
@@ -821,7 +887,11 @@ type wireItem struct {
 	Content   []wireOutputText `json:"content,omitempty"`
 	CallID    string           `json:"call_id,omitempty"`
 	Name      string           `json:"name,omitempty"`
+	Namespace string           `json:"namespace,omitempty"`
 	Arguments *string          `json:"arguments,omitempty"`
+	Input     *string          `json:"input,omitempty"`
+	Summary   []any            `json:"summary,omitempty"`
+	Encrypted string           `json:"encrypted_content,omitempty"`
 	text      string           // message text, for streaming
 }
 
@@ -893,6 +963,17 @@ func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputB
 	}
 
 	outTokens := 0
+	if turn.Incomplete != "" {
+		resp.Status, resp.CompletedAt = "incomplete", nil
+		resp.IncompleteDetails = &wireIncomplete{Reason: turn.Incomplete}
+	}
+	if turn.Reasoning != "" && !turn.Empty {
+		it := wireItem{Type: "reasoning", ID: s.newID("rs"), Summary: []any{}}
+		if includes(wr.Include, "reasoning.encrypted_content") {
+			it.Encrypted = base64.StdEncoding.EncodeToString([]byte(turn.Reasoning))
+		}
+		resp.items = append(resp.items, it)
+	}
 	if !turn.Empty {
 		if turn.Text != "" {
 			resp.items = append(resp.items, wireItem{
@@ -916,14 +997,23 @@ func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputB
 				callID = s.newID("call")
 			}
 			args := c.Arguments
-			resp.items = append(resp.items, wireItem{
+			status := c.Status
+			if status == "" {
+				status = "completed"
+			}
+			item := wireItem{
 				Type:      "function_call",
 				ID:        s.newID("fc"),
-				Status:    "completed",
+				Status:    status,
 				CallID:    callID,
 				Name:      c.Name,
+				Namespace: c.Namespace,
 				Arguments: &args,
-			})
+			}
+			if c.Custom {
+				item = wireItem{Type: "custom_tool_call", ID: s.newID("ctc"), Status: "completed", CallID: callID, Name: c.Name, Input: &args}
+			}
+			resp.items = append(resp.items, item)
 			resp.callIDs = append(resp.callIDs, callID)
 			outTokens += tokens(len(c.Name) + len(c.Arguments))
 		}
@@ -1012,8 +1102,14 @@ func writeStream(w http.ResponseWriter, resp *wireResponse) {
 			emit("response.function_call_arguments.done", map[string]any{
 				"item_id": it.ID, "output_index": i, "name": it.Name, "arguments": *it.Arguments,
 			})
+		default:
+			emit("response.output_item.added", map[string]any{"output_index": i, "item": added.marshal()})
 		}
 		emit("response.output_item.done", map[string]any{"output_index": i, "item": it.marshal()})
+	}
+	if resp.Status == "incomplete" {
+		emit("response.incomplete", map[string]any{"response": resp})
+		return
 	}
 	emit("response.completed", map[string]any{"response": resp})
 }

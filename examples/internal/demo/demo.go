@@ -51,15 +51,12 @@ func Client(w io.Writer, turns ...openaitest.Turn) (client oai.Client, model str
 // real provider's ids are unique; calls made by a turn's Respond function
 // get one too.
 func FreshCallIDs(turns []openaitest.Turn) []openaitest.Turn {
-	var b [4]byte
-	_, _ = rand.Read(b[:])
-	tag := hex.EncodeToString(b[:])
-	var n atomic.Int64
+	next := newStamp()
 	stamp := func(calls []openaitest.Call) []openaitest.Call {
 		out := append([]openaitest.Call(nil), calls...)
 		for i := range out {
 			if out[i].CallID == "" {
-				out[i].CallID = fmt.Sprintf("call_%s_%d", tag, n.Add(1))
+				out[i].CallID = next()
 			}
 		}
 		return out
@@ -81,6 +78,16 @@ func FreshCallIDs(turns []openaitest.Turn) []openaitest.Turn {
 		out[i] = t
 	}
 	return out
+}
+
+// newStamp returns a source of call ids unique to this call of newStamp,
+// "call_<8 hex digits>_<n>".
+func newStamp() func() string {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	tag := hex.EncodeToString(b[:])
+	var n atomic.Int64
+	return func() string { return fmt.Sprintf("call_%s_%d", tag, n.Add(1)) }
 }
 
 // The environment variables naming a real Redis for the examples: the one

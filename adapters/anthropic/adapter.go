@@ -1,0 +1,154 @@
+// Package anthropic adapts the Anthropic Messages API
+// (github.com/anthropics/anthropic-sdk-go/v2) to the guard: tool_use blocks
+// become canonical proposals with their execution context, guard results
+// become one user message of tool_result blocks whose content is the
+// tool-model-result-v2 JSON, with is_error set when the code is not OK, and
+// a toolset becomes tool definitions. Model is the same API as package
+// agentloop's provider, streamed through the SDK's Message.Accumulate.
+//
+// The Messages API has no strict mode for these tools, so the model may
+// leave out optional members: Calls fills an absent member whose schema
+// allows null with null (contract section 8; provider.FillNulls) before
+// the guard sees it.
+//
+// Import it under a name of your choice next to the SDK, e.g.
+//
+//	import tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
+package anthropic
+
+import (
+	"encoding/json"
+	"strings"
+
+	sdk "github.com/anthropics/anthropic-sdk-go/v2"
+
+	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// The execution-context values this adapter writes.
+const (
+	Provider  = "anthropic"
+	APIFamily = "messages"
+	Revision  = "anthropic-messages-v1"
+)
+
+var info = provider.Info{Provider: Provider, APIFamily: APIFamily, Revision: Revision}
+
+// ToolName is the tool a tool_use block names: its name, qualified by its
+// toolset when it has one ("toolset.name"), so that a toolset member runs
+// only a tool declared under that name, never a top-level tool of the same
+// name (contract section 8, namespaced tools).
+func ToolName(block sdk.ContentBlockUnion) string {
+	if block.ToolsetName != "" {
+		return block.ToolsetName + "." + block.Name
+	}
+	return block.Name
+}
+
+// Context returns the execution context of a tool_use block carried by
+// the message with messageID.
+func Context(messageID, toolUseID string) guard.ExecutionContext {
+	return info.Context(messageID, toolUseID)
+}
+
+// Calls returns the tool_use blocks of a message in order, as package
+// agentloop runs them, their input with absent nullable members filled
+// with null for the tool of that name among tools (the tools the request
+// offered).
+func Calls(msg *sdk.Message, tools []toolset.Declared) []provider.Call {
+	var calls []provider.Call
+	for _, b := range msg.Content {
+		if b.Type != "tool_use" {
+			continue
+		}
+		name := ToolName(b)
+		calls = append(calls, provider.Call{ID: b.ID, Name: name, Arguments: fill(tools, name, b.Input)})
+	}
+	return calls
+}
+
+func fill(tools []toolset.Declared, name string, input json.RawMessage) string {
+	for _, t := range tools {
+		if t.Name() == name {
+			return string(provider.FillNulls(t.Schema().Map(), input))
+		}
+	}
+	return string(input)
+}
+
+// Call returns the guard call of a tool_use block for the principal, which
+// comes from the host, never from the model; tools as in Calls.
+func Call(p guard.Principal, msg *sdk.Message, block sdk.ContentBlockUnion, tools []toolset.Declared) guard.Call {
+	name := ToolName(block)
+	return guard.Call{Principal: p, Proposal: guard.Proposal{Name: name, Arguments: []byte(fill(tools, name, block.Input))},
+		Context: Context(msg.ID, block.ID)}
+}
+
+// Result returns the tool_result block answering toolUseID: its content is
+// the tool-model-result-v2 JSON, is_error is set when the code is not OK.
+func Result(toolUseID string, res *guard.Result) sdk.ContentBlockParamUnion {
+	return sdk.NewToolResultBlock(toolUseID, res.String(), res.Code != guard.CodeOK)
+}
+
+// Results returns the one user message that answers every tool_use block
+// of a message, in order.
+func Results(blocks ...sdk.ContentBlockParamUnion) sdk.MessageParam {
+	return sdk.NewUserMessage(blocks...)
+}
+
+// ResultText returns the tool_use id, text and is_error of a block made by
+// Result, and false for any other block.
+func ResultText(block sdk.ContentBlockParamUnion) (toolUseID, text string, isError, ok bool) {
+	r := block.OfToolResult
+	if r == nil || len(r.Content) != 1 || r.Content[0].OfText == nil {
+		return "", "", false, false
+	}
+	return r.ToolUseID, r.Content[0].OfText.Text, r.IsError.Value, true
+}
+
+// Tools returns the tool definitions of every tool in the set, with the
+// very schema the guard validates arguments against.
+func Tools(set *toolset.Set) []sdk.ToolUnionParam { return toolParams(set.Tools()) }
+
+// Tool returns the definition of one tool.
+func Tool(t toolset.Declared) sdk.ToolUnionParam {
+	schema := t.Schema().Map()
+	in := sdk.ToolInputSchemaParam{Properties: schema["properties"], ExtraFields: map[string]any{}}
+	required, _ := schema["required"].([]any)
+	for _, r := range required {
+		if name, ok := r.(string); ok {
+			in.Required = append(in.Required, name)
+		}
+	}
+	for k, v := range schema {
+		if k != "properties" && k != "required" && k != "type" {
+			in.ExtraFields[k] = v
+		}
+	}
+	tp := &sdk.ToolParam{Name: t.Name(), InputSchema: in}
+	if d := t.Description(); d != "" {
+		tp.Description = sdk.String(d)
+	}
+	return sdk.ToolUnionParam{OfTool: tp}
+}
+
+func toolParams(tools []toolset.Declared) []sdk.ToolUnionParam {
+	out := make([]sdk.ToolUnionParam, 0, len(tools))
+	for _, t := range tools {
+		out = append(out, Tool(t))
+	}
+	return out
+}
+
+// text returns the concatenated text blocks of a message.
+func text(msg *sdk.Message) string {
+	var b strings.Builder
+	for _, c := range msg.Content {
+		if c.Type == "text" {
+			b.WriteString(c.Text)
+		}
+	}
+	return b.String()
+}

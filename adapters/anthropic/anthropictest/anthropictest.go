@@ -1,0 +1,392 @@
+// Package anthropictest provides a fake Anthropic Messages server for tests
+// and offline examples.
+//
+// A [Server] is a real HTTP server (net/http/httptest) playing a scripted
+// model: every POST to /v1/messages consumes the next [Turn] and is
+// answered in the real wire format, a message object or, for "stream":
+// true, the server-sent events message_start, content_block_start,
+// content_block_delta (text_delta word by word, input_json_delta in two
+// pieces), content_block_stop, message_delta and message_stop. The real
+// anthropic-sdk-go client talks to it through option.WithBaseURL([Server.URL]);
+// nothing is mocked above HTTP.
+//
+// The server keeps nothing between requests, as the real API does: every
+// request carries the whole conversation and is checked as the real API
+// checks it. A request is rejected with 400 and an Anthropic-style error
+// body, without consuming a turn, when it has no model, no max_tokens or no
+// messages, when an assistant message's tool_use blocks are not each
+// answered by a tool_result block in the user message right after it, or
+// when a tool_result answers no tool_use of the message before. A request
+// without an API key (X-Api-Key, or an Authorization bearer) gets 401.
+//
+// Once the script is exhausted every request is answered with the text
+// [ExhaustedText].
+package anthropictest
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+
+	"github.com/toolguard/toolguard/adapters/internal/fakeapi"
+)
+
+// ExhaustedText is the reply once every scripted turn has been consumed.
+const ExhaustedText = "done"
+
+// Turn is one scripted reply of the fake model.
+type Turn struct {
+	// Text is a text block; with Calls it comes first.
+	Text string
+	// Calls are tool_use blocks, in order.
+	Calls []Call
+	// StopReason overrides stop_reason ("max_tokens", "refusal",
+	// "pause_turn", ...); by default "tool_use" with calls, else
+	// "end_turn".
+	StopReason string
+	// Status, if non-zero, answers with this HTTP status and an error body
+	// instead.
+	Status int
+	// Respond, if set, decides the reply from the request; its result is
+	// used in place of this turn (nil: the exhausted reply).
+	Respond func(req Request) *Turn
+}
+
+// Call is one tool_use block.
+type Call struct {
+	// Name is the tool's name.
+	Name string
+	// Input is the input's JSON text ("{}" when empty).
+	Input string
+	// ID is the tool_use id; a fresh "toolu_…" id when empty.
+	ID string
+	// Toolset, if set, is the block's toolset_name.
+	Toolset string
+}
+
+// Request is a request the server received, decoded.
+type Request struct {
+	Path       string
+	Header     http.Header
+	Body       json.RawMessage
+	Model      string
+	Stream     bool
+	System     string
+	Messages   []Message
+	Tools      []json.RawMessage
+	StatusCode int
+}
+
+// Message is one decoded message of a request.
+type Message struct {
+	Role string
+	// Text is the concatenated text blocks (or the content string).
+	Text        string
+	ToolUses    []Call
+	ToolResults []ToolResult
+}
+
+// ToolResult is one tool_result block.
+type ToolResult struct {
+	ToolUseID string
+	// Content is the concatenated text of its content.
+	Content string
+	IsError bool
+}
+
+// ToolResults returns the tool_result blocks of the last message.
+func (r Request) ToolResults() []ToolResult {
+	if len(r.Messages) == 0 {
+		return nil
+	}
+	return r.Messages[len(r.Messages)-1].ToolResults
+}
+
+// ToolNames returns the declared tools' names, in order.
+func (r Request) ToolNames() []string {
+	var names []string
+	for _, raw := range r.Tools {
+		var t struct{ Name string }
+		_ = json.Unmarshal(raw, &t)
+		names = append(names, t.Name)
+	}
+	return names
+}
+
+// Server is a fake Messages server. It is safe for concurrent use.
+type Server struct {
+	srv    *httptest.Server
+	script *fakeapi.Script[Turn, Request]
+}
+
+// NewServer starts a server playing turns in order; Close it when done.
+func NewServer(turns ...Turn) *Server {
+	s := &Server{script: fakeapi.NewScript[Turn, Request](turns)}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Close shuts the server down.
+func (s *Server) Close() { s.srv.Close() }
+
+// URL is the URL to pass to option.WithBaseURL; the SDK posts to
+// /v1/messages under it.
+func (s *Server) URL() string { return s.srv.URL }
+
+// Enqueue appends turns to the script.
+func (s *Server) Enqueue(turns ...Turn) { s.script.Enqueue(turns...) }
+
+// Remaining returns the number of turns not yet consumed.
+func (s *Server) Remaining() int { return s.script.Remaining() }
+
+// Requests returns the requests received, in order, rejected ones too.
+func (s *Server) Requests() []Request { return s.script.Requests() }
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	fail := func(status int, typ, msg string) {
+		req.StatusCode = status
+		s.script.Record(req)
+		w.Header().Set("retry-after-ms", "0")
+		fakeapi.WriteJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
+	}
+	if r.URL.Path != "/v1/messages" || r.Method != http.MethodPost {
+		fail(http.StatusNotFound, "not_found_error", "Not found")
+		return
+	}
+	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+	if strings.TrimSpace(r.Header.Get("X-Api-Key")) == "" && strings.TrimSpace(bearer) == "" {
+		fail(http.StatusUnauthorized, "authentication_error", "x-api-key header is required")
+		return
+	}
+	maxTokens, err := decode(body, &req)
+	if err != nil {
+		fail(http.StatusBadRequest, "invalid_request_error", err.Error())
+		return
+	}
+	if msg := check(req, maxTokens); msg != "" {
+		fail(http.StatusBadRequest, "invalid_request_error", msg)
+		return
+	}
+	turn, ok := s.script.Next(req, func(t Turn) func(Request) *Turn { return t.Respond })
+	if !ok {
+		turn = Turn{Text: ExhaustedText}
+	}
+	if turn.Status != 0 {
+		typ := "api_error"
+		if turn.Status == http.StatusTooManyRequests {
+			typ = "rate_limit_error"
+		}
+		fail(turn.Status, typ, http.StatusText(turn.Status))
+		return
+	}
+	req.StatusCode = http.StatusOK
+	s.script.Record(req)
+	m := s.message(turn, req.Model)
+	if req.Stream {
+		writeStream(w, m)
+		return
+	}
+	fakeapi.WriteJSON(w, http.StatusOK, m)
+}
+
+// check returns the error message the real API gives for a malformed
+// request, or "".
+func check(req Request, maxTokens int) string {
+	switch {
+	case req.Model == "":
+		return "model: Field required"
+	case maxTokens <= 0:
+		return "max_tokens: Field required"
+	case len(req.Messages) == 0:
+		return "messages: at least one message is required"
+	}
+	var open map[string]bool
+	for i, m := range req.Messages {
+		for _, tr := range m.ToolResults {
+			if !open[tr.ToolUseID] {
+				return fmt.Sprintf("messages.%d.content: unexpected `tool_use_id` found in `tool_result` blocks: %s. Each `tool_result` block must have a corresponding `tool_use` block in the previous message.", i, tr.ToolUseID)
+			}
+			delete(open, tr.ToolUseID)
+		}
+		if len(open) > 0 {
+			return fmt.Sprintf("messages.%d: `tool_use` ids were found without `tool_result` blocks immediately after", i-1)
+		}
+		open = map[string]bool{}
+		for _, c := range m.ToolUses {
+			open[c.ID] = true
+		}
+	}
+	if len(open) > 0 {
+		return "`tool_use` ids were found without `tool_result` blocks immediately after"
+	}
+	return ""
+}
+
+func decode(body []byte, req *Request) (int, error) {
+	var w struct {
+		Model     string            `json:"model"`
+		MaxTokens int               `json:"max_tokens"`
+		Stream    bool              `json:"stream"`
+		System    json.RawMessage   `json:"system"`
+		Tools     []json.RawMessage `json:"tools"`
+		Messages  []struct {
+			Role    string          `json:"role"`
+			Content json.RawMessage `json:"content"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &w); err != nil {
+		return 0, err
+	}
+	req.Model, req.Stream, req.Tools = w.Model, w.Stream, w.Tools
+	req.System, _ = blocksText(w.System)
+	for _, m := range w.Messages {
+		msg := Message{Role: m.Role}
+		var s string
+		if json.Unmarshal(m.Content, &s) == nil {
+			msg.Text = s
+			req.Messages = append(req.Messages, msg)
+			continue
+		}
+		var blocks []struct {
+			Type        string          `json:"type"`
+			Text        string          `json:"text"`
+			ID          string          `json:"id"`
+			Name        string          `json:"name"`
+			Input       json.RawMessage `json:"input"`
+			ToolsetName string          `json:"toolset_name"`
+			ToolUseID   string          `json:"tool_use_id"`
+			Content     json.RawMessage `json:"content"`
+			IsError     bool            `json:"is_error"`
+		}
+		if err := json.Unmarshal(m.Content, &blocks); err != nil {
+			return 0, err
+		}
+		for _, b := range blocks {
+			switch b.Type {
+			case "text":
+				msg.Text += b.Text
+			case "tool_use":
+				msg.ToolUses = append(msg.ToolUses, Call{ID: b.ID, Name: b.Name, Input: string(b.Input), Toolset: b.ToolsetName})
+			case "tool_result":
+				content, _ := blocksText(b.Content)
+				msg.ToolResults = append(msg.ToolResults, ToolResult{ToolUseID: b.ToolUseID, Content: content, IsError: b.IsError})
+			}
+		}
+		req.Messages = append(req.Messages, msg)
+	}
+	return w.MaxTokens, nil
+}
+
+// blocksText returns a string, or the concatenated text of text blocks.
+func blocksText(raw json.RawMessage) (string, error) {
+	if len(raw) == 0 {
+		return "", nil
+	}
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s, nil
+	}
+	var blocks []struct{ Text string }
+	err := json.Unmarshal(raw, &blocks)
+	var b strings.Builder
+	for _, x := range blocks {
+		b.WriteString(x.Text)
+	}
+	return b.String(), err
+}
+
+// Wire format.
+
+type message struct {
+	ID           string            `json:"id"`
+	Type         string            `json:"type"`
+	Role         string            `json:"role"`
+	Model        string            `json:"model"`
+	Content      []json.RawMessage `json:"content"`
+	StopReason   *string           `json:"stop_reason"`
+	StopSequence *string           `json:"stop_sequence"`
+	Usage        map[string]int    `json:"usage"`
+	blocks       []block
+}
+
+type block struct {
+	Type        string          `json:"type"`
+	Text        *string         `json:"text,omitempty"`
+	ID          string          `json:"id,omitempty"`
+	Name        string          `json:"name,omitempty"`
+	Input       json.RawMessage `json:"input,omitempty"`
+	ToolsetName string          `json:"toolset_name,omitempty"`
+}
+
+func (s *Server) message(t Turn, model string) *message {
+	m := &message{ID: s.script.NewID("msg"), Type: "message", Role: "assistant", Model: model,
+		Usage: map[string]int{"input_tokens": 10, "output_tokens": 1 + len(t.Text)/4}}
+	if t.Text != "" {
+		text := t.Text
+		m.blocks = append(m.blocks, block{Type: "text", Text: &text})
+	}
+	for _, c := range t.Calls {
+		id := c.ID
+		if id == "" {
+			id = s.script.NewID("toolu")
+		}
+		input := c.Input
+		if input == "" {
+			input = "{}"
+		}
+		m.blocks = append(m.blocks, block{Type: "tool_use", ID: id, Name: c.Name, Input: json.RawMessage(input), ToolsetName: c.Toolset})
+	}
+	stop := t.StopReason
+	if stop == "" {
+		stop = "end_turn"
+		if len(t.Calls) > 0 {
+			stop = "tool_use"
+		}
+	}
+	m.StopReason = &stop
+	m.Content = make([]json.RawMessage, 0, len(m.blocks))
+	for _, b := range m.blocks {
+		raw, _ := json.Marshal(b)
+		m.Content = append(m.Content, raw)
+	}
+	return m
+}
+
+// writeStream writes the message as the Messages API streams it.
+func writeStream(w http.ResponseWriter, m *message) {
+	sse := fakeapi.StartSSE(w)
+	event := func(typ string, fields map[string]any) {
+		fields["type"] = typ
+		sse.Event(typ, fields)
+	}
+	start := *m
+	start.Content, start.StopReason = []json.RawMessage{}, nil
+	start.Usage = map[string]int{"input_tokens": m.Usage["input_tokens"], "output_tokens": 1}
+	event("message_start", map[string]any{"message": start})
+	for i, b := range m.blocks {
+		switch b.Type {
+		case "text":
+			empty := ""
+			event("content_block_start", map[string]any{"index": i, "content_block": block{Type: "text", Text: &empty}})
+			for _, part := range fakeapi.Chunks(*b.Text) {
+				event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": part}})
+			}
+		case "tool_use":
+			open := b
+			open.Input = json.RawMessage("{}")
+			event("content_block_start", map[string]any{"index": i, "content_block": open})
+			for _, piece := range fakeapi.Halves(string(b.Input)) {
+				event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": piece}})
+			}
+		}
+		event("content_block_stop", map[string]any{"index": i})
+	}
+	event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": *m.StopReason, "stop_sequence": nil},
+		"usage": map[string]int{"output_tokens": m.Usage["output_tokens"]}})
+	event("message_stop", map[string]any{})
+}

@@ -1,0 +1,398 @@
+// Package chattest provides a fake OpenAI Chat Completions server for tests
+// and offline examples.
+//
+// A [Server] is a real HTTP server (net/http/httptest) playing a scripted
+// model: every POST to /v1/chat/completions consumes the next [Turn] and is
+// answered in the real wire format, a chat.completion object or, for
+// "stream": true, chat.completion.chunk server-sent events ending in
+// "data: [DONE]". The real openai-go client talks to it through
+// option.WithBaseURL([Server.BaseURL]); nothing is mocked above HTTP.
+//
+// The server keeps nothing between requests, as the real API does: every
+// request must carry the whole conversation, and it is checked like the
+// real API checks it. A request is rejected with 400 and an OpenAI-style
+// error body, without consuming a turn, when it has no model or no
+// messages, when an assistant message's tool_calls are not each answered
+// by a following role "tool" message, or when a tool message answers no
+// tool call before it. A request without a bearer key gets 401.
+//
+// Once the script is exhausted every request is answered with the
+// assistant text [ExhaustedText].
+package chattest
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"time"
+
+	"github.com/toolguard/toolguard/adapters/internal/fakeapi"
+)
+
+// ExhaustedText is the reply once every scripted turn has been consumed.
+const ExhaustedText = "done"
+
+// Turn is one scripted reply of the fake model.
+type Turn struct {
+	// Text is the assistant's content; with Calls it comes first.
+	Text string
+	// Calls are the tool calls of the reply, in order.
+	Calls []Call
+	// Refusal, if set, is the message's refusal text.
+	Refusal string
+	// Finish overrides finish_reason ("length", "content_filter", ...);
+	// by default it is "tool_calls" when there are calls, else "stop".
+	Finish string
+	// Status, if non-zero, answers with this HTTP status and an error
+	// body instead (429 and 5xx are retried by openai-go at once: the
+	// reply carries retry-after-ms 0).
+	Status int
+	// Respond, if set, decides the reply from the request; its result is
+	// used in place of this turn (nil: the exhausted reply).
+	Respond func(req Request) *Turn
+}
+
+// Call is one tool call of a reply.
+type Call struct {
+	// Name is the function's name.
+	Name string
+	// Arguments is the arguments string, sent verbatim (it may be
+	// malformed on purpose).
+	Arguments string
+	// CallID is the id; a fresh "call_…" id when empty.
+	CallID string
+	// Custom makes it a custom (free-form) tool call whose input is
+	// Arguments.
+	Custom bool
+}
+
+// Request is a request the server received, decoded.
+type Request struct {
+	Path     string
+	Header   http.Header
+	Body     json.RawMessage
+	Model    string
+	Stream   bool
+	Messages []Message
+	// Tools are the declared tools' raw JSON.
+	Tools []json.RawMessage
+	// StatusCode is the status the server answered.
+	StatusCode int
+}
+
+// Message is one decoded message of a request.
+type Message struct {
+	Role string
+	// Content is the content string or the concatenated text parts.
+	Content    string
+	ToolCallID string
+	ToolCalls  []Call
+}
+
+// ToolResults returns the role "tool" messages after the last assistant
+// message: the answers to its calls.
+func (r Request) ToolResults() []Message {
+	var out []Message
+	for _, m := range r.Messages {
+		switch m.Role {
+		case "assistant":
+			out = nil
+		case "tool":
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// ToolNames returns the declared tools' names, in order.
+func (r Request) ToolNames() []string {
+	var names []string
+	for _, raw := range r.Tools {
+		var t struct {
+			Function struct{ Name string } `json:"function"`
+		}
+		_ = json.Unmarshal(raw, &t)
+		names = append(names, t.Function.Name)
+	}
+	return names
+}
+
+// Server is a fake Chat Completions server. It is safe for concurrent use.
+type Server struct {
+	srv    *httptest.Server
+	script *fakeapi.Script[Turn, Request]
+}
+
+// NewServer starts a server playing turns in order; Close it when done.
+func NewServer(turns ...Turn) *Server {
+	s := &Server{script: fakeapi.NewScript[Turn, Request](turns)}
+	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
+	return s
+}
+
+// Close shuts the server down.
+func (s *Server) Close() { s.srv.Close() }
+
+// BaseURL is the URL to pass to option.WithBaseURL (the root and "/v1").
+func (s *Server) BaseURL() string { return s.srv.URL + "/v1" }
+
+// Enqueue appends turns to the script.
+func (s *Server) Enqueue(turns ...Turn) { s.script.Enqueue(turns...) }
+
+// Remaining returns the number of turns not yet consumed.
+func (s *Server) Remaining() int { return s.script.Remaining() }
+
+// Requests returns the requests received, in order, rejected ones too.
+func (s *Server) Requests() []Request { return s.script.Requests() }
+
+func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
+	fail := func(status int, msg string) {
+		req.StatusCode = status
+		s.script.Record(req)
+		w.Header().Set("retry-after-ms", "0")
+		fakeapi.WriteJSON(w, status, map[string]any{"error": map[string]any{
+			"message": msg, "type": "invalid_request_error", "param": nil, "code": nil}})
+	}
+	if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
+		fail(http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path))
+		return
+	}
+	if key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || strings.TrimSpace(key) == "" {
+		fail(http.StatusUnauthorized, "You didn't provide an API key.")
+		return
+	}
+	if err := decode(body, &req); err != nil {
+		fail(http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error())
+		return
+	}
+	if msg := check(req); msg != "" {
+		fail(http.StatusBadRequest, msg)
+		return
+	}
+	turn, ok := s.script.Next(req, func(t Turn) func(Request) *Turn { return t.Respond })
+	if !ok {
+		turn = Turn{Text: ExhaustedText}
+	}
+	if turn.Status != 0 {
+		fail(turn.Status, http.StatusText(turn.Status))
+		return
+	}
+	req.StatusCode = http.StatusOK
+	s.script.Record(req)
+	c := s.completion(turn, req.Model)
+	if req.Stream {
+		writeStream(w, c)
+		return
+	}
+	fakeapi.WriteJSON(w, http.StatusOK, c)
+}
+
+// check returns the error message the real API gives for a malformed
+// conversation, or "".
+func check(req Request) string {
+	if req.Model == "" {
+		return "you must provide a model parameter"
+	}
+	if len(req.Messages) == 0 {
+		return "'messages' must contain at least one message"
+	}
+	open := map[string]bool{}
+	for i, m := range req.Messages {
+		switch {
+		case m.Role == "tool":
+			if !open[m.ToolCallID] {
+				return fmt.Sprintf("Invalid parameter: messages with role 'tool' must be a response to a preceeding message with 'tool_calls'. (messages[%d])", i)
+			}
+			delete(open, m.ToolCallID)
+		case len(open) > 0:
+			return "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'."
+		}
+		for _, c := range m.ToolCalls {
+			open[c.CallID] = true
+		}
+	}
+	if len(open) > 0 {
+		return "An assistant message with 'tool_calls' must be followed by tool messages responding to each 'tool_call_id'."
+	}
+	return ""
+}
+
+func decode(body []byte, req *Request) error {
+	var w struct {
+		Model    string            `json:"model"`
+		Stream   bool              `json:"stream"`
+		Tools    []json.RawMessage `json:"tools"`
+		Messages []struct {
+			Role       string          `json:"role"`
+			Content    json.RawMessage `json:"content"`
+			ToolCallID string          `json:"tool_call_id"`
+			ToolCalls  []struct {
+				ID       string `json:"id"`
+				Type     string `json:"type"`
+				Function struct {
+					Name      string `json:"name"`
+					Arguments string `json:"arguments"`
+				} `json:"function"`
+				Custom struct {
+					Name  string `json:"name"`
+					Input string `json:"input"`
+				} `json:"custom"`
+			} `json:"tool_calls"`
+		} `json:"messages"`
+	}
+	if err := json.Unmarshal(body, &w); err != nil {
+		return err
+	}
+	req.Model, req.Stream, req.Tools = w.Model, w.Stream, w.Tools
+	for _, m := range w.Messages {
+		msg := Message{Role: m.Role, Content: text(m.Content), ToolCallID: m.ToolCallID}
+		for _, tc := range m.ToolCalls {
+			c := Call{CallID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
+			if tc.Type == "custom" {
+				c = Call{CallID: tc.ID, Name: tc.Custom.Name, Arguments: tc.Custom.Input, Custom: true}
+			}
+			msg.ToolCalls = append(msg.ToolCalls, c)
+		}
+		req.Messages = append(req.Messages, msg)
+	}
+	return nil
+}
+
+// text returns a content string, or the concatenated text of its parts.
+func text(raw json.RawMessage) string {
+	raw = bytes.TrimSpace(raw)
+	var s string
+	if json.Unmarshal(raw, &s) == nil {
+		return s
+	}
+	var parts []struct{ Text string }
+	_ = json.Unmarshal(raw, &parts)
+	var b strings.Builder
+	for _, p := range parts {
+		b.WriteString(p.Text)
+	}
+	return b.String()
+}
+
+// Wire format.
+
+type completion struct {
+	ID      string   `json:"id"`
+	Object  string   `json:"object"`
+	Created int64    `json:"created"`
+	Model   string   `json:"model"`
+	Choices []choice `json:"choices"`
+	Usage   usage    `json:"usage"`
+}
+
+type choice struct {
+	Index        int       `json:"index"`
+	Message      message   `json:"message"`
+	Logprobs     *struct{} `json:"logprobs"`
+	FinishReason string    `json:"finish_reason"`
+}
+
+type message struct {
+	Role      string     `json:"role"`
+	Content   *string    `json:"content"`
+	Refusal   *string    `json:"refusal"`
+	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+}
+
+type toolCall struct {
+	Index    *int      `json:"index,omitempty"`
+	ID       string    `json:"id,omitempty"`
+	Type     string    `json:"type,omitempty"`
+	Function *function `json:"function,omitempty"`
+	Custom   *custom   `json:"custom,omitempty"`
+}
+
+type function struct {
+	Name      string `json:"name,omitempty"`
+	Arguments string `json:"arguments"`
+}
+
+type custom struct {
+	Name  string `json:"name"`
+	Input string `json:"input"`
+}
+
+type usage struct {
+	PromptTokens     int `json:"prompt_tokens"`
+	CompletionTokens int `json:"completion_tokens"`
+	TotalTokens      int `json:"total_tokens"`
+}
+
+func (s *Server) completion(t Turn, model string) completion {
+	m := message{Role: "assistant"}
+	if t.Text != "" {
+		m.Content = &t.Text
+	}
+	if t.Refusal != "" {
+		m.Refusal = &t.Refusal
+	}
+	for _, c := range t.Calls {
+		id := c.CallID
+		if id == "" {
+			id = s.script.NewID("call")
+		}
+		if c.Custom {
+			m.ToolCalls = append(m.ToolCalls, toolCall{ID: id, Type: "custom", Custom: &custom{Name: c.Name, Input: c.Arguments}})
+			continue
+		}
+		m.ToolCalls = append(m.ToolCalls, toolCall{ID: id, Type: "function", Function: &function{Name: c.Name, Arguments: c.Arguments}})
+	}
+	finish := t.Finish
+	if finish == "" {
+		finish = "stop"
+		if len(t.Calls) > 0 {
+			finish = "tool_calls"
+		}
+	}
+	out := len(t.Text) / 4
+	return completion{ID: s.script.NewID("chatcmpl"), Object: "chat.completion", Created: time.Now().Unix(), Model: model,
+		Choices: []choice{{Message: m, FinishReason: finish}},
+		Usage:   usage{PromptTokens: 10, CompletionTokens: out, TotalTokens: 10 + out}}
+}
+
+// writeStream writes the completion as chunks: the role, the content word
+// by word, each tool call (id and name, then its arguments in two
+// pieces), the finish reason, the usage, and [DONE].
+func writeStream(w http.ResponseWriter, c completion) {
+	sse := fakeapi.StartSSE(w)
+	chunk := func(delta map[string]any, finish any) {
+		sse.Event("", map[string]any{"id": c.ID, "object": "chat.completion.chunk", "created": c.Created, "model": c.Model,
+			"choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}})
+	}
+	m := c.Choices[0].Message
+	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	if m.Content != nil {
+		for _, part := range fakeapi.Chunks(*m.Content) {
+			chunk(map[string]any{"content": part}, nil)
+		}
+	}
+	if m.Refusal != nil {
+		chunk(map[string]any{"refusal": *m.Refusal}, nil)
+	}
+	for i, tc := range m.ToolCalls {
+		i := i
+		if tc.Custom != nil {
+			chunk(map[string]any{"tool_calls": []toolCall{{Index: &i, ID: tc.ID, Type: "custom", Custom: tc.Custom}}}, nil)
+			continue
+		}
+		chunk(map[string]any{"tool_calls": []toolCall{{Index: &i, ID: tc.ID, Type: "function", Function: &function{Name: tc.Function.Name}}}}, nil)
+		for _, piece := range fakeapi.Halves(tc.Function.Arguments) {
+			chunk(map[string]any{"tool_calls": []toolCall{{Index: &i, Function: &function{Arguments: piece}}}}, nil)
+		}
+	}
+	chunk(map[string]any{}, c.Choices[0].FinishReason)
+	sse.Event("", map[string]any{"id": c.ID, "object": "chat.completion.chunk", "created": c.Created, "model": c.Model,
+		"choices": []any{}, "usage": c.Usage})
+	sse.Event("", "[DONE]")
+}

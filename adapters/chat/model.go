@@ -1,0 +1,138 @@
+package chat
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
+
+	"github.com/toolguard/toolguard/agentloop/provider"
+)
+
+// DefaultModel is the model a Model asks for when ModelOptions.Name is "".
+const DefaultModel = "gpt-5.4-mini"
+
+// ModelOptions configures a Model; the zero value asks DefaultModel.
+type ModelOptions struct {
+	// Name is the model; "" means DefaultModel.
+	Name string
+	// Params adjusts every request before it is sent: any field the loop
+	// does not set itself (parallel_tool_calls, tool_choice,
+	// reasoning_effort, max_completion_tokens, temperature, metadata, ...).
+	Params func(*oai.ChatCompletionNewParams)
+	// RequestOptions are passed to every request (headers, retries, ...).
+	RequestOptions []option.RequestOption
+}
+
+// Model is the Chat Completions API as package agentloop's provider. The
+// API keeps nothing, so the loop keeps the whole conversation.
+type Model struct {
+	client oai.Client
+	opts   ModelOptions
+}
+
+var _ provider.Provider = (*Model)(nil)
+
+// NewModel returns Chat Completions over the official client as a provider
+// for agentloop.New.
+func NewModel(client oai.Client, opts ModelOptions) *Model {
+	if opts.Name == "" {
+		opts.Name = DefaultModel
+	}
+	return &Model{client: client, opts: opts}
+}
+
+// Info implements provider.Provider.
+func (m *Model) Info() provider.Info {
+	i := info
+	i.Model = m.opts.Name
+	return i
+}
+
+// UserItem implements provider.Provider: a user message.
+func (m *Model) UserItem(text string) json.RawMessage { return provider.Item(oai.UserMessage(text)) }
+
+// OutputItems implements provider.Provider: one role "tool" message per
+// call, in order.
+func (m *Model) OutputItems(outs []provider.Output) []json.RawMessage {
+	items := make([]json.RawMessage, 0, len(outs))
+	for _, o := range outs {
+		items = append(items, provider.Item(oai.ToolMessage(o.Result, o.CallID)))
+	}
+	return items
+}
+
+// Turn implements provider.Provider: one request, streamed through the
+// SDK's ChatCompletionAccumulator when req.Text is set.
+func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply, error) {
+	params := oai.ChatCompletionNewParams{Model: m.opts.Name, Tools: toolParams(req.Tools)}
+	if req.Instructions != "" {
+		params.Messages = append(params.Messages, oai.SystemMessage(req.Instructions))
+	}
+	for _, it := range req.Items {
+		params.Messages = append(params.Messages, param.Override[oai.ChatCompletionMessageParamUnion](it))
+	}
+	if m.opts.Params != nil {
+		m.opts.Params(&params)
+	}
+	var comp *oai.ChatCompletion
+	var err error
+	if req.Text == nil {
+		comp, err = m.client.Chat.Completions.New(ctx, params, m.opts.RequestOptions...)
+	} else {
+		params.StreamOptions.IncludeUsage = oai.Bool(true)
+		comp, err = m.stream(ctx, params, req.Text)
+	}
+	if err != nil {
+		var apiErr *oai.Error
+		if errors.As(err, &apiErr) {
+			err = provider.WrapError(err, apiErr.StatusCode)
+		}
+		return nil, err
+	}
+	if len(comp.Choices) == 0 {
+		return nil, errors.New("chat: the completion has no choice")
+	}
+	ch := comp.Choices[0]
+	rep := &provider.Reply{ID: comp.ID, Model: comp.Model, InputTokens: comp.Usage.PromptTokens,
+		OutputTokens: comp.Usage.CompletionTokens, Text: ch.Message.Content,
+		Items: []json.RawMessage{provider.Item(ch.Message.ToParam())}, Reason: ch.FinishReason}
+	switch {
+	case ch.FinishReason == "length":
+		rep.End = provider.EndIncomplete
+	case ch.FinishReason == "content_filter":
+		rep.End = provider.EndRefused
+	case ch.Message.Refusal != "":
+		rep.End, rep.Reason = provider.EndRefused, "refusal"
+	default:
+		rep.Reason = ""
+		rep.Calls = Calls(ch.Message, req.Tools)
+	}
+	return rep, nil
+}
+
+// stream reads a streamed completion: text deltas of the first choice to
+// text, the whole completion from the accumulator.
+func (m *Model) stream(ctx context.Context, params oai.ChatCompletionNewParams, text func(string)) (*oai.ChatCompletion, error) {
+	s := m.client.Chat.Completions.NewStreaming(ctx, params, m.opts.RequestOptions...)
+	defer s.Close()
+	var acc oai.ChatCompletionAccumulator
+	for s.Next() {
+		chunk := s.Current()
+		if !acc.AddChunk(chunk) {
+			return nil, errors.New("chat: a stream chunk could not be accumulated")
+		}
+		for _, c := range chunk.Choices {
+			if c.Index == 0 && c.Delta.Content != "" {
+				text(c.Delta.Content)
+			}
+		}
+	}
+	if err := s.Err(); err != nil {
+		return nil, err
+	}
+	return &acc.ChatCompletion, nil
+}

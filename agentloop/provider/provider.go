@@ -1,0 +1,187 @@
+// Package provider is what package agentloop asks of a model API, so that
+// one loop runs every provider: the adapters (adapters/openai for the
+// Responses API, adapters/chat for Chat Completions, adapters/anthropic for
+// Anthropic Messages) each implement [Provider] over their official SDK.
+//
+// The loop keeps the conversation as opaque JSON items in the provider's own
+// wire format (so a paused run's state carries it whatever the provider),
+// asks the provider for one turn at a time, dispatches the tool calls the
+// provider decoded, and hands their model results back to the provider to
+// shape into its tool-result items. Nothing here imports a provider SDK.
+package provider
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// Info names an adapter. Provider, APIFamily and Revision reach every
+// execution context, and so the audit record, and the loop's telemetry.
+type Info struct {
+	Provider  string // e.g. "openai", "anthropic"
+	APIFamily string // e.g. "responses", "chat_completions", "messages"
+	Revision  string // the adapter's revision, e.g. "openai-responses-v2"
+	Model     string // the model asked for
+}
+
+// Context returns the execution context of a call carried by the response
+// with responseID. The call id passes through guard.SafeID.
+func (i Info) Context(responseID, callID string) guard.ExecutionContext {
+	return guard.ExecutionContext{Provider: i.Provider, APIFamily: i.APIFamily, ResponseID: responseID,
+		CallID: guard.SafeID(callID), AdapterRevision: i.Revision}
+}
+
+// Request is one model turn.
+type Request struct {
+	// Instructions is the system prompt, "" for none.
+	Instructions string
+	// Tools are the tools offered, the loop's status tool included.
+	Tools []toolset.Declared
+	// Items is the conversation to send, in the provider's wire format:
+	// the whole conversation, or with Chain only what came after it.
+	Items []json.RawMessage
+	// Chain names the provider-side conversation that Items continue
+	// (Responses' previous_response_id), "" for none.
+	Chain string
+	// Text, when set, asks for a streamed reply: it is called with every
+	// text delta as it arrives.
+	Text func(delta string)
+}
+
+// Ending says how a reply ended when it did not end normally.
+type Ending string
+
+// The endings. A reply that ended otherwise than normally ends the run
+// with the same status; its calls are not run.
+const (
+	EndNormal     Ending = ""           // a final message, or tool calls
+	EndIncomplete Ending = "incomplete" // cut short: output token limit, context window
+	EndRefused    Ending = "refused"    // the model or a content filter refused
+	EndFailed     Ending = "failed"     // the provider reports the response failed
+)
+
+// Reply is the model's answer to one Request.
+type Reply struct {
+	ID           string
+	Model        string
+	InputTokens  int64
+	OutputTokens int64
+	// Text is the reply's text, "" for none.
+	Text string
+	// Calls are the tool calls, in order, with their arguments complete.
+	Calls []Call
+	// Items is the reply as conversation items, to send back with the
+	// next request when the loop keeps the conversation (Chain "").
+	Items []json.RawMessage
+	// Chain, when set, is the provider-side conversation the next request
+	// continues; the loop then sends only the items that came after.
+	Chain string
+	// End says how the reply ended; Reason is the provider's word for it
+	// (e.g. "max_tokens", "content_filter").
+	End    Ending
+	Reason string
+	// Continue asks for another turn with nothing added: the provider
+	// paused a long turn (Anthropic's pause_turn).
+	Continue bool
+}
+
+// Call is one tool call the model made.
+type Call struct {
+	ID        string
+	Name      string
+	Arguments string
+	// Kind is the adapter's own tag for the call's shape, handed back in
+	// its Output (e.g. "custom" for a free-form custom tool call).
+	Kind string
+	// Answer, when set, is the model result the call gets without being
+	// run: a call that is not a function call, one the provider marked
+	// incomplete, or a namespaced call (contract section 8).
+	Answer *guard.Result
+}
+
+// Output answers one call.
+type Output struct {
+	CallID string
+	Kind   string
+	// Result is the tool-model-result-v2 JSON.
+	Result string
+	// OK reports whether the result's code is OK.
+	OK bool
+}
+
+// Provider is one model API as the agent loop uses it.
+type Provider interface {
+	// Info names the adapter and the model.
+	Info() Info
+	// UserItem is the conversation item of the user's input.
+	UserItem(text string) json.RawMessage
+	// OutputItems are the conversation items answering a reply's calls,
+	// in the order given.
+	OutputItems(outs []Output) []json.RawMessage
+	// Turn asks the model for one reply.
+	Turn(ctx context.Context, req Request) (*Reply, error)
+}
+
+// APIError is an error reply of a provider's API, wrapping the SDK's own
+// error (errors.As still finds it).
+type APIError struct {
+	StatusCode int
+	Err        error
+}
+
+func (e *APIError) Error() string { return e.Err.Error() }
+
+// Unwrap returns the SDK's error.
+func (e *APIError) Unwrap() error { return e.Err }
+
+// WrapError wraps err as an APIError when status is not 0.
+func WrapError(err error, status int) error {
+	if err == nil || status == 0 {
+		return err
+	}
+	return &APIError{StatusCode: status, Err: err}
+}
+
+// ErrorType names an error for telemetry: "canceled",
+// "deadline_exceeded", "http_<status>" for an APIError, else "_OTHER".
+func ErrorType(err error) string {
+	switch {
+	case errors.Is(err, context.Canceled):
+		return "canceled"
+	case errors.Is(err, context.DeadlineExceeded):
+		return "deadline_exceeded"
+	}
+	var apiErr *APIError
+	if errors.As(err, &apiErr) {
+		return fmt.Sprintf("http_%d", apiErr.StatusCode)
+	}
+	return "_OTHER"
+}
+
+// Unknown is the answer to a call that names no tool the loop offers in
+// that form: a custom (free-form) tool call, or a namespaced call.
+func Unknown(message string) *guard.Result {
+	return &guard.Result{Code: guard.CodeUnknownTool, Delivery: guard.DeliveryFresh, Message: message}
+}
+
+// Invalid is the answer to a call whose arguments are not complete: the
+// provider marked it in progress or incomplete.
+func Invalid(message string) *guard.Result {
+	return &guard.Result{Code: guard.CodeInvalidArguments, Delivery: guard.DeliveryFresh, Message: message}
+}
+
+// Item marshals an SDK request parameter (a message, a tool result) into a
+// conversation item. SDK parameters always marshal; one that does not is a
+// programming error and panics.
+func Item(v any) json.RawMessage {
+	b, err := json.Marshal(v)
+	if err != nil {
+		panic("provider: an SDK parameter did not marshal: " + err.Error())
+	}
+	return b
+}
