@@ -13,6 +13,7 @@ import (
 // It has passed every other check (tool, arguments, authorization), so no
 // human is ever asked about something the principal may not do.
 type ApprovalRequest struct {
+	RunID       string          `json:"run_id"`
 	CallID      string          `json:"call_id"`
 	Tool        string          `json:"tool"`
 	Arguments   json.RawMessage `json:"arguments"` // canonical JSON
@@ -27,6 +28,11 @@ type Decision struct {
 	// Approver names who decided; it is recorded in the grant and the
 	// audit log.
 	Approver string
+	// Reason, for a denial, is told to the model (short, safe text).
+	Reason string
+	// Expired marks a denial because nobody decided in time: unlike a
+	// human's no, it does not stop the same intent being asked again.
+	Expired bool
 }
 
 // Approver asks a human.
@@ -42,8 +48,18 @@ func (f ApproverFunc) Approve(ctx context.Context, req ApprovalRequest) (Decisio
 	return f(ctx, req)
 }
 
-// deniedMessage is what the model is told when the human said no.
-const deniedMessage = "A human reviewed this action and denied it. Do not retry it; tell the user it was not approved."
+// deniedMessage is what the model is told when the human said no: worded so
+// that it stops, and tells the user.
+const deniedMessage = "A human declined this action. Do not retry it or ask again; tell the user it was not approved."
+
+// denied is the model result of a denial, with the human's reason if any.
+func denied(reason string) *guard.Result {
+	msg := deniedMessage
+	if reason != "" {
+		msg = "A human declined this action (" + reason + "). Do not retry it or ask again; tell the user it was not approved."
+	}
+	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: msg}
+}
 
 // Grant mints a signed grant for the request, for a host that approves a
 // paused run: pass the token to Resume as an Approval.
@@ -64,6 +80,12 @@ type Approval struct {
 	CallID string
 	Grant  string
 	Denied bool
+	// Approver names who decided, for the transcript; Reason, for a
+	// denial, is told to the model.
+	Approver, Reason string
+	// Expired marks a denial because nobody decided in time: the same
+	// intent may be put to a human again later in the run.
+	Expired bool
 }
 
 // ErrNotPaused is returned by Resume for a state that waits for nothing.

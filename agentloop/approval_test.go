@@ -172,7 +172,7 @@ func TestResumeDenied(t *testing.T) {
 		t.Errorf("a denied write ran")
 	}
 	o := resumeOutputs(t, w)["w1"].Result
-	if o.Code != guard.CodeApprovalRequired || !strings.Contains(o.Message, "denied") || o.Data != nil {
+	if o.Code != guard.CodeApprovalRequired || !strings.Contains(o.Message, "declined") || o.Data != nil {
 		t.Errorf("denied output %+v", o)
 	}
 	if got := kinds(done.Transcript); !strings.HasSuffix(got, "approval_requested,denied,result,message") {
@@ -535,12 +535,89 @@ func TestApproverDeniesOrFails(t *testing.T) {
 				t.Fatalf("status %q output %q, %d side effects", res.Status, res.Output, w.svc.SideEffects())
 			}
 			o := byCallID(t, outputsOf(t, w.srv.Requests()[1]))["w1"].Result
-			if !strings.Contains(o.Message, "denied") {
+			if !strings.Contains(o.Message, "declined") {
 				t.Errorf("denial message %q", o.Message)
 			}
 			if !strings.Contains(res.Transcript.String(), "approval:  create_refund_draft denied by") {
 				t.Errorf("transcript:\n%s", res.Transcript)
 			}
 		})
+	}
+}
+
+// repeatScript asks for the same refund in two turns (as models repeat
+// themselves), then reports the outputs it got last.
+func repeatScript() []openaitest.Turn {
+	return []openaitest.Turn{
+		calls(call("w1", refundTool, refundArgs)),
+		calls(call("w2", refundTool, `{"reason":"duplicate","order_ref":"ORDER-7"}`)),
+		{Respond: func(req openaitest.Request) *openaitest.Turn {
+			var b strings.Builder
+			for _, r := range lastOutputs(req) {
+				b.WriteString(r.Code.String() + " " + r.Message)
+			}
+			return &openaitest.Turn{Text: b.String()}
+		}},
+	}
+}
+
+// TestDeniedIntentAskedOnce: within a run, an intent a human declined is
+// not put to a human again; the repeat gets the same denial (contract
+// section 8).
+func TestDeniedIntentAskedOnce(t *testing.T) {
+	asked := 0
+	no := agentloop.ApproverFunc(func(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+		asked++
+		if req.RunID == "" {
+			t.Errorf("approval request without its run id: %+v", req)
+		}
+		return agentloop.Decision{Approver: "lead-1", Reason: "not a duplicate"}, nil
+	})
+	w := newWorld(t, repeatScript()...)
+	res, err := w.loop(agentloop.Options{Approver: no}).Run(testCtx(t), user1, "refund")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if asked != 1 || w.svc.SideEffects() != 0 {
+		t.Fatalf("a human was asked %d times, %d side effects; want 1 and 0", asked, w.svc.SideEffects())
+	}
+	first := byCallID(t, outputsOf(t, w.srv.Requests()[1]))["w1"].Result
+	if first.Code != guard.CodeApprovalRequired || !strings.Contains(first.Message, "declined") || !strings.Contains(first.Message, "not a duplicate") {
+		t.Errorf("first denial %+v", first)
+	}
+	if !strings.HasPrefix(res.Output, "APPROVAL_REQUIRED A human declined") {
+		t.Errorf("the repeat got %q", res.Output)
+	}
+	if !strings.Contains(res.Transcript.String(), "the human's earlier answer in this run") {
+		t.Errorf("transcript:\n%s", res.Transcript)
+	}
+}
+
+// TestResumeDeniedNotAskedAgain: a denial given on Resume, with who
+// decided and why, reaches the model once; the model's repeat of the same
+// intent in the resumed run is denied without pausing again.
+func TestResumeDeniedNotAskedAgain(t *testing.T) {
+	w := newWorld(t, repeatScript()...)
+	loop := w.loop()
+	res, err := loop.Run(testCtx(t), user1, "refund")
+	if err != nil || res.Status != agentloop.StatusPaused || len(res.Pending) != 1 {
+		t.Fatalf("run: %v, status %q, pending %+v", err, res.Status, res.Pending)
+	}
+	if res.Pending[0].RunID != res.RunID {
+		t.Errorf("pending request run id %q, want %q", res.Pending[0].RunID, res.RunID)
+	}
+	done, err := loop.Resume(testCtx(t), user1, roundTrip(t, res.State),
+		agentloop.Approval{CallID: "w1", Denied: true, Approver: "lead-1", Reason: "not a duplicate"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if done.Status != agentloop.StatusCompleted || !strings.HasPrefix(done.Output, "APPROVAL_REQUIRED A human declined") {
+		t.Fatalf("status %q output %q: the repeat paused or ran", done.Status, done.Output)
+	}
+	if w.svc.SideEffects() != 0 {
+		t.Errorf("a denied write ran")
+	}
+	if s := done.Transcript.String(); !strings.Contains(s, "denied by lead-1") || !strings.Contains(s, "the human's earlier answer in this run") {
+		t.Errorf("transcript:\n%s", s)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"iter"
+	"slices"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -216,10 +217,13 @@ func (l *Loop) resume(ctx context.Context, p guard.Principal, st *State, approva
 		call := provider.Call{ID: c.CallID, Name: c.Name, Arguments: c.Arguments, Kind: c.Kind}
 		var res *guard.Result
 		if a.Denied {
-			r.emit(Event{Kind: EventDenied, CallID: c.CallID, Tool: c.Name, Text: "host"})
-			res = denied()
+			r.emit(Event{Kind: EventDenied, CallID: c.CallID, Tool: c.Name, Text: orDefault(a.Approver, "host")})
+			if !a.Expired {
+				r.deny(call)
+			}
+			res = denied(a.Reason)
 		} else {
-			r.emit(Event{Kind: EventApproved, CallID: c.CallID, Tool: c.Name, Text: "grant"})
+			r.emit(Event{Kind: EventApproved, CallID: c.CallID, Tool: c.Name, Text: orDefault(a.Approver, "grant")})
 			var err error
 			if res, err = r.dispatch(ctx, c.ResponseID, call, a.Grant); err != nil {
 				return l.result(&next, StatusPaused, ""), err
@@ -232,10 +236,6 @@ func (l *Loop) resume(ctx context.Context, p guard.Principal, st *State, approva
 	res, err := r.drive(ctx)
 	endRun(span, res, err)
 	return res, err
-}
-
-func denied() *guard.Result {
-	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: deniedMessage}
 }
 
 func (r *run) emit(e Event) {
@@ -436,6 +436,21 @@ func (r *run) dispatch(ctx context.Context, respID string, c provider.Call, gran
 	return res, err
 }
 
+// deny records that a human declined the call's intent in this run, so it
+// is not put to a human again (contract section 8).
+func (r *run) deny(c provider.Call) {
+	if op := r.l.operation(r.st.RunID, c); !slices.Contains(r.st.Denied, op.fingerprint) {
+		r.st.Denied = append(r.st.Denied, op.fingerprint)
+	}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}
+
 // approve handles APPROVAL_REQUIRED: with an Approver, ask now and dispatch
 // again with the grant (or tell the model it was denied); without, leave
 // the call pending.
@@ -445,7 +460,13 @@ func (r *run) approve(ctx context.Context, respID string, c provider.Call) (*gua
 	if !op.canonical {
 		return nil, false, errors.New("agentloop: approval asked for unparsable arguments")
 	}
-	req := ApprovalRequest{CallID: c.ID, Tool: c.Name, Arguments: op.prop.Arguments, Principal: r.p,
+	if slices.Contains(st.Denied, op.fingerprint) {
+		// A human already said no to this very intent in this run: the
+		// same answer, without asking again.
+		r.emit(Event{Kind: EventDenied, CallID: c.ID, Tool: c.Name, Text: "the human's earlier answer in this run"})
+		return denied(""), false, nil
+	}
+	req := ApprovalRequest{RunID: st.RunID, CallID: c.ID, Tool: c.Name, Arguments: op.prop.Arguments, Principal: r.p,
 		Fingerprint: op.fingerprint, OperationID: op.id}
 	r.emit(Event{Kind: EventApprovalRequested, CallID: c.ID, Tool: c.Name, Arguments: string(op.prop.Arguments)})
 	if l.approver == nil {
@@ -459,7 +480,11 @@ func (r *run) approve(ctx context.Context, respID string, c provider.Call) (*gua
 			who = "nobody (" + err.Error() + ")"
 		}
 		r.emit(Event{Kind: EventDenied, CallID: c.ID, Tool: c.Name, Text: who})
-		return denied(), false, nil
+		if err == nil && !d.Expired {
+			// A human said no (not a failed or unanswered request).
+			st.Denied = append(st.Denied, op.fingerprint)
+		}
+		return denied(d.Reason), false, nil
 	}
 	r.emit(Event{Kind: EventApproved, CallID: c.ID, Tool: c.Name, Text: d.Approver})
 	tok, err := l.Grant(req, d.Approver)

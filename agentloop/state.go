@@ -39,8 +39,12 @@ type State struct {
 	// Unknown lists the run's writes whose outcome was unknown, so that
 	// the status tool can name their tool and key: if the store lost the
 	// record, the tool's receipt is asked before the answer is NOT_FOUND.
-	Unknown    []UnknownOperation `json:"unknown,omitempty"`
-	Transcript Transcript         `json:"transcript"`
+	Unknown []UnknownOperation `json:"unknown,omitempty"`
+	// Denied holds the fingerprints of the intents a human declined in
+	// this run: asked again, the model gets the same denial without a
+	// human being asked (contract section 8).
+	Denied     []string   `json:"denied,omitempty"`
+	Transcript Transcript `json:"transcript"`
 }
 
 // UnknownOperation is a write of the run whose outcome was unknown.

@@ -318,9 +318,12 @@ func (w *Worker) approvals(p *parked) ([]agentloop.Approval, error) {
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, agentloop.Approval{CallID: pr.CallID, Grant: tok})
+			out = append(out, agentloop.Approval{CallID: pr.CallID, Grant: tok, Approver: r.DecidedBy})
+		case r.Status == StatusExpired:
+			out = append(out, agentloop.Approval{CallID: pr.CallID, Denied: true, Approver: "nobody (the request expired)",
+				Reason: "nobody approved it in time", Expired: true})
 		default:
-			out = append(out, agentloop.Approval{CallID: pr.CallID, Denied: true})
+			out = append(out, agentloop.Approval{CallID: pr.CallID, Denied: true, Approver: r.DecidedBy, Reason: r.Reason})
 		}
 	}
 	return out, nil

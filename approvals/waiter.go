@@ -8,15 +8,6 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 )
 
-type runKey struct{}
-
-// WithRunID tells a Waiter which run asks (agentloop's ApprovalRequest does
-// not say): pass the context so made to Loop.Run, with the same id as
-// agentloop.RunOptions.RunID, and the inbox shows the run.
-func WithRunID(ctx context.Context, runID string) context.Context {
-	return context.WithValue(ctx, runKey{}, runID)
-}
-
 // Waiter is an agentloop.Approver that puts the request in the inbox and
 // waits for a person to decide it, for hosts that prefer a blocked run to
 // a parked one. A request nobody decides before the deadline is recorded
@@ -36,8 +27,7 @@ func (w *Waiter) Approve(ctx context.Context, req agentloop.ApprovalRequest) (ag
 	if denied, err := s.Denied(ctx, req.Principal.TenantID, req.OperationID); err != nil || denied {
 		return agentloop.Decision{Approver: "an earlier denial in this run"}, err
 	}
-	runID, _ := ctx.Value(runKey{}).(string)
-	r, err := s.Ask(ctx, runID, req)
+	r, err := s.Ask(ctx, req.RunID, req)
 	if err != nil {
 		return agentloop.Decision{}, err
 	}
@@ -77,7 +67,7 @@ func (w *Waiter) giveUp(ctx context.Context, r *Request) (agentloop.Decision, er
 	var de *DecidedError
 	switch {
 	case err == nil, errors.Is(err, ErrExpired):
-		return agentloop.Decision{Approver: "nobody (the request expired)"}, nil
+		return agentloop.Decision{Approver: "nobody (the request expired)", Reason: "nobody approved it in time", Expired: true}, nil
 	case errors.As(err, &de):
 		return agentloop.Decision{Approved: de.Status == StatusApproved, Approver: de.DecidedBy}, nil
 	}
@@ -89,5 +79,5 @@ func decisionOf(r *Request) agentloop.Decision {
 	case StatusApproved:
 		return agentloop.Decision{Approved: true, Approver: r.DecidedBy}
 	}
-	return agentloop.Decision{Approver: r.DecidedBy}
+	return agentloop.Decision{Approver: r.DecidedBy, Reason: r.Reason}
 }

@@ -61,8 +61,8 @@ func TestWorkerResumesApproved(t *testing.T) {
 }
 
 // A denial reaches the model once; the model's second ask for the same
-// intent is denied without a person being asked, and the run ends with no
-// draft.
+// intent is denied by the resumed run itself (it remembers the denial), a
+// person is not asked again, and the run ends with no draft.
 func TestWorkerDenialIsNotAskedAgain(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		w := newWorld(t, rdb, refundTurns()...)
@@ -73,12 +73,11 @@ func TestWorkerDenialIsNotAskedAgain(t *testing.T) {
 		}
 		var o outcome
 		n, err := w.worker(&o).Once(ctx)
-		if n != 2 || err != nil {
+		if n != 1 || err != nil {
 			t.Fatalf("resumed %d: %v %v", n, err, o.errs)
 		}
-		if o.results[0].Status != agentloop.StatusPaused || o.results[1].Status != agentloop.StatusCompleted ||
-			o.results[1].Output != "not drafted" || w.svc.SideEffects() != 0 {
-			t.Fatalf("results %v %v, drafts %d", o.results[0].Status, o.results[1].Status, w.svc.SideEffects())
+		if o.results[0].Status != agentloop.StatusCompleted || o.results[0].Output != "not drafted" || w.svc.SideEffects() != 0 {
+			t.Fatalf("result %v %q, drafts %d", o.results[0].Status, o.results[0].Output, w.svc.SideEffects())
 		}
 		if list, _ := w.store.Pending(ctx, "tenant-a", 0); len(list) != 0 {
 			t.Fatalf("a person is asked again: %+v", list[0])
@@ -88,13 +87,13 @@ func TestWorkerDenialIsNotAskedAgain(t *testing.T) {
 		for _, r := range recs {
 			events = append(events, r.Event)
 		}
-		if got := strings.Join(events, ","); got != "requested,denied,denied_again" {
+		if got := strings.Join(events, ","); got != "requested,denied" {
 			t.Fatalf("audit events %s", got)
 		}
 		denials := 0
 		for _, req := range w.srv.Requests() {
 			for _, out := range req.FunctionCallOutputs() {
-				if guardCode(out.Output) == guard.CodeApprovalRequired && strings.Contains(out.Output, "denied") {
+				if guardCode(out.Output) == guard.CodeApprovalRequired && strings.Contains(out.Output, "declined") {
 					denials++
 				}
 			}

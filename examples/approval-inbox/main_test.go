@@ -37,7 +37,7 @@ func TestDenyInBrowser(t *testing.T) {
 	out := decideInBrowser(t, "button.deny", "denied-request.png")
 	for _, want := range []string{
 		"approvals: denied create_refund_draft for user-1 by lead-1",
-		"approvals: denied_again create_refund_draft for user-1",
+		"approval:  create_refund_draft denied by the human's earlier answer in this run",
 		"assistant: I could not draft the refund: APPROVAL_REQUIRED.",
 		"drafts:    0 created downstream",
 	} {
