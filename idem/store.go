@@ -12,6 +12,27 @@
 // guard; Redis TTLs only collect garbage. The audit log of a tenant is a
 // Redis stream whose entry ids are the record sequence numbers, and it has
 // no TTL.
+//
+// # Usage
+//
+// Give the guard a store on any go-redis client that honours deadlines, check
+// the server at start, and verify a tenant's audit chain whenever you like:
+//
+//	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:6379", ContextTimeoutEnabled: true})
+//	store, err := idem.New(rdb, idem.Options{}) // Options{Replicas: 1} to wait for a replica
+//	if err != nil {
+//		return err
+//	}
+//	if err := store.Check(ctx); err != nil { // maxmemory-policy must be noeviction
+//		return err
+//	}
+//	g := guard.New(tools, store, guard.Options{Signer: signer})
+//	res, err := g.Dispatch(ctx, call)
+//	n, err := audit.Verify(ctx, store, principal.TenantID) // records checked, or where the chain breaks
+//
+// An operator settles a stuck or unknown operation with Unsettled and
+// Resolve (or cmd/toolctl); docs/reliability.md says what each Redis fault
+// does and what to configure.
 package idem
 
 import (
