@@ -51,7 +51,9 @@ type Options struct {
 	Lease time.Duration
 	// CommitTimeout bounds a write's commit, which must outlive the
 	// caller's deadline (the write ran: its outcome must be stored); the
-	// commit is retried within it; default 10s.
+	// commit is retried within it; default 10s. A caller's context that
+	// can never end (context.Background) needs no such bound: each try is
+	// bounded by the store client's own timeouts.
 	CommitTimeout time.Duration
 	// MaxArgumentBytes bounds the arguments' size; default 512 KiB.
 	MaxArgumentBytes int
@@ -164,8 +166,14 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 // the record unknown for everyone else too. The write ran whatever the
 // caller's deadline said, so the commit has its own (CommitTimeout).
 func (g *Guard) commit(ctx context.Context, e *Entry) (*Result, error) {
-	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.CommitTimeout)
-	defer cancel()
+	if ctx.Done() != nil {
+		// The caller's context may end: the commit must not end with it.
+		// (A context that cannot end costs nothing to keep: each attempt
+		// is then bounded by the store client's own timeouts.)
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), g.opts.CommitTimeout)
+		defer cancel()
+	}
 	for attempt := 0; ; attempt++ {
 		if res, err := g.store.Commit(ctx, e); err == nil {
 			return res, nil
