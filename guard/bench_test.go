@@ -89,8 +89,11 @@ var benchCases = []struct {
 
 // BenchmarkDispatch measures whole dispatches through the Redis store,
 // reporting Redis round trips per dispatch (redis-rt/op) and, on a real
-// server, Redis's time executing them (redis-script-µs/op). It runs on
-// miniredis, and on a real server when TOOLGUARD_REDIS_URL is set.
+// server, Redis's time executing them (redis-script-µs/op), its whole CPU
+// time per dispatch (redis-cpu-µs/op, INFO cpu: scripts, parsing and the
+// round trips themselves) and its memory growth per dispatch
+// (redis-bytes/op, INFO memory used_memory). It runs on miniredis, and on a
+// real server when TOOLGUARD_REDIS_URL is set.
 func BenchmarkDispatch(b *testing.B) { benchDispatch(b, nil) }
 
 // BenchmarkDispatchRateLimited is BenchmarkDispatch with the guard's own
@@ -143,7 +146,10 @@ func benchDispatch(b *testing.B, checks func(*testing.B, redis.UniversalClient) 
 						calls[i] = bc.call(w, i)
 					}
 					// INFO is a round trip too: read it before counting starts.
-					scripts := redisconn.ScriptTime(context.Background(), rdb)
+					ctx := context.Background()
+					scripts := redisconn.ScriptTime(ctx, rdb)
+					cpu := redisconn.ServerCPU(ctx, rdb)
+					mem := int64(redisconn.UsedMemory(ctx, rdb))
 					rt.Reset()
 					b.ReportAllocs()
 					b.ResetTimer()
@@ -157,8 +163,16 @@ func benchDispatch(b *testing.B, checks func(*testing.B, redis.UniversalClient) 
 					b.ReportMetric(float64(rt.Count())/float64(b.N), "redis-rt/op")
 					if be.name == "redis" {
 						// Redis's own time executing the scripts (INFO commandstats).
-						scripts = redisconn.ScriptTime(context.Background(), rdb) - scripts
+						scripts = redisconn.ScriptTime(ctx, rdb) - scripts
 						b.ReportMetric(float64(scripts.Microseconds())/float64(b.N), "redis-script-µs/op")
+						// All of Redis's CPU (INFO cpu), which also counts the
+						// round trips' reading, parsing and replying; and what the
+						// run left in memory (used_memory: negative if Redis freed
+						// more than the run stored).
+						cpu = redisconn.ServerCPU(ctx, rdb) - cpu
+						b.ReportMetric(float64(cpu.Microseconds())/float64(b.N), "redis-cpu-µs/op")
+						mem = int64(redisconn.UsedMemory(ctx, rdb)) - mem
+						b.ReportMetric(float64(mem)/float64(b.N), "redis-bytes/op")
 					}
 				})
 			}
