@@ -14,6 +14,18 @@
 // the guard's wall time per dispatch over the floor's wall time per dispatch
 // at the same round-trip count: 1.00 would mean the guard costs nothing
 // beyond the Redis round trips it needs.
+//
+// With -peer the same workload (its mix, concurrency, pool and server) also
+// runs through peer, the Powertools-style idempotency layer a team would
+// write by hand instead (peer.go), and the guard's, the peer's and the
+// floor's runs take turns in rounds of batches (-rounds), so that the
+// machine's noise falls on all three alike. A table then gives each run's
+// mix, round trips, time, p50/p99, client and Redis CPU per dispatch and
+// Redis bytes per stored dispatch, and the last line is
+//
+//	guard/peer = X.XX
+//
+// the guard's wall time per dispatch over the peer's.
 package main
 
 import (
@@ -31,6 +43,7 @@ import (
 	"sync"
 	"sync/atomic"
 	"syscall"
+	"text/tabwriter"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,6 +71,8 @@ type config struct {
 	keepKeys      bool
 	cpuProfile    string
 	prefix        string
+	peer          bool
+	rounds        int
 }
 
 func run(args []string, w io.Writer) error {
@@ -65,18 +80,26 @@ func run(args []string, w io.Writer) error {
 	var cfg config
 	fs.StringVar(&cfg.addr, "redis", "redis://127.0.0.1:6379/0", "a redis:// URL, or a comma-separated host:port list for a cluster")
 	fs.IntVar(&cfg.c, "c", 64, "concurrent agents")
-	fs.IntVar(&cfg.n, "n", 100000, "dispatches in all")
+	fs.IntVar(&cfg.n, "n", 100000, "dispatches in all (with -peer: each for the guard and the peer)")
 	fs.IntVar(&cfg.reads, "reads", 50, "percent of dispatches that are reads")
 	fs.IntVar(&cfg.writes, "writes", 30, "percent that are fresh writes (the rest replay an earlier write)")
 	fs.IntVar(&cfg.tenants, "tenants", 16, "tenants the agents act for (spread over cluster slots)")
 	fs.IntVar(&cfg.pool, "pool", 0, "Redis connection pool size (default: go-redis's, 10 per CPU)")
 	fs.BoolVar(&cfg.keepKeys, "keep", false, "keep the run's keys in Redis afterwards")
-	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the guard's run (not the floor's) to this file")
+	fs.StringVar(&cfg.cpuProfile, "cpuprofile", "", "write a CPU profile of the whole run to this file; samples carry the label phase=guard, peer or floor (go tool pprof -tagfocus phase=guard)")
+	fs.BoolVar(&cfg.peer, "peer", false, "run the same workload through a hand-written Powertools-style idempotency layer too (peer.go), and print guard/peer")
+	fs.IntVar(&cfg.rounds, "rounds", 0, "interleave the guard's, the peer's and the floor's runs in this many rounds of batches (default 10 with -peer, 1 without)")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	if cfg.c < 1 || cfg.n < cfg.c || cfg.reads < 0 || cfg.writes < 0 || cfg.reads+cfg.writes > 100 || cfg.tenants < 1 {
-		return errors.New("need -c >= 1, -n >= -c, 0 <= -reads + -writes <= 100, -tenants >= 1")
+	if cfg.rounds == 0 {
+		cfg.rounds = 1
+		if cfg.peer {
+			cfg.rounds = 10
+		}
+	}
+	if cfg.c < 1 || cfg.n < cfg.c || cfg.reads < 0 || cfg.writes < 0 || cfg.reads+cfg.writes > 100 || cfg.tenants < 1 || cfg.rounds < 1 || cfg.rounds > cfg.n {
+		return errors.New("need -c >= 1, -n >= -c, 0 <= -reads + -writes <= 100, -tenants >= 1, 1 <= -rounds <= -n")
 	}
 	rdb, err := redisconn.Open(cfg.addr, cfg.pool)
 	if err != nil {
@@ -93,13 +116,23 @@ func run(args []string, w io.Writer) error {
 	ctx := context.Background()
 	signer, _ := guard.NewSigner([]byte("toolbench-approval-key-0123456789abcdef"))
 	g := guard.New(benchTools(), store, guard.Options{Signer: signer})
+	pr := &peer{rdb: rdb, prefix: cfg.prefix + "peer:", lease: time.Minute, ttl: time.Hour, tools: map[string]peerTool{
+		"get_order": typed(getOrder), "create_refund_draft": typed(createDraft)}}
+	if err := floorScript.Load(ctx, rdb).Err(); err != nil {
+		return err
+	}
 
 	// Everything the run keeps is allocated before the heap is measured:
-	// fixed-size latency histograms and bounded key lists per agent.
-	hists := make([]histogram, cfg.c)
-	agents := make([]*agent, cfg.c)
+	// fixed-size latency histograms and bounded key lists per agent, the
+	// peer's agents with the same seeds as the guard's, so the same mix.
+	gph, pph, fph := newPhase("guard", cfg), newPhase("peer", cfg), newPhase("floor", cfg)
+	agents, peerAgents := make([]*agent, cfg.c), make([]*agent, cfg.c)
 	for a := range agents {
-		agents[a] = newAgent(a, cfg, signer)
+		agents[a], peerAgents[a] = newAgent(a, cfg, signer), newAgent(a, cfg, signer)
+	}
+	codes := make([]map[guard.Code]int, cfg.c)
+	for a := range codes {
+		codes[a] = map[guard.Code]int{}
 	}
 	// Fill the connection pool first: its buffers are not the guard's growth.
 	var warm sync.WaitGroup
@@ -115,13 +148,24 @@ func run(args []string, w io.Writer) error {
 	heapBefore := heapInUse()
 	fmt.Fprintf(w, "toolbench: %d dispatches, %d agents, %d%% reads, %d%% writes, %d%% replays, %d tenants\n",
 		cfg.n, cfg.c, cfg.reads, cfg.writes, 100-cfg.reads-cfg.writes, cfg.tenants)
+	if cfg.peer {
+		fmt.Fprintf(w, "with -peer: the guard, the peer and the floor in %d interleaved rounds\n", cfg.rounds)
+	}
 
-	// The guard's run.
-	var next atomic.Int64
-	var failures atomic.Int64
-	codes := make([]map[guard.Code]int, cfg.c)
-	for a := range codes {
-		codes[a] = map[guard.Code]int{}
+	guardDo := func(a, i int) {
+		call, k := agents[a].next(i)
+		t0 := time.Now()
+		res, err := g.Dispatch(ctx, call)
+		gph.done(a, k, time.Since(t0), err != nil || res.Code != guard.CodeOK)
+		if res != nil {
+			codes[a][res.Code]++
+		}
+	}
+	peerDo := func(a, i int) {
+		call, k := peerAgents[a].next(i)
+		t0 := time.Now()
+		_, replayed, err := pr.Dispatch(ctx, call)
+		pph.done(a, k, time.Since(t0), err != nil || replayed != (k == kindReplay))
 	}
 	if cfg.cpuProfile != "" {
 		f, err := os.Create(cfg.cpuProfile)
@@ -133,51 +177,38 @@ func run(args []string, w io.Writer) error {
 			return err
 		}
 	}
-	// INFO is a round trip too: read before counting starts, and after it ends.
-	guardCost := measure(ctx, rdb)
-	rt.Reset()
-	start := time.Now()
-	var wg sync.WaitGroup
-	for a := range cfg.c {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			agent := agents[a]
-			for {
-				i := int(next.Add(1)) - 1
-				if i >= cfg.n {
-					return
-				}
-				call, want := agent.next(i)
-				t0 := time.Now()
-				res, err := g.Dispatch(ctx, call)
-				hists[a].add(time.Since(t0))
-				if err != nil || res.Code != want {
-					failures.Add(1)
-				}
-				if res != nil {
-					codes[a][res.Code]++
-				}
+	for r := range cfg.rounds {
+		lo, hi := r*cfg.n/cfg.rounds, (r+1)*cfg.n/cfg.rounds
+		guardBatch := func() error {
+			return gph.add(ctx, rdb, rt, func() (time.Duration, error) { return dispatch(cfg.c, lo, hi, guardDo), nil })
+		}
+		peerBatch := func() error {
+			return pph.add(ctx, rdb, rt, func() (time.Duration, error) { return dispatch(cfg.c, lo, hi, peerDo), nil })
+		}
+		// Take turns going first, so neither run always follows the other.
+		batches := []func() error{guardBatch}
+		if cfg.peer {
+			batches = append(batches, peerBatch)
+			if r%2 == 1 {
+				batches[0], batches[1] = peerBatch, guardBatch
 			}
-		}()
+		}
+		for _, b := range batches {
+			if err := b(); err != nil {
+				return err
+			}
+		}
+		// The floor: this round's guard round trips, no guard.
+		trips := gph.lastRoundTrips
+		if err := fph.add(ctx, rdb, rt, func() (time.Duration, error) { return floor(ctx, rdb, cfg.c, trips) }); err != nil {
+			return err
+		}
 	}
-	wg.Wait()
-	guardTime := time.Since(start)
-	roundTrips := rt.Count()
-	guardCost = measure(ctx, rdb).since(guardCost)
 	if cfg.cpuProfile != "" {
 		pprof.StopCPUProfile()
 	}
 	heapAfter := heapInUse()
 	memAfter := redisconn.UsedMemory(ctx, rdb)
-
-	// The floor: the same round trips, no guard.
-	floorCost := measure(ctx, rdb)
-	floorTime, err := floor(ctx, rdb, cfg.c, roundTrips)
-	if err != nil {
-		return err
-	}
-	floorCost = measure(ctx, rdb).since(floorCost)
 	if !cfg.keepKeys {
 		cleanup(ctx, rdb, cfg.prefix)
 	}
@@ -188,14 +219,16 @@ func run(args []string, w io.Writer) error {
 			all[c] += k
 		}
 	}
-	var lat histogram
-	for i := range hists {
-		lat.merge(&hists[i])
-	}
+	lat := gph.latency()
+	guardTime, floorTime, roundTrips := gph.time, fph.time, gph.roundTrips
+	guardCost, floorCost := gph.cost, fph.cost
 	per := func(d time.Duration) time.Duration { return d / time.Duration(cfg.n) }
 	fmt.Fprintf(w, "results:     %s\n", formatCodes(all))
-	if f := failures.Load(); f > 0 {
+	if f := gph.failures.Load(); f > 0 {
 		fmt.Fprintf(w, "unexpected:  %d dispatches did not get the expected code\n", f)
+	}
+	if f := pph.failures.Load(); f > 0 {
+		fmt.Fprintf(w, "unexpected:  %d of the peer's dispatches failed or replayed when they should not have\n", f)
 	}
 	fmt.Fprintf(w, "throughput:  %.0f dispatches/s (%v in all)\n", float64(cfg.n)/guardTime.Seconds(), guardTime.Round(time.Millisecond))
 	fmt.Fprintf(w, "latency:     p50 %v  p99 %v  p999 %v  max %v\n", lat.quantile(0.50), lat.quantile(0.99), lat.quantile(0.999), lat.max)
@@ -203,9 +236,8 @@ func run(args []string, w io.Writer) error {
 	fmt.Fprintf(w, "floor:       %d raw EVALSHA round trips in %v, %.0f/s\n", roundTrips, floorTime.Round(time.Millisecond), float64(roundTrips)/floorTime.Seconds())
 	fmt.Fprintf(w, "go heap:     %.1f MiB in use before, %.1f MiB after (after GC)\n", mib(heapBefore), mib(heapAfter))
 	if memBefore > 0 && memAfter > 0 {
-		stored := cfg.n
 		fmt.Fprintf(w, "redis:       used_memory +%.1f MiB, %.0f bytes per stored dispatch (records, bindings, audit)\n",
-			mib(memAfter-memBefore), float64(memAfter-memBefore)/float64(stored))
+			mib(uint64(max(guardCost.mem, 0))), float64(guardCost.mem)/float64(gph.stored()))
 	}
 	_, cluster := rdb.(*redis.ClusterClient)
 	for _, run := range []struct {
@@ -222,8 +254,174 @@ func run(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "redis bound:  guard/floor >= %.2f (Redis CPU per dispatch over floor time per dispatch)\n",
 			float64(guardCost.redis)/float64(floorTime))
 	}
+	if cfg.peer {
+		fmt.Fprintln(w)
+		printPhases(w, cfg.n, gph, pph, fph)
+		fmt.Fprintln(w)
+	}
 	fmt.Fprintf(w, "guard/floor = %.2f\n", float64(guardTime)/float64(floorTime))
+	if cfg.peer {
+		fmt.Fprintf(w, "guard/peer = %.2f\n", float64(guardTime)/float64(pph.time))
+	}
 	return nil
+}
+
+// kind is what a dispatch of the workload is.
+type kind int
+
+const (
+	kindRead   kind = iota // a read: no idempotency key
+	kindWrite              // a fresh write: a new key
+	kindReplay             // an earlier write again: its key, a new call id
+	nKinds
+)
+
+var kindNames = [nKinds]string{"read", "write", "replay"}
+
+// phase adds up one run (the guard's, the peer's or the floor's) over its
+// batches. Rounds interleave the runs, so that the machine's noise falls on
+// each alike.
+type phase struct {
+	name string
+	// Per agent, so that agents count without sharing: latencies and
+	// dispatches of each kind.
+	hists  [][nKinds]histogram
+	counts [][nKinds]int64
+
+	failures       atomic.Int64
+	time           time.Duration
+	cost           cost
+	roundTrips     int64
+	lastRoundTrips int64 // the latest batch's
+}
+
+func newPhase(name string, cfg config) *phase {
+	return &phase{name: name, hists: make([][nKinds]histogram, cfg.c), counts: make([][nKinds]int64, cfg.c)}
+}
+
+// done records agent a's dispatch of kind k.
+func (ph *phase) done(a int, k kind, d time.Duration, failed bool) {
+	ph.hists[a][k].add(d)
+	ph.counts[a][k]++
+	if failed {
+		ph.failures.Add(1)
+	}
+}
+
+// add runs one batch, work, and adds its wall time, its cost and its round
+// trips to ph's. Its samples in a CPU profile carry the label phase=name.
+func (ph *phase) add(ctx context.Context, rdb redis.UniversalClient, rt *redisconn.RoundTrips, work func() (time.Duration, error)) error {
+	// INFO is a round trip too: read before counting starts, and after it ends.
+	before := measure(ctx, rdb)
+	rt.Reset()
+	var d time.Duration
+	var err error
+	pprof.Do(ctx, pprof.Labels("phase", ph.name), func(context.Context) { d, err = work() })
+	ph.lastRoundTrips = rt.Count()
+	ph.roundTrips += ph.lastRoundTrips
+	ph.cost = ph.cost.plus(measure(ctx, rdb).since(before))
+	ph.time += d
+	return err
+}
+
+// kinds returns the dispatches of each kind over all agents.
+func (ph *phase) kinds() (n [nKinds]int64) {
+	for _, c := range ph.counts {
+		for k := range c {
+			n[k] += c[k]
+		}
+	}
+	return n
+}
+
+// stored is the number of dispatches that left something in Redis: every
+// guarded dispatch binds its call id and appends an audit record; of the
+// peer's, only fresh writes store a record.
+func (ph *phase) stored() int64 {
+	n := ph.kinds()
+	if ph.name == "peer" {
+		return n[kindWrite]
+	}
+	return n[kindRead] + n[kindWrite] + n[kindReplay]
+}
+
+// latency merges the latencies of the kinds named, or of all.
+func (ph *phase) latency(kinds ...kind) *histogram {
+	if len(kinds) == 0 {
+		kinds = []kind{kindRead, kindWrite, kindReplay}
+	}
+	var h histogram
+	for a := range ph.hists {
+		for _, k := range kinds {
+			h.merge(&ph.hists[a][k])
+		}
+	}
+	return &h
+}
+
+// dispatch runs dispatches lo..hi-1 on c goroutines, agent a running each
+// dispatch i it takes as do(a, i), and returns the wall time.
+func dispatch(c, lo, hi int, do func(a, i int)) time.Duration {
+	var next atomic.Int64
+	next.Store(int64(lo))
+	start := time.Now()
+	var wg sync.WaitGroup
+	for a := range c {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(1)) - 1
+				if i >= hi {
+					return
+				}
+				do(a, i)
+			}
+		})
+	}
+	wg.Wait()
+	return time.Since(start)
+}
+
+// printPhases prints the guard's, the peer's and the floor's runs side by
+// side, per guarded dispatch (the floor's over the guard's n: it ran the
+// guard's round trips).
+func printPhases(w io.Writer, n int, gph, pph, fph *phase) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+	per := func(d time.Duration) string { return short(d / time.Duration(n)) }
+	row := func(label string, g, p, f string) { fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", label, g, p, f) }
+	gk, pk := gph.kinds(), pph.kinds()
+	row("", "guard", "peer", "floor")
+	for k := range nKinds {
+		row(kindNames[k]+"s", strconv.FormatInt(gk[k], 10), strconv.FormatInt(pk[k], 10), "-")
+	}
+	row("round trips", strconv.FormatInt(gph.roundTrips, 10), strconv.FormatInt(pph.roundTrips, 10), strconv.FormatInt(fph.roundTrips, 10))
+	perRT := func(ph *phase) string { return fmt.Sprintf("%.3f", float64(ph.roundTrips)/float64(n)) }
+	row("round trips per dispatch", perRT(gph), perRT(pph), perRT(fph))
+	row("time per dispatch", per(gph.time), per(pph.time), per(fph.time))
+	q := func(h *histogram) string { return short(h.quantile(0.50)) + "/" + short(h.quantile(0.99)) }
+	row("p50/p99", q(gph.latency()), q(pph.latency()), "-")
+	for k := range nKinds {
+		row("p50/p99 "+kindNames[k], q(gph.latency(k)), q(pph.latency(k)), "-")
+	}
+	row("client cpu per dispatch", per(gph.cost.client), per(pph.cost.client), per(fph.cost.client))
+	row("redis cpu per dispatch", per(gph.cost.redis), per(pph.cost.redis), per(fph.cost.redis))
+	row("stored dispatches", strconv.FormatInt(gph.stored(), 10), strconv.FormatInt(pph.stored(), 10), "-")
+	bytes := func(ph *phase) string {
+		if ph.stored() == 0 || ph.cost.mem == 0 { // nothing stored, or INFO refused
+			return "-"
+		}
+		return strconv.FormatInt(ph.cost.mem/ph.stored(), 10)
+	}
+	row("redis bytes per stored dispatch", bytes(gph), bytes(pph), "-")
+	_ = tw.Flush()
+}
+
+// short rounds d to three significant digits.
+func short(d time.Duration) string {
+	r := time.Duration(1)
+	for d >= 1000*r {
+		r *= 10
+	}
+	return d.Round(r).String()
 }
 
 // agent makes one agent's calls: reads, fresh writes with new keys, and
@@ -252,13 +450,14 @@ func newAgent(id int, cfg config, signer *guard.Signer) *agent {
 	return &agent{id: id, cfg: cfg, p: p, grant: tok, rng: rand.New(rand.NewPCG(uint64(id), 7))}
 }
 
-func (a *agent) next(i int) (guard.Call, guard.Code) {
+func (a *agent) next(i int) (guard.Call, kind) {
 	c := guard.Call{Principal: a.p, Context: guard.ExecutionContext{Provider: "openai", APIFamily: "responses",
 		ResponseID: "resp_bench", CallID: "call_" + strconv.Itoa(i), AdapterRevision: "openai-responses-v1"}}
 	roll := a.rng.IntN(100)
 	switch {
 	case roll < a.cfg.reads:
 		c.Proposal = guard.Proposal{Name: "get_order", Arguments: readArgs}
+		return c, kindRead
 	case roll < a.cfg.reads+a.cfg.writes || len(a.written) == 0:
 		key := "key_" + strconv.Itoa(i)
 		if len(a.written) < maxWritten {
@@ -268,11 +467,12 @@ func (a *agent) next(i int) (guard.Call, guard.Code) {
 		}
 		c.Proposal = guard.Proposal{Name: "create_refund_draft", Arguments: writeArgs}
 		c.Context.IdempotencyKey, c.Approval = key, a.grant
+		return c, kindWrite
 	default:
 		c.Proposal = guard.Proposal{Name: "create_refund_draft", Arguments: writeArgs}
 		c.Context.IdempotencyKey, c.Approval = a.written[a.rng.IntN(len(a.written))], a.grant
+		return c, kindReplay
 	}
-	return c, guard.CodeOK
 }
 
 type draft struct {
@@ -281,28 +481,33 @@ type draft struct {
 	Reason   string `json:"reason"`
 }
 
-// benchTools have the conformance tools' shapes and do no downstream work,
-// so the run measures the guard and the store.
-func benchTools() *toolset.Set {
-	get := toolset.Read("get_order", "Look up an order.", func(_ context.Context, _ *guard.Invocation, in orders.GetOrderInput) (orders.OrderView, error) {
-		return orders.OrderView{OrderRef: in.OrderRef, Status: "paid"}, nil
-	}, nil)
+// getOrder and createDraft are the bench's tools: the conformance tools'
+// shapes, no downstream work, so that a run measures what calls them. The
+// guard runs them as benchTools, the peer through typed.
+func getOrder(_ context.Context, _ *guard.Invocation, in orders.GetOrderInput) (orders.OrderView, error) {
+	return orders.OrderView{OrderRef: in.OrderRef, Status: "paid"}, nil
+}
 
-	var drafts atomic.Int64
-	refund := toolset.Write("create_refund_draft", "Draft a refund.", func(_ context.Context, _ *guard.Invocation, in orders.RefundInput) (draft, error) {
-		return draft{DraftID: "DRAFT-" + strconv.FormatInt(drafts.Add(1), 10), OrderRef: in.OrderRef, Reason: in.Reason}, nil
-	}, &toolset.Options[orders.RefundInput, draft]{NeedsApproval: true, LoggedArguments: []string{"order_ref", "reason"}})
+// drafts numbers createDraft's drafts.
+var drafts atomic.Int64
+
+func createDraft(_ context.Context, _ *guard.Invocation, in orders.RefundInput) (draft, error) {
+	return draft{DraftID: "DRAFT-" + strconv.FormatInt(drafts.Add(1), 10), OrderRef: in.OrderRef, Reason: in.Reason}, nil
+}
+
+// benchTools declares getOrder and createDraft for the guard.
+func benchTools() *toolset.Set {
+	get := toolset.Read("get_order", "Look up an order.", getOrder, nil)
+	refund := toolset.Write("create_refund_draft", "Draft a refund.", createDraft,
+		&toolset.Options[orders.RefundInput, draft]{NeedsApproval: true, LoggedArguments: []string{"order_ref", "reason"}})
 	return toolset.MustNew(get, refund)
 }
 
 var floorScript = redis.NewScript("return 1")
 
-// floor issues rounds raw EVALSHA round trips from c workers on the
-// client's pool.
+// floor issues rounds raw EVALSHA round trips of floorScript, loaded
+// before, from c workers on the client's pool.
 func floor(ctx context.Context, rdb redis.UniversalClient, c int, rounds int64) (time.Duration, error) {
-	if err := floorScript.Load(ctx, rdb).Err(); err != nil {
-		return 0, err
-	}
 	var next atomic.Int64
 	var firstErr atomic.Value
 	start := time.Now()
@@ -356,16 +561,26 @@ func formatCodes(m map[guard.Code]int) string {
 func mib(b uint64) float64 { return float64(b) / (1 << 20) }
 
 // cost is CPU spent so far, or over a run: this process's, the Redis
-// masters', and the masters' time inside scripts.
-type cost struct{ client, redis, scripts time.Duration }
+// masters', and the masters' time inside scripts; and the masters'
+// used_memory, or its growth over a run (negative if Redis freed more than
+// the run stored).
+type cost struct {
+	client, redis, scripts time.Duration
+	mem                    int64
+}
 
 func measure(ctx context.Context, rdb redis.UniversalClient) cost {
-	return cost{processCPU(), redisconn.ServerCPU(ctx, rdb), redisconn.ScriptTime(ctx, rdb)}
+	return cost{processCPU(), redisconn.ServerCPU(ctx, rdb), redisconn.ScriptTime(ctx, rdb), int64(redisconn.UsedMemory(ctx, rdb))}
 }
 
 // since is the cost from start to c.
 func (c cost) since(start cost) cost {
-	return cost{c.client - start.client, c.redis - start.redis, c.scripts - start.scripts}
+	return cost{c.client - start.client, c.redis - start.redis, c.scripts - start.scripts, c.mem - start.mem}
+}
+
+// plus is the cost of two runs.
+func (c cost) plus(o cost) cost {
+	return cost{c.client + o.client, c.redis + o.redis, c.scripts + o.scripts, c.mem + o.mem}
 }
 
 // processCPU is this process's user and system CPU time so far.

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/toolguard/toolguard/internal/redistest"
+)
+
+// TestPeerRun runs a short -peer bench on miniredis, and on the real server
+// when TOOLGUARD_REDIS_URL is set, and checks what it prints adds up: every
+// dispatch of both runs is counted once as a read, a write or a replay, none
+// failed, the peer took exactly 3 round trips per fresh write and 1 per
+// replay, and the guard/floor and guard/peer lines close the output. It
+// makes no timing assertion.
+func TestPeerRun(t *testing.T) {
+	addrs := map[string]string{"miniredis": "redis://" + miniredis.RunT(t).Addr() + "/0"}
+	if url := os.Getenv(redistest.EnvURL); url != "" {
+		addrs["redis"] = url
+	}
+	for name, addr := range addrs {
+		t.Run(name, func(t *testing.T) {
+			const n = 400
+			var out strings.Builder
+			if err := run([]string{"-redis", addr, "-c", "8", "-n", strconv.Itoa(n), "-rounds", "4", "-peer"}, &out); err != nil {
+				t.Fatal(err)
+			}
+			text := out.String()
+			t.Log("\n" + text)
+			if strings.Contains(text, "unexpected:") {
+				t.Error("some dispatches failed")
+			}
+			if !strings.Contains(text, "results:     OK "+strconv.Itoa(n)+"\n") {
+				t.Errorf("the guard's results are not %d OK", n)
+			}
+			// The table's rows: a label, then the guard's, the peer's and
+			// the floor's columns.
+			rows := map[string][3]string{}
+			for _, line := range strings.Split(text, "\n") {
+				f := strings.Fields(line)
+				if len(f) > 3 {
+					rows[strings.Join(f[:len(f)-3], " ")] = [3]string(f[len(f)-3:])
+				}
+			}
+			num := func(label string, col int) int64 {
+				t.Helper()
+				v, err := strconv.ParseInt(rows[label][col], 10, 64)
+				if err != nil {
+					t.Fatalf("row %q column %d: %v", label, col, err)
+				}
+				return v
+			}
+			for col, run := range []string{"guard", "peer"} {
+				reads, writes, replays := num("reads", col), num("writes", col), num("replays", col)
+				if reads+writes+replays != n {
+					t.Errorf("%s: %d reads + %d writes + %d replays != %d", run, reads, writes, replays, n)
+				}
+				if writes == 0 || replays == 0 || reads == 0 {
+					t.Errorf("%s: a kind is missing from the mix: %d/%d/%d", run, reads, writes, replays)
+				}
+			}
+			if got, want := num("round trips", 1), 3*num("writes", 1)+num("replays", 1); got != want {
+				t.Errorf("peer: %d round trips, want 3 per write + 1 per replay = %d", got, want)
+			}
+			if num("round trips", 0) != num("round trips", 2) {
+				t.Errorf("the floor ran %d round trips, the guard %d", num("round trips", 2), num("round trips", 0))
+			}
+			if num("stored dispatches", 0) != n || num("stored dispatches", 1) != num("writes", 1) {
+				t.Errorf("stored dispatches %v, want %d for the guard and the peer's writes", rows["stored dispatches"], n)
+			}
+			lines := strings.Split(strings.TrimSpace(text), "\n")
+			last := lines[len(lines)-1]
+			ratio, ok := strings.CutPrefix(last, "guard/peer = ")
+			if !ok || !strings.HasPrefix(lines[len(lines)-2], "guard/floor = ") {
+				t.Fatalf("the output does not end with guard/floor and guard/peer: %q", lines[len(lines)-2:])
+			}
+			if r, err := strconv.ParseFloat(ratio, 64); err != nil || r <= 0 {
+				t.Errorf("guard/peer = %q", ratio)
+			}
+		})
+	}
+}
