@@ -20,17 +20,26 @@ import (
 	"github.com/santhosh-tekuri/jsonschema/v6"
 )
 
-// Schema is a tool's input schema: the JSON Schema derived from the input
-// struct and made acceptable to OpenAI's strict mode, and the same schema
-// compiled for validation. The model is given exactly the schema the
-// arguments are validated against.
+// Schema is a tool's input schema: its JSON text and the same schema
+// compiled for validation, so the model is given exactly the schema the
+// arguments are validated against. SchemaFor derives it from an input
+// struct in OpenAI's strict subset; CompileSchema takes any JSON Schema,
+// such as a remote MCP tool's inputSchema.
 type Schema struct {
 	json     []byte
 	compiled *jsonschema.Schema
+	strict   bool
 }
 
 // JSON returns the schema's JSON text. Callers must not modify it.
 func (s *Schema) JSON() json.RawMessage { return s.json }
+
+// Strict reports whether the schema is in OpenAI's strict subset as
+// SchemaFor derives it (every property required, optional ones nullable,
+// no open objects), so providers may declare the tool strict and read an
+// absent nullable member as null. A schema from CompileSchema is not, even
+// when its text happens to fit: it is sent as is, without strict mode.
+func (s *Schema) Strict() bool { return s.strict }
 
 // Map returns a fresh decoded copy of the schema, for APIs that take one
 // (e.g. openai-go's FunctionToolParam.Parameters).
@@ -43,6 +52,39 @@ func (s *Schema) Map() map[string]any {
 // Validate checks a parsed JSON value (nil, bool, string, json.Number,
 // []any, map[string]any) against the schema.
 func (s *Schema) Validate(v any) error { return s.compiled.Validate(v) }
+
+// CompileSchema compiles raw, any JSON Schema (2020-12 unless it names
+// its draft with "$schema"), for validation; the schema's JSON is a copy of
+// raw, and it is not Strict. Formats are annotations, as the draft says,
+// not assertions. It is for schemas written elsewhere, such as a remote MCP
+// tool's inputSchema; a Go input type's schema comes from SchemaFor.
+func CompileSchema(raw json.RawMessage) (*Schema, error) {
+	raw = bytes.Clone(raw)
+	compiled, err := compile(raw, false)
+	if err != nil {
+		return nil, fmt.Errorf("toolset: compiling the schema: %w", err)
+	}
+	return &Schema{json: raw, compiled: compiled}, nil
+}
+
+// compile compiles the JSON Schema raw, JSON Schema 2020-12 unless it
+// names its draft, asserting formats when assertFormat is set.
+func compile(raw []byte, assertFormat bool) (*jsonschema.Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, err
+	}
+	c := jsonschema.NewCompiler()
+	c.DefaultDraft(jsonschema.Draft2020)
+	if assertFormat {
+		c.AssertFormat()
+	}
+	const resource = "toolguard:///input.json"
+	if err := c.AddResource(resource, doc); err != nil {
+		return nil, err
+	}
+	return c.Compile(resource)
+}
 
 var schemaCache sync.Map // reflect.Type -> *Schema or error
 
@@ -168,22 +210,13 @@ func buildSchema(t reflect.Type) (*Schema, error) {
 	if err != nil {
 		return nil, err
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	// Formats are asserted: a "date-time" the model invents is
+	// INVALID_ARGUMENTS with the reason.
+	compiled, err := compile(raw, true)
 	if err != nil {
 		return nil, err
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	c.AssertFormat() // a "date-time" the model invents is INVALID_ARGUMENTS with the reason
-	const resource = "toolguard:///input.json"
-	if err := c.AddResource(resource, doc); err != nil {
-		return nil, err
-	}
-	compiled, err := c.Compile(resource)
-	if err != nil {
-		return nil, err
-	}
-	return &Schema{json: raw, compiled: compiled}, nil
+	return &Schema{json: raw, compiled: compiled, strict: true}, nil
 }
 
 // Go types with a JSON form of their own.

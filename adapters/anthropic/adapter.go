@@ -7,9 +7,11 @@
 // agentloop's provider, streamed through the SDK's Message.Accumulate.
 //
 // The Messages API has no strict mode for these tools, so the model may
-// leave out optional members: Calls fills an absent member whose schema
-// allows null with null (contract section 8; provider.FillNulls) before
-// the guard sees it.
+// leave out optional members: for a tool whose schema is strict
+// (toolset.Schema.Strict), Calls fills an absent member whose schema allows
+// null with null (contract section 8; provider.FillNulls) before the guard
+// sees it. A schema that is not strict, such as a remote MCP tool's, gives
+// an absent member its own meaning, and nothing is filled.
 //
 // Import it under a name of your choice next to the SDK, e.g.
 //
@@ -55,8 +57,8 @@ func Context(messageID, toolUseID string) guard.ExecutionContext {
 
 // Calls returns the tool_use blocks of a message in order, as package
 // agentloop runs them, their input with absent nullable members filled
-// with null for the tool of that name among tools (the tools the request
-// offered).
+// with null when the tool of that name among tools (the tools the request
+// offered) has a strict schema.
 func Calls(msg *sdk.Message, tools []toolset.Declared) []provider.Call {
 	var calls []provider.Call
 	for _, b := range msg.Content {
@@ -71,7 +73,7 @@ func Calls(msg *sdk.Message, tools []toolset.Declared) []provider.Call {
 
 func fill(tools []toolset.Declared, name string, input json.RawMessage) string {
 	for _, t := range tools {
-		if t.Name() == name {
+		if t.Name() == name && t.Schema().Strict() {
 			return string(provider.FillNulls(t.Schema().Map(), input))
 		}
 	}

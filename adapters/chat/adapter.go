@@ -53,8 +53,9 @@ func Call(p guard.Principal, completionID string, call oai.ChatCompletionMessage
 
 // Calls returns the tool calls of an assistant message in order, as package
 // agentloop runs them: function calls with their arguments, absent
-// nullable members filled with null (FillNulls: OpenAI-compatible servers
-// may not honour strict mode), and custom tool calls answered UNKNOWN_TOOL
+// nullable members of a strict schema filled with null (FillNulls:
+// OpenAI-compatible servers may not honour strict mode; a schema that is not
+// strict gives absent its own meaning, so nothing is filled), and custom tool calls answered UNKNOWN_TOOL
 // without running (only function tools are offered). tools are the tools
 // the request offered.
 func Calls(msg oai.ChatCompletionMessage, tools []toolset.Declared) []provider.Call {
@@ -71,10 +72,11 @@ func Calls(msg oai.ChatCompletionMessage, tools []toolset.Declared) []provider.C
 	return calls
 }
 
-// fill fills absent nullable members of a call to a known tool.
+// fill fills absent nullable members of a call to a known tool whose
+// schema is strict.
 func fill(tools []toolset.Declared, name, args string) string {
 	for _, t := range tools {
-		if t.Name() == name {
+		if t.Name() == name && t.Schema().Strict() {
 			return string(provider.FillNulls(t.Schema().Map(), []byte(args)))
 		}
 	}
@@ -97,13 +99,16 @@ func OutputText(msg oai.ChatCompletionMessageParamUnion) (callID, content string
 	return t.ToolCallID, t.Content.OfString.Value, true
 }
 
-// Tools returns strict function tools of every tool in the set, with the
-// very schema the guard validates arguments against.
+// Tools returns the function tools of every tool in the set, with the very
+// schema the guard validates arguments against (see Tool).
 func Tools(set *toolset.Set) []oai.ChatCompletionToolUnionParam { return toolParams(set.Tools()) }
 
-// Tool returns the strict function tool of one tool.
+// Tool returns the function tool of one tool: strict when its schema is
+// (toolset.Schema.Strict, every toolset.Read and Write tool), and
+// otherwise, as for a schema from toolset.CompileSchema, the schema as is
+// with strict false.
 func Tool(t toolset.Declared) oai.ChatCompletionToolUnionParam {
-	fn := shared.FunctionDefinitionParam{Name: t.Name(), Parameters: t.Schema().Map(), Strict: oai.Bool(true)}
+	fn := shared.FunctionDefinitionParam{Name: t.Name(), Parameters: t.Schema().Map(), Strict: oai.Bool(t.Schema().Strict())}
 	if d := t.Description(); d != "" {
 		fn.Description = oai.String(d)
 	}

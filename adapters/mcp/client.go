@@ -1,7 +1,6 @@
 package mcp
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,9 +9,9 @@ import (
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-	"github.com/santhosh-tekuri/jsonschema/v6"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 // ImportOptions configure Import.
@@ -28,7 +27,8 @@ type ImportOptions struct {
 }
 
 // RemoteTools are the tools of a remote MCP server as guard tools. It
-// implements guard.Tools; use it with guard.New.
+// implements guard.Tools, for guard.New; Set makes them a toolset.Set, for
+// agentloop.New or next to a host's own tools.
 type RemoteTools struct {
 	byName map[string]*RemoteTool
 	order  []*RemoteTool
@@ -47,23 +47,40 @@ func (rt *RemoteTools) Lookup(name string) guard.Tool {
 // Tools returns the tools in the order the server listed them.
 func (rt *RemoteTools) Tools() []*RemoteTool { return append([]*RemoteTool(nil), rt.order...) }
 
+// Set returns the tools, in the order the server listed them, as a
+// toolset.Set, which agentloop.New takes like any other; add the host's
+// own tools with its With. It fails, naming the tool, when a remote name
+// is not one model providers accept (toolset.New's rule,
+// ^[a-zA-Z0-9_-]{1,64}$: MCP also allows dots and longer names).
+func (rt *RemoteTools) Set() (*toolset.Set, error) {
+	tools := make([]toolset.Declared, len(rt.order))
+	for i, t := range rt.order {
+		tools[i] = t
+	}
+	s, err := toolset.New(tools...)
+	if err != nil {
+		return nil, fmt.Errorf("mcp: the remote tools cannot be offered to a model: %w", err)
+	}
+	return s, nil
+}
+
 // RemoteTool is one tool of a remote MCP server, called through its client
-// session after the guard's checks. It implements guard.Tool.
+// session after the guard's checks. It implements toolset.Declared (and so
+// guard.Tool): its Schema is the server's inputSchema, not Strict.
 type RemoteTool struct {
 	cs        *sdk.ClientSession
 	def       *sdk.Tool
-	schema    json.RawMessage
-	compiled  *jsonschema.Schema
+	schema    *toolset.Schema
 	spec      guard.ToolSpec
 	authorize func(ctx context.Context, tool string, inv *guard.Invocation) error
 }
 
-var _ guard.Tool = (*RemoteTool)(nil)
+var _ toolset.Declared = (*RemoteTool)(nil)
 
 // Import lists the tools of the session's server and returns them as guard
-// tools. Each tool's inputSchema is compiled once (JSON Schema 2020-12
-// unless it names its draft) and validates the arguments before anything is
-// sent. A tool with readOnlyHint is a read; every other tool is a write,
+// tools. Each tool's inputSchema is compiled once (toolset.CompileSchema:
+// JSON Schema 2020-12 unless it names its draft) and validates the
+// arguments before anything is sent. A tool with readOnlyHint is a read; every other tool is a write,
 // which needs approval unless opts.NoApproval says otherwise.
 func Import(ctx context.Context, cs *sdk.ClientSession, opts ImportOptions) (*RemoteTools, error) {
 	if opts.Authorize == nil {
@@ -92,21 +109,11 @@ func newRemoteTool(cs *sdk.ClientSession, def *sdk.Tool, opts ImportOptions) (*R
 	if err != nil {
 		return nil, fmt.Errorf("mcp: tool %q inputSchema: %w", def.Name, err)
 	}
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	schema, err := toolset.CompileSchema(raw)
 	if err != nil {
 		return nil, fmt.Errorf("mcp: tool %q inputSchema: %w", def.Name, err)
 	}
-	c := jsonschema.NewCompiler()
-	c.DefaultDraft(jsonschema.Draft2020)
-	const resource = "toolguard:///remote-input.json"
-	if err := c.AddResource(resource, doc); err != nil {
-		return nil, fmt.Errorf("mcp: tool %q inputSchema: %w", def.Name, err)
-	}
-	compiled, err := c.Compile(resource)
-	if err != nil {
-		return nil, fmt.Errorf("mcp: tool %q inputSchema: %w", def.Name, err)
-	}
-	t := &RemoteTool{cs: cs, def: def, schema: raw, compiled: compiled, authorize: opts.Authorize,
+	t := &RemoteTool{cs: cs, def: def, schema: schema, authorize: opts.Authorize,
 		spec: guard.ToolSpec{Name: def.Name, Effect: guard.Write}}
 	if def.Annotations != nil && def.Annotations.ReadOnlyHint {
 		t.spec.Effect = guard.Read
@@ -128,7 +135,12 @@ func (t *RemoteTool) Description() string { return t.def.Description }
 
 // InputSchema returns the remote server's input schema, the one arguments
 // are validated against.
-func (t *RemoteTool) InputSchema() json.RawMessage { return t.schema }
+func (t *RemoteTool) InputSchema() json.RawMessage { return t.schema.JSON() }
+
+// Schema returns the remote server's input schema compiled, the one
+// arguments are validated against; it is not Strict, so providers declare
+// the tool without strict mode and send the schema as is.
+func (t *RemoteTool) Schema() *toolset.Schema { return t.schema }
 
 // Definition returns the tool as the remote server listed it.
 func (t *RemoteTool) Definition() *sdk.Tool { return t.def }
@@ -146,7 +158,7 @@ func (t *RemoteTool) Decode(canonical []byte, parsed any) (any, error) {
 	if _, ok := parsed.(map[string]any); !ok {
 		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments must be a JSON object.")
 	}
-	if err := t.compiled.Validate(parsed); err != nil {
+	if err := t.schema.Validate(parsed); err != nil {
 		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments do not match the tool's schema.")
 	}
 	return json.RawMessage(canonical), nil

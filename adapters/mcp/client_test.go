@@ -17,13 +17,14 @@ import (
 	"github.com/toolguard/toolguard/internal/redistest"
 )
 
-// thirdParty is an MCP server no guard knows of: a read (lookup), a write
-// (add_note) that records what it was sent, and a write that never answers
-// (slow_write).
+// thirdParty is an MCP server no guard knows of: a read (lookup) that
+// counts its calls, a write (add_note) that records what it was sent, and a
+// write that never answers (slow_write).
 type thirdParty struct {
-	mu    sync.Mutex
-	notes []string
-	keys  []any // the _meta idempotency key of each add_note call
+	mu      sync.Mutex
+	lookups int
+	notes   []string
+	keys    []any // the _meta idempotency key of each add_note call
 }
 
 func (tp *thirdParty) server() *sdk.Server {
@@ -33,6 +34,9 @@ func (tp *thirdParty) server() *sdk.Server {
 	}
 	sdk.AddTool(s, &sdk.Tool{Name: "lookup", Annotations: &sdk.ToolAnnotations{ReadOnlyHint: true}},
 		func(_ context.Context, _ *sdk.CallToolRequest, in noteIn) (*sdk.CallToolResult, map[string]any, error) {
+			tp.mu.Lock()
+			defer tp.mu.Unlock()
+			tp.lookups++
 			return nil, map[string]any{"found": in.Text}, nil
 		})
 	sdk.AddTool(s, &sdk.Tool{Name: "add_note", Annotations: &sdk.ToolAnnotations{IdempotentHint: true}},
@@ -57,13 +61,26 @@ func (tp *thirdParty) count() int {
 	return len(tp.notes)
 }
 
+func (tp *thirdParty) lookupCount() int {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return tp.lookups
+}
+
 // guarded connects to the third party in memory, imports its tools and
 // puts a guard in front of them. Principals of tenant-a may call them.
 func guarded(t *testing.T, tp *thirdParty, opts tgmcp.ImportOptions) (*guard.Guard, *tgmcp.RemoteTools) {
 	t.Helper()
+	return importInto(t, connectTo(t, tp.server()), opts)
+}
+
+// connectTo connects a client session to srv in memory, both closed when
+// the test ends.
+func connectTo(t *testing.T, srv *sdk.Server) *sdk.ClientSession {
+	t.Helper()
 	ctx := context.Background()
 	st, ct := sdk.NewInMemoryTransports()
-	ss, err := tp.server().Connect(ctx, st, nil)
+	ss, err := srv.Connect(ctx, st, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,10 +90,26 @@ func guarded(t *testing.T, tp *thirdParty, opts tgmcp.ImportOptions) (*guard.Gua
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = cs.Close() })
-	return importInto(t, cs, opts)
+	return cs
 }
 
+// importInto imports the session's tools, which principals of tenant-a
+// may call unless opts.Authorize says otherwise, and puts a guard in front
+// of them.
 func importInto(t *testing.T, cs *sdk.ClientSession, opts tgmcp.ImportOptions) (*guard.Guard, *tgmcp.RemoteTools) {
+	t.Helper()
+	rt := importTools(t, cs, opts)
+	_, rdb := redistest.Mini(t)
+	store, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return guard.New(rt, store, guard.Options{Signer: mustSigner(t)}), rt
+}
+
+// importTools imports the session's tools; without opts.Authorize,
+// principals of tenant-a may call them.
+func importTools(t *testing.T, cs *sdk.ClientSession, opts tgmcp.ImportOptions) *tgmcp.RemoteTools {
 	t.Helper()
 	if opts.Authorize == nil {
 		opts.Authorize = func(_ context.Context, _ string, inv *guard.Invocation) error {
@@ -90,12 +123,7 @@ func importInto(t *testing.T, cs *sdk.ClientSession, opts tgmcp.ImportOptions) (
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, rdb := redistest.Mini(t)
-	store, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return guard.New(rt, store, guard.Options{Signer: mustSigner(t)}), rt
+	return rt
 }
 
 func dispatch(t *testing.T, g *guard.Guard, call guard.Call) *guard.Result {

@@ -54,5 +54,9 @@
 //
 // Import turns the tools of any MCP client session into guard tools
 // (RemoteTools), so that calls pass the guard before they reach the remote
-// server.
+// server. Each RemoteTool is a toolset.Declared whose schema is the
+// server's inputSchema (toolset.CompileSchema, not strict), so
+// RemoteTools.Set (or toolset.New) makes them a toolset.Set that
+// agentloop.New takes like any other: the provider adapters offer them
+// with that schema as is, without strict mode.
 package mcp

@@ -133,8 +133,8 @@ func OutputText(item responses.ResponseInputItemUnionParam) (callID, output stri
 	return o.CallID.Value, o.Output.OfString.Value, true
 }
 
-// Tools returns strict function tool definitions of every tool in the set,
-// with the very schema the guard validates arguments against.
+// Tools returns the function tool definitions of every tool in the set,
+// with the very schema the guard validates arguments against (see Tool).
 func Tools(set *toolset.Set) []responses.ToolUnionParam {
 	tools := set.Tools()
 	out := make([]responses.ToolUnionParam, 0, len(tools))
@@ -144,12 +144,15 @@ func Tools(set *toolset.Set) []responses.ToolUnionParam {
 	return out
 }
 
-// Tool returns the strict function tool definition of one tool.
+// Tool returns the function tool definition of one tool: strict when its
+// schema is (toolset.Schema.Strict, every toolset.Read and Write tool), and
+// otherwise, as for a schema from toolset.CompileSchema, the schema as is
+// with strict false, since strict mode would refuse or reinterpret it.
 func Tool(t toolset.Declared) responses.ToolUnionParam {
 	fn := &responses.FunctionToolParam{
 		Name:       t.Name(),
 		Parameters: t.Schema().Map(),
-		Strict:     oai.Bool(true),
+		Strict:     oai.Bool(t.Schema().Strict()),
 	}
 	if d := t.Description(); d != "" {
 		fn.Description = oai.String(d)

@@ -1,6 +1,7 @@
 // # Usage
 //
-// Send the tools as strict function definitions, dispatch every function
+// Send the tools as function definitions (strict for toolset.Read and
+// Write tools, whose schemas are; see Tool), dispatch every function
 // call of a response through the guard, and answer each with its
 // function_call_output item:
 //
