@@ -59,6 +59,10 @@ func TestReshardWhileWriting(t *testing.T) {
 		replicas, from, to int
 	}{{1, 0, 1}, {0, 1, 0}} {
 		t.Run(fmt.Sprintf("Replicas=%d", tc.replicas), func(t *testing.T) {
+			// Each phase has its own bound: one shared by both ran out on
+			// a loaded machine and made the second phase's replays fail.
+			ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+			defer cancel()
 			s, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t), Replicas: tc.replicas, ReplicaTimeout: 2 * time.Second})
 			if err != nil {
 				t.Fatal(err)
@@ -122,7 +126,9 @@ func reshardWhileWriting(t *testing.T, ctx context.Context, r *rig, seed, from, 
 		list = append(list, x.o)
 		first[x.res.Code.String()+"/"+string(x.res.Delivery)]++
 		if x.res.Code == guard.CodeOK && x.res.Delivery == guard.DeliveryFresh {
-			again := r.dispatch(t, ctx, x.o)
+			rctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			again := r.dispatch(t, rctx, x.o)
+			cancel()
 			if again.Code != guard.CodeOK || again.Delivery != guard.DeliveryLocalReplay || string(again.Data) != string(x.res.Data) {
 				t.Errorf("%s acknowledged during the move, then %s; want its result replayed", x.o.callID, again)
 			}
