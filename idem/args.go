@@ -78,8 +78,10 @@ func boxMS(d time.Duration) any {
 }
 
 // args builds KEYS and ARGV for the entry. callID is the call whose
-// binding KEYS[1] names (a status query's settle names the original call's).
-func (s *Store) args(e *guard.Entry, callID string, lease time.Duration) ([]string, []any) {
+// binding KEYS[1] names (a status query's settle names the original call's);
+// receipt is what a settle's receipt lookup said (ReceiptInconclusive
+// elsewhere).
+func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt guard.Receipt) ([]string, []any) {
 	k := makeKeys(s.prefix, e.TenantID, e.SubjectID, callID, e.IdempotencyKey, e.OperationID)
 	bodySum := sha256.Sum256(e.AuditBody)
 	a := scriptArgs{
@@ -101,6 +103,9 @@ func (s *Store) args(e *guard.Entry, callID string, lease time.Duration) ([]stri
 		ttlMS:       s.ttlMS,
 		auditTTLMS:  s.auditTTLMS,
 		receipt:     boxedEmpty,
+	}
+	if int(receipt) < len(boxedReceipts) {
+		a.receipt = boxedReceipts[receipt]
 	}
 	return k.list(), a.list()
 }

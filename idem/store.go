@@ -176,7 +176,7 @@ func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 	if _, ok := guard.ParseCode(e.Code.String()); !ok {
 		return nil, errNoCode
 	}
-	keys, argv := s.args(e, e.CallID, releaseHold)
+	keys, argv := s.args(e, e.CallID, releaseHold, guard.ReceiptInconclusive)
 	reply, err := s.run(ctx, finishScript, keys, argv)
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err
@@ -191,7 +191,7 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	if e.Token == "" {
 		return nil, errNoToken
 	}
-	keys, argv := s.args(e, e.CallID, lease)
+	keys, argv := s.args(e, e.CallID, lease, guard.ReceiptInconclusive)
 	reply, err := s.run(ctx, reserveScript, keys, argv)
 	if err != nil {
 		return nil, err
@@ -212,7 +212,7 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 	if _, ok := guard.ParseCode(e.Code.String()); !ok {
 		return nil, errNoCode
 	}
-	keys, argv := s.args(e, e.CallID, releaseHold)
+	keys, argv := s.args(e, e.CallID, releaseHold, guard.ReceiptInconclusive)
 	reply, err := s.run(ctx, commitScript, keys, argv)
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err
@@ -222,7 +222,7 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 
 // Status implements guard.Store.
 func (s *Store) Status(ctx context.Context, q *guard.Entry) (*guard.Result, *guard.Pending, error) {
-	keys, argv := s.args(q, "", releaseHold)
+	keys, argv := s.args(q, "", releaseHold, guard.ReceiptInconclusive)
 	reply, err := s.run(ctx, statusScript, keys, argv)
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, nil, err
@@ -240,10 +240,7 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, r 
 	e := *q
 	e.Code = 0
 	e.Data = data
-	keys, argv := s.args(&e, p.CallID, releaseHold)
-	if int(r) < len(boxedReceipts) {
-		argv[len(argv)-1] = boxedReceipts[r]
-	}
+	keys, argv := s.args(&e, p.CallID, releaseHold, r)
 	reply, err := s.run(ctx, settleScript, keys, argv)
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err

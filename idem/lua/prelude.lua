@@ -129,10 +129,17 @@ local function index(ref)
   redis.call('SET', KEYS[3], ref, 'PX', TTL)
 end
 
+-- readkey reads the idempotency record's fields precheck needs, and its
+-- token (7th): reserve reads it once for both.
+local function readkey(key)
+  return redis.call('HMGET', key, 'fp', 'state', 'data', 'msg', 'op', 'lease', 'token')
+end
+
 -- precheck applies checks 1 and 2 of the contract. When they decide the
 -- answer it is audited and returned; otherwise it returns nil and whether
--- the call id was already bound (to this fingerprint).
-local function precheck()
+-- the call id was already bound (to this fingerprint). own, when given, is
+-- KEYS[2]'s record as readkey read it.
+local function precheck(own)
   local bound, linked = false, nil
   if HAS_CALL then
     local c = redis.call('HMGET', KEYS[1], 'fp', 'code', 'data', 'msg', 'key')
@@ -153,11 +160,11 @@ local function precheck()
   -- operation, whatever key the retry carries), else the key's.
   local key, k = nil, nil
   if linked and linked ~= '' then
-    k = redis.call('HMGET', linked, 'fp', 'state', 'data', 'msg', 'op', 'lease')
+    k = (own and linked == KEYS[2]) and own or readkey(linked)
     if live(k) then key = linked end
   end
   if not key and HAS_KEY then
-    k = redis.call('HMGET', KEYS[2], 'fp', 'state', 'data', 'msg', 'op', 'lease')
+    k = own or readkey(KEYS[2])
     if live(k) then key = KEYS[2] end
   end
   if not key then return nil, bound end

@@ -2,12 +2,12 @@
 -- Idempotent per token: a copy of this reservation sent again (a client
 -- retry after a lost reply) finds its own token and changes nothing; after
 -- the token's release it is refused, so the key stays free.
-local own = redis.call('HMGET', KEYS[2], 'token', 'state')
-if own[1] == TOKEN then
+local own = readkey(KEYS[2])
+if own[7] == TOKEN then
   if own[2] == 'P' then return {'T'} end
   return answer('UNAVAILABLE', 'fresh')
 end
-local pre, bound = precheck()
+local pre, bound = precheck(own)
 if pre then return pre end
 -- Bind the call id and link it to the record it reserves: a retry of this
 -- call id is answered from this operation whatever key or operation id it
