@@ -3,7 +3,6 @@ package idem
 import (
 	"context"
 	"crypto/sha256"
-	_ "embed"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -23,12 +22,6 @@ import (
 // knows: list a tenant's unknown and stuck writes (Unsettled), and settle
 // one by hand (Resolve), audited with the operator's name. cmd/toolctl is
 // its command line.
-
-var (
-	//go:embed lua/resolve.lua
-	resolveSrc    string
-	resolveScript = redis.NewScript(prelude + resolveSrc)
-)
 
 // UnsettledState says why an operation is unsettled.
 type UnsettledState string

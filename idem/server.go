@@ -59,14 +59,14 @@ func (s *Store) Check(ctx context.Context) error {
 // change it checks the server. With Options.Replicas, the script and a WAIT
 // go in one pipeline to the master of the keys; a reply that too few
 // replicas acknowledged is returned with ErrNotReplicated.
-func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, argv []any) ([]string, error) {
+func (s *Store) run(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
 	if !s.checked.Load() {
 		if err := s.Check(ctx); err != nil {
 			return nil, err
 		}
 	}
 	if s.opts.Replicas <= 0 {
-		return sc.Run(ctx, s.rdb, keys, argv...).StringSlice()
+		return sc.eval.Run(ctx, s.rdb, keys, argv...).StringSlice()
 	}
 	node, err := s.master(ctx, keys[0])
 	if err != nil {
@@ -98,10 +98,10 @@ func (s *Store) run(ctx context.Context, sc *redis.Script, keys []string, argv [
 // runWait pipelines the script with WAIT on one server: EVALSHA, and EVAL
 // again when the server does not have the script yet; after an ASK
 // redirect, ASKING first.
-func (s *Store) runWait(ctx context.Context, node *redis.Client, sc *redis.Script, keys []string, argv []any, asking bool) ([]string, int, error) {
-	cmd, wait := s.pipeWait(ctx, node, asking, func(p redis.Pipeliner) *redis.Cmd { return sc.EvalSha(ctx, p, keys, argv...) })
+func (s *Store) runWait(ctx context.Context, node *redis.Client, sc *script, keys []string, argv []any, asking bool) ([]string, int, error) {
+	cmd, wait := s.pipeWait(ctx, node, asking, func(p redis.Pipeliner) *redis.Cmd { return sc.eval.EvalSha(ctx, p, keys, argv...) })
 	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd, wait = s.pipeWait(ctx, node, asking, func(p redis.Pipeliner) *redis.Cmd { return sc.Eval(ctx, p, keys, argv...) })
+		cmd, wait = s.pipeWait(ctx, node, asking, func(p redis.Pipeliner) *redis.Cmd { return sc.eval.Eval(ctx, p, keys, argv...) })
 	}
 	reply, err := cmd.StringSlice()
 	if err != nil {

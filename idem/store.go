@@ -37,7 +37,6 @@ package idem
 
 import (
 	"context"
-	_ "embed"
 	"errors"
 	"fmt"
 	"strconv"
@@ -97,27 +96,6 @@ type Store struct {
 }
 
 var _ guard.Store = (*Store)(nil)
-
-var (
-	//go:embed lua/prelude.lua
-	prelude string
-	//go:embed lua/finish.lua
-	finishSrc string
-	//go:embed lua/reserve.lua
-	reserveSrc string
-	//go:embed lua/commit.lua
-	commitSrc string
-	//go:embed lua/status.lua
-	statusSrc string
-	//go:embed lua/settle.lua
-	settleSrc string
-
-	finishScript  = redis.NewScript(prelude + finishSrc)
-	reserveScript = redis.NewScript(prelude + reserveSrc)
-	commitScript  = redis.NewScript(prelude + commitSrc)
-	statusScript  = redis.NewScript(prelude + statusSrc)
-	settleScript  = redis.NewScript(prelude + settleSrc)
-)
 
 // Errors New returns for a client or options it cannot work with.
 var (

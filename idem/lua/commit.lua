@@ -1,9 +1,9 @@
 -- commit: the outcome of a reserved write, with its audit record (appended
 -- first: if it fails, nothing is stored).
 local code, delivery, data, msg, op, side = CODE, 'fresh', DATA, MSG, '', SIDE
-local k = redis.call('HMGET', KEYS[2], 'fp', 'state', 'token', 'data', 'msg', 'done', 'r:' .. TOKEN)
+local k = redis.call('HMGET', K[2], 'fp', 'state', 'token', 'data', 'msg', 'done', 'r:' .. TOKEN)
 local b = {false, false}
-if HAS_CALL then b = redis.call('HMGET', KEYS[1], 'fp', 'done') end
+if HAS_CALL then b = redis.call('HMGET', K[1], 'fp', 'done') end
 -- A retry of this very commit (its reply was lost after it was applied):
 -- answer as the first did, change nothing, audit nothing more. The first
 -- commit left its token where its answer can be read again: in the record
@@ -45,26 +45,26 @@ end
 if code == 'OUTCOME_UNKNOWN' then op = OP end
 audit(code, delivery, side)
 if store == 'C' then
-  redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'C', 'data', data, 'msg', msg, 'op', OP, 'tool', TOOL,
+  redis.call('HSET', K[2], 'fp', FP, 'state', 'C', 'data', data, 'msg', msg, 'op', OP, 'tool', TOOL,
     'key', KEY, 'call', CALL, 'done', TOKEN)
-  redis.call('PEXPIRE', KEYS[2], TTL)
+  redis.call('PEXPIRE', K[2], TTL)
 elseif store == 'U' then
-  redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'U', 'op', OP, 'tool', TOOL, 'key', KEY,
+  redis.call('HSET', K[2], 'fp', FP, 'state', 'U', 'op', OP, 'tool', TOOL, 'key', KEY,
     'call', CALL, 'done', TOKEN)
-  redis.call('PEXPIRE', KEYS[2], TTL)
+  redis.call('PEXPIRE', K[2], TTL)
 elseif store == 'X' then
-  release(KEYS[2])
+  release(K[2])
 else
-  redis.call('HSET', KEYS[2], 'r:' .. TOKEN, code .. ' ' .. delivery)
+  redis.call('HSET', K[2], 'r:' .. TOKEN, code .. ' ' .. delivery)
 end
 -- The call binding: bound to this intent unless it is another's (a
 -- reservation answered CALL_ID_CONFLICT, its reply lost, then released).
 if HAS_CALL and (not b[1] or b[1] == FP) then
   if TERMINAL[code] then
-    redis.call('HSET', KEYS[1], 'fp', FP, 'code', code, 'data', data, 'msg', msg, 'done', TOKEN)
+    redis.call('HSET', K[1], 'fp', FP, 'code', code, 'data', data, 'msg', msg, 'done', TOKEN)
   else
-    redis.call('HSET', KEYS[1], 'fp', FP, 'done', TOKEN)
+    redis.call('HSET', K[1], 'fp', FP, 'done', TOKEN)
   end
-  redis.call('PEXPIRE', KEYS[1], TTL)
+  redis.call('PEXPIRE', K[1], TTL)
 end
 return answer(code, delivery, data, msg, RETRY, op)

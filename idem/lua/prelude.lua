@@ -1,19 +1,33 @@
--- Shared by every script. KEYS and ARGV have the same layout in all of them,
--- mirrored field by field by scriptArgs in idem/args.go:
---   KEYS[1] call-id binding    KEYS[2] idempotency record   KEYS[3] operation index
---   KEYS[4] audit stream       KEYS[5] audit head
-local FP, NOW = ARGV[1], tonumber(ARGV[2])  -- fingerprint; now (ms, the guard's clock)
-local CALL, KEY = ARGV[3], ARGV[4]          -- call id, effective idempotency key ('' = none)
-local OP, TOOL = ARGV[5], ARGV[6]           -- operation id, tool name
-local CODE, DATA, MSG = ARGV[7], ARGV[8], ARGV[9]  -- the outcome the guard computed
-local RETRY, SIDE = ARGV[10], ARGV[11]      -- retry after (ms); side effect (yes/no/unknown)
-local BODY, BODYSUM = ARGV[12], ARGV[13]    -- audit body; its hex SHA-256
-local TOKEN = ARGV[14]                      -- the write's reservation token ('' = none)
-local LEASE = tonumber(ARGV[15])            -- reservation lease (ms)
-local TTL = tonumber(ARGV[16])              -- retention of records (ms)
-local AUDIT_TTL = ARGV[17]                  -- retention of an idle audit log (ms, '0': kept)
-local RECEIPT = ARGV[18]                    -- settle: 'found', 'absent' or '' (inconclusive)
-local HAS_CALL, HAS_KEY = CALL ~= '', KEY ~= ''
+-- Shared by every script: each script's body is a function of its own, run
+-- after setup has read the call's keys and arguments, so the prelude can be
+-- loaded once as a Redis Function library (lib.go) or sent with each script
+-- (EVALSHA). K (the keys) and the arguments have the same layout in every
+-- script, mirrored field by field by scriptArgs in idem/args.go:
+--   K[1] call-id binding    K[2] idempotency record   K[3] operation index
+--   K[4] audit stream       K[5] audit head
+local K
+local FP, NOW          -- fingerprint; now (ms, the guard's clock)
+local CALL, KEY        -- call id, effective idempotency key ('' = none)
+local OP, TOOL         -- operation id, tool name
+local CODE, DATA, MSG  -- the outcome the guard computed
+local RETRY, SIDE      -- retry after (ms); side effect (yes/no/unknown)
+local BODY, BODYSUM    -- audit body; its hex SHA-256
+local TOKEN            -- the write's reservation token ('' = none)
+local LEASE            -- reservation lease (ms)
+local TTL              -- retention of records (ms)
+local AUDIT_TTL        -- retention of an idle audit log (ms, '0': kept)
+local RECEIPT          -- settle: 'found', 'absent' or '' (inconclusive)
+local HAS_CALL, HAS_KEY
+
+local function setup(keys, argv)
+  K = keys
+  FP, NOW, CALL, KEY, OP, TOOL = argv[1], tonumber(argv[2]), argv[3], argv[4], argv[5], argv[6]
+  CODE, DATA, MSG, RETRY, SIDE = argv[7], argv[8], argv[9], argv[10], argv[11]
+  BODY, BODYSUM, TOKEN, LEASE = argv[12], argv[13], argv[14], tonumber(argv[15])
+  TTL, AUDIT_TTL, RECEIPT = tonumber(argv[16]), argv[17], argv[18]
+  HAS_CALL, HAS_KEY = CALL ~= '', KEY ~= ''
+end
+
 -- All keys share one hash tag, so the scripts are legal on a cluster.
 --
 -- Rule of every script: the audit record is appended before any other write,
@@ -30,7 +44,7 @@ local TERMINAL = {OK = true, NOT_FOUND = true, UNKNOWN_TOOL = true, INVALID_ARGU
 -- record was trimmed, the last id the stream gave. Sequence numbers are
 -- never reused; a link that cannot be recovered fails verification.
 local function lasthead()
-  local last = redis.call('XREVRANGE', KEYS[4], '+', '-', 'COUNT', 1)[1]
+  local last = redis.call('XREVRANGE', K[4], '+', '-', 'COUNT', 1)[1]
   if last then
     local f = last[2]
     for i = 1, #f, 2 do
@@ -38,8 +52,8 @@ local function lasthead()
     end
     return tonumber(string.match(last[1], '^%d+')), ''
   end
-  if redis.call('EXISTS', KEYS[4]) == 1 then
-    local info = redis.call('XINFO', 'STREAM', KEYS[4])
+  if redis.call('EXISTS', K[4]) == 1 then
+    local info = redis.call('XINFO', 'STREAM', K[4])
     for i = 1, #info, 2 do
       if info[i] == 'last-generated-id' then return tonumber(string.match(info[i + 1], '^%d+')), '' end
     end
@@ -51,10 +65,10 @@ end
 -- chain head is one string, "<seq> <hash>"; a head kept by an earlier
 -- version as a hash {seq, hash} is read once and replaced.
 local function audit(code, delivery, side)
-  local head, seq, prev = redis.pcall('GET', KEYS[5]), 0, ''
+  local head, seq, prev = redis.pcall('GET', K[5]), 0, ''
   if type(head) == 'table' then
-    local h = redis.call('HMGET', KEYS[5], 'seq', 'hash')
-    redis.call('DEL', KEYS[5])
+    local h = redis.call('HMGET', K[5], 'seq', 'hash')
+    redis.call('DEL', K[5])
     head = h[1] and (h[1] .. ' ' .. (h[2] or '')) or false
   end
   if head then
@@ -65,14 +79,14 @@ local function audit(code, delivery, side)
   end
   local id = string.format('%d', seq + 1)
   local hash = redis.sha1hex(prev .. '\n' .. id .. '\n' .. BODYSUM .. '\n' .. code .. '\n' .. delivery .. '\n' .. side)
-  redis.call('XADD', KEYS[4], id .. '-1', 'body', BODY, 'code', code,
+  redis.call('XADD', K[4], id .. '-1', 'body', BODY, 'code', code,
     'delivery', delivery, 'side', side, 'prev', prev, 'hash', hash)
   if AUDIT_TTL == '0' then
-    redis.call('SET', KEYS[5], id .. ' ' .. hash)
+    redis.call('SET', K[5], id .. ' ' .. hash)
   else
     -- An idle tenant's whole log (stream and head together) expires.
-    redis.call('SET', KEYS[5], id .. ' ' .. hash, 'PX', AUDIT_TTL)
-    redis.call('PEXPIRE', KEYS[4], AUDIT_TTL)
+    redis.call('SET', K[5], id .. ' ' .. hash, 'PX', AUDIT_TTL)
+    redis.call('PEXPIRE', K[4], AUDIT_TTL)
   end
 end
 
@@ -84,11 +98,11 @@ end
 local function bind(code, data, msg)
   if not HAS_CALL then return end
   if TERMINAL[code] then
-    redis.call('HSET', KEYS[1], 'fp', FP, 'code', code, 'data', data or '', 'msg', msg or '')
+    redis.call('HSET', K[1], 'fp', FP, 'code', code, 'data', data or '', 'msg', msg or '')
   else
-    redis.call('HSET', KEYS[1], 'fp', FP)
+    redis.call('HSET', K[1], 'fp', FP)
   end
-  redis.call('PEXPIRE', KEYS[1], TTL)
+  redis.call('PEXPIRE', K[1], TTL)
 end
 
 -- keycheck answers from an idempotency record that exists: a conflict, a
@@ -118,15 +132,15 @@ end
 -- operation keeps its id.
 local function index(ref)
   if string.sub(ref, 1, 1) == 'c' then
-    redis.call('SET', KEYS[3], ref, 'PX', TTL, 'NX')
+    redis.call('SET', K[3], ref, 'PX', TTL, 'NX')
     return
   end
-  local cur = redis.call('GET', KEYS[3])
+  local cur = redis.call('GET', K[3])
   if cur and cur ~= ref and string.sub(cur, 1, 1) == 'k' then
     local st = redis.call('HGET', string.sub(cur, 2), 'state')
     if st and st ~= 'X' then return end
   end
-  redis.call('SET', KEYS[3], ref, 'PX', TTL)
+  redis.call('SET', K[3], ref, 'PX', TTL)
 end
 
 -- readkey reads the idempotency record's fields precheck needs, and its
@@ -138,11 +152,11 @@ end
 -- precheck applies checks 1 and 2 of the contract. When they decide the
 -- answer it is audited and returned; otherwise it returns nil and whether
 -- the call id was already bound (to this fingerprint). own, when given, is
--- KEYS[2]'s record as readkey read it.
+-- K[2]'s record as readkey read it.
 local function precheck(own)
   local bound, linked = false, nil
   if HAS_CALL then
-    local c = redis.call('HMGET', KEYS[1], 'fp', 'code', 'data', 'msg', 'key')
+    local c = redis.call('HMGET', K[1], 'fp', 'code', 'data', 'msg', 'key')
     if c[1] then
       bound = true
       if c[1] ~= FP then
@@ -160,12 +174,12 @@ local function precheck(own)
   -- operation, whatever key the retry carries), else the key's.
   local key, k = nil, nil
   if linked and linked ~= '' then
-    k = (own and linked == KEYS[2]) and own or readkey(linked)
+    k = (own and linked == K[2]) and own or readkey(linked)
     if live(k) then key = linked end
   end
   if not key and HAS_KEY then
-    k = own or readkey(KEYS[2])
-    if live(k) then key = KEYS[2] end
+    k = own or readkey(K[2])
+    if live(k) then key = K[2] end
   end
   if not key then return nil, bound end
   local code, delivery, data, msg, retry, op, stale = keycheck(k)
@@ -174,16 +188,16 @@ local function precheck(own)
   if not bound then
     bind(code, data, msg)
   elseif TERMINAL[code] then
-    redis.call('HSET', KEYS[1], 'code', code, 'data', data, 'msg', msg)
+    redis.call('HSET', K[1], 'code', code, 'data', data, 'msg', msg)
   end
-  if TERMINAL[code] and HAS_CALL then index('c' .. KEYS[1]) end
+  if TERMINAL[code] and HAS_CALL then index('c' .. K[1]) end
   return answer(code, delivery, data, msg, retry, op), bound
 end
 
 -- record reads the operation a status query names: its record key and fields.
 local function record()
-  local ref = redis.call('GET', KEYS[3])
-  if not ref and HAS_KEY then ref = 'k' .. KEYS[2] end -- the index alone was lost
+  local ref = redis.call('GET', K[3])
+  if not ref and HAS_KEY then ref = 'k' .. K[2] end -- the index alone was lost
   if not ref then return nil end
   local kind, key = string.sub(ref, 1, 1), string.sub(ref, 2)
   if kind == 'c' then
@@ -228,5 +242,5 @@ local function release(key)
     redis.call('HSET', key, 'state', 'X', 'token', TOKEN, 'done', TOKEN)
     redis.call('PEXPIRE', key, math.max(LEASE, 1000))
   end
-  if redis.call('GET', KEYS[3]) == 'k' .. key then redis.call('DEL', KEYS[3]) end
+  if redis.call('GET', K[3]) == 'k' .. key then redis.call('DEL', K[3]) end
 end

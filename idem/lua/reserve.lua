@@ -2,7 +2,7 @@
 -- Idempotent per token: a copy of this reservation sent again (a client
 -- retry after a lost reply) finds its own token and changes nothing; after
 -- the token's release it is refused, so the key stays free.
-local own = readkey(KEYS[2])
+local own = readkey(K[2])
 if own[7] == TOKEN then
   if own[2] == 'P' then return {'T'} end
   return answer('UNAVAILABLE', 'fresh')
@@ -14,15 +14,15 @@ if pre then return pre end
 -- carries.
 if HAS_CALL then
   if bound then
-    redis.call('HSET', KEYS[1], 'key', KEYS[2])
+    redis.call('HSET', K[1], 'key', K[2])
   else
-    redis.call('HSET', KEYS[1], 'fp', FP, 'key', KEYS[2])
-    redis.call('PEXPIRE', KEYS[1], TTL)
+    redis.call('HSET', K[1], 'fp', FP, 'key', K[2])
+    redis.call('PEXPIRE', K[1], TTL)
   end
 end
-if own[2] == 'X' then redis.call('DEL', KEYS[2]) end -- a released record's tombstone
-redis.call('HSET', KEYS[2], 'fp', FP, 'state', 'P', 'op', OP, 'lease', NOW + LEASE, 'token', TOKEN,
+if own[2] == 'X' then redis.call('DEL', K[2]) end -- a released record's tombstone
+redis.call('HSET', K[2], 'fp', FP, 'state', 'P', 'op', OP, 'lease', NOW + LEASE, 'token', TOKEN,
   'tool', TOOL, 'key', KEY, 'call', CALL)
-redis.call('PEXPIRE', KEYS[2], TTL)
-index('k' .. KEYS[2])
+redis.call('PEXPIRE', K[2], TTL)
+index('k' .. K[2])
 return {'T'}

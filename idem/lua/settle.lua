@@ -1,6 +1,6 @@
 -- settle: the end of a status query on an unknown outcome, with what the
 -- tool's receipt lookup said (RECEIPT: 'found' with DATA, 'absent', or ''
--- when inconclusive). KEYS[1] is the original call's binding.
+-- when inconclusive). K[1] is the original call's binding.
 local done, r = settled()
 if done then return done end
 if RECEIPT == 'found' then
@@ -14,8 +14,8 @@ if RECEIPT == 'found' then
   redis.call('HSET', r.key, 'state', 'C', 'data', DATA, 'msg', '')
   redis.call('PEXPIRE', r.key, TTL)
   if HAS_CALL then
-    redis.call('HSET', KEYS[1], 'fp', r.fp, 'code', 'OK', 'data', DATA, 'msg', '')
-    redis.call('PEXPIRE', KEYS[1], TTL)
+    redis.call('HSET', K[1], 'fp', r.fp, 'code', 'OK', 'data', DATA, 'msg', '')
+    redis.call('PEXPIRE', K[1], TTL)
   end
   return answer('OK', 'receipt_reconciled', DATA, '')
 end
