@@ -14,8 +14,8 @@ import (
 // TestPeerRun runs a short -peer bench on miniredis, and on the real server
 // when TOOLGUARD_REDIS_URL is set, and checks what it prints adds up: every
 // dispatch of both runs is counted once as a read, a write or a replay, none
-// failed, the peer took exactly 3 round trips per fresh write and 1 per
-// replay, and the guard/floor and guard/peer lines close the output. It
+// failed, the peer took exactly 3 round trips per fresh write and per read
+// (it wraps reads, keyed by call id) and 1 per replay, and the guard/floor and guard/peer lines close the output. It
 // makes no timing assertion.
 func TestPeerRun(t *testing.T) {
 	addrs := map[string]string{"miniredis": "redis://" + miniredis.RunT(t).Addr() + "/0"}
@@ -63,14 +63,14 @@ func TestPeerRun(t *testing.T) {
 					t.Errorf("%s: a kind is missing from the mix: %d/%d/%d", run, reads, writes, replays)
 				}
 			}
-			if got, want := num("round trips", 1), 3*num("writes", 1)+num("replays", 1); got != want {
-				t.Errorf("peer: %d round trips, want 3 per write + 1 per replay = %d", got, want)
+			if got, want := num("round trips", 1), 3*num("writes", 1)+3*num("reads", 1)+num("replays", 1); got != want {
+				t.Errorf("peer: %d round trips, want 3 per write and read + 1 per replay = %d", got, want)
 			}
 			if num("round trips", 0) != num("round trips", 2) {
 				t.Errorf("the floor ran %d round trips, the guard %d", num("round trips", 2), num("round trips", 0))
 			}
-			if num("stored dispatches", 0) != n || num("stored dispatches", 1) != num("writes", 1) {
-				t.Errorf("stored dispatches %v, want %d for the guard and the peer's writes", rows["stored dispatches"], n)
+			if num("stored dispatches", 0) != n || num("stored dispatches", 1) != num("writes", 1)+num("reads", 1) {
+				t.Errorf("stored dispatches %v, want %d for the guard and the peer's writes and reads", rows["stored dispatches"], n)
 			}
 			lines := strings.Split(strings.TrimSpace(text), "\n")
 			last := lines[len(lines)-1]

@@ -22,9 +22,12 @@ import (
 //	run the tool
 //	SET key result PX ttl
 //
-// three round trips for a fresh call and one for a replay. A call without a
-// key (a read) runs the tool with no round trip at all: Powertools stores
-// only the calls it is asked to wrap, and nobody wraps a read.
+// three round trips for a fresh call and one for a replay. The layer wraps
+// the dispatcher, so every call goes through it: a call without an
+// idempotency key (a read) is keyed by its call id, which is what keeps a
+// model's repeated call id from running twice, and what the guard does for
+// every call. With reads false (toolbench -peer-reads=false), a read runs
+// the tool with no round trip at all, as when a team wraps only its writes.
 //
 // It does none of what the guard does besides: no schema validation, no
 // approval check, no call-id binding, no operation index, no audit record,
@@ -36,6 +39,7 @@ type peer struct {
 	rdb        redis.UniversalClient
 	prefix     string
 	lease, ttl time.Duration
+	reads      bool // wrap reads too, keyed by call id
 	tools      map[string]peerTool
 }
 
@@ -66,20 +70,23 @@ const peerInProgress = "in-progress"
 var errPeerInProgress = errors.New("peer: the key's call is in progress")
 
 // key is the call's record: the tenant as a hash tag, like the guard's
-// keys, so that a cluster spreads both alike.
+// keys, so that a cluster spreads both alike, and the idempotency key, or
+// else the call id.
 func (p *peer) key(call guard.Call) string {
-	return p.prefix + "{" + call.Principal.TenantID + "}:" + call.Context.IdempotencyKey
+	if call.Context.IdempotencyKey == "" {
+		return p.prefix + "{" + call.Principal.TenantID + "}:c:" + call.Context.CallID
+	}
+	return p.prefix + "{" + call.Principal.TenantID + "}:k:" + call.Context.IdempotencyKey
 }
 
-// Dispatch runs call's tool, through the layer when the call has an
-// idempotency key. replayed reports a stored result returned without
+// Dispatch runs call's tool through the layer. replayed reports a stored result returned without
 // running the tool.
 func (p *peer) Dispatch(ctx context.Context, call guard.Call) (out []byte, replayed bool, err error) {
 	tool, ok := p.tools[call.Proposal.Name]
 	if !ok {
 		return nil, false, fmt.Errorf("peer: no tool %q", call.Proposal.Name)
 	}
-	if call.Context.IdempotencyKey == "" {
+	if call.Context.IdempotencyKey == "" && !p.reads {
 		out, err := tool(ctx, call.Principal, call.Proposal.Arguments)
 		return out, false, err
 	}
