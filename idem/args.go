@@ -24,7 +24,7 @@ type scriptArgs struct {
 	message     string // ARGV[9]  MSG
 	retryMS     any    // ARGV[10] RETRY
 	side        any    // ARGV[11] SIDE: yes, no or unknown
-	body        string // ARGV[12] BODY: the audit body
+	body        string // ARGV[12] BODY: the audit body, as stored (encodeBody)
 	bodySum     string // ARGV[13] BODYSUM: its hex SHA-256
 	token       string // ARGV[14] TOKEN: the reservation token, '' when none
 	leaseMS     any    // ARGV[15] LEASE
@@ -96,7 +96,7 @@ func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt
 		message:     e.Message,
 		retryMS:     boxMS(e.RetryAfter),
 		side:        boxSide(e.SideEffect),
-		body:        string(e.AuditBody),
+		body:        encodeBody(e.AuditBody),
 		bodySum:     hex.EncodeToString(bodySum[:]),
 		token:       e.Token,
 		leaseMS:     boxMS(lease),

@@ -10,27 +10,28 @@ import "encoding/base64"
 // share a cluster slot and one script may touch them together.
 type keys struct {
 	call, idem, op, audit, head string
+	opCall                      string // the binding of the call whose id is the operation id
 }
 
 var enc = base64.RawURLEncoding
 
-// makeKeys names the five keys of a call. They are written into one buffer
+// makeKeys names the six keys of a call. They are written into one buffer
 // and sliced from one string: a dispatch allocates once for its key names.
 func makeKeys(prefix, tenant, subject, callID, idemKey, opID string) keys {
 	tagLen := len(prefix) + 3 + enc.EncodedLen(len(tenant))
 	subLen := enc.EncodedLen(len(subject))
 	scopedLen := func(id string) int { return tagLen + 4 + subLen + enc.EncodedLen(len(id)) }
-	b := make([]byte, 0, scopedLen(callID)+scopedLen(idemKey)+scopedLen(opID)+2*tagLen+len(":audit")+len(":audit:head"))
+	b := make([]byte, 0, scopedLen(callID)+scopedLen(idemKey)+2*scopedLen(opID)+2*tagLen+len(":audit")+len(":audit:head"))
 	tag := func() {
 		b = append(b, prefix...)
 		b = append(b, "{t"...) // never an empty tag, which Redis would ignore
 		b = enc.AppendEncode(b, []byte(tenant))
 		b = append(b, '}')
 	}
-	var ends [5]int
-	for i, id := range [3]string{callID, idemKey, opID} {
+	var ends [6]int
+	for i, id := range [4]string{callID, idemKey, opID, opID} {
 		tag()
-		b = append(b, ':', "cko"[i], ':')
+		b = append(b, ':', "ckoc"[i], ':')
 		b = enc.AppendEncode(b, []byte(subject))
 		b = append(b, ':')
 		b = enc.AppendEncode(b, []byte(id))
@@ -38,13 +39,14 @@ func makeKeys(prefix, tenant, subject, callID, idemKey, opID string) keys {
 	}
 	tag()
 	b = append(b, ":audit"...)
-	ends[3] = len(b)
+	ends[4] = len(b)
 	tag()
 	b = append(b, ":audit:head"...)
-	ends[4] = len(b)
+	ends[5] = len(b)
 	all := string(b)
 	return keys{call: all[:ends[0]], idem: all[ends[0]:ends[1]], op: all[ends[1]:ends[2]],
-		audit: all[ends[2]:ends[3]], head: all[ends[3]:ends[4]]}
+		opCall: all[ends[2]:ends[3]], audit: all[ends[3]:ends[4]], head: all[ends[4]:ends[5]]}
 }
 
-func (k keys) list() []string { return []string{k.call, k.idem, k.op, k.audit, k.head} }
+// list returns the keys in the scripts' order (K in lua/prelude.lua).
+func (k keys) list() []string { return []string{k.call, k.idem, k.op, k.audit, k.head, k.opCall} }

@@ -62,11 +62,12 @@ func FuzzKeys(f *testing.F) {
 func TestKeyNames(t *testing.T) {
 	k := makeKeys("tg:", "tenant-a", "user-1", "call_1", "k:refund-1", "op-1")
 	want := keys{
-		call:  "tg:{tdGVuYW50LWE}:c:dXNlci0x:Y2FsbF8x",
-		idem:  "tg:{tdGVuYW50LWE}:k:dXNlci0x:azpyZWZ1bmQtMQ",
-		op:    "tg:{tdGVuYW50LWE}:o:dXNlci0x:b3AtMQ",
-		audit: "tg:{tdGVuYW50LWE}:audit",
-		head:  "tg:{tdGVuYW50LWE}:audit:head",
+		call:   "tg:{tdGVuYW50LWE}:c:dXNlci0x:Y2FsbF8x",
+		idem:   "tg:{tdGVuYW50LWE}:k:dXNlci0x:azpyZWZ1bmQtMQ",
+		op:     "tg:{tdGVuYW50LWE}:o:dXNlci0x:b3AtMQ",
+		audit:  "tg:{tdGVuYW50LWE}:audit",
+		head:   "tg:{tdGVuYW50LWE}:audit:head",
+		opCall: "tg:{tdGVuYW50LWE}:c:dXNlci0x:b3AtMQ", // the binding a call named op-1 would have
 	}
 	if k != want {
 		t.Fatalf("keys\n got %+v\nwant %+v", k, want)

@@ -279,7 +279,7 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 	}
 	a := scriptArgs{fingerprint: rec.fp, now: strconv.FormatInt(r.Now.UnixMilli(), 10), key: rec.key,
 		opID: rec.op, tool: rec.tool, code: boxCode(code), data: string(data), message: msg,
-		retryMS: boxedZero, side: boxSide(guard.SideEffectNone), body: string(body),
+		retryMS: boxedZero, side: boxSide(guard.SideEffectNone), body: encodeBody(body),
 		bodySum: hex.EncodeToString(sum[:]), token: rec.token, leaseMS: boxedZero, ttlMS: s.ttlMS,
 		auditTTLMS: s.auditTTLMS, receipt: boxedEmpty}
 	reply, runErr := s.run(ctx, resolveScript, k.list(), a.list())
@@ -303,7 +303,9 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 }
 
 // findRecord returns the Redis key of the record a resolution names: by its
-// key, or through its operation's index.
+// key, or through its operation's index, or else through the binding of the
+// call whose id is the operation id (an operation named after its call has
+// no index).
 func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
 	if r.IdempotencyKey != "" {
 		return makeKeys(s.prefix, r.TenantID, r.SubjectID, "", r.IdempotencyKey, "").idem, nil
@@ -311,9 +313,21 @@ func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
 	k := makeKeys(s.prefix, r.TenantID, r.SubjectID, "", "", r.OperationID)
 	ref, err := s.rdb.Get(ctx, k.op).Result()
 	if errors.Is(err, redis.Nil) {
-		return "", fmt.Errorf("%w: tenant %q subject %q has no operation %q", ErrNoRecord, r.TenantID, r.SubjectID, r.OperationID)
-	}
-	if err != nil {
+		b, err := s.rdb.HMGet(ctx, k.opCall, "code", "key").Result()
+		if err != nil {
+			return "", err
+		}
+		code, _ := b[0].(string)
+		key, _ := b[1].(string)
+		switch {
+		case code != "":
+			ref = "c" + k.opCall
+		case key != "":
+			ref = "k" + key
+		default:
+			return "", fmt.Errorf("%w: tenant %q subject %q has no operation %q", ErrNoRecord, r.TenantID, r.SubjectID, r.OperationID)
+		}
+	} else if err != nil {
 		return "", err
 	}
 	kind, key := "", ""

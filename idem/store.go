@@ -278,7 +278,7 @@ func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit i
 		code, _ := guard.ParseCode(str("code"))
 		out = append(out, audit.Record{
 			Seq:        seq,
-			Body:       []byte(str("body")),
+			Body:       decodeBody(str("body")),
 			Code:       code,
 			Delivery:   guard.Delivery(str("delivery")),
 			SideEffect: guard.SideEffect(str("side")),

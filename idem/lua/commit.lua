@@ -2,8 +2,12 @@
 -- first: if it fails, nothing is stored).
 local code, delivery, data, msg, op, side = CODE, 'fresh', DATA, MSG, '', SIDE
 local k = redis.call('HMGET', K[2], 'fp', 'state', 'token', 'data', 'msg', 'done', 'r:' .. TOKEN)
+-- The fresh path: this token's reservation stands. Its reserve bound the
+-- call id to this intent and gave the record and the binding their TTLs, so
+-- neither is read again nor rewritten beyond what changes.
+local mine = k[2] == 'P' and k[3] == TOKEN
 local b = {false, false}
-if HAS_CALL then b = redis.call('HMGET', K[1], 'fp', 'done') end
+if HAS_CALL and not mine then b = redis.call('HMGET', K[1], 'fp', 'done') end
 -- A retry of this very commit (its reply was lost after it was applied):
 -- answer as the first did, change nothing, audit nothing more. The first
 -- commit left its token where its answer can be read again: in the record
@@ -44,7 +48,11 @@ else
 end
 if code == 'OUTCOME_UNKNOWN' then op = OP end
 audit(code, delivery, side)
-if store == 'C' then
+if mine and store == 'C' then
+  redis.call('HSET', K[2], 'state', 'C', 'data', data, 'msg', msg, 'done', TOKEN)
+elseif mine and store == 'U' then
+  redis.call('HSET', K[2], 'state', 'U', 'done', TOKEN)
+elseif store == 'C' then
   redis.call('HSET', K[2], 'fp', FP, 'state', 'C', 'data', data, 'msg', msg, 'op', OP, 'tool', TOOL,
     'key', KEY, 'call', CALL, 'done', TOKEN)
   redis.call('PEXPIRE', K[2], TTL)
@@ -65,6 +73,6 @@ if HAS_CALL and (not b[1] or b[1] == FP) then
   else
     redis.call('HSET', K[1], 'fp', FP, 'done', TOKEN)
   end
-  redis.call('PEXPIRE', K[1], TTL)
+  if not mine then redis.call('PEXPIRE', K[1], TTL) end
 end
 return answer(code, delivery, data, msg, RETRY, op)

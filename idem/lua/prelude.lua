@@ -4,7 +4,8 @@
 -- (EVALSHA). K (the keys) and the arguments have the same layout in every
 -- script, mirrored field by field by scriptArgs in idem/args.go:
 --   K[1] call-id binding    K[2] idempotency record   K[3] operation index
---   K[4] audit stream       K[5] audit head
+--   K[4] audit stream       K[5] audit head           K[6] the binding of the
+--                                                        call whose id is OP
 local K
 local FP, NOW          -- fingerprint; now (ms, the guard's clock)
 local CALL, KEY        -- call id, effective idempotency key ('' = none)
@@ -126,12 +127,28 @@ local function live(k)
   return k[1] and k[2] ~= 'X'
 end
 
--- index points the operation id at the record holding its outcome. A call
--- binding ('c') never replaces what the index names; a write record ('k')
--- replaces it unless it names another live write record: the first
--- operation keeps its id.
+-- index points the operation id at the record holding its outcome when the
+-- operation id is not the call's own: an operation whose id is its call id
+-- is found through its call binding (K[6], the binding of the operation id),
+-- which names the outcome or the record. Otherwise K[3] keeps a reference:
+-- 'c' and a call binding's key, or 'k' and a record's. The first operation
+-- keeps its id: a call binding never replaces what names an operation
+-- already, and a write record replaces only a call binding or a released
+-- record.
 local function index(ref)
-  if string.sub(ref, 1, 1) == 'c' then
+  if OP == CALL then return end
+  local kind, key = string.sub(ref, 1, 1), string.sub(ref, 2)
+  local own = redis.call('HMGET', K[6], 'fp', 'key')
+  if own[1] then
+    -- A call whose id is the operation id is bound: it names the operation,
+    -- unless it is a read and this a write, or its write was released.
+    if kind == 'c' or own[2] == key then return end
+    if own[2] then
+      local st = redis.call('HGET', own[2], 'state')
+      if st and st ~= 'X' then return end
+    end
+  end
+  if kind == 'c' then
     redis.call('SET', K[3], ref, 'PX', TTL, 'NX')
     return
   end
@@ -194,9 +211,16 @@ local function precheck(own)
   return answer(code, delivery, data, msg, retry, op), bound
 end
 
--- record reads the operation a status query names: its record key and fields.
+-- record reads the operation a status query names: its record key and
+-- fields. The index names it, or else the binding of the call whose id is
+-- the operation id (K[6]); failing both, the record of the query's key.
 local function record()
   local ref = redis.call('GET', K[3])
+  if not ref then
+    local c = redis.call('HMGET', K[6], 'code', 'data', 'msg', 'key')
+    if c[1] and c[1] ~= '' then return {kind = 'c', state = 'C', code = c[1], data = c[2], msg = c[3]} end
+    if c[4] then ref = 'k' .. c[4] end
+  end
   if not ref and HAS_KEY then ref = 'k' .. K[2] end -- the index alone was lost
   if not ref then return nil end
   local kind, key = string.sub(ref, 1, 1), string.sub(ref, 2)
@@ -242,5 +266,5 @@ local function release(key)
     redis.call('HSET', key, 'state', 'X', 'token', TOKEN, 'done', TOKEN)
     redis.call('PEXPIRE', key, math.max(LEASE, 1000))
   end
-  if redis.call('GET', K[3]) == 'k' .. key then redis.call('DEL', K[3]) end
+  if OP ~= CALL and redis.call('GET', K[3]) == 'k' .. key then redis.call('DEL', K[3]) end
 end
