@@ -62,22 +62,19 @@ func (s *Store) tag(tenantID string) string {
 	return s.prefix + "{t" + enc.EncodeToString([]byte(tenantID)) + "}"
 }
 
-// recordFields are the idempotency record fields the operator's tools read,
-// in HMGET order.
-var recordFields = []string{"fp", "state", "op", "tool", "key", "call", "lease", "token"}
-
-// storedRecord is an idempotency record as read with recordFields.
+// storedRecord is an idempotency record as the operator's tools read it.
 type storedRecord struct {
 	fp, state, op, tool, key, call, token string
 	lease                                 int64 // ms, the guard's clock
 	exists                                bool
 }
 
-func readRecord(vals []any) storedRecord {
-	str := func(i int) string { v, _ := vals[i].(string); return v }
-	lease, _ := strconv.ParseInt(str(6), 10, 64)
-	return storedRecord{fp: str(0), state: str(1), op: str(2), tool: str(3), key: str(4), call: str(5),
-		lease: lease, token: str(7), exists: vals[0] != nil}
+// readRecord makes a storedRecord of a record's fields (readFields); f is
+// nil for a record that does not exist.
+func readRecord(f map[string]string) storedRecord {
+	lease, _ := strconv.ParseInt(f["lease"], 10, 64)
+	return storedRecord{fp: f["fp"], state: f["state"], op: f["op"], tool: f["tool"], key: f["key"], call: f["call"],
+		lease: lease, token: f["token"], exists: f != nil && f["fp"] != ""}
 }
 
 // Unsettled lists the tenant's writes whose outcome is unknown (state U)
@@ -99,17 +96,12 @@ func (s *Store) Unsettled(ctx context.Context, tenantID string, now time.Time) (
 		if len(batch) == 0 {
 			return nil
 		}
-		cmds, err := node.Pipelined(ctx, func(p redis.Pipeliner) error {
-			for _, k := range batch {
-				p.HMGet(ctx, k, recordFields...)
-			}
-			return nil
-		})
+		recs, err := readFields(ctx, node, batch, recordNames)
 		if err != nil {
 			return err
 		}
-		for i, c := range cmds {
-			r := readRecord(c.(*redis.SliceCmd).Val())
+		for i, f := range recs {
+			r := readRecord(f)
 			u := Unsettled{TenantID: tenantID, IdempotencyKey: r.key, OperationID: r.op, Tool: r.tool,
 				CallID: r.call, Fingerprint: r.fp, Record: batch[i]}
 			switch {
@@ -250,11 +242,11 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 	if err != nil {
 		return nil, err
 	}
-	vals, err := s.rdb.HMGet(ctx, recKey, recordFields...).Result()
+	recs, err := readFields(ctx, s.rdb, []string{recKey}, recordNames)
 	if err != nil {
 		return nil, err
 	}
-	rec := readRecord(vals)
+	rec := readRecord(recs[0])
 	what := fmt.Sprintf("tenant %q subject %q key %q", r.TenantID, r.SubjectID, rec.key)
 	switch {
 	case !rec.exists || rec.state == "X":
@@ -313,12 +305,11 @@ func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
 	k := makeKeys(s.prefix, r.TenantID, r.SubjectID, "", "", r.OperationID)
 	ref, err := s.rdb.Get(ctx, k.op).Result()
 	if errors.Is(err, redis.Nil) {
-		b, err := s.rdb.HMGet(ctx, k.opCall, "code", "key").Result()
+		b, err := readFields(ctx, s.rdb, []string{k.opCall}, bindingNames)
 		if err != nil {
 			return "", err
 		}
-		code, _ := b[0].(string)
-		key, _ := b[1].(string)
+		code, key := b[0]["code"], b[0]["key"]
 		switch {
 		case code != "":
 			ref = "c" + k.opCall

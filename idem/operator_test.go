@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -295,6 +297,8 @@ func TestResolveRefusals(t *testing.T) {
 	}
 }
 
+var tokenField = regexp.MustCompile(`32:[0-9a-f]{32}`)
+
 // changeBeforeScript is a hook that rewrites a record's token just before a
 // script runs: a reservation made again between the operator's read and
 // the resolution.
@@ -307,7 +311,17 @@ func (h *changeBeforeScript) ProcessPipelineHook(next redis.ProcessPipelineHook)
 func (h *changeBeforeScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if name := cmd.Name(); (name == "evalsha" || name == "eval") && h.key != "" {
-			if err := next(ctx, redis.NewCmd(ctx, "hset", h.key, "token", "another")); err != nil {
+			// The record's token (a netstring of 32 hex digits) becomes
+			// another of the same length.
+			get := redis.NewStringCmd(ctx, "get", h.key)
+			if err := next(ctx, get); err != nil {
+				return err
+			}
+			changed := tokenField.ReplaceAllString(get.Val(), "32:"+strings.Repeat("a", 32))
+			if changed == get.Val() && !strings.Contains(changed, "32:"+strings.Repeat("a", 32)) {
+				return fmt.Errorf("no token in record %q", get.Val())
+			}
+			if err := next(ctx, redis.NewCmd(ctx, "set", h.key, changed, "keepttl")); err != nil {
 				return err
 			}
 		}

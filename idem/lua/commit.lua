@@ -1,36 +1,44 @@
 -- commit: the outcome of a reserved write, with its audit record (appended
 -- first: if it fails, nothing is stored).
 local code, delivery, data, msg, op, side = CODE, 'fresh', DATA, MSG, '', SIDE
-local k = redis.call('HMGET', K[2], 'fp', 'state', 'token', 'data', 'msg', 'done', 'r:' .. TOKEN)
+local k, kn = readkey(K[2])
+-- The answer a commit of this token left beside a record that was not its
+-- own (a pair after the record's fields).
+local answered = nil
+for i = RN + 1, kn - 1, 2 do
+  if k[i] == TOKEN then answered = k[i + 1] end
+end
 -- The fresh path: this token's reservation stands. Its reserve bound the
 -- call id to this intent and gave the record and the binding their TTLs, so
--- neither is read again nor rewritten beyond what changes.
-local mine = k[2] == 'P' and k[3] == TOKEN
-local b = {false, false}
-if HAS_CALL and not mine then b = redis.call('HMGET', K[1], 'fp', 'done') end
+-- neither is read again nor given a TTL again.
+local mine = k[R.state] == 'P' and k[R.token] == TOKEN
+local b, bn = {}, 0
+if HAS_CALL and not mine then b, bn = load(K[1], BNAMES, BN) end
 -- A retry of this very commit (its reply was lost after it was applied):
 -- answer as the first did, change nothing, audit nothing more. The first
 -- commit left its token where its answer can be read again: in the record
 -- it wrote (done), or, when it wrote none of its own, beside the record it
--- found (r:<token>: "<code> <delivery>").
-if k[7] then
-  local sp = string.find(k[7], ' ', 1, true)
-  code, delivery = string.sub(k[7], 1, sp - 1), string.sub(k[7], sp + 1)
-  if code == 'OK' then return answer('OK', delivery, k[4], k[5]) end
+-- found ("<code> <delivery>").
+if answered then
+  local sp = string.find(answered, ' ', 1, true)
+  code, delivery = string.sub(answered, 1, sp - 1), string.sub(answered, sp + 1)
+  if code == 'OK' then return answer('OK', delivery, k[R.data], k[R.msg]) end
   if code == 'OUTCOME_UNKNOWN' then return answer(code, delivery, '', '', 0, OP) end
   return answer(code, delivery, data, msg, RETRY)
 end
-if k[6] == TOKEN or b[2] == TOKEN then
-  if k[6] == TOKEN and k[1] == FP and k[2] == 'C' then return answer('OK', 'fresh', k[4], k[5]) end
+if k[R.done] == TOKEN or b[B.done] == TOKEN then
+  if k[R.done] == TOKEN and k[R.fp] == FP and k[R.state] == 'C' then
+    return answer('OK', 'fresh', k[R.data], k[R.msg])
+  end
   if code == 'OUTCOME_UNKNOWN' then op = OP end
   return answer(code, 'fresh', data, msg, RETRY, op)
 end
 local store -- what to write once audited: 'C' commit, 'U' unknown, 'X' release, 'r' the answer only
-if k[1] == FP and k[2] == 'C' then
+if k[R.fp] == FP and k[R.state] == 'C' then
   -- settled meanwhile from a receipt: the stored result stands, and the
   -- side effect was already audited as 'yes' by the status query.
-  code, delivery, data, msg, side, store = 'OK', 'local_replay', k[4], k[5], 'no', 'r'
-elseif live(k) and k[1] ~= FP then
+  code, delivery, data, msg, side, store = 'OK', 'local_replay', k[R.data], k[R.msg], 'no', 'r'
+elseif live(k) and k[R.fp] ~= FP then
   -- the key now belongs to another intent (ours was freed and reused):
   -- never overwrite it; our outcome is still reported and audited.
   if code == 'OK' then code, data, msg = 'OUTCOME_UNKNOWN', '', '' end
@@ -39,7 +47,7 @@ elseif code == 'OK' then
   store = 'C'
 elseif code == 'OUTCOME_UNKNOWN' then
   store = 'U'
-elseif not live(k) or k[3] == TOKEN then
+elseif not live(k) or k[R.token] == TOKEN then
   -- not started: free the key (ours, or none was stored: a reservation
   -- whose reply was lost may still arrive, and the tombstone refuses it).
   store = 'X'
@@ -48,31 +56,25 @@ else
 end
 if code == 'OUTCOME_UNKNOWN' then op = OP end
 audit(code, delivery, side)
-if mine and store == 'C' then
-  redis.call('HSET', K[2], 'state', 'C', 'data', data, 'msg', msg, 'done', TOKEN)
-elseif mine and store == 'U' then
-  redis.call('HSET', K[2], 'state', 'U', 'done', TOKEN)
-elseif store == 'C' then
-  redis.call('HSET', K[2], 'fp', FP, 'state', 'C', 'data', data, 'msg', msg, 'op', OP, 'tool', TOOL,
-    'key', KEY, 'call', CALL, 'done', TOKEN)
-  redis.call('PEXPIRE', K[2], TTL)
-elseif store == 'U' then
-  redis.call('HSET', K[2], 'fp', FP, 'state', 'U', 'op', OP, 'tool', TOOL, 'key', KEY,
-    'call', CALL, 'done', TOKEN)
-  redis.call('PEXPIRE', K[2], TTL)
+if store == 'C' or store == 'U' then
+  -- Written over what the key holds: a released record keeps refusing its
+  -- token's late reservation, and answers left beside it stay.
+  k[R.fp], k[R.state], k[R.op], k[R.tool], k[R.key], k[R.call], k[R.done] = FP, store, OP, TOOL, KEY, CALL, TOKEN
+  if store == 'C' then k[R.data], k[R.msg] = data, msg end
+  if mine then save(K[2], k, math.max(kn, RN)) else save(K[2], k, math.max(kn, RN), TTL) end
 elseif store == 'X' then
   release(K[2])
 else
-  redis.call('HSET', K[2], 'r:' .. TOKEN, code .. ' ' .. delivery)
+  k[kn + 1], k[kn + 2] = TOKEN, code .. ' ' .. delivery
+  save(K[2], k, kn + 2)
 end
 -- The call binding: bound to this intent unless it is another's (a
 -- reservation answered CALL_ID_CONFLICT, its reply lost, then released).
-if HAS_CALL and (not b[1] or b[1] == FP) then
-  if TERMINAL[code] then
-    redis.call('HSET', K[1], 'fp', FP, 'code', code, 'data', data, 'msg', msg, 'done', TOKEN)
-  else
-    redis.call('HSET', K[1], 'fp', FP, 'done', TOKEN)
-  end
-  if not mine then redis.call('PEXPIRE', K[1], TTL) end
+-- On the fresh path it is what reserve wrote: this intent, linked to K[2].
+if HAS_CALL and (not b[B.fp] or b[B.fp] == FP) then
+  if mine then b, bn = {FP, false, false, false, K[2]}, B.key end
+  b[B.fp], b[B.done] = FP, TOKEN
+  if TERMINAL[code] then b[B.code], b[B.data], b[B.msg] = code, data, msg end
+  if mine then save(K[1], b, math.max(bn, BN)) else save(K[1], b, math.max(bn, BN), TTL) end
 end
 return answer(code, delivery, data, msg, RETRY, op)

@@ -95,15 +95,87 @@ local function answer(code, delivery, data, msg, retry, op)
   return {'R', code, delivery, data or '', msg or '', tostring(retry or 0), op or ''}
 end
 
+-- Records and bindings are strings: their fields in a fixed order, each a
+-- netstring ("<length>:<bytes>"), so that one SET stores one with its TTL,
+-- any bytes fit, and a record costs a string, not a hash (a Redis hash with
+-- a value over 64 bytes, a tool's output, is a hashtable several times its
+-- size). An empty field reads as false, like a missing hash field.
+--   record:  fp state data msg op lease token tool key call done, then pairs
+--            of a token and its commit's answer ("<code> <delivery>") for
+--            commits that found the key another's
+--   binding: fp code data msg key (the record it reserved) done
+local R = {fp = 1, state = 2, data = 3, msg = 4, op = 5, lease = 6, token = 7, tool = 8, key = 9, call = 10,
+  done = 11}
+local RN = 11
+local RNAMES = {'fp', 'state', 'data', 'msg', 'op', 'lease', 'token', 'tool', 'key', 'call', 'done'}
+local B = {fp = 1, code = 2, data = 3, msg = 4, key = 5, done = 6}
+local BN = 6
+local BNAMES = {'fp', 'code', 'data', 'msg', 'key', 'done'}
+
+local function encode(t, n)
+  local out = {}
+  for i = 1, n do
+    local v = t[i]
+    if not v then
+      v = ''
+    elseif type(v) == 'number' then
+      v = string.format('%d', v)
+    end
+    out[i] = #v .. ':' .. v
+  end
+  return table.concat(out)
+end
+
+local function decode(s)
+  local t, pos, i, n = {}, 1, 0, #s
+  while pos <= n do
+    local c = string.find(s, ':', pos, true)
+    if not c then break end
+    local len = tonumber(string.sub(s, pos, c - 1)) or 0
+    i = i + 1
+    if len > 0 then t[i] = string.sub(s, c + 1, c + len) else t[i] = false end
+    pos = c + 1 + len
+  end
+  return t, i
+end
+
+-- load reads a record (names RNAMES, n RN) or a binding (BNAMES, BN) as a
+-- table and its length: {} and 0 when there is none. One an earlier version
+-- kept as a hash is read by its field names (and a commit's answer to
+-- TOKEN), and is replaced by a string the next time it is written.
+local function load(key, names, n)
+  local s = redis.pcall('GET', key)
+  if type(s) == 'string' then return decode(s) end
+  if not s then return {}, 0 end
+  local t = redis.call('HMGET', key, unpack(names))
+  for i = 1, n do
+    if t[i] == '' then t[i] = false end
+  end
+  if names == RNAMES and TOKEN ~= '' then
+    local r = redis.call('HGET', key, 'r:' .. TOKEN)
+    if r then t[n + 1], t[n + 2], n = TOKEN, r, n + 2 end
+  end
+  return t, n
+end
+
+-- save writes a record or a binding: with a TTL of ttl ms, or keeping the
+-- key's TTL when ttl is nil.
+local function save(key, t, n, ttl)
+  if ttl then
+    redis.call('SET', key, encode(t, n), 'PX', ttl)
+  else
+    redis.call('SET', key, encode(t, n), 'KEEPTTL')
+  end
+end
+
 -- bind binds a new call id to the fingerprint, with the result if terminal.
 local function bind(code, data, msg)
   if not HAS_CALL then return end
   if TERMINAL[code] then
-    redis.call('HSET', K[1], 'fp', FP, 'code', code, 'data', data or '', 'msg', msg or '')
+    save(K[1], {FP, code, data or '', msg or ''}, 4, TTL)
   else
-    redis.call('HSET', K[1], 'fp', FP)
+    save(K[1], {FP}, 1, TTL)
   end
-  redis.call('PEXPIRE', K[1], TTL)
 end
 
 -- keycheck answers from an idempotency record that exists: a conflict, a
@@ -138,77 +210,76 @@ end
 local function index(ref)
   if OP == CALL then return end
   local kind, key = string.sub(ref, 1, 1), string.sub(ref, 2)
-  local own = redis.call('HMGET', K[6], 'fp', 'key')
-  if own[1] then
+  local own = load(K[6], BNAMES, BN)
+  if own[B.fp] then
     -- A call whose id is the operation id is bound: it names the operation,
     -- unless it is a read and this a write, or its write was released.
-    if kind == 'c' or own[2] == key then return end
-    if own[2] then
-      local st = redis.call('HGET', own[2], 'state')
-      if st and st ~= 'X' then return end
-    end
+    if kind == 'c' or own[B.key] == key then return end
+    if own[B.key] and live(load(own[B.key], RNAMES, RN)) then return end
   end
   if kind == 'c' then
     redis.call('SET', K[3], ref, 'PX', TTL, 'NX')
     return
   end
   local cur = redis.call('GET', K[3])
-  if cur and cur ~= ref and string.sub(cur, 1, 1) == 'k' then
-    local st = redis.call('HGET', string.sub(cur, 2), 'state')
-    if st and st ~= 'X' then return end
+  if cur and cur ~= ref and string.sub(cur, 1, 1) == 'k' and live(load(string.sub(cur, 2), RNAMES, RN)) then
+    return
   end
   redis.call('SET', K[3], ref, 'PX', TTL)
 end
 
--- readkey reads the idempotency record's fields precheck needs, and its
--- token (7th): reserve reads it once for both.
+-- readkey reads an idempotency record: its fields (R) and its length.
 local function readkey(key)
-  return redis.call('HMGET', key, 'fp', 'state', 'data', 'msg', 'op', 'lease', 'token')
+  return load(key, RNAMES, RN)
 end
 
 -- precheck applies checks 1 and 2 of the contract. When they decide the
--- answer it is audited and returned; otherwise it returns nil and whether
--- the call id was already bound (to this fingerprint). own, when given, is
--- K[2]'s record as readkey read it.
-local function precheck(own)
-  local bound, linked = false, nil
+-- answer it is audited and returned; otherwise it returns nil, the call's
+-- binding as read (B; {} when the call id is not bound, to this
+-- fingerprint) and its length. own, when given, is K[2]'s record as
+-- readkey read it, and ownn its length.
+local function precheck(own, ownn)
+  local c, cn, linked = {}, 0, nil
   if HAS_CALL then
-    local c = redis.call('HMGET', K[1], 'fp', 'code', 'data', 'msg', 'key')
-    if c[1] then
-      bound = true
-      if c[1] ~= FP then
+    c, cn = load(K[1], BNAMES, BN)
+    if c[B.fp] then
+      if c[B.fp] ~= FP then
         audit('CALL_ID_CONFLICT', 'fresh', 'no')
-        return answer('CALL_ID_CONFLICT', 'fresh'), bound
+        return answer('CALL_ID_CONFLICT', 'fresh'), c, cn
       end
-      if c[2] and c[2] ~= '' then
-        audit(c[2], 'local_replay', 'no')
-        return answer(c[2], 'local_replay', c[3], c[4]), bound
+      if c[B.code] then
+        audit(c[B.code], 'local_replay', 'no')
+        return answer(c[B.code], 'local_replay', c[B.data], c[B.msg]), c, cn
       end
-      linked = c[5]
+      linked = c[B.key]
     end
   end
   -- The record to check: the one this call id already reserved (its own
   -- operation, whatever key the retry carries), else the key's.
-  local key, k = nil, nil
-  if linked and linked ~= '' then
-    k = (own and linked == K[2]) and own or readkey(linked)
+  local key, k, kn = nil, nil, 0
+  if linked then
+    if own and linked == K[2] then k, kn = own, ownn else k, kn = readkey(linked) end
     if live(k) then key = linked end
   end
   if not key and HAS_KEY then
-    k = own or readkey(K[2])
+    if own then k, kn = own, ownn else k, kn = readkey(K[2]) end
     if live(k) then key = K[2] end
   end
-  if not key then return nil, bound end
+  if not key then return nil, c, cn end
   local code, delivery, data, msg, retry, op, stale = keycheck(k)
   audit(code, delivery, 'no')
-  if stale then redis.call('HSET', key, 'state', 'U') end
-  if not bound then
+  if stale then
+    k[R.state] = 'U'
+    save(key, k, kn)
+  end
+  if not c[B.fp] then
     bind(code, data, msg)
   elseif TERMINAL[code] then
-    redis.call('HSET', K[1], 'code', code, 'data', data, 'msg', msg)
+    c[B.code], c[B.data], c[B.msg] = code, data, msg
+    save(K[1], c, math.max(cn, B.msg))
   end
   if TERMINAL[code] and HAS_CALL then index('c' .. K[1]) end
-  return answer(code, delivery, data, msg, retry, op), bound
+  return answer(code, delivery, data, msg, retry, op), c, cn
 end
 
 -- record reads the operation a status query names: its record key and
@@ -217,22 +288,23 @@ end
 local function record()
   local ref = redis.call('GET', K[3])
   if not ref then
-    local c = redis.call('HMGET', K[6], 'code', 'data', 'msg', 'key')
-    if c[1] and c[1] ~= '' then return {kind = 'c', state = 'C', code = c[1], data = c[2], msg = c[3]} end
-    if c[4] then ref = 'k' .. c[4] end
+    local c = load(K[6], BNAMES, BN)
+    if c[B.code] then return {kind = 'c', state = 'C', code = c[B.code], data = c[B.data], msg = c[B.msg]} end
+    if c[B.key] then ref = 'k' .. c[B.key] end
   end
   if not ref and HAS_KEY then ref = 'k' .. K[2] end -- the index alone was lost
   if not ref then return nil end
   local kind, key = string.sub(ref, 1, 1), string.sub(ref, 2)
   if kind == 'c' then
-    local c = redis.call('HMGET', key, 'code', 'data', 'msg')
-    if not c[1] or c[1] == '' then return nil end
-    return {kind = 'c', state = 'C', code = c[1], data = c[2], msg = c[3]}
+    local c = load(key, BNAMES, BN)
+    if not c[B.code] then return nil end
+    return {kind = 'c', state = 'C', code = c[B.code], data = c[B.data], msg = c[B.msg]}
   end
-  local k = redis.call('HMGET', key, 'fp', 'state', 'data', 'msg', 'op', 'lease', 'tool', 'key', 'call')
+  local k, kn = readkey(key)
   if not live(k) then return nil end
-  return {kind = 'k', key = key, fp = k[1], state = k[2], code = 'OK', data = k[3], msg = k[4], op = k[5],
-    lease = tonumber(k[6]), tool = k[7], idem = k[8], call = k[9]}
+  return {kind = 'k', key = key, fp = k[R.fp], state = k[R.state], code = 'OK', data = k[R.data],
+    msg = k[R.msg], op = k[R.op] or '', lease = tonumber(k[R.lease]), tool = k[R.tool] or '',
+    idem = k[R.key] or '', call = k[R.call] or '', rec = k, n = kn}
 end
 
 -- settled answers a status query from a stored outcome: not found, or a
@@ -261,10 +333,12 @@ end
 -- reservation could still arrive (LEASE: the store passes one minute);
 -- released by a status query, it is deleted.
 local function release(key)
-  redis.call('DEL', key)
   if TOKEN ~= '' then
-    redis.call('HSET', key, 'state', 'X', 'token', TOKEN, 'done', TOKEN)
-    redis.call('PEXPIRE', key, math.max(LEASE, 1000))
+    local t = {}
+    t[R.state], t[R.token], t[R.done] = 'X', TOKEN, TOKEN
+    save(key, t, RN, math.max(LEASE, 1000))
+  else
+    redis.call('DEL', key)
   end
   if OP ~= CALL and redis.call('GET', K[3]) == 'k' .. key then redis.call('DEL', K[3]) end
 end

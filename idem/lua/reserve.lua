@@ -2,27 +2,25 @@
 -- Idempotent per token: a copy of this reservation sent again (a client
 -- retry after a lost reply) finds its own token and changes nothing; after
 -- the token's release it is refused, so the key stays free.
-local own = readkey(K[2])
-if own[7] == TOKEN then
-  if own[2] == 'P' then return {'T'} end
+local own, ownn = readkey(K[2])
+if own[R.token] == TOKEN then
+  if own[R.state] == 'P' then return {'T'} end
   return answer('UNAVAILABLE', 'fresh')
 end
-local pre, bound = precheck(own)
+local pre, c, cn = precheck(own, ownn)
 if pre then return pre end
 -- Bind the call id and link it to the record it reserves: a retry of this
 -- call id is answered from this operation whatever key or operation id it
 -- carries.
 if HAS_CALL then
-  if bound then
-    redis.call('HSET', K[1], 'key', K[2])
+  if c[B.fp] then
+    c[B.key] = K[2]
+    save(K[1], c, math.max(cn, B.key))
   else
-    redis.call('HSET', K[1], 'fp', FP, 'key', K[2])
-    redis.call('PEXPIRE', K[1], TTL)
+    save(K[1], {FP, false, false, false, K[2]}, B.key, TTL)
   end
 end
-if own[2] == 'X' then redis.call('DEL', K[2]) end -- a released record's tombstone
-redis.call('HSET', K[2], 'fp', FP, 'state', 'P', 'op', OP, 'lease', NOW + LEASE, 'token', TOKEN,
-  'tool', TOOL, 'key', KEY, 'call', CALL)
-redis.call('PEXPIRE', K[2], TTL)
+-- A released record's tombstone is replaced.
+save(K[2], {FP, 'P', false, false, OP, NOW + LEASE, TOKEN, TOOL, KEY, CALL}, R.call, TTL)
 index('k' .. K[2])
 return {'T'}

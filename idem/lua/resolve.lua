@@ -8,16 +8,16 @@
 -- the key is released). BODY names the operator. The tool refused a record
 -- whose lease has not expired unless forced; the token check keeps that
 -- decision valid here, since a reservation's lease never changes.
-local k = redis.call('HMGET', K[2], 'fp', 'state', 'token', 'op')
-if not k[1] or k[2] == 'X' then return {'E', 'gone'} end
-if k[2] == 'C' then return {'E', 'committed'} end
-if k[1] ~= FP or (k[3] or '') ~= TOKEN or (k[4] or '') ~= OP or (k[2] ~= 'P' and k[2] ~= 'U') then
+local k, kn = readkey(K[2])
+if not k[R.fp] or k[R.state] == 'X' then return {'E', 'gone'} end
+if k[R.state] == 'C' then return {'E', 'committed'} end
+if k[R.fp] ~= FP or (k[R.token] or '') ~= TOKEN or (k[R.op] or '') ~= OP or (k[R.state] ~= 'P' and k[R.state] ~= 'U') then
   return {'E', 'changed'}
 end
 if CODE == 'OK' then
   audit('OK', 'fresh', 'yes')
-  redis.call('HSET', K[2], 'state', 'C', 'data', DATA, 'msg', '')
-  redis.call('PEXPIRE', K[2], TTL)
+  k[R.state], k[R.data], k[R.msg] = 'C', DATA, false
+  save(K[2], k, math.max(kn, RN), TTL)
   index('k' .. K[2])
   return answer('OK', 'fresh', DATA, '')
 end

@@ -11,11 +11,12 @@ if RECEIPT == 'found' then
     -- same receipt from the downstream system.
     return answer('OK', 'receipt_reconciled', DATA, '')
   end
-  redis.call('HSET', r.key, 'state', 'C', 'data', DATA, 'msg', '')
-  redis.call('PEXPIRE', r.key, TTL)
+  r.rec[R.state], r.rec[R.data], r.rec[R.msg] = 'C', DATA, false
+  save(r.key, r.rec, math.max(r.n, RN), TTL)
   if HAS_CALL then
-    redis.call('HSET', K[1], 'fp', r.fp, 'code', 'OK', 'data', DATA, 'msg', '')
-    redis.call('PEXPIRE', K[1], TTL)
+    local b, bn = load(K[1], BNAMES, BN)
+    b[B.fp], b[B.code], b[B.data], b[B.msg] = r.fp, 'OK', DATA, false
+    save(K[1], b, math.max(bn, B.msg), TTL)
   end
   return answer('OK', 'receipt_reconciled', DATA, '')
 end

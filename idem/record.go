@@ -1,0 +1,121 @@
+package idem
+
+import (
+	"context"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Idempotency records and call bindings are Redis strings: their fields in
+// a fixed order, each a netstring ("<length>:<bytes>"), as lua/prelude.lua
+// writes them (encode, decode). One SET stores a record with its TTL, and a
+// record costs a string: a Redis hash holding a value over 64 bytes (a
+// tool's output) is a hashtable several times its size. Records an earlier
+// version kept as hashes are still read, by field name, and replaced by
+// strings when next written.
+
+// The fields of a record and of a binding, in stored order.
+var (
+	recordNames  = []string{"fp", "state", "data", "msg", "op", "lease", "token", "tool", "key", "call", "done"}
+	bindingNames = []string{"fp", "code", "data", "msg", "key", "done"}
+)
+
+// decodeFields reads a stored record or binding: its fields, "" where one is
+// empty. It stops at the first malformed field.
+func decodeFields(s string) []string {
+	var out []string
+	for len(s) > 0 {
+		colon := -1
+		for i := 0; i < len(s) && i < 20; i++ {
+			if s[i] == ':' {
+				colon = i
+				break
+			}
+		}
+		if colon < 0 {
+			break
+		}
+		n, err := strconv.Atoi(s[:colon])
+		if err != nil || n < 0 || n > len(s)-colon-1 {
+			break
+		}
+		out = append(out, s[colon+1:colon+1+n])
+		s = s[colon+1+n:]
+	}
+	return out
+}
+
+// readFields reads the records or bindings at keys as maps of their named
+// fields, nil for a key that does not exist, in two round trips at most:
+// each key's type and string value in one pipeline, then the fields of any
+// that an earlier version kept as a hash.
+func readFields(ctx context.Context, rdb redis.Cmdable, keys []string, names []string) ([]map[string]string, error) {
+	types := make([]*redis.StatusCmd, len(keys))
+	vals := make([]*redis.StringCmd, len(keys))
+	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for i, k := range keys {
+			types[i], vals[i] = p.Type(ctx, k), p.Get(ctx, k)
+		}
+		return nil
+	})
+	if err != nil && err != redis.Nil && !hasTypeErrorsOnly(types, vals) {
+		return nil, err
+	}
+	out := make([]map[string]string, len(keys))
+	var hashes []int
+	for i := range keys {
+		switch types[i].Val() {
+		case "string":
+			out[i] = namedFields(decodeFields(vals[i].Val()), names)
+		case "hash":
+			hashes = append(hashes, i)
+		}
+	}
+	if len(hashes) == 0 {
+		return out, nil
+	}
+	cmds := make([]*redis.SliceCmd, len(hashes))
+	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+		for j, i := range hashes {
+			cmds[j] = p.HMGet(ctx, keys[i], names...)
+		}
+		return nil
+	}); err != nil {
+		return nil, err
+	}
+	for j, i := range hashes {
+		m := make(map[string]string, len(names))
+		for f, name := range names {
+			if s, ok := cmds[j].Val()[f].(string); ok {
+				m[name] = s
+			}
+		}
+		out[i] = m
+	}
+	return out, nil
+}
+
+// hasTypeErrorsOnly reports whether the pipeline's only failures are GETs
+// of keys that are not strings (a hash of an earlier version) or missing.
+func hasTypeErrorsOnly(types []*redis.StatusCmd, vals []*redis.StringCmd) bool {
+	for i := range types {
+		if types[i].Err() != nil {
+			return false
+		}
+		if err := vals[i].Err(); err != nil && err != redis.Nil && types[i].Val() == "string" {
+			return false
+		}
+	}
+	return true
+}
+
+func namedFields(fields, names []string) map[string]string {
+	m := make(map[string]string, len(names))
+	for i, name := range names {
+		if i < len(fields) {
+			m[name] = fields[i]
+		}
+	}
+	return m
+}
