@@ -81,8 +81,9 @@ func (s *Store) load(ctx context.Context, c *redis.Client) error {
 
 // noFunctions reports an error of a server that has no Redis Functions:
 // FUNCTION or FCALL is an unknown command (Redis before 7.0, miniredis).
+// A nil error is answered first: redis.HasErrorPrefix allocates.
 func noFunctions(err error) bool {
-	return redis.HasErrorPrefix(err, "unknown command") || redis.HasErrorPrefix(err, "unknown subcommand")
+	return err != nil && (redis.HasErrorPrefix(err, "unknown command") || redis.HasErrorPrefix(err, "unknown subcommand"))
 }
 
 // notLoaded reports an FCALL refused because the server has no such
@@ -90,5 +91,5 @@ func noFunctions(err error) bool {
 // persistence, FUNCTION FLUSH or DELETE, a node that never got it). The
 // function did not run, so the call may be sent again.
 func notLoaded(err error) bool {
-	return redis.HasErrorPrefix(err, "Function not found")
+	return err != nil && redis.HasErrorPrefix(err, "Function not found")
 }
