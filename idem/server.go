@@ -31,8 +31,11 @@ var (
 // cannot keep its promises on: a maxmemory-policy other than noeviction
 // (unless Options.AllowEviction), or fewer connected replicas than
 // Options.Replicas. A server that does not report its policy in INFO (an
-// embedded test server) is accepted. The store runs Check before its first
-// state change, until it passes once; call it at start to fail early.
+// embedded test server) is accepted. Unless Options.Scripts is set, it
+// then loads the store's function library on every master (FUNCTION LOAD);
+// a server without Redis Functions makes the store send its Lua as scripts
+// from then on. The store runs Check before its first state change, until
+// it passes once; call it at start to fail early.
 func (s *Store) Check(ctx context.Context) error {
 	err := redisconn.ForEachMaster(ctx, s.rdb, func(ctx context.Context, c *redis.Client) error {
 		info, err := redisconn.Info(ctx, c) // the default sections: memory and replication
@@ -47,7 +50,10 @@ func (s *Store) Check(ctx context.Context) error {
 				return fmt.Errorf("%w (%s has %d, want %d)", ErrTooFewReplicas, c.Options().Addr, n, s.opts.Replicas)
 			}
 		}
-		return nil
+		if s.scripts.Load() {
+			return nil
+		}
+		return s.load(ctx, c)
 	})
 	if err == nil {
 		s.checked.Store(true)
@@ -55,8 +61,10 @@ func (s *Store) Check(ctx context.Context) error {
 	return err
 }
 
-// run runs a script and returns its reply. Before the store's first state
-// change it checks the server. With Options.Replicas, the script and a WAIT
+// run runs a script and returns its reply: FCALL of its function in the
+// store's library, or, where the store sends scripts, EVALSHA (EVAL when
+// the server does not have the script yet). Before the store's first state
+// change it checks the server. With Options.Replicas, the call and a WAIT
 // go in one pipeline to the master of the keys; a reply that too few
 // replicas acknowledged is returned with ErrNotReplicated.
 func (s *Store) run(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
@@ -66,7 +74,7 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, argv []any) 
 		}
 	}
 	if s.opts.Replicas <= 0 {
-		return sc.eval.Run(ctx, s.rdb, keys, argv...).StringSlice()
+		return s.call(ctx, sc, keys, argv)
 	}
 	node, err := s.master(ctx, keys[0])
 	if err != nil {
@@ -95,13 +103,56 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, argv []any) 
 	return reply, nil
 }
 
-// runWait pipelines the script with WAIT on one server: EVALSHA, and EVAL
-// again when the server does not have the script yet; after an ASK
-// redirect, ASKING first.
+// call runs a script through the client, which routes it to the master of
+// the keys. A node without the library ("Function not found": the function
+// did not run) gets it, with every other master, and the call is sent
+// again, once; a node that still has no function, or no Redis Functions at
+// all, makes the store send scripts from then on, starting with this call.
+func (s *Store) call(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
+	if !s.scripts.Load() {
+		reply, err := s.rdb.FCall(ctx, lib.fn(sc), keys, argv...).StringSlice()
+		if notLoaded(err) {
+			// Every master: the cluster's view is read again first, so the
+			// node that answered is among them, even a new one.
+			loadErr := redisconn.ForEachMaster(ctx, s.rdb, s.load)
+			reply, err = s.rdb.FCall(ctx, lib.fn(sc), keys, argv...).StringSlice()
+			if notLoaded(err) && loadErr != nil {
+				return nil, loadErr
+			}
+		}
+		if !notLoaded(err) && !noFunctions(err) {
+			return reply, err
+		}
+		s.scripts.Store(true)
+	}
+	return sc.eval.Run(ctx, s.rdb, keys, argv...).StringSlice()
+}
+
+// runWait pipelines the script with WAIT on one server: FCALL, loading the
+// library there and calling again once if the server does not have it; or,
+// where the store sends scripts, EVALSHA, and EVAL again when the server
+// does not have the script yet. After an ASK redirect, ASKING first.
 func (s *Store) runWait(ctx context.Context, node *redis.Client, sc *script, keys []string, argv []any, asking bool) ([]string, int, error) {
-	cmd, wait := s.pipeWait(ctx, node, asking, func(p redis.Pipeliner) *redis.Cmd { return sc.eval.EvalSha(ctx, p, keys, argv...) })
-	if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
-		cmd, wait = s.pipeWait(ctx, node, asking, func(p redis.Pipeliner) *redis.Cmd { return sc.eval.Eval(ctx, p, keys, argv...) })
+	var cmd, wait *redis.Cmd
+	if !s.scripts.Load() {
+		fcall := func(p redis.Pipeliner) *redis.Cmd { return p.FCall(ctx, lib.fn(sc), keys, argv...) }
+		cmd, wait = s.pipeWait(ctx, node, asking, fcall)
+		if notLoaded(cmd.Err()) {
+			if err := s.load(ctx, node); err != nil {
+				return nil, 0, err
+			}
+			cmd, wait = s.pipeWait(ctx, node, asking, fcall)
+		}
+		if notLoaded(cmd.Err()) || noFunctions(cmd.Err()) {
+			s.scripts.Store(true)
+			cmd = nil // the function did not run: send the script
+		}
+	}
+	if cmd == nil {
+		cmd, wait = s.pipeWait(ctx, node, asking, func(p redis.Pipeliner) *redis.Cmd { return sc.eval.EvalSha(ctx, p, keys, argv...) })
+		if redis.HasErrorPrefix(cmd.Err(), "NOSCRIPT") {
+			cmd, wait = s.pipeWait(ctx, node, asking, func(p redis.Pipeliner) *redis.Cmd { return sc.eval.Eval(ctx, p, keys, argv...) })
+		}
 	}
 	reply, err := cmd.StringSlice()
 	if err != nil {

@@ -8,6 +8,21 @@
 // Commit), a replay or conflict one. All keys of a tenant share a hash tag
 // ({t<base64url(tenant)>}), so every script is legal on a cluster.
 //
+// Where the server has Redis Functions (Redis 7.0 and later), the scripts
+// are one function library, loaded once on every master by Check (before
+// the store's first state change) and called with FCALL. Its name,
+// toolguard_<12 hex digits>, carries a hash of its text: each version of
+// the store has a library of its own, and two versions run side by side
+// during a rolling deploy. A node that answers that it has no such
+// function (after FUNCTION FLUSH, a restart without persistence, a
+// failover or a reshard to a node that never got it) is given the library
+// and the call is sent again, once: the function did not run. Where the
+// server has no Redis Functions (before 7.0, miniredis), or with
+// Options.Scripts, the store sends the scripts with EVALSHA instead (EVAL
+// when the server does not have one yet). The account needs FCALL and
+// FUNCTION LOAD, or EVALSHA and EVAL for scripts; docs/operations.md says
+// how to remove old libraries.
+//
 // Time-based decisions (leases) use the guard's clock, passed in by the
 // guard; Redis TTLs only collect garbage. The audit log of a tenant is a
 // Redis stream whose entry ids are the record sequence numbers, and it has
@@ -80,6 +95,13 @@ type Options struct {
 	// By default Check, and so the store's first call, refuses it: an
 	// evicted record makes an acknowledged write run again on replay.
 	AllowEviction bool
+	// Scripts sends the store's Lua as scripts (EVALSHA) even where the
+	// server has Redis Functions: for an account whose ACL forbids
+	// FUNCTION LOAD, or a proxy that does not pass FUNCTION and FCALL on.
+	// By default the store loads its function library on every master and
+	// calls it with FCALL, and sends scripts only where the server has no
+	// Redis Functions (before Redis 7.0, miniredis).
+	Scripts bool
 }
 
 // DefaultTTL is the retention of records when Options.TTL is zero.
@@ -93,6 +115,11 @@ type Store struct {
 	auditTTLMS any
 	opts       Options
 	checked    atomic.Bool // Check passed once
+	// scripts: the Lua goes as scripts (EVALSHA), not FCALL. Set by
+	// Options.Scripts, a client other than a *redis.Client or
+	// *redis.ClusterClient, or a server found to have no Redis Functions;
+	// never cleared.
+	scripts atomic.Bool
 }
 
 var _ guard.Store = (*Store)(nil)
@@ -128,7 +155,14 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.ReplicaTimeout <= 0 {
 		opts.ReplicaTimeout = time.Second
 	}
-	return &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: boxMS(opts.TTL), auditTTLMS: boxMS(opts.AuditTTL), opts: opts}, nil
+	s := &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: boxMS(opts.TTL), auditTTLMS: boxMS(opts.AuditTTL), opts: opts}
+	switch rdb.(type) {
+	case *redis.Client, *redis.ClusterClient: // the store knows their masters, to load its library on
+		s.scripts.Store(opts.Scripts)
+	default:
+		s.scripts.Store(true)
+	}
+	return s, nil
 }
 
 // AuditKeys returns the names of the tenant's audit stream and chain head,

@@ -28,10 +28,25 @@ func newStoreWithPrefix(t *testing.T, rdb redis.UniversalClient, prefix string) 
 }
 
 // TestConformance runs the store conformance suite on miniredis, and on a
-// real server and cluster when their addresses are set.
+// real server and cluster when their addresses are set, once as the store
+// comes (Redis Functions where the server has them; scripts on miniredis)
+// and once with Options.Scripts (EVALSHA everywhere).
 func TestConformance(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		guardtest.TestStore(t, func(t *testing.T) guardtest.Store { return newStore(t, rdb) })
+		for _, mode := range []struct {
+			name    string
+			scripts bool
+		}{{"default", false}, {"scripts", true}} {
+			t.Run(mode.name, func(t *testing.T) {
+				guardtest.TestStore(t, func(t *testing.T) guardtest.Store {
+					s, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t), Scripts: mode.scripts})
+					if err != nil {
+						t.Fatal(err)
+					}
+					return s
+				})
+			})
+		}
 	})
 }
 

@@ -106,12 +106,13 @@ func (c *RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
 }
 
-// ScriptTime sums the time Redis spent executing scripts (EVALSHA and EVAL,
-// from INFO commandstats) over the client's masters: the server-side cost
-// of the scripts, without network and parsing. It is 0 if INFO is refused.
+// ScriptTime sums the time Redis spent executing scripts and functions
+// (EVALSHA, EVAL and FCALL, from INFO commandstats) over the client's
+// masters: the server-side cost of the Lua, without network and parsing.
+// It is 0 if INFO is refused.
 func ScriptTime(ctx context.Context, rdb redis.UniversalClient) time.Duration {
 	usec := sumInfo(ctx, rdb, "commandstats", func(field, stats string) (float64, bool) {
-		if field != "cmdstat_evalsha" && field != "cmdstat_eval" {
+		if field != "cmdstat_evalsha" && field != "cmdstat_eval" && field != "cmdstat_fcall" {
 			return 0, false
 		}
 		// calls=…,usec=…,usec_per_call=…
