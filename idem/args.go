@@ -13,7 +13,7 @@ import (
 // position the same way (FP, NOW, CALL, …). One layout serves all scripts,
 // so the prelude reads them once.
 type scriptArgs struct {
-	fingerprint string // ARGV[1]  FP
+	fingerprint string // ARGV[1]  FP, as stored (storedFP)
 	now         string // ARGV[2]  NOW: the guard's clock, ms
 	callID      string // ARGV[3]  CALL: '' when there is none
 	key         string // ARGV[4]  KEY: the effective idempotency key, '' when none
@@ -83,9 +83,16 @@ func boxMS(d time.Duration) any {
 // elsewhere).
 func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt guard.Receipt) ([]string, []any) {
 	k := makeKeys(s.prefix, e.TenantID, e.SubjectID, callID, e.IdempotencyKey, e.OperationID)
+	if callID != "" && callID == e.OperationID {
+		// The operation is named after its call: it has no index (the
+		// binding is one), and a key the script never touches is not
+		// named. During a slot migration a key named but missing on the
+		// importing node would make the call TRYAGAIN.
+		k.op = k.call
+	}
 	bodySum := sha256.Sum256(e.AuditBody)
 	a := scriptArgs{
-		fingerprint: e.Fingerprint,
+		fingerprint: storedFP(e.Fingerprint),
 		now:         strconv.FormatInt(e.Now.UnixMilli(), 10),
 		callID:      callID,
 		key:         e.IdempotencyKey,

@@ -73,7 +73,7 @@ type storedRecord struct {
 // nil for a record that does not exist.
 func readRecord(f map[string]string) storedRecord {
 	lease, _ := strconv.ParseInt(f["lease"], 10, 64)
-	return storedRecord{fp: f["fp"], state: f["state"], op: f["op"], tool: f["tool"], key: f["key"], call: f["call"],
+	return storedRecord{fp: shownFP(f["fp"]), state: f["state"], op: f["op"], tool: f["tool"], key: f["key"], call: f["call"],
 		lease: lease, token: f["token"], exists: f != nil && f["fp"] != ""}
 }
 
@@ -269,7 +269,7 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 	if r.Verdict == NotExecuted {
 		code, msg = guard.CodeNotFound, notExecutedMessage
 	}
-	a := scriptArgs{fingerprint: rec.fp, now: strconv.FormatInt(r.Now.UnixMilli(), 10), key: rec.key,
+	a := scriptArgs{fingerprint: storedFP(rec.fp), now: strconv.FormatInt(r.Now.UnixMilli(), 10), key: rec.key,
 		opID: rec.op, tool: rec.tool, code: boxCode(code), data: string(data), message: msg,
 		retryMS: boxedZero, side: boxSide(guard.SideEffectNone), body: encodeBody(body),
 		bodySum: hex.EncodeToString(sum[:]), token: rec.token, leaseMS: boxedZero, ttlMS: s.ttlMS,
@@ -310,6 +310,9 @@ func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
 			return "", err
 		}
 		code, key := b[0]["code"], b[0]["key"]
+		if strings.HasPrefix(key, ":") { // the record's key after the tenant's hash tag
+			key = s.tag(r.TenantID) + key
+		}
 		switch {
 		case code != "":
 			ref = "c" + k.opCall

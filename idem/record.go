@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"encoding/hex"
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
@@ -118,4 +119,28 @@ func namedFields(fields, names []string) map[string]string {
 		}
 	}
 	return m
+}
+
+// A fingerprint (the guard's is the hex SHA-256 of the intent) is stored as
+// the 32 bytes its 64 lowercase hex digits stand for, half the bytes in
+// every record and binding; any other fingerprint is stored as it is.
+func storedFP(fp string) string {
+	if len(fp) != 64 {
+		return fp
+	}
+	for i := 0; i < len(fp); i++ {
+		if c := fp[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return fp
+		}
+	}
+	b, _ := hex.DecodeString(fp)
+	return string(b)
+}
+
+// shownFP is the fingerprint a stored one stands for.
+func shownFP(fp string) string {
+	if len(fp) == 32 {
+		return hex.EncodeToString([]byte(fp))
+	}
+	return fp
 }

@@ -41,10 +41,18 @@ func TestRecordsOfAnEarlierVersion(t *testing.T) {
 				t.Fatalf("%s: %v", kn.key, err)
 			}
 			var args []any
+			// As an earlier version kept them: the fingerprint in hex, a
+			// binding's link the record's whole key.
 			for i, f := range decodeFields(v) {
-				if f != "" {
-					args = append(args, kn.names[i], f)
+				switch {
+				case f == "":
+					continue
+				case kn.names[i] == "fp":
+					f = shownFP(f)
+				case kn.names[i] == "key" && kn.key == k1.call:
+					f = s.tag("tenant-a") + f
 				}
+				args = append(args, kn.names[i], f)
 			}
 			if len(args) == 0 {
 				t.Fatalf("%s holds no fields: %q", kn.key, v)

@@ -240,7 +240,7 @@ func (s *Store) Status(ctx context.Context, q *guard.Entry) (*guard.Result, *gua
 		return nil, nil, err
 	}
 	if len(reply) == 7 && reply[0] == "P" {
-		return nil, &guard.Pending{Tool: reply[1], IdempotencyKey: reply[2], Fingerprint: reply[3],
+		return nil, &guard.Pending{Tool: reply[1], IdempotencyKey: reply[2], Fingerprint: shownFP(reply[3]),
 			CallID: reply[4], OperationID: reply[5], Lost: reply[6] == "1"}, nil
 	}
 	res, err := parseResult(reply)

@@ -72,7 +72,7 @@ end
 -- reservation answered CALL_ID_CONFLICT, its reply lost, then released).
 -- On the fresh path it is what reserve wrote: this intent, linked to K[2].
 if HAS_CALL and (not b[B.fp] or b[B.fp] == FP) then
-  if mine then b, bn = {FP, false, false, false, K[2]}, B.key end
+  if mine then b, bn = {FP, false, false, false, LINK}, B.key end
   b[B.fp], b[B.done] = FP, TOKEN
   if TERMINAL[code] then b[B.code], b[B.data], b[B.msg] = code, data, msg end
   if mine then save(K[1], b, math.max(bn, BN)) else save(K[1], b, math.max(bn, BN), TTL) end

@@ -19,6 +19,7 @@ local TTL              -- retention of records (ms)
 local AUDIT_TTL        -- retention of an idle audit log (ms, '0': kept)
 local RECEIPT          -- settle: 'found', 'absent' or '' (inconclusive)
 local HAS_CALL, HAS_KEY
+local TAG, LINK        -- K[2] up to its hash tag's end, and the rest: a binding's link to K[2]
 
 local function setup(keys, argv)
   K = keys
@@ -27,6 +28,8 @@ local function setup(keys, argv)
   BODY, BODYSUM, TOKEN, LEASE = argv[12], argv[13], argv[14], tonumber(argv[15])
   TTL, AUDIT_TTL, RECEIPT = tonumber(argv[16]), argv[17], argv[18]
   HAS_CALL, HAS_KEY = CALL ~= '', KEY ~= ''
+  TAG = string.match(keys[2], '^[^}]*}') or ''
+  LINK = string.sub(keys[2], #TAG + 1)
 end
 
 -- All keys share one hash tag, so the scripts are legal on a cluster.
@@ -103,7 +106,9 @@ end
 --   record:  fp state data msg op lease token tool key call done, then pairs
 --            of a token and its commit's answer ("<code> <delivery>") for
 --            commits that found the key another's
---   binding: fp code data msg key (the record it reserved) done
+--   binding: fp code data msg key done; key links the record the call
+--            reserved: the record's key after the tenant's hash tag (an
+--            earlier version kept the whole key; linked reads both)
 local R = {fp = 1, state = 2, data = 3, msg = 4, op = 5, lease = 6, token = 7, tool = 8, key = 9, call = 10,
   done = 11}
 local RN = 11
@@ -151,6 +156,10 @@ local function load(key, names, n)
   for i = 1, n do
     if t[i] == '' then t[i] = false end
   end
+  -- Its fingerprint in hex, stored now as the bytes it stands for.
+  if t[1] and #t[1] == 64 and string.match(t[1], '^[0-9a-f]+$') then
+    t[1] = string.gsub(t[1], '..', function(h) return string.char(tonumber(h, 16)) end)
+  end
   if names == RNAMES and TOKEN ~= '' then
     local r = redis.call('HGET', key, 'r:' .. TOKEN)
     if r then t[n + 1], t[n + 2], n = TOKEN, r, n + 2 end
@@ -166,6 +175,12 @@ local function save(key, t, n, ttl)
   else
     redis.call('SET', key, encode(t, n), 'KEEPTTL')
   end
+end
+
+-- linked is the key of the record a binding's link names.
+local function linked(link)
+  if link and string.sub(link, 1, 1) == ':' then return TAG .. link end
+  return link
 end
 
 -- bind binds a new call id to the fingerprint, with the result if terminal.
@@ -214,8 +229,9 @@ local function index(ref)
   if own[B.fp] then
     -- A call whose id is the operation id is bound: it names the operation,
     -- unless it is a read and this a write, or its write was released.
-    if kind == 'c' or own[B.key] == key then return end
-    if own[B.key] and live(load(own[B.key], RNAMES, RN)) then return end
+    local l = linked(own[B.key])
+    if kind == 'c' or l == key then return end
+    if l and live(load(l, RNAMES, RN)) then return end
   end
   if kind == 'c' then
     redis.call('SET', K[3], ref, 'PX', TTL, 'NX')
@@ -239,7 +255,7 @@ end
 -- fingerprint) and its length. own, when given, is K[2]'s record as
 -- readkey read it, and ownn its length.
 local function precheck(own, ownn)
-  local c, cn, linked = {}, 0, nil
+  local c, cn, link = {}, 0, nil
   if HAS_CALL then
     c, cn = load(K[1], BNAMES, BN)
     if c[B.fp] then
@@ -251,15 +267,15 @@ local function precheck(own, ownn)
         audit(c[B.code], 'local_replay', 'no')
         return answer(c[B.code], 'local_replay', c[B.data], c[B.msg]), c, cn
       end
-      linked = c[B.key]
+      link = linked(c[B.key])
     end
   end
   -- The record to check: the one this call id already reserved (its own
   -- operation, whatever key the retry carries), else the key's.
   local key, k, kn = nil, nil, 0
-  if linked then
-    if own and linked == K[2] then k, kn = own, ownn else k, kn = readkey(linked) end
-    if live(k) then key = linked end
+  if link then
+    if own and link == K[2] then k, kn = own, ownn else k, kn = readkey(link) end
+    if live(k) then key = link end
   end
   if not key and HAS_KEY then
     if own then k, kn = own, ownn else k, kn = readkey(K[2]) end
@@ -286,11 +302,12 @@ end
 -- fields. The index names it, or else the binding of the call whose id is
 -- the operation id (K[6]); failing both, the record of the query's key.
 local function record()
-  local ref = redis.call('GET', K[3])
+  local ref = false
+  if K[3] ~= K[1] then ref = redis.call('GET', K[3]) end -- else it names no index (idem/args.go)
   if not ref then
     local c = load(K[6], BNAMES, BN)
     if c[B.code] then return {kind = 'c', state = 'C', code = c[B.code], data = c[B.data], msg = c[B.msg]} end
-    if c[B.key] then ref = 'k' .. c[B.key] end
+    if c[B.key] then ref = 'k' .. linked(c[B.key]) end
   end
   if not ref and HAS_KEY then ref = 'k' .. K[2] end -- the index alone was lost
   if not ref then return nil end

@@ -14,10 +14,10 @@ if pre then return pre end
 -- carries.
 if HAS_CALL then
   if c[B.fp] then
-    c[B.key] = K[2]
+    c[B.key] = LINK
     save(K[1], c, math.max(cn, B.key))
   else
-    save(K[1], {FP, false, false, false, K[2]}, B.key, TTL)
+    save(K[1], {FP, false, false, false, LINK}, B.key, TTL)
   end
 end
 -- A released record's tombstone is replaced.
