@@ -74,7 +74,13 @@ end
 if HAS_CALL and (not b[B.fp] or b[B.fp] == FP) then
   if mine then b, bn = {FP, false, false, false, LINK}, B.key end
   b[B.fp], b[B.done] = FP, TOKEN
-  if TERMINAL[code] then b[B.code], b[B.data], b[B.msg] = code, data, msg end
+  if store == 'C' then
+    -- The record holds the result; the binding links it, and a retry of
+    -- the call id reads it there: a tool's output is stored once.
+    b[B.key] = LINK
+  elseif TERMINAL[code] then
+    b[B.code], b[B.data], b[B.msg] = code, data, msg
+  end
   if mine then save(K[1], b, math.max(bn, BN)) else save(K[1], b, math.max(bn, BN), TTL) end
 end
 return answer(code, delivery, data, msg, RETRY, op)

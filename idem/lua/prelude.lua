@@ -15,7 +15,7 @@ local RETRY, SIDE      -- retry after (ms); side effect (yes/no/unknown)
 local BODY, BODYSUM    -- audit body; its hex SHA-256
 local TOKEN            -- the write's reservation token ('' = none)
 local LEASE            -- reservation lease (ms)
-local TTL              -- retention of records (ms)
+local TTL              -- retention of records (ms, a string: only ever sent back to Redis)
 local AUDIT_TTL        -- retention of an idle audit log (ms, '0': kept)
 local RECEIPT          -- settle: 'found', 'absent' or '' (inconclusive)
 local HAS_CALL, HAS_KEY
@@ -26,7 +26,7 @@ local function setup(keys, argv)
   FP, NOW, CALL, KEY, OP, TOOL = argv[1], tonumber(argv[2]), argv[3], argv[4], argv[5], argv[6]
   CODE, DATA, MSG, RETRY, SIDE = argv[7], argv[8], argv[9], argv[10], argv[11]
   BODY, BODYSUM, TOKEN, LEASE = argv[12], argv[13], argv[14], tonumber(argv[15])
-  TTL, AUDIT_TTL, RECEIPT = tonumber(argv[16]), argv[17], argv[18]
+  TTL, AUDIT_TTL, RECEIPT = argv[16], argv[17], argv[18]
   HAS_CALL, HAS_KEY = CALL ~= '', KEY ~= ''
   TAG = string.match(keys[2], '^[^}]*}') or ''
   LINK = string.sub(keys[2], #TAG + 1)
@@ -117,6 +117,10 @@ local B = {fp = 1, code = 2, data = 3, msg = 4, key = 5, done = 6}
 local BN = 6
 local BNAMES = {'fp', 'code', 'data', 'msg', 'key', 'done'}
 
+-- Lengths as netstring prefixes ("65:"), made once each: a number turned
+-- into a string costs a printf. A library keeps them from call to call.
+local PREFIX = {}
+
 local function encode(t, n)
   local out = {}
   for i = 1, n do
@@ -126,20 +130,33 @@ local function encode(t, n)
     elseif type(v) == 'number' then
       v = string.format('%d', v)
     end
-    out[i] = #v .. ':' .. v
+    local len = #v
+    local p = PREFIX[len]
+    if not p then
+      p = len .. ':'
+      if len < 4096 then PREFIX[len] = p end
+    end
+    out[i] = p .. v
   end
   return table.concat(out)
 end
 
+-- decode reads the fields encode wrote; the lengths' digits are read as
+-- bytes (tonumber would cost a strtod each).
 local function decode(s)
   local t, pos, i, n = {}, 1, 0, #s
+  local byte, sub = string.byte, string.sub
   while pos <= n do
-    local c = string.find(s, ':', pos, true)
+    local len, c = 0, byte(s, pos)
+    while c and c ~= 58 do -- ':'
+      len = len * 10 + c - 48
+      pos = pos + 1
+      c = byte(s, pos)
+    end
     if not c then break end
-    local len = tonumber(string.sub(s, pos, c - 1)) or 0
     i = i + 1
-    if len > 0 then t[i] = string.sub(s, c + 1, c + len) else t[i] = false end
-    pos = c + 1 + len
+    if len > 0 then t[i] = sub(s, pos + 1, pos + len) else t[i] = false end
+    pos = pos + 1 + len
   end
   return t, i
 end
@@ -290,7 +307,8 @@ local function precheck(own, ownn)
   end
   if not c[B.fp] then
     bind(code, data, msg)
-  elseif TERMINAL[code] then
+  elseif TERMINAL[code] and key ~= link then
+    -- (an answer from the record the binding links is read there again)
     c[B.code], c[B.data], c[B.msg] = code, data, msg
     save(K[1], c, math.max(cn, B.msg))
   end
