@@ -1,6 +1,9 @@
 package idem
 
-import "strings"
+import (
+	"encoding/hex"
+	"strings"
+)
 
 // An audit body is stored in the tenant's stream in a compact form: the
 // JSON the guard writes repeats the same field names in every record, and
@@ -14,6 +17,10 @@ import "strings"
 //	0x01 the compact form
 //	0x02 a body stored as it is that holds a control byte (not JSON, or
 //	     not the guard's), which the compact form cannot carry
+//
+// Inside the compact form, 0x01 stands for the fingerprint fragment
+// followed by 64 lowercase hex digits, and is followed by the 32 bytes they
+// stand for (the guard's fingerprints are SHA-256s in hex).
 //
 // The fragments are part of the stored format: append new ones at the end
 // of the list, never change or remove one.
@@ -64,16 +71,24 @@ const (
 	bodyRaw     = "\x02"
 )
 
-var bodyEncoder, bodyDecoder = func() (*strings.Replacer, *strings.Replacer) {
+// fingerprintFragment is the fragment a binary fingerprint follows.
+const fingerprintFragment = `","fingerprint":"`
+
+var bodyEncoder, bodyDecoder, fingerprintToken = func() (*strings.Replacer, map[byte]string, string) {
 	if len(bodyFragments) > len(bodyTokens) {
 		panic("idem: more body fragments than tokens")
 	}
-	var enc, dec []string
+	var enc []string
+	dec := map[byte]string{}
+	fp := ""
 	for i, f := range bodyFragments {
 		enc = append(enc, f, string(bodyTokens[i]))
-		dec = append(dec, string(bodyTokens[i]), f)
+		dec[bodyTokens[i]] = f
+		if f == fingerprintFragment {
+			fp = string(bodyTokens[i])
+		}
 	}
-	return strings.NewReplacer(enc...), strings.NewReplacer(dec...)
+	return strings.NewReplacer(enc...), dec, fp
 }()
 
 // encodeBody returns the stored form of an audit body.
@@ -83,19 +98,51 @@ func encodeBody(body []byte) string {
 			return bodyRaw + string(body)
 		}
 	}
-	return bodyCompact + bodyEncoder.Replace(string(body))
+	s := bodyEncoder.Replace(string(body))
+	if i := strings.Index(s, fingerprintToken); i >= 0 && i+1+64 < len(s) && s[i+1+64] == '"' && isLowerHex(s[i+1:i+1+64]) {
+		b, _ := hex.DecodeString(s[i+1 : i+1+64])
+		s = s[:i] + "\x01" + string(b) + s[i+1+64:]
+	}
+	return bodyCompact + s
 }
 
-// decodeBody returns the audit body a stored form holds.
+func isLowerHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// decodeBody returns the audit body a stored form holds. It never fails: a
+// stored form that was not written by encodeBody reads as some bytes, which
+// the record's hash then refuses.
 func decodeBody(stored string) []byte {
 	if stored == "" {
 		return nil
 	}
 	switch stored[0] {
-	case bodyCompact[0]:
-		return []byte(bodyDecoder.Replace(stored[1:]))
 	case bodyRaw[0]:
 		return []byte(stored[1:])
+	case bodyCompact[0]:
+	default:
+		return []byte(stored)
 	}
-	return []byte(stored)
+	s := stored[1:]
+	out := make([]byte, 0, 2*len(s)+128)
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		switch {
+		case c == 0x01 && i+32 < len(s):
+			out = append(out, fingerprintFragment...)
+			out = hex.AppendEncode(out, []byte(s[i+1:i+33]))
+			i += 32
+		case c < 0x20 && bodyDecoder[c] != "":
+			out = append(out, bodyDecoder[c]...)
+		default:
+			out = append(out, c)
+		}
+	}
+	return out
 }
