@@ -120,7 +120,20 @@ func run(args []string, w io.Writer) error {
 	ctx := context.Background()
 	signer, _ := guard.NewSigner([]byte("toolbench-approval-key-0123456789abcdef"))
 	g := guard.New(benchTools(), store, guard.Options{Signer: signer})
-	pr := &peer{rdb: rdb, prefix: cfg.prefix + "peer:", lease: time.Minute, ttl: time.Hour, reads: cfg.peerReads, tools: map[string]peerTool{
+	// The peer keeps its keys in a database of its own on a standalone
+	// server: Redis grows each database's key table as keys are added, and
+	// that growth, charged to whichever run's batch crosses a size, belongs
+	// to the run whose keys caused it. (A cluster has one database.)
+	peerRdb := rdb
+	if c, ok := rdb.(*redis.Client); ok && cfg.peer {
+		opt := *c.Options()
+		opt.DB ^= 1
+		pc := redis.NewClient(&opt)
+		defer pc.Close()
+		pc.AddHook(rt)
+		peerRdb = pc
+	}
+	pr := &peer{rdb: peerRdb, prefix: cfg.prefix + "peer:", lease: time.Minute, ttl: time.Hour, reads: cfg.peerReads, tools: map[string]peerTool{
 		"get_order": typed(getOrder), "create_refund_draft": typed(createDraft)}}
 	if err := floorScript.Load(ctx, rdb).Err(); err != nil {
 		return err
@@ -144,6 +157,9 @@ func run(args []string, w io.Writer) error {
 		warm.Go(func() {
 			for range 10 {
 				rdb.Ping(ctx)
+				if peerRdb != rdb {
+					peerRdb.Ping(ctx)
+				}
 			}
 		})
 	}
@@ -215,6 +231,9 @@ func run(args []string, w io.Writer) error {
 	memAfter := redisconn.UsedMemory(ctx, rdb)
 	if !cfg.keepKeys {
 		cleanup(ctx, rdb, cfg.prefix)
+		if peerRdb != rdb {
+			_ = redisconn.DeletePrefix(ctx, peerRdb, cfg.prefix)
+		}
 	}
 
 	all := map[guard.Code]int{}

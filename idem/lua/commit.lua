@@ -70,8 +70,10 @@ else
 end
 -- The call binding: bound to this intent unless it is another's (a
 -- reservation answered CALL_ID_CONFLICT, its reply lost, then released).
--- On the fresh path it is what reserve wrote: this intent, linked to K[2].
-if HAS_CALL and (not b[B.fp] or b[B.fp] == FP) then
+-- On the fresh path it is what reserve wrote, this intent linked to K[2],
+-- and stays so when the record holds the outcome (C or U, with this token
+-- as done for a retried commit to find).
+if HAS_CALL and not (mine and (store == 'C' or store == 'U')) and (not b[B.fp] or b[B.fp] == FP) then
   if mine then b, bn = {FP, false, false, false, LINK}, B.key end
   b[B.fp], b[B.done] = FP, TOKEN
   if store == 'C' then

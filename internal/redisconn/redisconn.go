@@ -98,12 +98,33 @@ func (c *RoundTrips) DialHook(next redis.DialHook) redis.DialHook { return next 
 
 // ProcessHook implements redis.Hook.
 func (c *RoundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
-	return func(ctx context.Context, cmd redis.Cmder) error { c.n.Add(1); return next(ctx, cmd) }
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		if !connSetup(cmd) {
+			c.n.Add(1)
+		}
+		return next(ctx, cmd)
+	}
+}
+
+// connSetup reports whether cmd is one a new connection sends before its
+// first use (HELLO, AUTH, SELECT, CLIENT SETINFO): not the workload's round
+// trips, and not repeated once the pool is warm.
+func connSetup(cmd redis.Cmder) bool {
+	switch cmd.Name() {
+	case "hello", "auth", "select", "client":
+		return true
+	}
+	return false
 }
 
 // ProcessPipelineHook implements redis.Hook.
 func (c *RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
-	return func(ctx context.Context, cmds []redis.Cmder) error { c.n.Add(1); return next(ctx, cmds) }
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) > 0 && !connSetup(cmds[0]) {
+			c.n.Add(1)
+		}
+		return next(ctx, cmds)
+	}
 }
 
 // ScriptTime sums the time Redis spent executing scripts and functions
