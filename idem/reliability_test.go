@@ -157,7 +157,7 @@ func TestMain(m *testing.M) {
 	if mode := os.Getenv("TOOLGUARD_WORKER"); mode != "" {
 		os.Exit(worker(mode))
 	}
-	os.Exit(m.Run())
+	os.Exit(redistest.Main(m))
 }
 
 func worker(mode string) int {

@@ -72,8 +72,11 @@ type Options struct {
 	// '}', which would change the cluster hash tag.
 	Prefix string
 	// TTL is how long call bindings, idempotency records, results and
-	// operation indexes are kept after their last change; default 7 days.
-	// It only collects garbage: no decision depends on it.
+	// operation indexes are kept from when they are first written (a
+	// record: from its reservation; a record settled or resolved later,
+	// from then); default 7 days. It only collects garbage: no decision
+	// depends on it. docs/operations.md says what each key holds and how
+	// much memory a call volume needs.
 	TTL time.Duration
 	// AuditTTL, when set, makes a tenant's whole audit log (stream and
 	// chain head) expire after that long without a new record. The

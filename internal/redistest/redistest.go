@@ -138,6 +138,7 @@ const skipHint = "scripts/test.sh starts Redis and runs them"
 // the test instead.
 func skipUnconfigured(tb testing.TB, env, what string) {
 	tb.Helper()
+	noteSkip(tb, env+" not set")
 	skipNotice.Do(func() {
 		var unset []string
 		for _, name := range []string{EnvURL, EnvCluster} {
