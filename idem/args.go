@@ -26,7 +26,7 @@ type scriptArgs struct {
 	side        any    // ARGV[11] SIDE: yes, no or unknown
 	body        string // ARGV[12] BODY: the audit body, as stored (encodeBody)
 	bodySum     string // ARGV[13] BODYSUM: its hex SHA-256
-	token       string // ARGV[14] TOKEN: the reservation token, '' when none
+	token       string // ARGV[14] TOKEN: the reservation token as stored (storedToken), '' when none
 	leaseMS     any    // ARGV[15] LEASE
 	ttlMS       any    // ARGV[16] TTL
 	auditTTLMS  any    // ARGV[17] AUDIT_TTL: '0' keeps audit logs
@@ -105,7 +105,7 @@ func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt
 		side:        boxSide(e.SideEffect),
 		body:        encodeBody(e.AuditBody),
 		bodySum:     hex.EncodeToString(bodySum[:]),
-		token:       e.Token,
+		token:       storedToken(e.Token),
 		leaseMS:     boxMS(lease),
 		ttlMS:       s.ttlMS,
 		auditTTLMS:  s.auditTTLMS,

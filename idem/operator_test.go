@@ -1,11 +1,12 @@
 package idem_test
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -297,7 +298,31 @@ func TestResolveRefusals(t *testing.T) {
 	}
 }
 
-var tokenField = regexp.MustCompile(`32:[0-9a-f]{32}`)
+// replaceField returns the stored record s with field i's bytes all set to
+// c, and whether it has a non-empty field i.
+func replaceField(s string, i int, c byte) (string, bool) {
+	b := []byte(s)
+	pos := 0
+	for f := 0; pos < len(b); f++ {
+		colon := bytes.IndexByte(b[pos:], ':')
+		if colon < 0 {
+			return s, false
+		}
+		n, err := strconv.Atoi(string(b[pos : pos+colon]))
+		if err != nil || pos+colon+1+n > len(b) {
+			return s, false
+		}
+		start := pos + colon + 1
+		if f == i {
+			for j := start; j < start+n; j++ {
+				b[j] = c
+			}
+			return string(b), n > 0
+		}
+		pos = start + n
+	}
+	return s, false
+}
 
 // changeBeforeScript is a hook that rewrites a record's token just before a
 // script runs: a reservation made again between the operator's read and
@@ -311,14 +336,14 @@ func (h *changeBeforeScript) ProcessPipelineHook(next redis.ProcessPipelineHook)
 func (h *changeBeforeScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if name := cmd.Name(); (name == "evalsha" || name == "eval") && h.key != "" {
-			// The record's token (a netstring of 32 hex digits) becomes
-			// another of the same length.
+			// The record's token (its 7th field; fields are netstrings,
+			// "<length>:<bytes>") becomes another of the same length.
 			get := redis.NewStringCmd(ctx, "get", h.key)
 			if err := next(ctx, get); err != nil {
 				return err
 			}
-			changed := tokenField.ReplaceAllString(get.Val(), "32:"+strings.Repeat("a", 32))
-			if changed == get.Val() && !strings.Contains(changed, "32:"+strings.Repeat("a", 32)) {
+			changed, ok := replaceField(get.Val(), 6, 'z')
+			if !ok {
 				return fmt.Errorf("no token in record %q", get.Val())
 			}
 			if err := next(ctx, redis.NewCmd(ctx, "set", h.key, changed, "keepttl")); err != nil {

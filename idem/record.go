@@ -124,16 +124,20 @@ func namedFields(fields, names []string) map[string]string {
 // A fingerprint (the guard's is the hex SHA-256 of the intent) is stored as
 // the 32 bytes its 64 lowercase hex digits stand for, half the bytes in
 // every record and binding; any other fingerprint is stored as it is.
-func storedFP(fp string) string {
-	if len(fp) != 64 {
-		return fp
+func storedFP(fp string) string { return unhex(fp, 64) }
+
+// A reservation token (the guard's is 16 random bytes in hex) is stored as
+// its bytes too. Tokens are only ever compared, and read back only to be
+// sent again (Resolve), so a stored token is never shown.
+func storedToken(t string) string { return unhex(t, 32) }
+
+// unhex returns the bytes s stands for when it is n lowercase hex digits,
+// else s.
+func unhex(s string, n int) string {
+	if len(s) != n || !isLowerHex(s) {
+		return s
 	}
-	for i := 0; i < len(fp); i++ {
-		if c := fp[i]; (c < '0' || c > '9') && (c < 'a' || c > 'f') {
-			return fp
-		}
-	}
-	b, _ := hex.DecodeString(fp)
+	b, _ := hex.DecodeString(s)
 	return string(b)
 }
 

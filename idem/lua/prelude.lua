@@ -123,8 +123,11 @@ local PREFIX = {}
 
 local function encode(t, n)
   local out = {}
+  -- A record's done token is most often its own token: '=' says so.
+  local same = n >= RN and t[R.done] and t[R.done] == t[R.token]
   for i = 1, n do
     local v = t[i]
+    if same and i == R.done then v = '=' end
     if not v then
       v = ''
     elseif type(v) == 'number' then
@@ -263,7 +266,9 @@ end
 
 -- readkey reads an idempotency record: its fields (R) and its length.
 local function readkey(key)
-  return load(key, RNAMES, RN)
+  local t, n = load(key, RNAMES, RN)
+  if t[R.done] == '=' then t[R.done] = t[R.token] end
+  return t, n
 end
 
 -- precheck applies checks 1 and 2 of the contract. When they decide the
