@@ -86,6 +86,7 @@ var tests = []struct {
 	{"CommitRetryIsIdempotent", "a commit sent again with its token changes nothing and audits nothing more", testCommitRetry},
 	{"ReserveRetryIsIdempotent", "a reservation sent again with its token is the same reservation; another token finds it IN_PROGRESS", testReserveRetry},
 	{"ReleasedReservationRefusesLateCopy", "a reservation released by its token frees the key, and a late copy of it reserves nothing", testReleaseRefusesLateCopy},
+	{"OperationIDNamesFirstOperation", "a status query answers for the first operation that used the id, its call's own or the host's; a later write takes an id over only from a read", testOperationIDFirst},
 	{"AbsentReceiptAfterLeaseFreesKey", "after the lease, a receipt lookup that finds nothing settles the operation as not run: NOT_FOUND, key free", testAbsentReceiptFreesKey},
 }
 
@@ -155,11 +156,17 @@ func (w *World) Dispatch(t testing.TB, p guard.Principal, tool, args, callID, ke
 // TryDispatch is Dispatch for any goroutine: it returns what went wrong
 // (a host error, or no answer within CallTimeout) instead of failing.
 func (w *World) TryDispatch(p guard.Principal, tool, args, callID, key string) (*guard.Result, error) {
+	return w.tryDispatch(p, tool, args, callID, key, "")
+}
+
+// tryDispatch is TryDispatch with the host's operation id (op; "" for the
+// call id).
+func (w *World) tryDispatch(p guard.Principal, tool, args, callID, key, op string) (*guard.Result, error) {
 	call := guard.Call{
 		Principal: p,
 		Proposal:  guard.Proposal{Name: tool, Arguments: []byte(args)},
 		Context: guard.ExecutionContext{Provider: "guardtest", APIFamily: "test", ResponseID: "resp",
-			CallID: callID, IdempotencyKey: key, AdapterRevision: "guardtest-v1"},
+			CallID: callID, OperationID: op, IdempotencyKey: key, AdapterRevision: "guardtest-v1"},
 	}
 	if tool == "put" {
 		g := guard.NewGrant(p, call.Proposal, "tester", w.Now(), time.Hour)

@@ -485,3 +485,55 @@ func testAbsentReceiptFreesKey(t *testing.T, w *World) {
 		t.Fatal(err)
 	}
 }
+
+// testOperationIDFirst: operation ids a host chooses share one space with
+// the call ids that name operations by default (rule 4 of memstore).
+func testOperationIDFirst(t *testing.T, w *World) {
+	dispatch := func(tool, args, callID, key, op string) *guard.Result {
+		t.Helper()
+		res, err := w.tryDispatch(alice, tool, args, callID, key, op)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	value := func(res *guard.Result) any {
+		t.Helper()
+		var out map[string]any
+		if err := json.Unmarshal(res.Data, &out); err != nil {
+			t.Fatalf("%v %s: %v", res.Code, res.Data, err)
+		}
+		return out["value"]
+	}
+	Want(t, dispatch("put", `{"key":"a","value":"1"}`, "w1", "idem-1", ""), guard.CodeOK, guard.DeliveryFresh)
+
+	// A read names operation x first; a write that the host calls x too
+	// takes the id over: a write's outcome is what a status query is for.
+	Want(t, dispatch("get", `{"key":"a"}`, "x", "", ""), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, dispatch("put", `{"key":"b","value":"2"}`, "y", "idem-2", "x"), guard.CodeOK, guard.DeliveryFresh)
+	s := w.Status(t, alice, "x")
+	Want(t, s, guard.CodeOK, guard.DeliveryLocalReplay)
+	if v := value(s); v != "2" {
+		t.Fatalf("status of x: value %v, want the write y's 2", v)
+	}
+
+	// A write names operation p first (its call id); another write that
+	// the host calls p does not take it over.
+	Want(t, dispatch("put", `{"key":"c","value":"3"}`, "p", "idem-3", ""), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, dispatch("put", `{"key":"d","value":"4"}`, "q", "idem-4", "p"), guard.CodeOK, guard.DeliveryFresh)
+	if v := value(w.Status(t, alice, "p")); v != "3" {
+		t.Fatalf("status of p: value %v, want the first write's 3", v)
+	}
+
+	// A read the host calls z comes first; the call whose own id is z
+	// later does not take the id over.
+	Want(t, dispatch("get", `{"key":"a"}`, "r", "", "z"), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, dispatch("get", `{"key":"c"}`, "z", "", ""), guard.CodeOK, guard.DeliveryFresh)
+	s = w.Status(t, alice, "z")
+	if s.Code != guard.CodeOK || value(s) != "1" {
+		t.Fatalf("status of z: %v %s, want the read r's OK with value 1", s.Code, s.Data)
+	}
+	if n := w.Down.Writes(); n != 4 {
+		t.Fatalf("%d side effects, want 4", n)
+	}
+}
