@@ -74,21 +74,17 @@ const (
 // fingerprintFragment is the fragment a binary fingerprint follows.
 const fingerprintFragment = `","fingerprint":"`
 
-var bodyEncoder, bodyDecoder, fingerprintToken = func() (*strings.Replacer, map[byte]string, string) {
+var bodyEncoder, bodyDecoder = func() (*strings.Replacer, map[byte]string) {
 	if len(bodyFragments) > len(bodyTokens) {
 		panic("idem: more body fragments than tokens")
 	}
 	var enc []string
 	dec := map[byte]string{}
-	fp := ""
 	for i, f := range bodyFragments {
 		enc = append(enc, f, string(bodyTokens[i]))
 		dec[bodyTokens[i]] = f
-		if f == fingerprintFragment {
-			fp = string(bodyTokens[i])
-		}
 	}
-	return strings.NewReplacer(enc...), dec, fp
+	return strings.NewReplacer(enc...), dec
 }()
 
 // encodeBody returns the stored form of an audit body.
@@ -98,12 +94,23 @@ func encodeBody(body []byte) string {
 			return bodyRaw + string(body)
 		}
 	}
-	s := bodyEncoder.Replace(string(body))
-	if i := strings.Index(s, fingerprintToken); i >= 0 && i+1+64 < len(s) && s[i+1+64] == '"' && isLowerHex(s[i+1:i+1+64]) {
-		b, _ := hex.DecodeString(s[i+1 : i+1+64])
-		s = s[:i] + "\x01" + string(b) + s[i+1+64:]
+	text := string(body)
+	var b strings.Builder
+	b.Grow(len(text)/2 + 64)
+	b.WriteString(bodyCompact)
+	// The fingerprint's fragment and hex digits become 0x01 and its bytes.
+	if i := strings.Index(text, fingerprintFragment); i >= 0 {
+		hexStart := i + len(fingerprintFragment)
+		if end := hexStart + 64; end < len(text) && text[end] == '"' && isLowerHex(text[hexStart:end]) {
+			_, _ = bodyEncoder.WriteString(&b, text[:i])
+			b.WriteByte(0x01)
+			b.WriteString(unhex(text[hexStart:end], 64))
+			_, _ = bodyEncoder.WriteString(&b, text[end:])
+			return b.String()
+		}
 	}
-	return bodyCompact + s
+	_, _ = bodyEncoder.WriteString(&b, text)
+	return b.String()
 }
 
 func isLowerHex(s string) bool {

@@ -134,11 +134,21 @@ func storedToken(t string) string { return unhex(t, 32) }
 // unhex returns the bytes s stands for when it is n lowercase hex digits,
 // else s.
 func unhex(s string, n int) string {
-	if len(s) != n || !isLowerHex(s) {
+	if len(s) != n || n > 64 || !isLowerHex(s) {
 		return s
 	}
-	b, _ := hex.DecodeString(s)
-	return string(b)
+	var b [32]byte
+	for i := 0; i < n/2; i++ {
+		b[i] = unhexDigit(s[2*i])<<4 | unhexDigit(s[2*i+1])
+	}
+	return string(b[:n/2])
+}
+
+func unhexDigit(c byte) byte {
+	if c <= '9' {
+		return c - '0'
+	}
+	return c - 'a' + 10
 }
 
 // shownFP is the fingerprint a stored one stands for.
