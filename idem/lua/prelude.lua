@@ -6,14 +6,16 @@
 --   K[1] call-id binding    K[2] idempotency record   K[3] operation index
 --   K[4] audit stream       K[5] audit head           K[6] the binding of the
 --                                                        call whose id is OP
+-- (K[3] is K[1] again when OP is the call's own id: such an operation has no
+-- index, its binding is one.)
 local K
-local FP, NOW          -- fingerprint; now (ms, the guard's clock)
+local FP, NOW          -- fingerprint (its 32 bytes, args.go); now (ms, the guard's clock)
 local CALL, KEY        -- call id, effective idempotency key ('' = none)
 local OP, TOOL         -- operation id, tool name
 local CODE, DATA, MSG  -- the outcome the guard computed
 local RETRY, SIDE      -- retry after (ms); side effect (yes/no/unknown)
-local BODY, BODYSUM    -- audit body; its hex SHA-256
-local TOKEN            -- the write's reservation token ('' = none)
+local BODY, BODYSUM    -- audit body as stored (idem/body.go); the hex SHA-256 of the body itself
+local TOKEN            -- the write's reservation token, as bytes ('' = none)
 local LEASE            -- reservation lease (ms)
 local TTL              -- retention of records (ms, a string: only ever sent back to Redis)
 local AUDIT_TTL        -- retention of an idle audit log (ms, '0': kept)
