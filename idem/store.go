@@ -123,6 +123,7 @@ type Store struct {
 	// *redis.ClusterClient, or a server found to have no Redis Functions;
 	// never cleared.
 	scripts atomic.Bool
+	batches *batchers // the calls that go in pipelines: without Options.Replicas
 }
 
 var _ guard.Store = (*Store)(nil)
@@ -158,7 +159,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.ReplicaTimeout <= 0 {
 		opts.ReplicaTimeout = time.Second
 	}
-	s := &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: boxMS(opts.TTL), auditTTLMS: boxMS(opts.AuditTTL), opts: opts}
+	s := &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: boxMS(opts.TTL), auditTTLMS: boxMS(opts.AuditTTL), opts: opts,
+		batches: newBatchers(rdb)}
 	switch rdb.(type) {
 	case *redis.Client, *redis.ClusterClient: // the store knows their masters, to load its library on
 		s.scripts.Store(opts.Scripts)
