@@ -67,7 +67,9 @@ type batcher struct {
 // as with any go-redis call that times out. A call in a pipeline (piped)
 // is answered with the reply of its own command: an error of one call
 // (such as NOSCRIPT) is that call's alone, for the caller to act on.
-func (b *batcher) do(c *batchCall, direct func() ([]string, error)) (reply []string, piped bool, err error) {
+// The call is copied to the heap only when it queues: a lone call costs no
+// allocation.
+func (b *batcher) do(call batchCall, direct func() ([]string, error)) (reply []string, piped bool, err error) {
 	b.mu.Lock()
 	if b.busy < maxInFlight && len(b.queue) == 0 {
 		b.busy++
@@ -76,6 +78,9 @@ func (b *batcher) do(c *batchCall, direct func() ([]string, error)) (reply []str
 		b.release()
 		return reply, false, err
 	}
+	c := new(batchCall)
+	*c = call
+	c.done = make(chan struct{})
 	b.queue = append(b.queue, c)
 	if b.busy < maxInFlight {
 		b.busy++

@@ -116,10 +116,11 @@ func (s *Store) batched(ctx context.Context, sc *script, keys []string, argv []a
 	if b == nil {
 		return s.call(ctx, sc, keys, argv)
 	}
-	c := &batchCall{ctx: ctx, sc: sc, keys: keys, argv: argv, fcall: !s.scripts.Load(), done: make(chan struct{})}
-	reply, piped, err := b.do(c, func() ([]string, error) { return s.call(ctx, sc, keys, argv) })
+	fcall := !s.scripts.Load()
+	reply, piped, err := b.do(batchCall{ctx: ctx, sc: sc, keys: keys, argv: argv, fcall: fcall},
+		func() ([]string, error) { return s.call(ctx, sc, keys, argv) })
 	if piped && err != nil {
-		return s.answered(ctx, sc, keys, argv, c.fcall, reply, err)
+		return s.answered(ctx, sc, keys, argv, fcall, reply, err)
 	}
 	return reply, err
 }
