@@ -7,6 +7,9 @@
 // trip: a read or a failed check is one (Finish), a fresh write two (Reserve,
 // Commit), a replay or conflict one. All keys of a tenant share a hash tag
 // ({t<base64url(tenant)>}), so every script is legal on a cluster.
+// Without Options.Replicas, calls that goroutines make at the same time go
+// to their server together, as one pipeline (auto-pipelining): each still
+// runs and answers on its own, and a lone call goes alone, at once.
 //
 // Where the server has Redis Functions (Redis 7.0 and later), the scripts
 // are one function library, loaded once on every master by Check (before
