@@ -74,8 +74,8 @@ func (b *batcher) do(call batchCall, direct func() ([]string, error)) (reply []s
 	if b.busy < maxInFlight && len(b.queue) == 0 {
 		b.busy++
 		b.mu.Unlock()
+		defer b.release() // even if direct panics, so the slot is not lost
 		reply, err = direct()
-		b.release()
 		return reply, false, err
 	}
 	c := new(batchCall)
