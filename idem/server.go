@@ -66,7 +66,9 @@ func (s *Store) Check(ctx context.Context) error {
 // the server does not have the script yet). Before the store's first state
 // change it checks the server. With Options.Replicas, the call and a WAIT
 // go in one pipeline to the master of the keys; a reply that too few
-// replicas acknowledged is returned with ErrNotReplicated.
+// replicas acknowledged is returned with ErrNotReplicated. Without, the
+// call goes in a pipeline with the calls other goroutines make at the same
+// time (batched).
 func (s *Store) run(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
 	if !s.checked.Load() {
 		if err := s.Check(ctx); err != nil {
@@ -74,7 +76,7 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, argv []any) 
 		}
 	}
 	if s.opts.Replicas <= 0 {
-		return s.call(ctx, sc, keys, argv)
+		return s.batched(ctx, sc, keys, argv)
 	}
 	node, err := s.master(ctx, keys[0])
 	if err != nil {
@@ -103,28 +105,64 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, argv []any) 
 	return reply, nil
 }
 
+// batched runs a script through the batcher of the server that holds the
+// keys (batch.go): alone and at once if no other call waits, or else in
+// one pipeline with the calls queued by then. A call that the server
+// refused without running it, for want of the library or the script, then
+// goes on alone, on the caller's context, as call would have gone on after
+// that answer (answered).
+func (s *Store) batched(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
+	b := s.batches.of(ctx, keys[0])
+	if b == nil {
+		return s.call(ctx, sc, keys, argv)
+	}
+	fcall := !s.scripts.Load()
+	reply, piped, err := b.do(batchCall{ctx: ctx, sc: sc, keys: keys, argv: argv, fcall: fcall},
+		func() ([]string, error) { return s.call(ctx, sc, keys, argv) })
+	if piped && err != nil {
+		return s.answered(ctx, sc, keys, argv, fcall, reply, err)
+	}
+	return reply, err
+}
+
 // call runs a script through the client, which routes it to the master of
-// the keys. A node without the library ("Function not found": the function
-// did not run) gets it, with every other master, and the call is sent
-// again, once; a node that still has no function, or no Redis Functions at
-// all, makes the store send scripts from then on, starting with this call.
+// the keys: FCALL, or, where the store sends scripts, EVALSHA and then
+// EVAL if the server does not have the script yet.
 func (s *Store) call(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
 	if !s.scripts.Load() {
 		reply, err := s.rdb.FCall(ctx, lib.fn(sc), keys, argv...).StringSlice()
-		if notLoaded(err) {
-			// Every master: the cluster's view is read again first, so the
-			// node that answered is among them, even a new one.
-			loadErr := redisconn.ForEachMaster(ctx, s.rdb, s.load)
-			reply, err = s.rdb.FCall(ctx, lib.fn(sc), keys, argv...).StringSlice()
-			if notLoaded(err) && loadErr != nil {
-				return nil, loadErr
-			}
-		}
-		if !notLoaded(err) && !noFunctions(err) {
-			return reply, err
-		}
-		s.scripts.Store(true)
+		return s.answered(ctx, sc, keys, argv, true, reply, err)
 	}
+	return sc.eval.Run(ctx, s.rdb, keys, argv...).StringSlice()
+}
+
+// answered finishes a call given the server's answer to its FCALL (fcall)
+// or EVALSHA. To an FCALL, a node without the library ("Function not
+// found": the function did not run) gets it, with every other master, and
+// the call is sent again, once; a node that still has no function, or no
+// Redis Functions at all, makes the store send scripts from then on,
+// starting with this call. To an EVALSHA, NOSCRIPT (the script did not
+// run) makes it send the script with EVAL.
+func (s *Store) answered(ctx context.Context, sc *script, keys []string, argv []any, fcall bool, reply []string, err error) ([]string, error) {
+	if !fcall {
+		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
+			return sc.eval.Eval(ctx, s.rdb, keys, argv...).StringSlice()
+		}
+		return reply, err
+	}
+	if notLoaded(err) {
+		// Every master: the cluster's view is read again first, so the
+		// node that answered is among them, even a new one.
+		loadErr := redisconn.ForEachMaster(ctx, s.rdb, s.load)
+		reply, err = s.rdb.FCall(ctx, lib.fn(sc), keys, argv...).StringSlice()
+		if notLoaded(err) && loadErr != nil {
+			return nil, loadErr
+		}
+	}
+	if !notLoaded(err) && !noFunctions(err) {
+		return reply, err
+	}
+	s.scripts.Store(true)
 	return sc.eval.Run(ctx, s.rdb, keys, argv...).StringSlice()
 }
 

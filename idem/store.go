@@ -7,6 +7,9 @@
 // trip: a read or a failed check is one (Finish), a fresh write two (Reserve,
 // Commit), a replay or conflict one. All keys of a tenant share a hash tag
 // ({t<base64url(tenant)>}), so every script is legal on a cluster.
+// Without Options.Replicas, calls that goroutines make at the same time go
+// to their server together, as one pipeline (auto-pipelining): each still
+// runs and answers on its own, and a lone call goes alone, at once.
 //
 // Where the server has Redis Functions (Redis 7.0 and later), the scripts
 // are one function library, loaded once on every master by Check (before
@@ -123,6 +126,7 @@ type Store struct {
 	// *redis.ClusterClient, or a server found to have no Redis Functions;
 	// never cleared.
 	scripts atomic.Bool
+	batches *batchers // the calls that go in pipelines: without Options.Replicas
 }
 
 var _ guard.Store = (*Store)(nil)
@@ -158,7 +162,8 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.ReplicaTimeout <= 0 {
 		opts.ReplicaTimeout = time.Second
 	}
-	s := &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: boxMS(opts.TTL), auditTTLMS: boxMS(opts.AuditTTL), opts: opts}
+	s := &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: boxMS(opts.TTL), auditTTLMS: boxMS(opts.AuditTTL), opts: opts,
+		batches: newBatchers(rdb)}
 	switch rdb.(type) {
 	case *redis.Client, *redis.ClusterClient: // the store knows their masters, to load its library on
 		s.scripts.Store(opts.Scripts)
