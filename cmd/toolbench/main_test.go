@@ -66,8 +66,11 @@ func TestPeerRun(t *testing.T) {
 			if got, want := num("round trips", 1), 3*num("writes", 1)+3*num("reads", 1)+num("replays", 1); got != want {
 				t.Errorf("peer: %d round trips, want 3 per write and read + 1 per replay = %d", got, want)
 			}
-			if num("round trips", 0) != num("round trips", 2) {
-				t.Errorf("the floor ran %d round trips, the guard %d", num("round trips", 2), num("round trips", 0))
+			if num("calls", 0) != num("round trips", 2) || num("calls", 2) != num("round trips", 2) {
+				t.Errorf("the floor ran %d calls in %d round trips, the guard %d calls", num("calls", 2), num("round trips", 2), num("calls", 0))
+			}
+			if num("round trips", 0) > num("calls", 0) || num("round trips", 1) != num("calls", 1) {
+				t.Errorf("round trips %v, calls %v: a round trip carries one call or more, the peer's one", rows["round trips"], rows["calls"])
 			}
 			if num("stored dispatches", 0) != n || num("stored dispatches", 1) != num("writes", 1)+num("reads", 1) {
 				t.Errorf("stored dispatches %v, want %d for the guard and the peer's writes and reads", rows["stored dispatches"], n)

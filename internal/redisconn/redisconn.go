@@ -85,13 +85,16 @@ func DeletePrefix(ctx context.Context, rdb redis.UniversalClient, prefix string)
 
 // RoundTrips is a go-redis hook that counts round trips: one per command,
 // one per pipeline. Add it with client.AddHook.
-type RoundTrips struct{ n atomic.Int64 }
+type RoundTrips struct{ n, cmds atomic.Int64 }
 
 // Count returns the round trips so far.
 func (c *RoundTrips) Count() int64 { return c.n.Load() }
 
-// Reset sets the count to zero.
-func (c *RoundTrips) Reset() { c.n.Store(0) }
+// Commands returns the commands sent so far: a pipeline's count each.
+func (c *RoundTrips) Commands() int64 { return c.cmds.Load() }
+
+// Reset sets the counts to zero.
+func (c *RoundTrips) Reset() { c.n.Store(0); c.cmds.Store(0) }
 
 // DialHook implements redis.Hook.
 func (c *RoundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
@@ -101,6 +104,7 @@ func (c *RoundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if !connSetup(cmd) {
 			c.n.Add(1)
+			c.cmds.Add(1)
 		}
 		return next(ctx, cmd)
 	}
@@ -122,6 +126,7 @@ func (c *RoundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	return func(ctx context.Context, cmds []redis.Cmder) error {
 		if len(cmds) > 0 && !connSetup(cmds[0]) {
 			c.n.Add(1)
+			c.cmds.Add(int64(len(cmds)))
 		}
 		return next(ctx, cmds)
 	}
