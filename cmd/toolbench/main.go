@@ -273,7 +273,7 @@ func run(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "cpu, %s:  client %v, redis %v (of which scripts %v) per dispatch\n",
 			run.name, per(run.c.client), per(run.c.redis), per(run.c.scripts))
 	}
-	fmt.Fprintf(w, "per dispatch: guard %v, floor %v at the same round trips\n", per(guardTime), per(floorTime))
+	fmt.Fprintf(w, "per dispatch: guard %v, floor %v for the same script calls\n", per(guardTime), per(floorTime))
 	if guardCost.redis > 0 && !cluster {
 		// One Redis thread serves every dispatch, so the guard's run can be
 		// no faster than Redis's CPU per dispatch.
