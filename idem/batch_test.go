@@ -215,6 +215,7 @@ func TestAutoPipeliningLostLibrary(t *testing.T) {
 		t.Fatal(err)
 	}
 	before := cmdstats(t, admin)
+	h.hold.Store(int64(20 * time.Millisecond)) // so that calls queue and pipelines form (TestAutoPipelining)
 	burstAndCount(t, s, h)
 	d := delta(before, cmdstats(t, admin))
 	refused := h.pipedRefused.Load()
