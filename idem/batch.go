@@ -199,20 +199,17 @@ func newBatchers(rdb redis.UniversalClient) *batchers {
 // *redis.ClusterClient, or a cluster whose slot map cannot be read (the
 // call then goes alone and reports why).
 func (bs *batchers) of(ctx context.Context, key string) *batcher {
-	switch c := bs.rdb.(type) {
-	case *redis.Client:
+	node, err := masterOf(ctx, bs.rdb, key)
+	switch {
+	case err != nil:
+		return nil
+	case node == bs.rdb:
 		return &bs.one
-	case *redis.ClusterClient:
-		node, err := c.MasterForKey(ctx, key)
-		if err != nil {
-			return nil
-		}
-		addr := node.Options().Addr
-		if b, ok := bs.nodes.Load(addr); ok {
-			return b.(*batcher)
-		}
-		b, _ := bs.nodes.LoadOrStore(addr, &batcher{rdb: c})
+	}
+	addr := node.Options().Addr
+	if b, ok := bs.nodes.Load(addr); ok {
 		return b.(*batcher)
 	}
-	return nil
+	b, _ := bs.nodes.LoadOrStore(addr, &batcher{rdb: bs.rdb})
+	return b.(*batcher)
 }

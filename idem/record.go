@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/hex"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -27,13 +28,7 @@ var (
 func decodeFields(s string) []string {
 	var out []string
 	for len(s) > 0 {
-		colon := -1
-		for i := 0; i < len(s) && i < 20; i++ {
-			if s[i] == ':' {
-				colon = i
-				break
-			}
-		}
+		colon := strings.IndexByte(s[:min(len(s), 20)], ':')
 		if colon < 0 {
 			break
 		}
@@ -54,21 +49,29 @@ func decodeFields(s string) []string {
 func readFields(ctx context.Context, rdb redis.Cmdable, keys []string, names []string) ([]map[string]string, error) {
 	types := make([]*redis.StatusCmd, len(keys))
 	vals := make([]*redis.StringCmd, len(keys))
-	_, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+	// Pipelined's error is the first command's that failed; each command's
+	// own is read below, where a GET of a hash (WRONGTYPE) is no error.
+	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
 			types[i], vals[i] = p.Type(ctx, k), p.Get(ctx, k)
 		}
 		return nil
 	})
-	if err != nil && err != redis.Nil && !hasTypeErrorsOnly(types, vals) {
-		return nil, err
-	}
 	out := make([]map[string]string, len(keys))
 	var hashes []int
 	for i := range keys {
+		if err := types[i].Err(); err != nil {
+			return nil, err
+		}
 		switch types[i].Val() {
 		case "string":
-			out[i] = namedFields(decodeFields(vals[i].Val()), names)
+			v, err := vals[i].Result()
+			if err != nil && err != redis.Nil { // Nil: gone since TYPE
+				return nil, err
+			}
+			if err == nil {
+				out[i] = namedFields(decodeFields(v), names)
+			}
 		case "hash":
 			hashes = append(hashes, i)
 		}
@@ -95,20 +98,6 @@ func readFields(ctx context.Context, rdb redis.Cmdable, keys []string, names []s
 		out[i] = m
 	}
 	return out, nil
-}
-
-// hasTypeErrorsOnly reports whether the pipeline's only failures are GETs
-// of keys that are not strings (a hash of an earlier version) or missing.
-func hasTypeErrorsOnly(types []*redis.StatusCmd, vals []*redis.StringCmd) bool {
-	for i := range types {
-		if types[i].Err() != nil {
-			return false
-		}
-		if err := vals[i].Err(); err != nil && err != redis.Nil && types[i].Val() == "string" {
-			return false
-		}
-	}
-	return true
 }
 
 func namedFields(fields, names []string) map[string]string {

@@ -214,7 +214,13 @@ func (s *Store) pipeWait(ctx context.Context, node *redis.Client, asking bool, s
 // master returns the server that holds key: the client itself, or on a
 // cluster the master of the key's slot.
 func (s *Store) master(ctx context.Context, key string) (*redis.Client, error) {
-	switch c := s.rdb.(type) {
+	return masterOf(ctx, s.rdb, key)
+}
+
+// masterOf returns the server of rdb that holds key: rdb itself when it is
+// a *redis.Client, or on a cluster the master of the key's slot.
+func masterOf(ctx context.Context, rdb redis.UniversalClient, key string) (*redis.Client, error) {
+	switch c := rdb.(type) {
 	case *redis.Client:
 		return c, nil
 	case *redis.ClusterClient:

@@ -12,6 +12,7 @@ end
 -- call id to this intent and gave the record and the binding their TTLs, so
 -- neither is read again nor given a TTL again.
 local mine = k[R.state] == 'P' and k[R.token] == TOKEN
+local ttl = not mine and TTL or nil -- what this commit writes over reserve's keeps reserve's TTL
 local b, bn = {}, 0
 if HAS_CALL and not mine then b, bn = load(K[1], BNAMES, BN) end
 -- A retry of this very commit (its reply was lost after it was applied):
@@ -61,7 +62,7 @@ if store == 'C' or store == 'U' then
   -- token's late reservation, and answers left beside it stay.
   k[R.fp], k[R.state], k[R.op], k[R.tool], k[R.key], k[R.call], k[R.done] = FP, store, OP, TOOL, KEY, CALL, TOKEN
   if store == 'C' then k[R.data], k[R.msg] = data, msg end
-  if mine then save(K[2], k, math.max(kn, RN)) else save(K[2], k, math.max(kn, RN), TTL) end
+  save(K[2], k, math.max(kn, RN), ttl)
 elseif store == 'X' then
   release(K[2])
 else
@@ -83,6 +84,6 @@ if HAS_CALL and not (mine and (store == 'C' or store == 'U')) and (not b[B.fp] o
   elseif TERMINAL[code] then
     b[B.code], b[B.data], b[B.msg] = code, data, msg
   end
-  if mine then save(K[1], b, math.max(bn, BN)) else save(K[1], b, math.max(bn, BN), TTL) end
+  save(K[1], b, math.max(bn, BN), ttl)
 end
 return answer(code, delivery, data, msg, RETRY, op)
