@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"os"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -123,13 +122,6 @@ func Cluster(tb testing.TB) redis.UniversalClient {
 	return rdb
 }
 
-// skipNotice prints, once per test binary, which real-Redis variables are
-// unset, so a run that skips those tests says so where it can: go test
-// shows a package's output with -v, on failure, and when run in the
-// package's directory without arguments (plain "go test ./..." hides it;
-// scripts/test.sh counts the skips instead).
-var skipNotice sync.Once
-
 // skipHint is how the skip message tells the reader to run the skipped
 // tests.
 const skipHint = "scripts/test.sh starts Redis and runs them"
@@ -138,17 +130,7 @@ const skipHint = "scripts/test.sh starts Redis and runs them"
 // the test instead.
 func skipUnconfigured(tb testing.TB, env, what string) {
 	tb.Helper()
-	noteSkip(tb, env+" not set")
-	skipNotice.Do(func() {
-		var unset []string
-		for _, name := range []string{EnvURL, EnvCluster} {
-			if strings.TrimSpace(os.Getenv(name)) == "" {
-				unset = append(unset, name)
-			}
-		}
-		fmt.Fprintf(os.Stderr, "redistest: %s not set: skipping the real-Redis tests of this package (%s)\n",
-			strings.Join(unset, " and "), skipHint)
-	})
+	noteSkip(tb, env+" not set") // Main names the package's skips at its end
 	tb.Skip(env + " not set: skipping " + what + " (" + skipHint + ")")
 }
 
