@@ -9,70 +9,51 @@ import (
 	"github.com/toolguard/toolguard/guard"
 )
 
-// scriptArgs is ARGV of every script, in order: lua/prelude.lua names each
+// scriptArgs are a script's arguments, in order: lua/prelude.lua names each
 // position the same way (FP, NOW, CALL, …). One layout serves all scripts,
-// so the prelude reads them once.
+// so the prelude reads them once. They go as one argument, packed
+// (packFields): Redis turns each argument of a call into a Lua string, at a
+// cost of its own, and the prelude unpacks them in C.
 type scriptArgs struct {
-	fingerprint string // ARGV[1]  FP, as stored (storedFP)
-	now         string // ARGV[2]  NOW: the guard's clock, ms
-	callID      string // ARGV[3]  CALL: '' when there is none
-	key         string // ARGV[4]  KEY: the effective idempotency key, '' when none
-	opID        string // ARGV[5]  OP
-	tool        string // ARGV[6]  TOOL
-	code        any    // ARGV[7]  CODE: the outcome the guard computed
-	data        string // ARGV[8]  DATA
-	message     string // ARGV[9]  MSG
-	retryMS     any    // ARGV[10] RETRY
-	side        any    // ARGV[11] SIDE: yes, no or unknown
-	body        string // ARGV[12] BODY: the audit body, as stored (encodeBody)
-	bodySum     string // ARGV[13] BODYSUM: its hex SHA-256
-	token       string // ARGV[14] TOKEN: the reservation token as stored (storedToken), '' when none
-	leaseMS     any    // ARGV[15] LEASE
-	ttlMS       any    // ARGV[16] TTL
-	auditTTLMS  any    // ARGV[17] AUDIT_TTL: '0' keeps audit logs
-	receipt     any    // ARGV[18] RECEIPT: 'found', 'absent' or ''
+	fingerprint string // 1  FP, as stored (storedFP)
+	now         string // 2  NOW: the guard's clock, ms
+	callID      string // 3  CALL: '' when there is none
+	key         string // 4  KEY: the effective idempotency key, '' when none
+	opID        string // 5  OP
+	tool        string // 6  TOOL
+	code        string // 7  CODE: the outcome the guard computed
+	data        string // 8  DATA
+	message     string // 9  MSG
+	retryMS     string // 10 RETRY
+	side        string // 11 SIDE: yes, no or unknown
+	body        string // 12 BODY: the audit body, as stored (encodeBody)
+	bodySum     string // 13 BODYSUM: its hex SHA-256
+	token       string // 14 TOKEN: the reservation token as stored (storedToken), '' when none
+	leaseMS     string // 15 LEASE
+	ttlMS       string // 16 TTL
+	auditTTLMS  string // 17 AUDIT_TTL: '0' keeps audit logs
+	receipt     string // 18 RECEIPT: 'found', 'absent' or ''
 }
 
-// list returns the arguments in ARGV order.
-func (a *scriptArgs) list() []any {
-	return []any{a.fingerprint, a.now, a.callID, a.key, a.opID, a.tool, a.code, a.data, a.message,
-		a.retryMS, a.side, a.body, a.bodySum, a.token, a.leaseMS, a.ttlMS, a.auditTTLMS, a.receipt}
+// packed returns the arguments as the one argument the scripts take.
+func (a *scriptArgs) packed() []byte {
+	return packFields(nil, a.fingerprint, a.now, a.callID, a.key, a.opID, a.tool, a.code, a.data, a.message,
+		a.retryMS, a.side, a.body, a.bodySum, a.token, a.leaseMS, a.ttlMS, a.auditTTLMS, a.receipt)
 }
 
-// Boxed once: a string put in an interface allocates unless it is a
-// constant, and every script call passes about twenty.
-var (
-	boxedZero  any = "0"
-	boxedEmpty any = ""
-	boxedCodes     = func() map[guard.Code]any {
-		m := map[guard.Code]any{0: ""}
-		for _, c := range guard.Codes() {
-			m[c] = c.String()
-		}
-		return m
-	}()
-	boxedSides = map[guard.SideEffect]any{guard.SideEffectNone: string(guard.SideEffectNone),
-		guard.SideEffectYes: string(guard.SideEffectYes), guard.SideEffectUnknown: string(guard.SideEffectUnknown)}
-	boxedReceipts = [...]any{guard.ReceiptInconclusive: "", guard.ReceiptFound: "found", guard.ReceiptAbsent: "absent"}
-)
+var receipts = [...]string{guard.ReceiptInconclusive: "", guard.ReceiptFound: "found", guard.ReceiptAbsent: "absent"}
 
-func boxCode(c guard.Code) any {
-	if v, ok := boxedCodes[c]; ok {
-		return v
+// codeName is the code's wire name, ” for none (a settle's entry).
+func codeName(c guard.Code) string {
+	if !c.Valid() {
+		return ""
 	}
-	return ""
+	return c.String()
 }
 
-func boxSide(s guard.SideEffect) any {
-	if v, ok := boxedSides[s]; ok {
-		return v
-	}
-	return string(s)
-}
-
-func boxMS(d time.Duration) any {
+func msString(d time.Duration) string {
 	if d <= 0 {
-		return boxedZero
+		return "0"
 	}
 	return strconv.FormatInt(max(d, time.Millisecond).Milliseconds(), 10)
 }
@@ -98,21 +79,20 @@ func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt
 		key:         e.IdempotencyKey,
 		opID:        e.OperationID,
 		tool:        e.Tool,
-		code:        boxCode(e.Code),
+		code:        codeName(e.Code),
 		data:        string(e.Data),
 		message:     e.Message,
-		retryMS:     boxMS(e.RetryAfter),
-		side:        boxSide(e.SideEffect),
+		retryMS:     msString(e.RetryAfter),
+		side:        string(e.SideEffect),
 		body:        encodeBody(e.AuditBody),
 		bodySum:     hex.EncodeToString(bodySum[:]),
 		token:       storedToken(e.Token),
-		leaseMS:     boxMS(lease),
+		leaseMS:     msString(lease),
 		ttlMS:       s.ttlMS,
 		auditTTLMS:  s.auditTTLMS,
-		receipt:     boxedEmpty,
 	}
-	if int(receipt) < len(boxedReceipts) {
-		a.receipt = boxedReceipts[receipt]
+	if int(receipt) < len(receipts) {
+		a.receipt = receipts[receipt]
 	}
-	return k.list(), a.list()
+	return k.list(), []any{a.packed()}
 }

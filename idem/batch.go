@@ -154,7 +154,7 @@ func (b *batcher) send(calls []*batchCall) {
 		return nil
 	})
 	for i, c := range live {
-		c.reply, c.err = cmds[i].StringSlice()
+		c.reply, c.err = scriptReply(cmds[i])
 		close(c.done)
 	}
 }

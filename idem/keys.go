@@ -48,5 +48,13 @@ func makeKeys(prefix, tenant, subject, callID, idemKey, opID string) keys {
 		opCall: all[ends[2]:ends[3]], audit: all[ends[3]:ends[4]], head: all[ends[4]:ends[5]]}
 }
 
-// list returns the keys in the scripts' order (K in lua/prelude.lua).
-func (k keys) list() []string { return []string{k.call, k.idem, k.op, k.audit, k.head, k.opCall} }
+// list returns the keys in the scripts' order (K in lua/prelude.lua). When
+// the operation index and the operation's call binding are the call's
+// binding (args), it names each key once, four in all, and the prelude
+// fills the rest in: Redis makes each key of a call a Lua string too.
+func (k keys) list() []string {
+	if k.op == k.call && k.opCall == k.call {
+		return []string{k.call, k.idem, k.audit, k.head}
+	}
+	return []string{k.call, k.idem, k.op, k.audit, k.head, k.opCall}
+}

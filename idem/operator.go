@@ -270,11 +270,11 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 		code, msg = guard.CodeNotFound, notExecutedMessage
 	}
 	a := scriptArgs{fingerprint: storedFP(rec.fp), now: strconv.FormatInt(r.Now.UnixMilli(), 10), key: rec.key,
-		opID: rec.op, tool: rec.tool, code: boxCode(code), data: string(data), message: msg,
-		retryMS: boxedZero, side: boxSide(guard.SideEffectNone), body: encodeBody(body),
-		bodySum: hex.EncodeToString(sum[:]), token: rec.token, leaseMS: boxedZero, ttlMS: s.ttlMS,
-		auditTTLMS: s.auditTTLMS, receipt: boxedEmpty}
-	reply, runErr := s.run(ctx, resolveScript, k.list(), a.list())
+		opID: rec.op, tool: rec.tool, code: codeName(code), data: string(data), message: msg,
+		retryMS: "0", side: string(guard.SideEffectNone), body: encodeBody(body),
+		bodySum: hex.EncodeToString(sum[:]), token: rec.token, leaseMS: "0", ttlMS: s.ttlMS,
+		auditTTLMS: s.auditTTLMS}
+	reply, runErr := s.run(ctx, resolveScript, k.list(), []any{a.packed()})
 	if runErr != nil && !errors.Is(runErr, ErrNotReplicated) {
 		return nil, runErr
 	}

@@ -1,12 +1,10 @@
 package idem_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -301,27 +299,12 @@ func TestResolveRefusals(t *testing.T) {
 // replaceField returns the stored record s with field i's bytes all set to
 // c, and whether it has a non-empty field i.
 func replaceField(s string, i int, c byte) (string, bool) {
-	b := []byte(s)
-	pos := 0
-	for f := 0; pos < len(b); f++ {
-		colon := bytes.IndexByte(b[pos:], ':')
-		if colon < 0 {
-			return s, false
-		}
-		n, err := strconv.Atoi(string(b[pos : pos+colon]))
-		if err != nil || pos+colon+1+n > len(b) {
-			return s, false
-		}
-		start := pos + colon + 1
-		if f == i {
-			for j := start; j < start+n; j++ {
-				b[j] = c
-			}
-			return string(b), n > 0
-		}
-		pos = start + n
+	f := idem.DecodeFields(s)
+	if i >= len(f) || f[i] == "" {
+		return s, false
 	}
-	return s, false
+	f[i] = strings.Repeat(string(c), len(f[i]))
+	return string(idem.PackFields(nil, f...)), true
 }
 
 // changeBeforeScript is a hook that rewrites a record's token just before a
@@ -336,8 +319,8 @@ func (h *changeBeforeScript) ProcessPipelineHook(next redis.ProcessPipelineHook)
 func (h *changeBeforeScript) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 	return func(ctx context.Context, cmd redis.Cmder) error {
 		if name := cmd.Name(); (name == "evalsha" || name == "eval") && h.key != "" {
-			// The record's token (its 7th field; fields are netstrings,
-			// "<length>:<bytes>") becomes another of the same length.
+			// The record's token (its 7th field) becomes another of the
+			// same length.
 			get := redis.NewStringCmd(ctx, "get", h.key)
 			if err := next(ctx, get); err != nil {
 				return err

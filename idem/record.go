@@ -10,12 +10,12 @@ import (
 )
 
 // Idempotency records and call bindings are Redis strings: their fields in
-// a fixed order, each a netstring ("<length>:<bytes>"), as lua/prelude.lua
-// writes them (encode, decode). One SET stores a record with its TTL, and a
-// record costs a string: a Redis hash holding a value over 64 bytes (a
-// tool's output) is a hashtable several times its size. Records an earlier
-// version kept as hashes are still read, by field name, and replaced by
-// strings when next written.
+// a fixed order, packed as MessagePack strings (packFields), as
+// lua/prelude.lua writes them (encode, decode). One SET stores a record
+// with its TTL, and a record costs a string: a Redis hash holding a value
+// over 64 bytes (a tool's output) is a hashtable several times its size.
+// Records an earlier version kept as netstrings or as hashes are still
+// read, and replaced when next written.
 
 // The fields of a record and of a binding, in stored order.
 var (
@@ -23,9 +23,68 @@ var (
 	bindingNames = []string{"fp", "code", "data", "msg", "key", "done"}
 )
 
+// packFields appends the fields to b as MessagePack strings: a header
+// (0xa0 + length up to 31, else 0xd9, 0xda or 0xdb and the length in 1, 2
+// or 4 bytes, big-endian) and the bytes. The scripts read them with
+// cmsgpack, the C library Redis gives scripts (or the prelude's Lua, on a
+// server without it).
+func packFields(b []byte, fields ...string) []byte {
+	if b == nil {
+		n := 0
+		for _, f := range fields {
+			n += len(f) + 5
+		}
+		b = make([]byte, 0, n)
+	}
+	for _, f := range fields {
+		switch n := len(f); {
+		case n < 32:
+			b = append(b, 0xa0|byte(n))
+		case n < 1<<8:
+			b = append(b, 0xd9, byte(n))
+		case n < 1<<16:
+			b = append(b, 0xda, byte(n>>8), byte(n))
+		default:
+			b = append(b, 0xdb, byte(n>>24), byte(n>>16), byte(n>>8), byte(n))
+		}
+		b = append(b, f...)
+	}
+	return b
+}
+
 // decodeFields reads a stored record or binding: its fields, "" where one is
-// empty. It stops at the first malformed field.
+// empty. It stops at the first malformed field. A value that starts with a
+// digit is an earlier version's netstrings ("<length>:<bytes>"): a packed
+// one starts with a string's header.
 func decodeFields(s string) []string {
+	if s != "" && s[0] >= '0' && s[0] <= '9' {
+		return decodeNetstrings(s)
+	}
+	var out []string
+	for len(s) > 0 {
+		var n, h int
+		switch c := s[0]; {
+		case c >= 0xa0 && c <= 0xbf:
+			n, h = int(c&0x1f), 1
+		case c == 0xd9 && len(s) >= 2:
+			n, h = int(s[1]), 2
+		case c == 0xda && len(s) >= 3:
+			n, h = int(s[1])<<8|int(s[2]), 3
+		case c == 0xdb && len(s) >= 5:
+			n, h = int(s[1])<<24|int(s[2])<<16|int(s[3])<<8|int(s[4]), 5
+		default:
+			return out
+		}
+		if n > len(s)-h {
+			return out
+		}
+		out = append(out, s[h:h+n])
+		s = s[h+n:]
+	}
+	return out
+}
+
+func decodeNetstrings(s string) []string {
 	var out []string
 	for len(s) > 0 {
 		colon := strings.IndexByte(s[:min(len(s), 20)], ':')

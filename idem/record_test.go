@@ -2,7 +2,10 @@ package idem
 
 import (
 	"context"
+	"fmt"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -12,11 +15,19 @@ import (
 	"github.com/toolguard/toolguard/internal/redistest"
 )
 
-// TestRecordsOfAnEarlierVersion: records and bindings an earlier version
-// kept as hashes answer as they did (replays of the write and the read, a
-// status query, an operator's listing), and the store goes on writing.
+// TestRecordsOfAnEarlierVersion: records and bindings earlier versions
+// kept, as hashes or as strings of netstrings, answer as they did (replays
+// of the write and the read, a status query, an operator's listing), and
+// the store goes on writing.
 func TestRecordsOfAnEarlierVersion(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		t.Run("hash", func(t *testing.T) { testEarlierLayout(t, rdb, true) })
+		t.Run("netstrings", func(t *testing.T) { testEarlierLayout(t, rdb, false) })
+	})
+}
+
+func testEarlierLayout(t *testing.T, rdb redis.UniversalClient, hash bool) {
+	{
 		ctx := context.Background()
 		s, err := New(rdb, Options{Prefix: redistest.Prefix(t)})
 		if err != nil {
@@ -39,6 +50,18 @@ func TestRecordsOfAnEarlierVersion(t *testing.T) {
 			v, err := rdb.Get(ctx, kn.key).Result()
 			if err != nil {
 				t.Fatalf("%s: %v", kn.key, err)
+			}
+			if !hash {
+				// As the version before this one wrote them: each field a
+				// netstring, "<length>:<bytes>".
+				var b strings.Builder
+				for _, f := range decodeFields(v) {
+					fmt.Fprintf(&b, "%d:%s", len(f), f)
+				}
+				if err := rdb.Set(ctx, kn.key, b.String(), time.Hour).Err(); err != nil {
+					t.Fatal(err)
+				}
+				continue
 			}
 			var args []any
 			// As an earlier version kept them: the fingerprint in hex, a
@@ -82,6 +105,71 @@ func TestRecordsOfAnEarlierVersion(t *testing.T) {
 		}
 		if _, err := audit.Verify(ctx, s, "tenant-a"); err != nil {
 			t.Fatal(err)
+		}
+	}
+}
+
+// FuzzFields: fields packed read back as they were, and any stored bytes
+// read without a panic.
+func FuzzFields(f *testing.F) {
+	f.Add("fp", "", strings.Repeat("d", 40), strings.Repeat("x", 300))
+	f.Add("3:abc", "0:", "", "")
+	f.Fuzz(func(t *testing.T, a, b, c, d string) {
+		want := []string{a, b, c, d}
+		got := decodeFields(string(packFields(nil, want...)))
+		if len(got) != len(want) {
+			t.Fatalf("read %d fields of %d: %q", len(got), len(want), got)
+		}
+		for i := range want {
+			if got[i] != want[i] {
+				t.Fatalf("field %d: %q, want %q", i, got[i], want[i])
+			}
+		}
+		decodeFields(a + b + c + d)
+	})
+}
+
+func TestPackedFieldSizes(t *testing.T) {
+	// Each header size, at both ends of its range.
+	for _, n := range []int{0, 31, 32, 255, 256, 65535, 65536} {
+		f := strings.Repeat("v", n)
+		p := packFields(nil, f, "after")
+		if got := decodeFields(string(p)); len(got) != 2 || got[0] != f || got[1] != "after" {
+			t.Fatalf("length %d: read %d fields", n, len(got))
+		}
+	}
+}
+
+// TestOutputsOfEverySize: outputs whose packed length takes each header
+// size (idem/lua/prelude.lua writes them with cmsgpack on Redis, with Lua
+// on miniredis) are stored and replayed whole, from a write's record and a
+// read's binding.
+func TestOutputsOfEverySize(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		s, err := New(rdb, Options{Prefix: redistest.Prefix(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := guardtest.NewWorld(t, s)
+		alice := guardtest.Principal("tenant-a", "alice")
+		for i, n := range []int{0, 31, 200, 255, 300, 65535, 70000} {
+			value := strings.Repeat("v", n)
+			id := fmt.Sprint(i)
+			put := fmt.Sprintf(`{"key":"k%s","value":"%s"}`, id, value)
+			first := w.Dispatch(t, alice, "put", put, "w"+id, "idem-"+id)
+			guardtest.Want(t, first, guard.CodeOK, guard.DeliveryFresh)
+			again := w.Dispatch(t, alice, "put", put, "w"+id+"-again", "idem-"+id)
+			guardtest.Want(t, again, guard.CodeOK, guard.DeliveryLocalReplay)
+			if string(again.Data) != string(first.Data) || !strings.Contains(string(first.Data), value) {
+				t.Fatalf("value of %d bytes: replayed %d bytes of output, first %d", n, len(again.Data), len(first.Data))
+			}
+			read := w.Dispatch(t, alice, "get", `{"key":"k`+id+`"}`, "r"+id, "")
+			guardtest.Want(t, read, guard.CodeOK, guard.DeliveryFresh)
+			reread := w.Dispatch(t, alice, "get", `{"key":"k`+id+`"}`, "r"+id, "")
+			guardtest.Want(t, reread, guard.CodeOK, guard.DeliveryLocalReplay)
+			if string(reread.Data) != string(read.Data) || !strings.Contains(string(read.Data), value) {
+				t.Fatalf("read of %d bytes: replayed %d bytes, first %d", n, len(reread.Data), len(read.Data))
+			}
 		}
 	})
 }

@@ -130,10 +130,10 @@ func (s *Store) batched(ctx context.Context, sc *script, keys []string, argv []a
 // EVAL if the server does not have the script yet.
 func (s *Store) call(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
 	if !s.scripts.Load() {
-		reply, err := s.rdb.FCall(ctx, lib.fn(sc), keys, argv...).StringSlice()
+		reply, err := scriptReply(s.rdb.FCall(ctx, lib.fn(sc), keys, argv...))
 		return s.answered(ctx, sc, keys, argv, true, reply, err)
 	}
-	return sc.eval.Run(ctx, s.rdb, keys, argv...).StringSlice()
+	return scriptReply(sc.eval.Run(ctx, s.rdb, keys, argv...))
 }
 
 // answered finishes a call given the server's answer to its FCALL (fcall)
@@ -146,7 +146,7 @@ func (s *Store) call(ctx context.Context, sc *script, keys []string, argv []any)
 func (s *Store) answered(ctx context.Context, sc *script, keys []string, argv []any, fcall bool, reply []string, err error) ([]string, error) {
 	if !fcall {
 		if err != nil && redis.HasErrorPrefix(err, "NOSCRIPT") {
-			return sc.eval.Eval(ctx, s.rdb, keys, argv...).StringSlice()
+			return scriptReply(sc.eval.Eval(ctx, s.rdb, keys, argv...))
 		}
 		return reply, err
 	}
@@ -154,7 +154,7 @@ func (s *Store) answered(ctx context.Context, sc *script, keys []string, argv []
 		// Every master: the cluster's view is read again first, so the
 		// node that answered is among them, even a new one.
 		loadErr := redisconn.ForEachMaster(ctx, s.rdb, s.load)
-		reply, err = s.rdb.FCall(ctx, lib.fn(sc), keys, argv...).StringSlice()
+		reply, err = scriptReply(s.rdb.FCall(ctx, lib.fn(sc), keys, argv...))
 		if notLoaded(err) && loadErr != nil {
 			return nil, loadErr
 		}
@@ -163,7 +163,7 @@ func (s *Store) answered(ctx context.Context, sc *script, keys []string, argv []
 		return reply, err
 	}
 	s.scripts.Store(true)
-	return sc.eval.Run(ctx, s.rdb, keys, argv...).StringSlice()
+	return scriptReply(sc.eval.Run(ctx, s.rdb, keys, argv...))
 }
 
 // runWait pipelines the script with WAIT on one server: FCALL, loading the
@@ -192,7 +192,7 @@ func (s *Store) runWait(ctx context.Context, node *redis.Client, sc *script, key
 			cmd, wait = s.pipeWait(ctx, node, asking, func(p redis.Pipeliner) *redis.Cmd { return sc.eval.Eval(ctx, p, keys, argv...) })
 		}
 	}
-	reply, err := cmd.StringSlice()
+	reply, err := scriptReply(cmd)
 	if err != nil {
 		return nil, 0, err
 	}

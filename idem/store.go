@@ -117,8 +117,8 @@ const DefaultTTL = 7 * 24 * time.Hour
 type Store struct {
 	rdb        redis.UniversalClient
 	prefix     string
-	ttlMS      any // boxed once
-	auditTTLMS any
+	ttlMS      string
+	auditTTLMS string
 	opts       Options
 	checked    atomic.Bool // Check passed once
 	// scripts: the Lua goes as scripts (EVALSHA), not FCALL. Set by
@@ -162,7 +162,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.ReplicaTimeout <= 0 {
 		opts.ReplicaTimeout = time.Second
 	}
-	s := &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: boxMS(opts.TTL), auditTTLMS: boxMS(opts.AuditTTL), opts: opts,
+	s := &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: msString(opts.TTL), auditTTLMS: msString(opts.AuditTTL), opts: opts,
 		batches: newBatchers(rdb)}
 	switch rdb.(type) {
 	case *redis.Client, *redis.ClusterClient: // the store knows their masters, to load its library on

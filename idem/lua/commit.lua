@@ -75,12 +75,12 @@ end
 -- and stays so when the record holds the outcome (C or U, with this token
 -- as done for a retried commit to find).
 if HAS_CALL and not (mine and (store == 'C' or store == 'U')) and (not b[B.fp] or b[B.fp] == FP) then
-  if mine then b, bn = {FP, false, false, false, LINK}, B.key end
+  if mine then b, bn = {FP, false, false, false, link()}, B.key end
   b[B.fp], b[B.done] = FP, TOKEN
   if store == 'C' then
     -- The record holds the result; the binding links it, and a retry of
     -- the call id reads it there: a tool's output is stored once.
-    b[B.key] = LINK
+    b[B.key] = link()
   elseif TERMINAL[code] then
     b[B.code], b[B.data], b[B.msg] = code, data, msg
   end

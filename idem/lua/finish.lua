@@ -18,8 +18,8 @@ if CODE == 'OK' and HAS_KEY then
   t[R.fp], t[R.state], t[R.data], t[R.msg], t[R.op] = FP, 'C', DATA, MSG, OP
   t[R.tool], t[R.key], t[R.call] = TOOL, KEY, CALL
   save(K[2], t, math.max(ownn, RN), TTL)
-  index('k' .. K[2])
+  index('k')
 elseif TERMINAL[CODE] and HAS_CALL then
-  index('c' .. K[1])
+  index('c')
 end
 return answer(CODE, 'fresh', DATA, MSG, RETRY, '')

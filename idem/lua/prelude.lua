@@ -21,17 +21,98 @@ local TTL              -- retention of records (ms, a string: only ever sent bac
 local AUDIT_TTL        -- retention of an idle audit log (ms, '0': kept)
 local RECEIPT          -- settle: 'found', 'absent' or '' (inconclusive)
 local HAS_CALL, HAS_KEY
-local TAG, LINK        -- K[2] up to its hash tag's end, and the rest: a binding's link to K[2]
+local TAG, LINK        -- K[2] up to its hash tag's end, and the rest: a binding's link to K[2] (link())
 
+local PACK, UNPACK      -- MessagePack strings (mpinit): fields of a table, and back
+
+-- MessagePack, of strings only: cmsgpack, the C library Redis gives every
+-- script, where the server has it; else (miniredis) the Lua below, which
+-- writes and reads the same bytes. Records, bindings and a call's arguments
+-- are strings of it: a field is a header (0xa0 + length up to 31, else
+-- 0xd9, 0xda or 0xdb and the length in 1, 2 or 4 bytes) and its bytes.
+local function lpack(t, n)
+  local out, char, floor = {}, string.char, math.floor
+  for i = 1, n do
+    local v = t[i]
+    local len = #v
+    if len < 32 then
+      out[i] = char(0xa0 + len) .. v
+    elseif len < 256 then
+      out[i] = char(0xd9, len) .. v
+    elseif len < 65536 then
+      out[i] = char(0xda, floor(len / 256), len % 256) .. v
+    else
+      out[i] = char(0xdb, floor(len / 16777216) % 256, floor(len / 65536) % 256, floor(len / 256) % 256, len % 256) .. v
+    end
+  end
+  return table.concat(out)
+end
+
+local function lunpack(s)
+  local t, n, pos, last, byte, sub = {}, 0, 1, #s, string.byte, string.sub
+  while pos <= last do
+    local c, len = byte(s, pos), nil
+    if c >= 0xa0 and c <= 0xbf then
+      len, pos = c - 0xa0, pos + 1
+    elseif c == 0xd9 then
+      len, pos = byte(s, pos + 1), pos + 2
+    elseif c == 0xda then
+      local a, b = byte(s, pos + 1, pos + 2)
+      len, pos = a * 256 + b, pos + 3
+    elseif c == 0xdb then
+      local a, b, d, e = byte(s, pos + 1, pos + 4)
+      len, pos = ((a * 256 + b) * 256 + d) * 256 + e, pos + 5
+    else
+      break
+    end
+    n = n + 1
+    t[n] = sub(s, pos, pos + len - 1)
+    pos = pos + len
+  end
+  return t, n
+end
+
+local function mpinit()
+  local ok, mp = pcall(function() return cmsgpack end)
+  if ok and mp then
+    local pack, unpack1 = mp.pack, mp.unpack
+    PACK = function(t, n) return pack(unpack(t, 1, n)) end
+    UNPACK = function(s)
+      local t = {unpack1(s)}
+      return t, #t
+    end
+  else
+    PACK, UNPACK = lpack, lunpack
+  end
+end
+
+-- setup reads the call: its keys, and its arguments, all packed as one
+-- (idem/args.go).
 local function setup(keys, argv)
-  K = keys
-  FP, NOW, CALL, KEY, OP, TOOL = argv[1], tonumber(argv[2]), argv[3], argv[4], argv[5], argv[6]
-  CODE, DATA, MSG, RETRY, SIDE = argv[7], argv[8], argv[9], argv[10], argv[11]
-  BODY, BODYSUM, TOKEN, LEASE = argv[12], argv[13], argv[14], tonumber(argv[15])
-  TTL, AUDIT_TTL, RECEIPT = argv[16], argv[17], argv[18]
+  if not PACK then mpinit() end
+  if #keys == 4 then
+    -- The operation is the call's own (idem/args.go): K[3] and K[6] are K[1].
+    K = {keys[1], keys[2], keys[1], keys[3], keys[4], keys[1]}
+  else
+    K = keys
+  end
+  local a = UNPACK(argv[1])
+  FP, NOW, CALL, KEY, OP, TOOL = a[1], tonumber(a[2]), a[3], a[4], a[5], a[6]
+  CODE, DATA, MSG, RETRY, SIDE = a[7], a[8], a[9], a[10], a[11]
+  BODY, BODYSUM, TOKEN, LEASE = a[12], a[13], a[14], tonumber(a[15])
+  TTL, AUDIT_TTL, RECEIPT = a[16], a[17], a[18]
   HAS_CALL, HAS_KEY = CALL ~= '', KEY ~= ''
-  TAG = string.match(keys[2], '^[^}]*}') or ''
-  LINK = string.sub(keys[2], #TAG + 1)
+  TAG, LINK = nil, nil
+end
+
+-- link is K[2] after its hash tag: a binding's link to the record at K[2].
+-- It and TAG are found when first needed.
+local function link()
+  if not TAG then
+    TAG = string.match(K[2], '^[^}]*}') or ''
+    LINK = string.sub(K[2], #TAG + 1)
+  end
+  return LINK
 end
 
 -- All keys share one hash tag, so the scripts are legal on a cluster.
@@ -96,12 +177,19 @@ local function audit(code, delivery, side)
   end
 end
 
+-- answer is a script's reply: {'R', code, delivery, data, msg, retry, op},
+-- packed as one string (a table of strings costs Redis several lookups per
+-- reply to convert; idem/reply.go reads both).
 local function answer(code, delivery, data, msg, retry, op)
-  return {'R', code, delivery, data or '', msg or '', tostring(retry or 0), op or ''}
+  if type(retry) == 'number' then retry = string.format('%d', retry) end
+  return PACK({'R', code, delivery, data or '', msg or '', retry or '0', op or ''}, 7)
 end
 
--- Records and bindings are strings: their fields in a fixed order, each a
--- netstring ("<length>:<bytes>"), so that one SET stores one with its TTL,
+-- RESERVED is reserve's reply when the reservation is made: {'T'}, packed.
+local RESERVED = '\161T'
+
+-- Records and bindings are strings: their fields in a fixed order, packed
+-- (PACK: MessagePack strings), so that one SET stores one with its TTL,
 -- any bytes fit, and a record costs a string, not a hash (a Redis hash with
 -- a value over 64 bytes, a tool's output, is a hashtable several times its
 -- size). An empty field reads as false, like a missing hash field.
@@ -119,36 +207,27 @@ local B = {fp = 1, code = 2, data = 3, msg = 4, key = 5, done = 6}
 local BN = 6
 local BNAMES = {'fp', 'code', 'data', 'msg', 'key', 'done'}
 
--- Lengths as netstring prefixes ("65:"), made once each: a number turned
--- into a string costs a printf. A library keeps them from call to call.
-local PREFIX = {}
-
+-- encode writes a record or a binding: its n fields packed, an empty one
+-- as ''.
 local function encode(t, n)
   local out = {}
-  -- A record's done token is most often its own token: '=' says so.
-  local same = n >= RN and t[R.done] and t[R.done] == t[R.token]
   for i = 1, n do
     local v = t[i]
-    if same and i == R.done then v = '=' end
     if not v then
       v = ''
     elseif type(v) == 'number' then
       v = string.format('%d', v)
     end
-    local len = #v
-    local p = PREFIX[len]
-    if not p then
-      p = len .. ':'
-      if len < 4096 then PREFIX[len] = p end
-    end
-    out[i] = p .. v
+    out[i] = v
   end
-  return table.concat(out)
+  -- A record's done token is most often its own token: '=' says so.
+  if n >= RN and t[R.done] and t[R.done] == t[R.token] then out[R.done] = '=' end
+  return PACK(out, n)
 end
 
--- decode reads the fields encode wrote; the lengths' digits are read as
--- bytes (tonumber would cost a strtod each).
-local function decode(s)
+-- netdecode reads the netstrings ("<length>:<bytes>") an earlier version
+-- wrote a record or a binding as; the lengths' digits are read as bytes.
+local function netdecode(s)
   local t, pos, i, n = {}, 1, 0, #s
   local byte, sub = string.byte, string.sub
   while pos <= n do
@@ -164,6 +243,19 @@ local function decode(s)
     pos = pos + 1 + len
   end
   return t, i
+end
+
+-- decode reads the fields encode wrote, false where one is empty, and
+-- their number. Netstrings start with a digit, which a packed string never
+-- does (its first byte is a string's header).
+local function decode(s)
+  local c = string.byte(s, 1)
+  if c and c >= 48 and c <= 57 then return netdecode(s) end
+  local t, n = UNPACK(s)
+  for i = 1, n do
+    if t[i] == '' then t[i] = false end
+  end
+  return t, n
 end
 
 -- load reads a record (names RNAMES, n RN) or a binding (BNAMES, BN) as a
@@ -200,9 +292,12 @@ local function save(key, t, n, ttl)
 end
 
 -- linked is the key of the record a binding's link names.
-local function linked(link)
-  if link and string.sub(link, 1, 1) == ':' then return TAG .. link end
-  return link
+local function linked(l)
+  if l and string.sub(l, 1, 1) == ':' then
+    link()
+    return TAG .. l
+  end
+  return l
 end
 
 -- bind binds a new call id to the fingerprint, with the result if terminal.
@@ -243,10 +338,12 @@ end
 -- 'c' and a call binding's key, or 'k' and a record's. The first operation
 -- keeps its id: a call binding never replaces what names an operation
 -- already, and a write record replaces only a call binding or a released
--- record.
-local function index(ref)
+-- record. kind is 'c' for the call's binding (K[1]), 'k' for its record
+-- (K[2]).
+local function index(kind)
   if OP == CALL then return end
-  local kind, key = string.sub(ref, 1, 1), string.sub(ref, 2)
+  local key = kind == 'c' and K[1] or K[2]
+  local ref = kind .. key
   local own = load(K[6], BNAMES, BN)
   if own[B.fp] then
     -- A call whose id is the operation id is bound: it names the operation,
@@ -279,7 +376,7 @@ end
 -- fingerprint) and its length. own, when given, is K[2]'s record as
 -- readkey read it, and ownn its length.
 local function precheck(own, ownn)
-  local c, cn, link = {}, 0, nil
+  local c, cn, bound = {}, 0, nil
   if HAS_CALL then
     c, cn = load(K[1], BNAMES, BN)
     if c[B.fp] then
@@ -291,15 +388,15 @@ local function precheck(own, ownn)
         audit(c[B.code], 'local_replay', 'no')
         return answer(c[B.code], 'local_replay', c[B.data], c[B.msg]), c, cn
       end
-      link = linked(c[B.key])
+      bound = linked(c[B.key])
     end
   end
   -- The record to check: the one this call id already reserved (its own
   -- operation, whatever key the retry carries), else the key's.
   local key, k, kn = nil, nil, 0
-  if link then
-    if own and link == K[2] then k, kn = own, ownn else k, kn = readkey(link) end
-    if live(k) then key = link end
+  if bound then
+    if own and bound == K[2] then k, kn = own, ownn else k, kn = readkey(bound) end
+    if live(k) then key = bound end
   end
   if not key and HAS_KEY then
     if own then k, kn = own, ownn else k, kn = readkey(K[2]) end
@@ -314,12 +411,12 @@ local function precheck(own, ownn)
   end
   if not c[B.fp] then
     bind(code, data, msg)
-  elseif TERMINAL[code] and key ~= link then
+  elseif TERMINAL[code] and key ~= bound then
     -- (an answer from the record the binding links is read there again)
     c[B.code], c[B.data], c[B.msg] = code, data, msg
     save(K[1], c, math.max(cn, B.msg))
   end
-  if TERMINAL[code] and HAS_CALL then index('c' .. K[1]) end
+  if TERMINAL[code] and HAS_CALL then index('c') end
   return answer(code, delivery, data, msg, retry, op), c, cn
 end
 

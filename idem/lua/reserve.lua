@@ -4,7 +4,7 @@
 -- the token's release it is refused, so the key stays free.
 local own, ownn = readkey(K[2])
 if own[R.token] == TOKEN then
-  if own[R.state] == 'P' then return {'T'} end
+  if own[R.state] == 'P' then return RESERVED end
   return answer('UNAVAILABLE', 'fresh')
 end
 local pre, c, cn = precheck(own, ownn)
@@ -14,13 +14,13 @@ if pre then return pre end
 -- carries.
 if HAS_CALL then
   if c[B.fp] then
-    c[B.key] = LINK
+    c[B.key] = link()
     save(K[1], c, math.max(cn, B.key))
   else
-    save(K[1], {FP, false, false, false, LINK}, B.key, TTL)
+    save(K[1], {FP, false, false, false, link()}, B.key, TTL)
   end
 end
 -- A released record's tombstone is replaced.
 save(K[2], {FP, 'P', false, false, OP, NOW + LEASE, TOKEN, TOOL, KEY, CALL}, R.call, TTL)
-index('k' .. K[2])
-return {'T'}
+index('k')
+return RESERVED

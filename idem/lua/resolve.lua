@@ -18,7 +18,7 @@ if CODE == 'OK' then
   audit('OK', 'fresh', 'yes')
   k[R.state], k[R.data], k[R.msg] = 'C', DATA, false
   save(K[2], k, math.max(kn, RN), TTL)
-  index('k' .. K[2])
+  index('k')
   return answer('OK', 'fresh', DATA, '')
 end
 audit('NOT_FOUND', 'fresh', 'no')

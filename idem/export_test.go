@@ -1,0 +1,8 @@
+package idem
+
+// For the external tests: they rewrite a stored record as a writer other
+// than the scripts would.
+var (
+	DecodeFields = decodeFields
+	PackFields   = packFields
+)
