@@ -12,7 +12,7 @@ import (
 // scriptArgs are a script's arguments, in order: lua/prelude.lua names each
 // position the same way (FP, NOW, CALL, …). One layout serves all scripts,
 // so the prelude reads them once. They go as one argument, packed
-// (packFields): Redis turns each argument of a call into a Lua string, at a
+// (argv): Redis turns each argument of a call into a Lua string, at a
 // cost of its own, and the prelude unpacks them in C.
 type scriptArgs struct {
 	fingerprint string // 1  FP, as stored (storedFP)
@@ -35,15 +35,15 @@ type scriptArgs struct {
 	receipt     string // 18 RECEIPT: 'found', 'absent' or ''
 }
 
-// packed returns the arguments as the one argument the scripts take.
-func (a *scriptArgs) packed() []byte {
-	return packFields(nil, a.fingerprint, a.now, a.callID, a.key, a.opID, a.tool, a.code, a.data, a.message,
-		a.retryMS, a.side, a.body, a.bodySum, a.token, a.leaseMS, a.ttlMS, a.auditTTLMS, a.receipt)
+// argv returns the arguments as the scripts take them: one, packed.
+func (a *scriptArgs) argv() []any {
+	return []any{packFields(a.fingerprint, a.now, a.callID, a.key, a.opID, a.tool, a.code, a.data, a.message,
+		a.retryMS, a.side, a.body, a.bodySum, a.token, a.leaseMS, a.ttlMS, a.auditTTLMS, a.receipt)}
 }
 
 var receipts = [...]string{guard.ReceiptInconclusive: "", guard.ReceiptFound: "found", guard.ReceiptAbsent: "absent"}
 
-// codeName is the code's wire name, ” for none (a settle's entry).
+// codeName is the code's wire name, "" for none (a settle's entry).
 func codeName(c guard.Code) string {
 	if !c.Valid() {
 		return ""
@@ -94,5 +94,5 @@ func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt
 	if int(receipt) < len(receipts) {
 		a.receipt = receipts[receipt]
 	}
-	return k.list(), []any{a.packed()}
+	return k.list(), a.argv()
 }

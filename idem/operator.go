@@ -274,7 +274,7 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 		retryMS: "0", side: string(guard.SideEffectNone), body: encodeBody(body),
 		bodySum: hex.EncodeToString(sum[:]), token: rec.token, leaseMS: "0", ttlMS: s.ttlMS,
 		auditTTLMS: s.auditTTLMS}
-	reply, runErr := s.run(ctx, resolveScript, k.list(), []any{a.packed()})
+	reply, runErr := s.run(ctx, resolveScript, k.list(), a.argv())
 	if runErr != nil && !errors.Is(runErr, ErrNotReplicated) {
 		return nil, runErr
 	}

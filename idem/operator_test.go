@@ -304,7 +304,7 @@ func replaceField(s string, i int, c byte) (string, bool) {
 		return s, false
 	}
 	f[i] = strings.Repeat(string(c), len(f[i]))
-	return string(idem.PackFields(nil, f...)), true
+	return string(idem.PackFields(f...)), true
 }
 
 // changeBeforeScript is a hook that rewrites a record's token just before a

@@ -23,19 +23,17 @@ var (
 	bindingNames = []string{"fp", "code", "data", "msg", "key", "done"}
 )
 
-// packFields appends the fields to b as MessagePack strings: a header
-// (0xa0 + length up to 31, else 0xd9, 0xda or 0xdb and the length in 1, 2
-// or 4 bytes, big-endian) and the bytes. The scripts read them with
-// cmsgpack, the C library Redis gives scripts (or the prelude's Lua, on a
-// server without it).
-func packFields(b []byte, fields ...string) []byte {
-	if b == nil {
-		n := 0
-		for _, f := range fields {
-			n += len(f) + 5
-		}
-		b = make([]byte, 0, n)
+// packFields packs the fields as MessagePack strings: each a header (0xa0
+// + length up to 31, else 0xd9, 0xda or 0xdb and the length in 1, 2 or 4
+// bytes, big-endian) and its bytes. The scripts read them with cmsgpack,
+// the C library Redis gives scripts (or the prelude's Lua, on a server
+// without it).
+func packFields(fields ...string) []byte {
+	n := 0
+	for _, f := range fields {
+		n += len(f) + 5
 	}
+	b := make([]byte, 0, n)
 	for _, f := range fields {
 		switch n := len(f); {
 		case n < 32:

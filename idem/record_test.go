@@ -27,85 +27,83 @@ func TestRecordsOfAnEarlierVersion(t *testing.T) {
 }
 
 func testEarlierLayout(t *testing.T, rdb redis.UniversalClient, hash bool) {
-	{
-		ctx := context.Background()
-		s, err := New(rdb, Options{Prefix: redistest.Prefix(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
-		w := guardtest.NewWorld(t, s)
-		alice := guardtest.Principal("tenant-a", "alice")
-		put := `{"key":"a","value":"1"}`
-		first := w.Dispatch(t, alice, "put", put, "c1", "idem-1")
-		guardtest.Want(t, first, guard.CodeOK, guard.DeliveryFresh)
-		read := w.Dispatch(t, alice, "get", `{"key":"a"}`, "c2", "")
-		guardtest.Want(t, read, guard.CodeOK, guard.DeliveryFresh)
+	ctx := context.Background()
+	s, err := New(rdb, Options{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := guardtest.NewWorld(t, s)
+	alice := guardtest.Principal("tenant-a", "alice")
+	put := `{"key":"a","value":"1"}`
+	first := w.Dispatch(t, alice, "put", put, "c1", "idem-1")
+	guardtest.Want(t, first, guard.CodeOK, guard.DeliveryFresh)
+	read := w.Dispatch(t, alice, "get", `{"key":"a"}`, "c2", "")
+	guardtest.Want(t, read, guard.CodeOK, guard.DeliveryFresh)
 
-		k1 := makeKeys(s.prefix, "tenant-a", "alice", "c1", "k:idem-1", "c1")
-		k2 := makeKeys(s.prefix, "tenant-a", "alice", "c2", "", "c2")
-		for _, kn := range []struct {
-			key   string
-			names []string
-		}{{k1.call, bindingNames}, {k1.idem, recordNames}, {k2.call, bindingNames}} {
-			v, err := rdb.Get(ctx, kn.key).Result()
-			if err != nil {
-				t.Fatalf("%s: %v", kn.key, err)
+	k1 := makeKeys(s.prefix, "tenant-a", "alice", "c1", "k:idem-1", "c1")
+	k2 := makeKeys(s.prefix, "tenant-a", "alice", "c2", "", "c2")
+	for _, kn := range []struct {
+		key   string
+		names []string
+	}{{k1.call, bindingNames}, {k1.idem, recordNames}, {k2.call, bindingNames}} {
+		v, err := rdb.Get(ctx, kn.key).Result()
+		if err != nil {
+			t.Fatalf("%s: %v", kn.key, err)
+		}
+		if !hash {
+			// As the version before this one wrote them: each field a
+			// netstring, "<length>:<bytes>".
+			var b strings.Builder
+			for _, f := range decodeFields(v) {
+				fmt.Fprintf(&b, "%d:%s", len(f), f)
 			}
-			if !hash {
-				// As the version before this one wrote them: each field a
-				// netstring, "<length>:<bytes>".
-				var b strings.Builder
-				for _, f := range decodeFields(v) {
-					fmt.Fprintf(&b, "%d:%s", len(f), f)
-				}
-				if err := rdb.Set(ctx, kn.key, b.String(), time.Hour).Err(); err != nil {
-					t.Fatal(err)
-				}
-				continue
-			}
-			var args []any
-			// As an earlier version kept them: the fingerprint in hex, a
-			// binding's link the record's whole key.
-			for i, f := range decodeFields(v) {
-				switch {
-				case f == "":
-					continue
-				case kn.names[i] == "fp":
-					f = shownFP(f)
-				case kn.names[i] == "key" && kn.key == k1.call:
-					f = s.tag("tenant-a") + f
-				}
-				args = append(args, kn.names[i], f)
-			}
-			if len(args) == 0 {
-				t.Fatalf("%s holds no fields: %q", kn.key, v)
-			}
-			rdb.Del(ctx, kn.key)
-			if err := rdb.HSet(ctx, kn.key, args...).Err(); err != nil {
+			if err := rdb.Set(ctx, kn.key, b.String(), time.Hour).Err(); err != nil {
 				t.Fatal(err)
 			}
+			continue
 		}
-
-		again := w.Dispatch(t, alice, "put", put, "c3", "idem-1")
-		guardtest.Want(t, again, guard.CodeOK, guard.DeliveryLocalReplay)
-		if string(again.Data) != string(first.Data) {
-			t.Fatalf("replay of the write: %s, want %s", again.Data, first.Data)
+		var args []any
+		// As an earlier version kept them: the fingerprint in hex, a
+		// binding's link the record's whole key.
+		for i, f := range decodeFields(v) {
+			switch {
+			case f == "":
+				continue
+			case kn.names[i] == "fp":
+				f = shownFP(f)
+			case kn.names[i] == "key" && kn.key == k1.call:
+				f = s.tag("tenant-a") + f
+			}
+			args = append(args, kn.names[i], f)
 		}
-		guardtest.Want(t, w.Dispatch(t, alice, "put", put, "c1", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
-		guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "c2", ""), guard.CodeOK, guard.DeliveryLocalReplay)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", put, "c1", "idem-other"), guard.CodeOK, guard.DeliveryLocalReplay)
-		if st := w.Status(t, alice, "c1"); st.Code != guard.CodeOK || string(st.Data) != string(first.Data) {
-			t.Fatalf("status of c1: %v %s", st.Code, st.Data)
+		if len(args) == 0 {
+			t.Fatalf("%s holds no fields: %q", kn.key, v)
 		}
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c4", "idem-1"),
-			guard.CodeIdempotencyConflict, guard.DeliveryFresh)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c5", "idem-2"), guard.CodeOK, guard.DeliveryFresh)
-		if got, err := s.Unsettled(ctx, "tenant-a", w.Now()); err != nil || len(got) != 0 {
-			t.Fatalf("unsettled: %v, %v", got, err)
-		}
-		if _, err := audit.Verify(ctx, s, "tenant-a"); err != nil {
+		rdb.Del(ctx, kn.key)
+		if err := rdb.HSet(ctx, kn.key, args...).Err(); err != nil {
 			t.Fatal(err)
 		}
+	}
+
+	again := w.Dispatch(t, alice, "put", put, "c3", "idem-1")
+	guardtest.Want(t, again, guard.CodeOK, guard.DeliveryLocalReplay)
+	if string(again.Data) != string(first.Data) {
+		t.Fatalf("replay of the write: %s, want %s", again.Data, first.Data)
+	}
+	guardtest.Want(t, w.Dispatch(t, alice, "put", put, "c1", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+	guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "c2", ""), guard.CodeOK, guard.DeliveryLocalReplay)
+	guardtest.Want(t, w.Dispatch(t, alice, "put", put, "c1", "idem-other"), guard.CodeOK, guard.DeliveryLocalReplay)
+	if st := w.Status(t, alice, "c1"); st.Code != guard.CodeOK || string(st.Data) != string(first.Data) {
+		t.Fatalf("status of c1: %v %s", st.Code, st.Data)
+	}
+	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c4", "idem-1"),
+		guard.CodeIdempotencyConflict, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c5", "idem-2"), guard.CodeOK, guard.DeliveryFresh)
+	if got, err := s.Unsettled(ctx, "tenant-a", w.Now()); err != nil || len(got) != 0 {
+		t.Fatalf("unsettled: %v, %v", got, err)
+	}
+	if _, err := audit.Verify(ctx, s, "tenant-a"); err != nil {
+		t.Fatal(err)
 	}
 }
 
@@ -116,7 +114,7 @@ func FuzzFields(f *testing.F) {
 	f.Add("3:abc", "0:", "", "")
 	f.Fuzz(func(t *testing.T, a, b, c, d string) {
 		want := []string{a, b, c, d}
-		got := decodeFields(string(packFields(nil, want...)))
+		got := decodeFields(string(packFields(want...)))
 		if len(got) != len(want) {
 			t.Fatalf("read %d fields of %d: %q", len(got), len(want), got)
 		}
@@ -133,7 +131,7 @@ func TestPackedFieldSizes(t *testing.T) {
 	// Each header size, at both ends of its range.
 	for _, n := range []int{0, 31, 32, 255, 256, 65535, 65536} {
 		f := strings.Repeat("v", n)
-		p := packFields(nil, f, "after")
+		p := packFields(f, "after")
 		if got := decodeFields(string(p)); len(got) != 2 || got[0] != f || got[1] != "after" {
 			t.Fatalf("length %d: read %d fields", n, len(got))
 		}

@@ -21,7 +21,7 @@ local TTL              -- retention of records (ms, a string: only ever sent bac
 local AUDIT_TTL        -- retention of an idle audit log (ms, '0': kept)
 local RECEIPT          -- settle: 'found', 'absent' or '' (inconclusive)
 local HAS_CALL, HAS_KEY
-local TAG, LINK        -- K[2] up to its hash tag's end, and the rest: a binding's link to K[2] (link())
+local TAG, LINK        -- K[2] up to its hash tag's end, and the rest: a binding's link to K[2] (tag, link)
 
 local PACK, UNPACK      -- MessagePack strings (mpinit): fields of a table, and back
 
@@ -105,13 +105,18 @@ local function setup(keys, argv)
   TAG, LINK = nil, nil
 end
 
--- link is K[2] after its hash tag: a binding's link to the record at K[2].
--- It and TAG are found when first needed.
-local function link()
+-- tag is K[2] up to its hash tag's end, and link the rest: a binding's
+-- link to the record at K[2]. Both are found when first needed.
+local function tag()
   if not TAG then
     TAG = string.match(K[2], '^[^}]*}') or ''
     LINK = string.sub(K[2], #TAG + 1)
   end
+  return TAG
+end
+
+local function link()
+  tag()
   return LINK
 end
 
@@ -293,10 +298,7 @@ end
 
 -- linked is the key of the record a binding's link names.
 local function linked(l)
-  if l and string.sub(l, 1, 1) == ':' then
-    link()
-    return TAG .. l
-  end
+  if l and string.sub(l, 1, 1) == ':' then return tag() .. l end
   return l
 end
 
