@@ -54,7 +54,6 @@ import (
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redisconn"
-	"github.com/toolguard/toolguard/toolset"
 )
 
 func main() {
@@ -121,7 +120,7 @@ func run(args []string, w io.Writer) error {
 	}
 	ctx := context.Background()
 	signer, _ := guard.NewSigner([]byte("toolbench-approval-key-0123456789abcdef"))
-	g := guard.New(benchTools(), store, guard.Options{Signer: signer})
+	g := guard.New(orders.NoopTools(), store, guard.Options{Signer: signer})
 	// The peer keeps its keys in a database of its own on a standalone
 	// server: Redis grows each database's key table as keys are added, and
 	// that growth, charged to whichever run's batch crosses a size, belongs
@@ -136,7 +135,7 @@ func run(args []string, w io.Writer) error {
 		peerRdb = pc
 	}
 	pr := &peer{rdb: peerRdb, prefix: cfg.prefix + "peer:", lease: time.Minute, ttl: time.Hour, reads: cfg.peerReads, tools: map[string]peerTool{
-		"get_order": typed(getOrder), "create_refund_draft": typed(createDraft)}}
+		"get_order": typed(orders.NoopGetOrder), "create_refund_draft": typed(orders.NoopCreateDraft)}}
 	if err := floorScript.Load(ctx, rdb).Err(); err != nil {
 		return err
 	}
@@ -471,14 +470,9 @@ type agent struct {
 // grow with -n.
 const maxWritten = 1024
 
-var (
-	readArgs  = []byte(`{"order_ref":"ORDER-7"}`)
-	writeArgs = []byte(`{"order_ref":"ORDER-7","reason":"duplicate"}`)
-)
-
 func newAgent(id int, cfg config, signer *guard.Signer) *agent {
 	p := guard.Principal{TenantID: "bench-tenant-" + strconv.Itoa(id%cfg.tenants), SubjectID: "agent-" + strconv.Itoa(id)}
-	tok, _ := signer.Sign(guard.NewGrant(p, guard.Proposal{Name: "create_refund_draft", Arguments: writeArgs}, "toolbench", time.Now(), 24*time.Hour))
+	tok, _ := signer.Sign(guard.NewGrant(p, guard.Proposal{Name: "create_refund_draft", Arguments: orders.NoopWriteArgs}, "toolbench", time.Now(), 24*time.Hour))
 	return &agent{id: id, cfg: cfg, p: p, grant: tok, rng: rand.New(rand.NewPCG(uint64(id), 7))}
 }
 
@@ -488,7 +482,7 @@ func (a *agent) next(i int) (guard.Call, kind) {
 	roll := a.rng.IntN(100)
 	switch {
 	case roll < a.cfg.reads:
-		c.Proposal = guard.Proposal{Name: "get_order", Arguments: readArgs}
+		c.Proposal = guard.Proposal{Name: "get_order", Arguments: orders.NoopReadArgs}
 		return c, kindRead
 	case roll < a.cfg.reads+a.cfg.writes || len(a.written) == 0:
 		key := "key_" + strconv.Itoa(i)
@@ -497,42 +491,14 @@ func (a *agent) next(i int) (guard.Call, kind) {
 		} else {
 			a.written[i%maxWritten] = key
 		}
-		c.Proposal = guard.Proposal{Name: "create_refund_draft", Arguments: writeArgs}
+		c.Proposal = guard.Proposal{Name: "create_refund_draft", Arguments: orders.NoopWriteArgs}
 		c.Context.IdempotencyKey, c.Approval = key, a.grant
 		return c, kindWrite
 	default:
-		c.Proposal = guard.Proposal{Name: "create_refund_draft", Arguments: writeArgs}
+		c.Proposal = guard.Proposal{Name: "create_refund_draft", Arguments: orders.NoopWriteArgs}
 		c.Context.IdempotencyKey, c.Approval = a.written[a.rng.IntN(len(a.written))], a.grant
 		return c, kindReplay
 	}
-}
-
-type draft struct {
-	DraftID  string `json:"draft_id"`
-	OrderRef string `json:"order_ref"`
-	Reason   string `json:"reason"`
-}
-
-// getOrder and createDraft are the bench's tools: the conformance tools'
-// shapes, no downstream work, so that a run measures what calls them. The
-// guard runs them as benchTools, the peer through typed.
-func getOrder(_ context.Context, _ *guard.Invocation, in orders.GetOrderInput) (orders.OrderView, error) {
-	return orders.OrderView{OrderRef: in.OrderRef, Status: "paid"}, nil
-}
-
-// drafts numbers createDraft's drafts.
-var drafts atomic.Int64
-
-func createDraft(_ context.Context, _ *guard.Invocation, in orders.RefundInput) (draft, error) {
-	return draft{DraftID: "DRAFT-" + strconv.FormatInt(drafts.Add(1), 10), OrderRef: in.OrderRef, Reason: in.Reason}, nil
-}
-
-// benchTools declares getOrder and createDraft for the guard.
-func benchTools() *toolset.Set {
-	get := toolset.Read("get_order", "Look up an order.", getOrder, nil)
-	refund := toolset.Write("create_refund_draft", "Draft a refund.", createDraft,
-		&toolset.Options[orders.RefundInput, draft]{NeedsApproval: true, LoggedArguments: []string{"order_ref", "reason"}})
-	return toolset.MustNew(get, refund)
 }
 
 var floorScript = redis.NewScript("return 1")

@@ -21,6 +21,7 @@ import (
 	"fmt"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -30,7 +31,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/toolset"
 )
 
 func main() {
@@ -56,9 +56,9 @@ func run() error {
 	if err != nil {
 		return err
 	}
-	g := guard.New(tools(), store, guard.Options{Signer: signer})
+	g := guard.New(orders.NoopTools(), store, guard.Options{Signer: signer})
 	p := guard.Principal{TenantID: "tenant-1", SubjectID: "agent-1"}
-	grant, err := signer.Sign(guard.NewGrant(p, guard.Proposal{Name: "create_refund_draft", Arguments: writeArgs}, "rediscost", time.Now(), 24*time.Hour))
+	grant, err := signer.Sign(guard.NewGrant(p, guard.Proposal{Name: "create_refund_draft", Arguments: orders.NoopWriteArgs}, "rediscost", time.Now(), 24*time.Hour))
 	if err != nil {
 		return err
 	}
@@ -69,10 +69,10 @@ func run() error {
 		c := guard.Call{Principal: p, Context: guard.ExecutionContext{Provider: "openai", APIFamily: "responses",
 			ResponseID: "resp_cost", CallID: "call_" + run + "_" + kind + "_" + strconv.Itoa(i), AdapterRevision: "openai-responses-v1"}}
 		if kind == "read" {
-			c.Proposal = guard.Proposal{Name: "get_order", Arguments: readArgs}
+			c.Proposal = guard.Proposal{Name: "get_order", Arguments: orders.NoopReadArgs}
 			return c
 		}
-		c.Proposal = guard.Proposal{Name: "create_refund_draft", Arguments: writeArgs}
+		c.Proposal = guard.Proposal{Name: "create_refund_draft", Arguments: orders.NoopWriteArgs}
 		c.Context.IdempotencyKey, c.Approval = "key_"+run+"_"+strconv.Itoa(i), grant
 		return c
 	}
@@ -143,31 +143,12 @@ func dumps(pattern string) ([]string, error) {
 	if pattern == "" {
 		return nil, errors.New("-out is required")
 	}
-	out, err := exec.Command("sh", "-c", "ls "+pattern+"*").Output()
+	files, err := filepath.Glob(pattern + "*")
+	if err == nil && len(files) == 0 {
+		err = errors.New("none yet")
+	}
 	if err != nil {
 		return nil, fmt.Errorf("no callgrind output at %s: %w", pattern, err)
 	}
-	return strings.Fields(string(out)), nil
-}
-
-var (
-	readArgs  = []byte(`{"order_ref":"ORDER-7"}`)
-	writeArgs = []byte(`{"order_ref":"ORDER-7","reason":"duplicate"}`)
-)
-
-type draft struct {
-	DraftID  string `json:"draft_id"`
-	OrderRef string `json:"order_ref"`
-	Reason   string `json:"reason"`
-}
-
-// tools are toolbench's: the same shapes, no downstream work.
-func tools() *toolset.Set {
-	get := toolset.Read("get_order", "Look up an order.", func(_ context.Context, _ *guard.Invocation, in orders.GetOrderInput) (orders.OrderView, error) {
-		return orders.OrderView{OrderRef: in.OrderRef, Status: "paid"}, nil
-	}, nil)
-	refund := toolset.Write("create_refund_draft", "Draft a refund.", func(_ context.Context, _ *guard.Invocation, in orders.RefundInput) (draft, error) {
-		return draft{DraftID: "DRAFT-1", OrderRef: in.OrderRef, Reason: in.Reason}, nil
-	}, &toolset.Options[orders.RefundInput, draft]{NeedsApproval: true, LoggedArguments: []string{"order_ref", "reason"}})
-	return toolset.MustNew(get, refund)
+	return files, nil
 }
