@@ -8,10 +8,14 @@
 //
 //	scripts/redis-instr.sh            # 2000 dispatches of each kind
 //	scripts/redis-instr.sh -n 500
+//	scripts/redis-instr.sh -c 16      # 16 callers at once
 //
-// Dispatches go one at a time: no pipelining, so each is one script call
-// per round trip (a write two). The counts include reading the request and
-// writing the reply in user space, not the kernel's work.
+// By default dispatches go one at a time: no pipelining, so each is one
+// script call per round trip (a write two). With -c, that many callers
+// dispatch at once and the store batches their calls as it does under
+// load (idem/batch.go); the server runs ~50 times slower under callgrind,
+// so nearly every call then waits for a batch. The counts include reading
+// the request and writing the reply in user space, not the kernel's work.
 package main
 
 import (
@@ -27,6 +31,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
@@ -43,6 +48,7 @@ func main() {
 func run() error {
 	addr := flag.String("addr", "127.0.0.1:16999", "the redis-server that runs under callgrind")
 	n := flag.Int("n", 2000, "dispatches of each kind")
+	c := flag.Int("c", 1, "callers dispatching at once (1: one at a time; more: the store batches their calls)")
 	out := flag.String("out", "", "callgrind's output file pattern, as given to valgrind (the newest dump is read)")
 	flag.Parse()
 	ctx := context.Background()
@@ -77,7 +83,14 @@ func run() error {
 		return c
 	}
 	want := map[string]guard.Delivery{"read": guard.DeliveryFresh, "write": guard.DeliveryFresh, "replay": guard.DeliveryLocalReplay}
-	fmt.Printf("rediscost: %d dispatches of each kind, one at a time\n", *n)
+	if *c < 1 || *n < *c {
+		return errors.New("need -c >= 1 and -n >= -c")
+	}
+	if *c == 1 {
+		fmt.Printf("rediscost: %d dispatches of each kind, one at a time\n", *n)
+	} else {
+		fmt.Printf("rediscost: %d dispatches of each kind, %d callers at once\n", *n, *c)
+	}
 	for _, kind := range []string{"read", "write", "replay"} {
 		// A few first, so the library is loaded and the keys' tables have
 		// grown before the count starts.
@@ -90,14 +103,23 @@ func run() error {
 		if err != nil {
 			return err
 		}
-		for i := range *n {
-			res, err := g.Dispatch(ctx, call(kind, i))
-			if err != nil {
-				return err
-			}
-			if res.Code != guard.CodeOK || res.Delivery != want[kind] {
-				return fmt.Errorf("%s %d: %s %s", kind, i, res.Code, res.Delivery)
-			}
+		var eg errgroup.Group
+		for w := range *c {
+			eg.Go(func() error {
+				for i := w; i < *n; i += *c {
+					res, err := g.Dispatch(ctx, call(kind, i))
+					if err != nil {
+						return err
+					}
+					if res.Code != guard.CodeOK || res.Delivery != want[kind] {
+						return fmt.Errorf("%s %d: %s %s", kind, i, res.Code, res.Delivery)
+					}
+				}
+				return nil
+			})
+		}
+		if err := eg.Wait(); err != nil {
+			return err
 		}
 		after, err := instructions(*out)
 		if err != nil {
