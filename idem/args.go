@@ -10,35 +10,62 @@ import (
 )
 
 // scriptArgs are a script's arguments, in order: lua/prelude.lua names each
-// position the same way (FP, NOW, CALL, …). One layout serves all scripts,
-// so the prelude reads them once. They go as one argument, packed
-// (argv): Redis turns each argument of a call into a Lua string, at a
-// cost of its own, and the prelude unpacks them in C.
+// position the same way (FP, CODE, …). One layout serves all scripts, so
+// the prelude reads them once. They go as one argument, packed (argv):
+// Redis turns each argument of a call into a Lua string, at a cost of its
+// own, and the prelude unpacks them in C. The first four are a binding of
+// the call's own outcome as the scripts store it (bind), so that they
+// store the arguments' start instead of packing those fields again.
 type scriptArgs struct {
 	fingerprint string // 1  FP, as stored (storedFP)
-	now         string // 2  NOW: the guard's clock, ms
-	callID      string // 3  CALL: '' when there is none
-	key         string // 4  KEY: the effective idempotency key, '' when none
-	opID        string // 5  OP
-	tool        string // 6  TOOL
-	code        string // 7  CODE: the outcome the guard computed
-	data        string // 8  DATA
-	message     string // 9  MSG
+	code        string // 2  CODE: the outcome the guard computed
+	data        string // 3  DATA
+	message     string // 4  MSG
+	now         int64  // 5  NOW: the guard's clock, ms (a number)
+	callID      string // 6  CALL: '' when there is none
+	key         string // 7  KEY: the effective idempotency key, '' when none
+	opID        string // 8  OP
+	tool        string // 9  TOOL
 	retryMS     string // 10 RETRY
 	side        string // 11 SIDE: yes, no or unknown
 	body        string // 12 BODY: the audit body, as stored (encodeBody)
 	bodySum     string // 13 BODYSUM: its hex SHA-256
 	token       string // 14 TOKEN: the reservation token as stored (storedToken), '' when none
-	leaseMS     string // 15 LEASE
+	leaseMS     int64  // 15 LEASE (a number)
 	ttlMS       string // 16 TTL
 	auditTTLMS  string // 17 AUDIT_TTL: '0' keeps audit logs
 	receipt     string // 18 RECEIPT: 'found', 'absent' or ''
+	reservation string // 19 RESERVATION: the record a reserve stores (reservation), '' elsewhere
 }
 
-// argv returns the arguments as the scripts take them: one, packed.
+// argv returns the arguments as the scripts take them: one, packed, the
+// numbers as MessagePack's uint64 (the scripts read them as numbers, with
+// no parsing).
 func (a *scriptArgs) argv() []any {
-	return []any{packFields(a.fingerprint, a.now, a.callID, a.key, a.opID, a.tool, a.code, a.data, a.message,
-		a.retryMS, a.side, a.body, a.bodySum, a.token, a.leaseMS, a.ttlMS, a.auditTTLMS, a.receipt)}
+	n := 19*5 + 2*9 + len(a.fingerprint) + len(a.code) + len(a.data) + len(a.message) + len(a.callID) + len(a.key) +
+		len(a.opID) + len(a.tool) + len(a.retryMS) + len(a.side) + len(a.body) + len(a.bodySum) + len(a.token) +
+		len(a.ttlMS) + len(a.auditTTLMS) + len(a.receipt) + len(a.reservation)
+	b := make([]byte, 0, n)
+	b = appendFields(b, a.fingerprint, a.code, a.data, a.message)
+	b = appendUint(b, a.now)
+	b = appendFields(b, a.callID, a.key, a.opID, a.tool, a.retryMS, a.side, a.body, a.bodySum, a.token)
+	b = appendUint(b, a.leaseMS)
+	b = appendFields(b, a.ttlMS, a.auditTTLMS, a.receipt, a.reservation)
+	return []any{b}
+}
+
+// reservationRecord is the record a reserve stores, packed as the scripts pack
+// a record (lua/prelude.lua, R): fp, state P, no data or message, op, the
+// lease's end, token, tool, key and call.
+func (a *scriptArgs) reservationRecord() string {
+	return string(packFields(a.fingerprint, "P", "", "", a.opID, strconv.FormatInt(a.now+a.leaseMS, 10), a.token,
+		a.tool, a.key, a.callID))
+}
+
+// sent is the answer the scripts give as SENT (lua/prelude.lua, answer):
+// the outcome the arguments carry, fresh.
+func (a *scriptArgs) sent() []string {
+	return []string{"R", a.code, string(guard.DeliveryFresh), a.data, a.message, a.retryMS, ""}
 }
 
 var receipts = [...]string{guard.ReceiptInconclusive: "", guard.ReceiptFound: "found", guard.ReceiptAbsent: "absent"}
@@ -52,17 +79,22 @@ func codeName(c guard.Code) string {
 }
 
 func msString(d time.Duration) string {
+	return strconv.FormatInt(ms(d), 10)
+}
+
+// ms is d in whole milliseconds: 0 for none, at least 1 for any other.
+func ms(d time.Duration) int64 {
 	if d <= 0 {
-		return "0"
+		return 0
 	}
-	return strconv.FormatInt(max(d, time.Millisecond).Milliseconds(), 10)
+	return max(d, time.Millisecond).Milliseconds()
 }
 
 // args builds KEYS and ARGV for the entry. callID is the call whose
 // binding KEYS[1] names (a status query's settle names the original call's);
 // receipt is what a settle's receipt lookup said (ReceiptInconclusive
 // elsewhere).
-func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt guard.Receipt) ([]string, []any) {
+func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt guard.Receipt) ([]string, *scriptArgs) {
 	k := makeKeys(s.prefix, e.TenantID, e.SubjectID, callID, e.IdempotencyKey, e.OperationID)
 	if callID != "" && callID == e.OperationID {
 		// The operation is named after its call: it has no index (the
@@ -72,9 +104,9 @@ func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt
 		k.op = k.call
 	}
 	bodySum := sha256.Sum256(e.AuditBody)
-	a := scriptArgs{
+	a := &scriptArgs{
 		fingerprint: storedFP(e.Fingerprint),
-		now:         strconv.FormatInt(e.Now.UnixMilli(), 10),
+		now:         e.Now.UnixMilli(),
 		callID:      callID,
 		key:         e.IdempotencyKey,
 		opID:        e.OperationID,
@@ -87,12 +119,12 @@ func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt
 		body:        encodeBody(e.AuditBody),
 		bodySum:     hex.EncodeToString(bodySum[:]),
 		token:       storedToken(e.Token),
-		leaseMS:     msString(lease),
+		leaseMS:     ms(lease),
 		ttlMS:       s.ttlMS,
 		auditTTLMS:  s.auditTTLMS,
 	}
 	if int(receipt) < len(receipts) {
 		a.receipt = receipts[receipt]
 	}
-	return k.list(), a.argv()
+	return k.list(), a
 }

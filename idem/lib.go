@@ -52,7 +52,7 @@ func libraryCode(name, prelude string, scripts []*script) string {
 	fmt.Fprintf(&b, "#!lua name=%s\n%s\n", name, prelude)
 	for _, sc := range scripts {
 		fmt.Fprintf(&b, "local function s_%s()\n%s\nend\n", sc.name, sc.body)
-		fmt.Fprintf(&b, "redis.register_function('%s_%s', function(keys, args) setup(keys, args) return s_%s() end)\n",
+		fmt.Fprintf(&b, "redis.register_function('%s_%s', function(keys, args) setup(keys, args[1]) return s_%s() end)\n",
 			name, sc.name, sc.name)
 	}
 	return b.String()

@@ -269,10 +269,10 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 	if r.Verdict == NotExecuted {
 		code, msg = guard.CodeNotFound, notExecutedMessage
 	}
-	a := scriptArgs{fingerprint: storedFP(rec.fp), now: strconv.FormatInt(r.Now.UnixMilli(), 10), key: rec.key,
+	a := &scriptArgs{fingerprint: storedFP(rec.fp), now: r.Now.UnixMilli(), key: rec.key,
 		opID: rec.op, tool: rec.tool, code: codeName(code), data: string(data), message: msg,
 		retryMS: "0", side: string(guard.SideEffectNone), body: encodeBody(body),
-		bodySum: hex.EncodeToString(sum[:]), token: rec.token, leaseMS: "0", ttlMS: s.ttlMS,
+		bodySum: hex.EncodeToString(sum[:]), token: rec.token, ttlMS: s.ttlMS,
 		auditTTLMS: s.auditTTLMS}
 	reply, runErr := s.run(ctx, resolveScript, k.list(), a.argv())
 	if runErr != nil && !errors.Is(runErr, ErrNotReplicated) {
@@ -287,7 +287,7 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 		}
 		return nil, fmt.Errorf("%w: %s", ErrRecordChanged, what)
 	}
-	res, err := parseResult(reply)
+	res, err := parseResult(reply, a)
 	if err != nil {
 		return nil, err
 	}

@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"encoding/binary"
 	"encoding/hex"
 	"strconv"
 	"strings"
@@ -33,7 +34,11 @@ func packFields(fields ...string) []byte {
 	for _, f := range fields {
 		n += len(f) + 5
 	}
-	b := make([]byte, 0, n)
+	return appendFields(make([]byte, 0, n), fields...)
+}
+
+// appendFields appends the fields to b, packed as packFields packs them.
+func appendFields(b []byte, fields ...string) []byte {
 	for _, f := range fields {
 		switch n := len(f); {
 		case n < 32:
@@ -48,6 +53,12 @@ func packFields(fields ...string) []byte {
 		b = append(b, f...)
 	}
 	return b
+}
+
+// appendUint appends v as a MessagePack uint64: 0xcf and 8 bytes,
+// big-endian. A negative v is 0.
+func appendUint(b []byte, v int64) []byte {
+	return binary.BigEndian.AppendUint64(append(b, 0xcf), uint64(max(v, 0)))
 }
 
 // decodeFields reads a stored record or binding: its fields, "" where one is

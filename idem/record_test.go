@@ -171,3 +171,77 @@ func TestOutputsOfEverySize(t *testing.T) {
 		}
 	})
 }
+
+// TestWhatTheScriptsStoreAndAnswer: the values the scripts store without
+// packing them (a read's binding: the start of its arguments; a
+// reservation: the record the store packed) are, byte for byte, what they
+// would have packed; and the answer to a fresh read or commit is SENT, not
+// the output again, while the answer to a replay carries the output.
+func TestWhatTheScriptsStoreAndAnswer(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s, err := New(rdb, Options{Prefix: redistest.Prefix(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		fp := strings.Repeat("ab", 32)
+		now := time.UnixMilli(1_700_000_000_123)
+		for _, out := range []string{"", `{"id":"o1"}`, strings.Repeat("x", 300), strings.Repeat("y", 70000)} {
+			call := fmt.Sprintf("r%d", len(out))
+			read := &guard.Entry{TenantID: "tenant-a", SubjectID: "alice", CallID: call, OperationID: call, Tool: "get",
+				Fingerprint: fp, Effect: guard.Read, Now: now, Code: guard.CodeOK, Data: []byte(out),
+				SideEffect: guard.SideEffectNone, AuditBody: []byte(`{"tool":"get"}`)}
+			keys, a := s.args(read, call, releaseHold, guard.ReceiptInconclusive)
+			reply, err := s.run(ctx, finishScript, keys, a.argv())
+			if err != nil || len(reply) != 1 || reply[0] != "S" {
+				t.Fatalf("fresh read of %d bytes: reply %.40q, %v; want SENT", len(out), reply, err)
+			}
+			res, err := parseResult(reply, a)
+			if err != nil || res.Code != guard.CodeOK || res.Delivery != guard.DeliveryFresh || string(res.Data) != out {
+				t.Fatalf("fresh read of %d bytes: %+v, %v", len(out), res, err)
+			}
+			k := makeKeys(s.prefix, "tenant-a", "alice", call, "", call)
+			got, err := rdb.Get(ctx, k.call).Result()
+			if want := string(packFields(storedFP(fp), "OK", out, "")); err != nil || got != want {
+				t.Fatalf("binding of a read of %d bytes: %.60q, %v; want %.60q", len(out), got, err, want)
+			}
+			// A retry of the call: a replay, whose answer carries the output.
+			reply, err = s.run(ctx, finishScript, keys, a.argv())
+			if err != nil || len(reply) != 7 || reply[0] != "R" || reply[2] != string(guard.DeliveryLocalReplay) || reply[3] != out {
+				t.Fatalf("replayed read of %d bytes: reply %.60q, %v", len(out), reply, err)
+			}
+		}
+
+		write := &guard.Entry{TenantID: "tenant-a", SubjectID: "alice", CallID: "w1", OperationID: "op-1",
+			IdempotencyKey: "k:idem-1", Tool: "put", Fingerprint: fp, Effect: guard.Write, Now: now,
+			SideEffect: guard.SideEffectYes, AuditBody: []byte(`{"tool":"put"}`), Token: strings.Repeat("0f", 16)}
+		if res, err := s.Reserve(ctx, write, 30*time.Second); res != nil || err != nil {
+			t.Fatalf("reserve: %+v, %v", res, err)
+		}
+		k := makeKeys(s.prefix, "tenant-a", "alice", "w1", "k:idem-1", "op-1")
+		got, err := rdb.Get(ctx, k.idem).Result()
+		want := string(packFields(storedFP(fp), "P", "", "", "op-1", "1700000030123", storedToken(write.Token), "put", "k:idem-1", "w1"))
+		if err != nil || got != want {
+			t.Fatalf("reservation: %q, %v; want %q", got, err, want)
+		}
+		write.Code, write.Data = guard.CodeOK, []byte(`{"done":true}`)
+		keys, a := s.args(write, write.CallID, releaseHold, guard.ReceiptInconclusive)
+		reply, err := s.run(ctx, commitScript, keys, a.argv())
+		if err != nil || len(reply) != 1 || reply[0] != "S" {
+			t.Fatalf("fresh commit: reply %q, %v; want SENT", reply, err)
+		}
+		rec := decodeFields(mustGet(t, rdb, k.idem))
+		if len(rec) != 11 || rec[1] != "C" || rec[2] != `{"done":true}` || rec[5] != "1700000030123" || rec[10] != "=" {
+			t.Fatalf("committed record %q", rec)
+		}
+	})
+}
+
+func mustGet(t *testing.T, rdb redis.UniversalClient, key string) string {
+	t.Helper()
+	v, err := rdb.Get(context.Background(), key).Result()
+	if err != nil {
+		t.Fatalf("%s: %v", key, err)
+	}
+	return v
+}

@@ -39,7 +39,7 @@ type script struct {
 
 func newScript(name, body string) *script {
 	return &script{name: name, body: body,
-		eval: redis.NewScript(prelude + "\nlocal function main()\n" + body + "\nend\nsetup(KEYS, ARGV)\nreturn main()\n")}
+		eval: redis.NewScript(prelude + "\nlocal function main()\n" + body + "\nend\nsetup(KEYS, ARGV[1])\nreturn main()\n")}
 }
 
 var (

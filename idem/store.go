@@ -196,12 +196,12 @@ func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 	if _, ok := guard.ParseCode(e.Code.String()); !ok {
 		return nil, errNoCode
 	}
-	keys, argv := s.args(e, e.CallID, releaseHold, guard.ReceiptInconclusive)
-	reply, err := s.run(ctx, finishScript, keys, argv)
+	keys, a := s.args(e, e.CallID, releaseHold, guard.ReceiptInconclusive)
+	reply, err := s.run(ctx, finishScript, keys, a.argv())
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err
 	}
-	return parseResult(reply)
+	return parseResult(reply, a)
 }
 
 // Reserve implements guard.Store. With Options.Replicas, a reservation that
@@ -211,15 +211,16 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	if e.Token == "" {
 		return nil, errNoToken
 	}
-	keys, argv := s.args(e, e.CallID, lease, guard.ReceiptInconclusive)
-	reply, err := s.run(ctx, reserveScript, keys, argv)
+	keys, a := s.args(e, e.CallID, lease, guard.ReceiptInconclusive)
+	a.reservation = a.reservationRecord()
+	reply, err := s.run(ctx, reserveScript, keys, a.argv())
 	if err != nil {
 		return nil, err
 	}
 	if len(reply) == 1 && reply[0] == "T" {
 		return nil, nil
 	}
-	return parseResult(reply)
+	return parseResult(reply, a)
 }
 
 // Commit implements guard.Store. A commit that too few replicas
@@ -232,18 +233,18 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 	if _, ok := guard.ParseCode(e.Code.String()); !ok {
 		return nil, errNoCode
 	}
-	keys, argv := s.args(e, e.CallID, releaseHold, guard.ReceiptInconclusive)
-	reply, err := s.run(ctx, commitScript, keys, argv)
+	keys, a := s.args(e, e.CallID, releaseHold, guard.ReceiptInconclusive)
+	reply, err := s.run(ctx, commitScript, keys, a.argv())
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err
 	}
-	return parseResult(reply)
+	return parseResult(reply, a)
 }
 
 // Status implements guard.Store.
 func (s *Store) Status(ctx context.Context, q *guard.Entry) (*guard.Result, *guard.Pending, error) {
-	keys, argv := s.args(q, "", releaseHold, guard.ReceiptInconclusive)
-	reply, err := s.run(ctx, statusScript, keys, argv)
+	keys, a := s.args(q, "", releaseHold, guard.ReceiptInconclusive)
+	reply, err := s.run(ctx, statusScript, keys, a.argv())
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, nil, err
 	}
@@ -251,7 +252,7 @@ func (s *Store) Status(ctx context.Context, q *guard.Entry) (*guard.Result, *gua
 		return nil, &guard.Pending{Tool: reply[1], IdempotencyKey: reply[2], Fingerprint: shownFP(reply[3]),
 			CallID: reply[4], OperationID: reply[5], Lost: reply[6] == "1"}, nil
 	}
-	res, err := parseResult(reply)
+	res, err := parseResult(reply, a)
 	return res, nil, err
 }
 
@@ -260,18 +261,22 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, r 
 	e := *q
 	e.Code = 0
 	e.Data = data
-	keys, argv := s.args(&e, p.CallID, releaseHold, r)
-	reply, err := s.run(ctx, settleScript, keys, argv)
+	keys, a := s.args(&e, p.CallID, releaseHold, r)
+	reply, err := s.run(ctx, settleScript, keys, a.argv())
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err
 	}
-	return parseResult(reply)
+	return parseResult(reply, a)
 }
 
 var errNoToken = errors.New("idem: a write's entry has no reservation token")
 
-// parseResult reads the reply {'R', code, delivery, data, msg, retry, op}.
-func parseResult(reply []string) (*guard.Result, error) {
+// parseResult reads the reply {'R', code, delivery, data, msg, retry, op},
+// or SENT ({'S'}): the outcome the call's arguments a carry, fresh.
+func parseResult(reply []string, a *scriptArgs) (*guard.Result, error) {
+	if len(reply) == 1 && reply[0] == "S" {
+		reply = a.sent()
+	}
 	if len(reply) != 7 || reply[0] != "R" {
 		return nil, fmt.Errorf("idem: unexpected script reply %q", reply)
 	}

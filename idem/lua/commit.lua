@@ -21,8 +21,8 @@ if HAS_CALL and not mine then b, bn = load(K[1], BNAMES, BN) end
 -- it wrote (done), or, when it wrote none of its own, beside the record it
 -- found ("<code> <delivery>").
 if answered then
-  local sp = string.find(answered, ' ', 1, true)
-  code, delivery = string.sub(answered, 1, sp - 1), string.sub(answered, sp + 1)
+  local sp = find(answered, ' ', 1, true)
+  code, delivery = sub(answered, 1, sp - 1), sub(answered, sp + 1)
   if code == 'OK' then return answer('OK', delivery, k[R.data], k[R.msg]) end
   if code == 'OUTCOME_UNKNOWN' then return answer(code, delivery, '', '', 0, OP) end
   return answer(code, delivery, data, msg, RETRY)
@@ -62,7 +62,7 @@ if store == 'C' or store == 'U' then
   -- token's late reservation, and answers left beside it stay.
   k[R.fp], k[R.state], k[R.op], k[R.tool], k[R.key], k[R.call], k[R.done] = FP, store, OP, TOOL, KEY, CALL, TOKEN
   if store == 'C' then k[R.data], k[R.msg] = data, msg end
-  save(K[2], k, math.max(kn, RN), ttl)
+  save(K[2], k, max(kn, RN), ttl)
 elseif store == 'X' then
   release(K[2])
 else
@@ -84,6 +84,6 @@ if HAS_CALL and not (mine and (store == 'C' or store == 'U')) and (not b[B.fp] o
   elseif TERMINAL[code] then
     b[B.code], b[B.data], b[B.msg] = code, data, msg
   end
-  save(K[1], b, math.max(bn, BN), ttl)
+  save(K[1], b, max(bn, BN), ttl)
 end
 return answer(code, delivery, data, msg, RETRY, op)

@@ -9,7 +9,7 @@ if not c[B.fp] then
   bind(CODE, DATA, MSG)
 elseif TERMINAL[CODE] then
   c[B.code], c[B.data], c[B.msg] = CODE, DATA, MSG
-  save(K[1], c, math.max(cn, B.msg))
+  save(K[1], c, max(cn, B.msg))
 end
 if CODE == 'OK' and HAS_KEY then
   -- The key holds no live record (precheck answered otherwise); a released
@@ -17,7 +17,7 @@ if CODE == 'OK' and HAS_KEY then
   local t = own or {}
   t[R.fp], t[R.state], t[R.data], t[R.msg], t[R.op] = FP, 'C', DATA, MSG, OP
   t[R.tool], t[R.key], t[R.call] = TOOL, KEY, CALL
-  save(K[2], t, math.max(ownn, RN), TTL)
+  save(K[2], t, max(ownn, RN), TTL)
   index('k')
 elseif TERMINAL[CODE] and HAS_CALL then
   index('c')

@@ -9,14 +9,16 @@
 -- (K[3] is K[1] again when OP is the call's own id: such an operation has no
 -- index, its binding is one.)
 local K
-local FP, NOW          -- fingerprint (its 32 bytes, args.go); now (ms, the guard's clock)
+local PACKED           -- the arguments, packed: FP, CODE, DATA and MSG first (see bind)
+local FP, NOW          -- fingerprint (its 32 bytes, args.go); now (ms, the guard's clock, a number)
 local CALL, KEY        -- call id, effective idempotency key ('' = none)
 local OP, TOOL         -- operation id, tool name
 local CODE, DATA, MSG  -- the outcome the guard computed
 local RETRY, SIDE      -- retry after (ms); side effect (yes/no/unknown)
 local BODY, BODYSUM    -- audit body as stored (idem/body.go); the hex SHA-256 of the body itself
 local TOKEN            -- the write's reservation token, as bytes ('' = none)
-local LEASE            -- reservation lease (ms)
+local LEASE            -- reservation lease (ms, a number)
+local RESERVATION      -- reserve: the record it stores, packed by the store (idem/args.go)
 local TTL              -- retention of records (ms, a string: only ever sent back to Redis)
 local AUDIT_TTL        -- retention of an idle audit log (ms, '0': kept)
 local RECEIPT          -- settle: 'found', 'absent' or '' (inconclusive)
@@ -24,14 +26,25 @@ local HAS_CALL, HAS_KEY
 local TAG, LINK        -- K[2] up to its hash tag's end, and the rest: a binding's link to K[2] (tag, link)
 
 local PACK, UNPACK      -- MessagePack strings (mpinit): fields of a table, and back
+local ARGS             -- the fields of a packed string as values, not a table (mpinit)
+-- Redis's functions and the standard library's, kept in locals: a global
+-- costs a table lookup each time it is named. They are found at a call's
+-- start (mpinit): a Redis Function library's code is loaded where none of
+-- them can be reached.
+local function globals() return tonumber, type end -- the globals, before the locals below hide them
+local rcall, rpcall, sha1hex
+local sub, find, format, byte, match, char
+local tonumber, type, max
 
 -- MessagePack, of strings only: cmsgpack, the C library Redis gives every
 -- script, where the server has it; else (miniredis) the Lua below, which
 -- writes and reads the same bytes. Records, bindings and a call's arguments
 -- are strings of it: a field is a header (0xa0 + length up to 31, else
--- 0xd9, 0xda or 0xdb and the length in 1, 2 or 4 bytes) and its bytes.
+-- 0xd9, 0xda or 0xdb and the length in 1, 2 or 4 bytes) and its bytes. A
+-- call's arguments also hold two numbers (NOW and LEASE), as 0xcf and 8
+-- bytes, which read as numbers.
 local function lpack(t, n)
-  local out, char, floor = {}, string.char, math.floor
+  local out, floor = {}, math.floor
   for i = 1, n do
     local v = t[i]
     local len = #v
@@ -49,9 +62,9 @@ local function lpack(t, n)
 end
 
 local function lunpack(s)
-  local t, n, pos, last, byte, sub = {}, 0, 1, #s, string.byte, string.sub
+  local t, n, pos, last = {}, 0, 1, #s
   while pos <= last do
-    local c, len = byte(s, pos), nil
+    local c, len, v = byte(s, pos), nil, nil
     if c >= 0xa0 and c <= 0xbf then
       len, pos = c - 0xa0, pos + 1
     elseif c == 0xd9 then
@@ -62,17 +75,29 @@ local function lunpack(s)
     elseif c == 0xdb then
       local a, b, d, e = byte(s, pos + 1, pos + 4)
       len, pos = ((a * 256 + b) * 256 + d) * 256 + e, pos + 5
+    elseif c == 0xcf then
+      v = 0
+      for i = pos + 1, pos + 8 do v = v * 256 + byte(s, i) end
+      pos = pos + 9
     else
       break
     end
     n = n + 1
-    t[n] = sub(s, pos, pos + len - 1)
-    pos = pos + len
+    if len then
+      t[n] = sub(s, pos, pos + len - 1)
+      pos = pos + len
+    else
+      t[n] = v
+    end
   end
   return t, n
 end
 
 local function mpinit()
+  rcall, rpcall, sha1hex = redis.call, redis.pcall, redis.sha1hex
+  sub, find, format, byte, match, char = string.sub, string.find, string.format, string.byte, string.match, string.char
+  tonumber, type = globals()
+  max = math.max
   local ok, mp = pcall(function() return cmsgpack end)
   if ok and mp then
     local pack, unpack1 = mp.pack, mp.unpack
@@ -81,26 +106,30 @@ local function mpinit()
       local t = {unpack1(s)}
       return t, #t
     end
+    ARGS = unpack1
   else
     PACK, UNPACK = lpack, lunpack
+    ARGS = function(s)
+      local t, n = lunpack(s)
+      return unpack(t, 1, n)
+    end
   end
 end
 
--- setup reads the call: its keys, and its arguments, all packed as one
--- (idem/args.go).
-local function setup(keys, argv)
+-- setup reads the call: its keys, and its arguments, packed as one (idem/
+-- args.go).
+local function setup(keys, packed)
   if not PACK then mpinit() end
   if #keys == 4 then
     -- The operation is the call's own (idem/args.go): K[3] and K[6] are K[1].
-    K = {keys[1], keys[2], keys[1], keys[3], keys[4], keys[1]}
+    local c = keys[1]
+    K = {c, keys[2], c, keys[3], keys[4], c}
   else
     K = keys
   end
-  local a = UNPACK(argv[1])
-  FP, NOW, CALL, KEY, OP, TOOL = a[1], tonumber(a[2]), a[3], a[4], a[5], a[6]
-  CODE, DATA, MSG, RETRY, SIDE = a[7], a[8], a[9], a[10], a[11]
-  BODY, BODYSUM, TOKEN, LEASE = a[12], a[13], a[14], tonumber(a[15])
-  TTL, AUDIT_TTL, RECEIPT = a[16], a[17], a[18]
+  PACKED = packed
+  FP, CODE, DATA, MSG, NOW, CALL, KEY, OP, TOOL, RETRY, SIDE, BODY, BODYSUM, TOKEN, LEASE, TTL, AUDIT_TTL,
+    RECEIPT, RESERVATION = ARGS(packed)
   HAS_CALL, HAS_KEY = CALL ~= '', KEY ~= ''
   TAG, LINK = nil, nil
 end
@@ -109,8 +138,8 @@ end
 -- link to the record at K[2]. Both are found when first needed.
 local function tag()
   if not TAG then
-    TAG = string.match(K[2], '^[^}]*}') or ''
-    LINK = string.sub(K[2], #TAG + 1)
+    TAG = match(K[2], '^[^}]*}') or ''
+    LINK = sub(K[2], #TAG + 1)
   end
   return TAG
 end
@@ -136,18 +165,18 @@ local TERMINAL = {OK = true, NOT_FOUND = true, UNKNOWN_TOOL = true, INVALID_ARGU
 -- record was trimmed, the last id the stream gave. Sequence numbers are
 -- never reused; a link that cannot be recovered fails verification.
 local function lasthead()
-  local last = redis.call('XREVRANGE', K[4], '+', '-', 'COUNT', 1)[1]
+  local last = rcall('XREVRANGE', K[4], '+', '-', 'COUNT', 1)[1]
   if last then
     local f = last[2]
     for i = 1, #f, 2 do
-      if f[i] == 'hash' then return tonumber(string.match(last[1], '^%d+')), f[i + 1] end
+      if f[i] == 'hash' then return tonumber(match(last[1], '^%d+')), f[i + 1] end
     end
-    return tonumber(string.match(last[1], '^%d+')), ''
+    return tonumber(match(last[1], '^%d+')), ''
   end
-  if redis.call('EXISTS', K[4]) == 1 then
-    local info = redis.call('XINFO', 'STREAM', K[4])
+  if rcall('EXISTS', K[4]) == 1 then
+    local info = rcall('XINFO', 'STREAM', K[4])
     for i = 1, #info, 2 do
-      if info[i] == 'last-generated-id' then return tonumber(string.match(info[i + 1], '^%d+')), '' end
+      if info[i] == 'last-generated-id' then return tonumber(match(info[i + 1], '^%d+')), '' end
     end
   end
   return 0, ''
@@ -157,37 +186,44 @@ end
 -- chain head is one string, "<seq> <hash>"; a head kept by an earlier
 -- version as a hash {seq, hash} is read once and replaced.
 local function audit(code, delivery, side)
-  local head, seq, prev = redis.pcall('GET', K[5]), 0, ''
+  local head, seq, prev = rpcall('GET', K[5]), 0, ''
   if type(head) == 'table' then
-    local h = redis.call('HMGET', K[5], 'seq', 'hash')
-    redis.call('DEL', K[5])
+    local h = rcall('HMGET', K[5], 'seq', 'hash')
+    rcall('DEL', K[5])
     head = h[1] and (h[1] .. ' ' .. (h[2] or '')) or false
   end
   if head then
-    local sp = string.find(head, ' ', 1, true)
-    seq, prev = tonumber(string.sub(head, 1, sp - 1)), string.sub(head, sp + 1)
+    local sp = find(head, ' ', 1, true)
+    seq, prev = tonumber(sub(head, 1, sp - 1)), sub(head, sp + 1)
   else
     seq, prev = lasthead()
   end
-  local id = string.format('%d', seq + 1)
-  local hash = redis.sha1hex(prev .. '\n' .. id .. '\n' .. BODYSUM .. '\n' .. code .. '\n' .. delivery .. '\n' .. side)
-  redis.call('XADD', K[4], id .. '-1', 'body', BODY, 'code', code,
+  local id = format('%d', seq + 1)
+  local hash = sha1hex(prev .. '\n' .. id .. '\n' .. BODYSUM .. '\n' .. code .. '\n' .. delivery .. '\n' .. side)
+  rcall('XADD', K[4], id .. '-1', 'body', BODY, 'code', code,
     'delivery', delivery, 'side', side, 'prev', prev, 'hash', hash)
   if AUDIT_TTL == '0' then
-    redis.call('SET', K[5], id .. ' ' .. hash)
+    rcall('SET', K[5], id .. ' ' .. hash)
   else
     -- An idle tenant's whole log (stream and head together) expires.
-    redis.call('SET', K[5], id .. ' ' .. hash, 'PX', AUDIT_TTL)
-    redis.call('PEXPIRE', K[4], AUDIT_TTL)
+    rcall('SET', K[5], id .. ' ' .. hash, 'PX', AUDIT_TTL)
+    rcall('PEXPIRE', K[4], AUDIT_TTL)
   end
 end
 
 -- answer is a script's reply: {'R', code, delivery, data, msg, retry, op},
 -- packed as one string (a table of strings costs Redis several lookups per
--- reply to convert; idem/reply.go reads both).
+-- reply to convert; idem/reply.go reads both). The most common answer is
+-- the outcome the store sent, fresh: {'R', CODE, 'fresh', DATA, MSG, RETRY,
+-- ''}; it is SENT, {'S'} packed, and the store reads it from what it sent.
+local SENT = '\161S'
 local function answer(code, delivery, data, msg, retry, op)
-  if type(retry) == 'number' then retry = string.format('%d', retry) end
-  return PACK({'R', code, delivery, data or '', msg or '', retry or '0', op or ''}, 7)
+  data, msg, op = data or '', msg or '', op or ''
+  if code == CODE and delivery == 'fresh' and data == DATA and msg == MSG and retry == RETRY and op == '' then
+    return SENT
+  end
+  if type(retry) == 'number' then retry = format('%d', retry) end
+  return PACK({'R', code, delivery, data, msg, retry or '0', op}, 7)
 end
 
 -- RESERVED is reserve's reply when the reservation is made: {'T'}, packed.
@@ -221,7 +257,7 @@ local function encode(t, n)
     if not v then
       v = ''
     elseif type(v) == 'number' then
-      v = string.format('%d', v)
+      v = format('%d', v)
     end
     out[i] = v
   end
@@ -234,7 +270,6 @@ end
 -- wrote a record or a binding as; the lengths' digits are read as bytes.
 local function netdecode(s)
   local t, pos, i, n = {}, 1, 0, #s
-  local byte, sub = string.byte, string.sub
   while pos <= n do
     local len, c = 0, byte(s, pos)
     while c and c ~= 58 do -- ':'
@@ -254,7 +289,7 @@ end
 -- their number. Netstrings start with a digit, which a packed string never
 -- does (its first byte is a string's header).
 local function decode(s)
-  local c = string.byte(s, 1)
+  local c = byte(s, 1)
   if c and c >= 48 and c <= 57 then return netdecode(s) end
   local t, n = UNPACK(s)
   for i = 1, n do
@@ -268,19 +303,19 @@ end
 -- kept as a hash is read by its field names (and a commit's answer to
 -- TOKEN), and is replaced by a string the next time it is written.
 local function load(key, names, n)
-  local s = redis.pcall('GET', key)
+  local s = rpcall('GET', key)
   if type(s) == 'string' then return decode(s) end
   if not s then return {}, 0 end
-  local t = redis.call('HMGET', key, unpack(names))
+  local t = rcall('HMGET', key, unpack(names))
   for i = 1, n do
     if t[i] == '' then t[i] = false end
   end
   -- Its fingerprint in hex, stored now as the bytes it stands for.
-  if t[1] and #t[1] == 64 and string.match(t[1], '^[0-9a-f]+$') then
-    t[1] = string.gsub(t[1], '..', function(h) return string.char(tonumber(h, 16)) end)
+  if t[1] and #t[1] == 64 and match(t[1], '^[0-9a-f]+$') then
+    t[1] = string.gsub(t[1], '..', function(h) return char(tonumber(h, 16)) end)
   end
   if names == RNAMES and TOKEN ~= '' then
-    local r = redis.call('HGET', key, 'r:' .. TOKEN)
+    local r = rcall('HGET', key, 'r:' .. TOKEN)
     if r then t[n + 1], t[n + 2], n = TOKEN, r, n + 2 end
   end
   return t, n
@@ -290,25 +325,39 @@ end
 -- key's TTL when ttl is nil.
 local function save(key, t, n, ttl)
   if ttl then
-    redis.call('SET', key, encode(t, n), 'PX', ttl)
+    rcall('SET', key, encode(t, n), 'PX', ttl)
   else
-    redis.call('SET', key, encode(t, n), 'KEEPTTL')
+    rcall('SET', key, encode(t, n), 'KEEPTTL')
   end
 end
 
 -- linked is the key of the record a binding's link names.
 local function linked(l)
-  if l and string.sub(l, 1, 1) == ':' then return tag() .. l end
+  if l and sub(l, 1, 1) == ':' then return tag() .. l end
   return l
 end
 
+-- packedlen is how long a field of n bytes is, packed.
+local function packedlen(n)
+  if n < 32 then return n + 1 elseif n < 256 then return n + 2 elseif n < 65536 then return n + 3 end
+  return n + 5
+end
+
 -- bind binds a new call id to the fingerprint, with the result if terminal.
+-- The arguments start with FP, CODE, DATA and MSG, packed as encode packs
+-- them: a binding of the call's own outcome, or of its fingerprint alone,
+-- is their start, not packed again.
 local function bind(code, data, msg)
   if not HAS_CALL then return end
+  data, msg = data or '', msg or ''
   if TERMINAL[code] then
-    save(K[1], {FP, code, data or '', msg or ''}, 4, TTL)
+    if code == CODE and data == DATA and msg == MSG then
+      rcall('SET', K[1], sub(PACKED, 1, packedlen(#FP) + packedlen(#CODE) + packedlen(#DATA) + packedlen(#MSG)), 'PX', TTL)
+    else
+      save(K[1], {FP, code, data, msg}, 4, TTL)
+    end
   else
-    save(K[1], {FP}, 1, TTL)
+    rcall('SET', K[1], sub(PACKED, 1, packedlen(#FP)), 'PX', TTL)
   end
 end
 
@@ -355,14 +404,14 @@ local function index(kind)
     if l and live(load(l, RNAMES, RN)) then return end
   end
   if kind == 'c' then
-    redis.call('SET', K[3], ref, 'PX', TTL, 'NX')
+    rcall('SET', K[3], ref, 'PX', TTL, 'NX')
     return
   end
-  local cur = redis.call('GET', K[3])
-  if cur and cur ~= ref and string.sub(cur, 1, 1) == 'k' and live(load(string.sub(cur, 2), RNAMES, RN)) then
+  local cur = rcall('GET', K[3])
+  if cur and cur ~= ref and sub(cur, 1, 1) == 'k' and live(load(sub(cur, 2), RNAMES, RN)) then
     return
   end
-  redis.call('SET', K[3], ref, 'PX', TTL)
+  rcall('SET', K[3], ref, 'PX', TTL)
 end
 
 -- readkey reads an idempotency record: its fields (R) and its length.
@@ -416,7 +465,7 @@ local function precheck(own, ownn)
   elseif TERMINAL[code] and key ~= bound then
     -- (an answer from the record the binding links is read there again)
     c[B.code], c[B.data], c[B.msg] = code, data, msg
-    save(K[1], c, math.max(cn, B.msg))
+    save(K[1], c, max(cn, B.msg))
   end
   if TERMINAL[code] and HAS_CALL then index('c') end
   return answer(code, delivery, data, msg, retry, op), c, cn
@@ -427,7 +476,7 @@ end
 -- the operation id (K[6]); failing both, the record of the query's key.
 local function record()
   local ref = false
-  if K[3] ~= K[1] then ref = redis.call('GET', K[3]) end -- else it names no index (idem/args.go)
+  if K[3] ~= K[1] then ref = rcall('GET', K[3]) end -- else it names no index (idem/args.go)
   if not ref then
     local c = load(K[6], BNAMES, BN)
     if c[B.code] then return {kind = 'c', state = 'C', code = c[B.code], data = c[B.data], msg = c[B.msg]} end
@@ -435,7 +484,7 @@ local function record()
   end
   if not ref and HAS_KEY then ref = 'k' .. K[2] end -- the index alone was lost
   if not ref then return nil end
-  local kind, key = string.sub(ref, 1, 1), string.sub(ref, 2)
+  local kind, key = sub(ref, 1, 1), sub(ref, 2)
   if kind == 'c' then
     local c = load(key, BNAMES, BN)
     if not c[B.code] then return nil end
@@ -477,9 +526,9 @@ local function release(key)
   if TOKEN ~= '' then
     local t = {}
     t[R.state], t[R.token], t[R.done] = 'X', TOKEN, TOKEN
-    save(key, t, RN, math.max(LEASE, 1000))
+    save(key, t, RN, max(LEASE, 1000))
   else
-    redis.call('DEL', key)
+    rcall('DEL', key)
   end
-  if OP ~= CALL and redis.call('GET', K[3]) == 'k' .. key then redis.call('DEL', K[3]) end
+  if OP ~= CALL and rcall('GET', K[3]) == 'k' .. key then rcall('DEL', K[3]) end
 end

@@ -15,12 +15,14 @@ if pre then return pre end
 if HAS_CALL then
   if c[B.fp] then
     c[B.key] = link()
-    save(K[1], c, math.max(cn, B.key))
+    save(K[1], c, max(cn, B.key))
   else
     save(K[1], {FP, false, false, false, link()}, B.key, TTL)
   end
 end
 -- A released record's tombstone is replaced.
-save(K[2], {FP, 'P', false, false, OP, NOW + LEASE, TOKEN, TOOL, KEY, CALL}, R.call, TTL)
+-- The record is {FP, 'P', '', '', OP, NOW + LEASE, TOKEN, TOOL, KEY, CALL},
+-- packed by the store (RESERVATION).
+rcall('SET', K[2], RESERVATION, 'PX', TTL)
 index('k')
 return RESERVED

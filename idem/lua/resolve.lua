@@ -17,13 +17,13 @@ end
 if CODE == 'OK' then
   audit('OK', 'fresh', 'yes')
   k[R.state], k[R.data], k[R.msg] = 'C', DATA, false
-  save(K[2], k, math.max(kn, RN), TTL)
+  save(K[2], k, max(kn, RN), TTL)
   index('k')
   return answer('OK', 'fresh', DATA, '')
 end
 audit('NOT_FOUND', 'fresh', 'no')
 -- Deleted, not a tombstone: a late commit of the original holder (the
 -- write ran after all) is stored as the truth it is.
-redis.call('DEL', K[2])
-if redis.call('GET', K[3]) == 'k' .. K[2] then redis.call('DEL', K[3]) end
+rcall('DEL', K[2])
+if rcall('GET', K[3]) == 'k' .. K[2] then rcall('DEL', K[3]) end
 return answer('NOT_FOUND', 'fresh', '', MSG)

@@ -12,11 +12,11 @@ if RECEIPT == 'found' then
     return answer('OK', 'receipt_reconciled', DATA, '')
   end
   r.rec[R.state], r.rec[R.data], r.rec[R.msg] = 'C', DATA, false
-  save(r.key, r.rec, math.max(r.n, RN), TTL)
+  save(r.key, r.rec, max(r.n, RN), TTL)
   if HAS_CALL then
     local b, bn = load(K[1], BNAMES, BN)
     b[B.fp], b[B.code], b[B.data], b[B.msg] = r.fp, 'OK', DATA, false
-    save(K[1], b, math.max(bn, B.msg), TTL)
+    save(K[1], b, max(bn, B.msg), TTL)
   end
   return answer('OK', 'receipt_reconciled', DATA, '')
 end
