@@ -251,7 +251,9 @@ local BNAMES = {'fp', 'code', 'data', 'msg', 'key', 'done'}
 -- encode writes a record or a binding: its n fields packed, an empty one
 -- as ''.
 local function encode(t, n)
-  local out = {}
+  -- Room for a record's fields from the start: a table grown one field at
+  -- a time is rebuilt at each power of two. (Only the first n are packed.)
+  local out = {false, false, false, false, false, false, false, false, false, false, false}
   for i = 1, n do
     local v = t[i]
     if not v then
