@@ -39,7 +39,7 @@ type scriptArgs struct {
 }
 
 // argv returns the arguments as the scripts take them: one, packed, the
-// numbers as MessagePack's uint64 (the scripts read them as numbers, with
+// numbers as MessagePack integers (the scripts read them as numbers, with
 // no parsing).
 func (a *scriptArgs) argv() []any {
 	n := 19*5 + 2*9 + len(a.fingerprint) + len(a.code) + len(a.data) + len(a.message) + len(a.callID) + len(a.key) +
@@ -47,9 +47,9 @@ func (a *scriptArgs) argv() []any {
 		len(a.ttlMS) + len(a.auditTTLMS) + len(a.receipt) + len(a.reservation)
 	b := make([]byte, 0, n)
 	b = appendFields(b, a.fingerprint, a.code, a.data, a.message)
-	b = appendUint(b, a.now)
+	b = appendInt(b, a.now)
 	b = appendFields(b, a.callID, a.key, a.opID, a.tool, a.retryMS, a.side, a.body, a.bodySum, a.token)
-	b = appendUint(b, a.leaseMS)
+	b = appendInt(b, a.leaseMS)
 	b = appendFields(b, a.ttlMS, a.auditTTLMS, a.receipt, a.reservation)
 	return []any{b}
 }

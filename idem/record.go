@@ -55,10 +55,13 @@ func appendFields(b []byte, fields ...string) []byte {
 	return b
 }
 
-// appendUint appends v as a MessagePack uint64: 0xcf and 8 bytes,
-// big-endian. A negative v is 0.
-func appendUint(b []byte, v int64) []byte {
-	return binary.BigEndian.AppendUint64(append(b, 0xcf), uint64(max(v, 0)))
+// appendInt appends v as a MessagePack integer of 8 bytes, big-endian:
+// 0xcf (uint64) when v >= 0, else 0xd3 (int64, two's complement).
+func appendInt(b []byte, v int64) []byte {
+	if v < 0 {
+		return binary.BigEndian.AppendUint64(append(b, 0xd3), uint64(v))
+	}
+	return binary.BigEndian.AppendUint64(append(b, 0xcf), uint64(v))
 }
 
 // decodeFields reads a stored record or binding: its fields, "" where one is

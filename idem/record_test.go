@@ -245,3 +245,37 @@ func mustGet(t *testing.T, rdb redis.UniversalClient, key string) string {
 	}
 	return v
 }
+
+// TestClockBefore1970: the guard's clock is the store's clock, whatever it
+// says (a test's fake clock may say year 1). A reservation's lease ends
+// where the store packed it, and a second reservation of the key meanwhile
+// is told the first is in progress, for as long as the lease runs.
+func TestClockBefore1970(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		ctx := context.Background()
+		s, err := New(rdb, Options{Prefix: redistest.Prefix(t)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, now := range []time.Time{{}, time.UnixMilli(-1), time.UnixMilli(1_700_000_000_000)} {
+			key := fmt.Sprintf("k:idem-%d", i)
+			e := &guard.Entry{TenantID: "tenant-a", SubjectID: "alice", CallID: fmt.Sprintf("c%d", i), OperationID: fmt.Sprintf("c%d", i),
+				IdempotencyKey: key, Tool: "put", Fingerprint: strings.Repeat("cd", 32), Effect: guard.Write, Now: now,
+				SideEffect: guard.SideEffectYes, AuditBody: []byte(`{"tool":"put"}`), Token: strings.Repeat("1e", 16)}
+			if res, err := s.Reserve(ctx, e, 30*time.Second); res != nil || err != nil {
+				t.Fatalf("now %v: reserve: %+v, %v", now, res, err)
+			}
+			rec := decodeFields(mustGet(t, rdb, makeKeys(s.prefix, "tenant-a", "alice", e.CallID, key, e.OperationID).idem))
+			if want := fmt.Sprint(now.UnixMilli() + 30_000); len(rec) < 6 || rec[5] != want {
+				t.Fatalf("now %v: reservation %q, want its lease to end at %s", now, rec, want)
+			}
+			again := *e
+			again.CallID, again.OperationID, again.Token = e.CallID+"-again", e.CallID+"-again", strings.Repeat("2f", 16)
+			again.Now = now.Add(29 * time.Second)
+			res, err := s.Reserve(ctx, &again, 30*time.Second)
+			if err != nil || res == nil || res.Code != guard.CodeInProgress || res.RetryAfter != time.Second {
+				t.Fatalf("now %v: a second reservation 29 s later: %+v, %v; want IN_PROGRESS, retry after 1s", now, res, err)
+			}
+		}
+	})
+}

@@ -41,8 +41,8 @@ local tonumber, type, max
 -- writes and reads the same bytes. Records, bindings and a call's arguments
 -- are strings of it: a field is a header (0xa0 + length up to 31, else
 -- 0xd9, 0xda or 0xdb and the length in 1, 2 or 4 bytes) and its bytes. A
--- call's arguments also hold two numbers (NOW and LEASE), as 0xcf and 8
--- bytes, which read as numbers.
+-- call's arguments also hold two numbers (NOW and LEASE), as 0xcf or 0xd3
+-- (unsigned or signed) and 8 bytes, which read as numbers.
 local function lpack(t, n)
   local out, floor = {}, math.floor
   for i = 1, n do
@@ -75,10 +75,15 @@ local function lunpack(s)
     elseif c == 0xdb then
       local a, b, d, e = byte(s, pos + 1, pos + 4)
       len, pos = ((a * 256 + b) * 256 + d) * 256 + e, pos + 5
-    elseif c == 0xcf then
+    elseif c == 0xcf or (c == 0xd3 and byte(s, pos + 1) < 128) then
       v = 0
       for i = pos + 1, pos + 8 do v = v * 256 + byte(s, i) end
       pos = pos + 9
+    elseif c == 0xd3 then
+      -- negative: two's complement, read as -(~v + 1), exact below 2^53
+      v = 0
+      for i = pos + 1, pos + 8 do v = v * 256 + (255 - byte(s, i)) end
+      v, pos = -(v + 1), pos + 9
     else
       break
     end
