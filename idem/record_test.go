@@ -28,10 +28,7 @@ func TestRecordsOfAnEarlierVersion(t *testing.T) {
 
 func testEarlierLayout(t *testing.T, rdb redis.UniversalClient, hash bool) {
 	ctx := context.Background()
-	s, err := New(rdb, Options{Prefix: redistest.Prefix(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
+	s := testStore(t, rdb)
 	w := guardtest.NewWorld(t, s)
 	alice := guardtest.Principal("tenant-a", "alice")
 	put := `{"key":"a","value":"1"}`
@@ -144,10 +141,7 @@ func TestPackedFieldSizes(t *testing.T) {
 // read's binding.
 func TestOutputsOfEverySize(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		s, err := New(rdb, Options{Prefix: redistest.Prefix(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := testStore(t, rdb)
 		w := guardtest.NewWorld(t, s)
 		alice := guardtest.Principal("tenant-a", "alice")
 		for i, n := range []int{0, 31, 200, 255, 300, 65535, 70000} {
@@ -180,10 +174,7 @@ func TestOutputsOfEverySize(t *testing.T) {
 func TestWhatTheScriptsStoreAndAnswer(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		s, err := New(rdb, Options{Prefix: redistest.Prefix(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := testStore(t, rdb)
 		fp := strings.Repeat("ab", 32)
 		now := time.UnixMilli(1_700_000_000_123)
 		for _, out := range []string{"", `{"id":"o1"}`, strings.Repeat("x", 300), strings.Repeat("y", 70000)} {
@@ -253,10 +244,7 @@ func mustGet(t *testing.T, rdb redis.UniversalClient, key string) string {
 func TestClockBefore1970(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		ctx := context.Background()
-		s, err := New(rdb, Options{Prefix: redistest.Prefix(t)})
-		if err != nil {
-			t.Fatal(err)
-		}
+		s := testStore(t, rdb)
 		for i, now := range []time.Time{{}, time.UnixMilli(-1), time.UnixMilli(1_700_000_000_000)} {
 			key := fmt.Sprintf("k:idem-%d", i)
 			e := &guard.Entry{TenantID: "tenant-a", SubjectID: "alice", CallID: fmt.Sprintf("c%d", i), OperationID: fmt.Sprintf("c%d", i),
@@ -278,4 +266,14 @@ func TestClockBefore1970(t *testing.T) {
 			}
 		}
 	})
+}
+
+// testStore is a store on rdb under the test's own prefix.
+func testStore(t *testing.T, rdb redis.UniversalClient) *Store {
+	t.Helper()
+	s, err := New(rdb, Options{Prefix: redistest.Prefix(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
