@@ -35,7 +35,7 @@ type scriptArgs struct {
 	ttlMS       string // 16 TTL
 	auditTTLMS  string // 17 AUDIT_TTL: '0' keeps audit logs
 	receipt     string // 18 RECEIPT: 'found', 'absent' or ''
-	reservation string // 19 RESERVATION: the record a reserve stores (reservation), '' elsewhere
+	reservation string // 19 RESERVATION: the record a reserve stores (reservationRecord), '' elsewhere
 }
 
 // argv returns the arguments as the scripts take them: one, packed, the
@@ -90,7 +90,8 @@ func ms(d time.Duration) int64 {
 	return max(d, time.Millisecond).Milliseconds()
 }
 
-// args builds KEYS and ARGV for the entry. callID is the call whose
+// args builds the keys and the arguments (scriptArgs, which argv packs)
+// for the entry. callID is the call whose
 // binding KEYS[1] names (a status query's settle names the original call's);
 // receipt is what a settle's receipt lookup said (ReceiptInconclusive
 // elsewhere).
