@@ -198,17 +198,8 @@ func unhex(s string, n int) string {
 		return s
 	}
 	var b [32]byte
-	for i := 0; i < n/2; i++ {
-		b[i] = unhexDigit(s[2*i])<<4 | unhexDigit(s[2*i+1])
-	}
+	_, _ = hex.Decode(b[:n/2], []byte(s)) // digits checked above; the conversion does not copy
 	return string(b[:n/2])
-}
-
-func unhexDigit(c byte) byte {
-	if c <= '9' {
-		return c - '0'
-	}
-	return c - 'a' + 10
 }
 
 // shownFP is the fingerprint a stored one stands for.
