@@ -43,10 +43,7 @@ func testEarlierLayout(t *testing.T, rdb redis.UniversalClient, hash bool) {
 		key   string
 		names []string
 	}{{k1.call, bindingNames}, {k1.idem, recordNames}, {k2.call, bindingNames}} {
-		v, err := rdb.Get(ctx, kn.key).Result()
-		if err != nil {
-			t.Fatalf("%s: %v", kn.key, err)
-		}
+		v := mustGet(t, rdb, kn.key)
 		if !hash {
 			// As the version before this one wrote them: each field a
 			// netstring, "<length>:<bytes>".
@@ -192,9 +189,8 @@ func TestWhatTheScriptsStoreAndAnswer(t *testing.T) {
 				t.Fatalf("fresh read of %d bytes: %+v, %v", len(out), res, err)
 			}
 			k := makeKeys(s.prefix, "tenant-a", "alice", call, "", call)
-			got, err := rdb.Get(ctx, k.call).Result()
-			if want := string(packFields(storedFP(fp), "OK", out, "")); err != nil || got != want {
-				t.Fatalf("binding of a read of %d bytes: %.60q, %v; want %.60q", len(out), got, err, want)
+			if got, want := mustGet(t, rdb, k.call), string(packFields(storedFP(fp), "OK", out, "")); got != want {
+				t.Fatalf("binding of a read of %d bytes: %.60q; want %.60q", len(out), got, want)
 			}
 			// A retry of the call: a replay, whose answer carries the output.
 			reply, err = s.run(ctx, finishScript, keys, a.argv())
@@ -210,10 +206,10 @@ func TestWhatTheScriptsStoreAndAnswer(t *testing.T) {
 			t.Fatalf("reserve: %+v, %v", res, err)
 		}
 		k := makeKeys(s.prefix, "tenant-a", "alice", "w1", "k:idem-1", "op-1")
-		got, err := rdb.Get(ctx, k.idem).Result()
+		got := mustGet(t, rdb, k.idem)
 		want := string(packFields(storedFP(fp), "P", "", "", "op-1", "1700000030123", storedToken(write.Token), "put", "k:idem-1", "w1"))
-		if err != nil || got != want {
-			t.Fatalf("reservation: %q, %v; want %q", got, err, want)
+		if got != want {
+			t.Fatalf("reservation: %q; want %q", got, want)
 		}
 		write.Code, write.Data = guard.CodeOK, []byte(`{"done":true}`)
 		keys, a := s.args(write, write.CallID, releaseHold, guard.ReceiptInconclusive)
