@@ -29,6 +29,14 @@ type Grant struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 }
 
+// GrantUsedMessage is the message of the APPROVAL_INVALID result a write
+// gets when its grant already paid for another operation's execution.
+const GrantUsedMessage = "The approval was already used for another execution: one approval pays for one execution. Ask a human to approve this call."
+
+// GrantSkew is how long after its expiry a spent grant is still known to be
+// spent: the margin for clocks of guards that disagree by up to that much.
+const GrantSkew = time.Minute
+
 // NewGrant returns a grant for exactly this principal and proposal, approved
 // by approver at now and valid for ttl, with a random id.
 func NewGrant(p Principal, prop Proposal, approver string, now time.Time, ttl time.Duration) Grant {
@@ -152,9 +160,10 @@ func (s *Signer) verify(token string) (Grant, error) {
 	return g, nil
 }
 
-// Check verifies the token and that its grant is bound to exactly this
-// principal, tool and fingerprint and has not expired at now (a grant is
-// valid strictly before ExpiresAt).
+// Check verifies the token and that its grant has an id and is bound to
+// exactly this principal, tool and fingerprint and has not expired at now
+// (a grant is valid strictly before ExpiresAt). Whether the grant was
+// spent already is the store's to say (Entry.GrantID).
 func (s *Signer) Check(token string, p Principal, tool, fingerprint string, now time.Time) (Grant, error) {
 	g, err := s.check(token, p, tool, fingerprint, now)
 	if err != nil {
@@ -169,6 +178,8 @@ func (s *Signer) check(token string, p Principal, tool, fingerprint string, now 
 		return nil, err
 	}
 	switch {
+	case g.ID == "":
+		return nil, errors.New("guard: approval grant has no id, so it could be spent more than once")
 	case g.TenantID != p.TenantID || g.SubjectID != p.SubjectID:
 		return nil, errors.New("guard: approval granted to another principal")
 	case g.Tool != tool || g.Fingerprint != fingerprint:

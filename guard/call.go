@@ -26,11 +26,18 @@ type ExecutionContext struct {
 	OperationID     string // the host's id for the operation; defaults to CallID
 	IdempotencyKey  string // "" means none (null in the contract)
 	AdapterRevision string // e.g. "openai-responses-v1"
+	// Scope names where the same intent is one operation (ScopeIDs): the
+	// agent run, the MCP session, the framework's session or invocation.
+	// A write with a scope and neither OperationID nor IdempotencyKey
+	// takes ScopeIDs(Scope, fingerprint) as both, so repeating it in the
+	// scope replays; "" applies no scope, and the operation is the call.
+	Scope string
 }
 
-// ErrBadID is returned to the host for a call id, operation id or
-// idempotency key that is not valid UTF-8 or is longer than MaxIDBytes.
-var ErrBadID = errors.New("guard: call ids, operation ids and idempotency keys must be valid UTF-8 of at most 512 bytes")
+// ErrBadID is returned to the host for a call id, operation id,
+// idempotency key or scope that is not valid UTF-8 or is longer than
+// MaxIDBytes.
+var ErrBadID = errors.New("guard: call ids, operation ids, idempotency keys and scopes must be valid UTF-8 of at most 512 bytes")
 
 // ErrNoIdentity is returned to the host for a write that carries no call
 // id, no idempotency key and no operation id: nothing could tell its retry
@@ -39,7 +46,7 @@ var ErrNoIdentity = errors.New("guard: a write needs a call id, an idempotency k
 
 // validate checks the ids' bounds; "" (none) is always valid.
 func (c *ExecutionContext) validate() error {
-	for _, id := range [3]string{c.CallID, c.OperationID, c.IdempotencyKey} {
+	for _, id := range [4]string{c.CallID, c.OperationID, c.IdempotencyKey, c.Scope} {
 		if id != "" && !validID(id) {
 			return ErrBadID
 		}

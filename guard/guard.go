@@ -129,6 +129,7 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	inv, e := &st.inv, &st.e
 	g.prepare(call, inv)
 	inv.tool = g.tools.Lookup(inv.Proposal.Name)
+	inv.applyScope()
 	if inv.tool != nil && inv.tool.Spec().Effect == Write && inv.opID == "" && inv.idemKey == "" {
 		return nil, ErrNoIdentity
 	}
@@ -145,6 +146,9 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	}
 	e.seal()
 	e.Token = newToken()
+	if gr := inv.Grant; gr != nil {
+		e.GrantID, e.GrantExpiresAt = gr.ID, gr.ExpiresAt
+	}
 	answer, err := g.store.Reserve(ctx, e, g.opts.Lease)
 	if err != nil {
 		// The reservation may have been stored with its reply lost: it

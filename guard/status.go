@@ -19,10 +19,18 @@ import (
 //     unavailable, or no receipt while the lease holds (the request may
 //     still be in flight), it stays OUTCOME_UNKNOWN;
 //   - an operation this principal never ran is NOT_FOUND, whoever else ran
-//     one of that id. When the query names the tool (StatusCall.Tool), the
+//     one of that id, and so is one that never started (it ended with a
+//     retryable result); an idempotency key that another operation took
+//     never answers for this one. When the query names a write tool
+//     (StatusCall.Tool) and the store has nothing of the operation, the
 //     store may have lost the record: the tool's receipt for the
-//     operation's key (Context.IdempotencyKey, or the operation id) is
-//     asked first, and found, answered as receipt_reconciled.
+//     operation's key is asked first, and found, answered as
+//     receipt_reconciled. The key is Context.IdempotencyKey, the one the
+//     operation ran under; without it, the key a write without one runs
+//     under, and then no receipt proves nothing (the operation may have
+//     had a key): the answer is OUTCOME_UNKNOWN, never "may be run again".
+//   - a read is never OUTCOME_UNKNOWN: its result is stored, or it never
+//     ran (NOT_FOUND).
 //
 // Every query is audited. The error is for the host only, as for Dispatch.
 func (g *Guard) QueryStatus(ctx context.Context, sc StatusCall) (*Result, error) {
@@ -47,12 +55,17 @@ func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error
 		opID:      sc.OperationID,
 	}
 	e := g.entry(inv, "query_status")
-	if sc.Tool != "" {
-		// The key the operation ran under, for a record the store lost.
+	guessed := false
+	if t := g.tools.Lookup(sc.Tool); t != nil && t.Spec().Effect == Write {
+		// The key the operation ran under, for a record the store lost: the
+		// one the query names, else the key a write without one runs
+		// under, which is only a guess (the operation may have had a key).
+		// A read has no record to lose: it never ran, or its result is
+		// stored, and it is never unknown.
 		if k := sc.Context.IdempotencyKey; k != "" {
 			e.IdempotencyKey = "k:" + k
 		} else if sc.OperationID != "" {
-			e.IdempotencyKey = "o:" + sc.OperationID
+			e.IdempotencyKey, guessed = "o:"+sc.OperationID, true
 		}
 	}
 	e.AuditBody = auditBody("query_status", inv)
@@ -71,6 +84,11 @@ func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error
 	e.AuditBody = auditBody("query_status", inv)
 
 	receipt, data := lookupReceipt(ctx, g.tools.Lookup(pending.Tool), inv)
+	if pending.Lost && guessed && receipt == ReceiptAbsent {
+		// No receipt under a key the operation may not have run under
+		// proves nothing: it stays unknown (contract section 8).
+		receipt = ReceiptInconclusive
+	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.CommitTimeout)
 	defer cancel()
 	res, err := g.store.Settle(sctx, e, pending, receipt, data)

@@ -31,8 +31,11 @@ type Store interface {
 	// Reserve applies the call id and idempotency key checks for a write
 	// about to execute. If they decide the answer (a replay, a conflict,
 	// an unknown outcome, in progress) it is returned, audited, and the
-	// write must not run. Otherwise it returns nil: the call id is bound
-	// and the key is reserved under e.Token until e.Now+lease.
+	// write must not run. Then, for an entry with a GrantID, a grant that
+	// another operation spent is APPROVAL_INVALID (GrantUsedMessage),
+	// audited, and the write must not run. Otherwise it returns nil: the
+	// grant is spent on this operation, the call id is bound and the key
+	// is reserved under e.Token until e.Now+lease.
 	//
 	// Reserve is idempotent per token: sent again with the same e.Token
 	// (a client retry after a lost reply) it returns nil again and changes
@@ -102,6 +105,16 @@ type Entry struct {
 	// Token names a write's reservation: chosen by the guard, unique per
 	// dispatch, the same for the Reserve and Commit of one write.
 	Token string
+	// GrantID is the id of the approval grant that approved this write,
+	// "" when none did; GrantExpiresAt is when the grant expires. A grant
+	// pays for one execution: Reserve spends it on the entry's operation
+	// (its effective IdempotencyKey) in the same atomic step as the
+	// reservation, and refuses it to every other operation with
+	// APPROVAL_INVALID and GrantUsedMessage, at least until GrantExpiresAt
+	// plus GrantSkew. A Commit that releases the reservation (a
+	// not-started outcome) gives the grant back.
+	GrantID        string
+	GrantExpiresAt time.Time
 
 	inv    *Invocation
 	action string

@@ -38,6 +38,11 @@ type ToolSpec struct {
 	// NeedsApproval makes a human approve each call. It applies to writes
 	// only: reads never need approval.
 	NeedsApproval bool
+	// Repeatable says that identical repeats of a write are meant (a
+	// message sent twice on purpose): each call is its own operation,
+	// named by its call id, and a scope (ExecutionContext.Scope) does not
+	// make a repeat replay. It applies to writes only.
+	Repeatable bool
 	// LoggedArguments names the top-level argument members that are safe
 	// to copy into the audit record; the others are only fingerprinted.
 	LoggedArguments []string

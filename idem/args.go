@@ -36,21 +36,22 @@ type scriptArgs struct {
 	auditTTLMS  string // 17 AUDIT_TTL: '0' keeps audit logs
 	receipt     string // 18 RECEIPT: 'found', 'absent' or ''
 	reservation string // 19 RESERVATION: the record a reserve stores (reservationRecord), '' elsewhere
+	grantMS     string // 20 GRANT_MS: how long a spent grant's marker (K[7]) is kept, ms; '' without one
 }
 
 // argv returns the arguments as the scripts take them: one, packed, the
 // numbers as MessagePack integers (the scripts read them as numbers, with
 // no parsing).
 func (a *scriptArgs) argv() []any {
-	n := 19*5 + 2*9 + len(a.fingerprint) + len(a.code) + len(a.data) + len(a.message) + len(a.callID) + len(a.key) +
+	n := 20*5 + 2*9 + len(a.fingerprint) + len(a.code) + len(a.data) + len(a.message) + len(a.callID) + len(a.key) +
 		len(a.opID) + len(a.tool) + len(a.retryMS) + len(a.side) + len(a.body) + len(a.bodySum) + len(a.token) +
-		len(a.ttlMS) + len(a.auditTTLMS) + len(a.receipt) + len(a.reservation)
+		len(a.ttlMS) + len(a.auditTTLMS) + len(a.receipt) + len(a.reservation) + len(a.grantMS)
 	b := make([]byte, 0, n)
 	b = appendFields(b, a.fingerprint, a.code, a.data, a.message)
 	b = appendInt(b, a.now)
 	b = appendFields(b, a.callID, a.key, a.opID, a.tool, a.retryMS, a.side, a.body, a.bodySum, a.token)
 	b = appendInt(b, a.leaseMS)
-	b = appendFields(b, a.ttlMS, a.auditTTLMS, a.receipt, a.reservation)
+	b = appendFields(b, a.ttlMS, a.auditTTLMS, a.receipt, a.reservation, a.grantMS)
 	return []any{b}
 }
 
@@ -127,5 +128,12 @@ func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt
 	if int(receipt) < len(receipts) {
 		a.receipt = receipts[receipt]
 	}
-	return k.list(), a
+	list := k.list()
+	if e.GrantID != "" && e.Token != "" {
+		// A write approved by a grant spends it (reserve) or gives it back
+		// (a commit that releases): K[7] names the spent grant's marker.
+		list = append(list, grantKey(s.prefix, e.TenantID, e.SubjectID, e.GrantID))
+		a.grantMS = strconv.FormatInt(max(e.GrantExpiresAt.Add(guard.GrantSkew).Sub(e.Now).Milliseconds(), 1), 10)
+	}
+	return list, a
 }

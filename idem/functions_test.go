@@ -459,9 +459,13 @@ func TestFunctionsCluster(t *testing.T) {
 				t.Fatalf("Check: %v", s.Check(ctx))
 			}
 			w := guardtest.NewWorld(t, s)
+			grants := map[string]string{} // each write's grant, which its replay presents again
 			write := func(w *guardtest.World, p guard.Principal, id string) {
 				t.Helper()
-				guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"a","value":"v"}`, id, id), guard.CodeOK, guard.DeliveryFresh)
+				call := w.Call(p, "put", `{"key":"a","value":"v"}`, id, id)
+				call.Approval = w.Grant(t, p, "put", `{"key":"a","value":"v"}`)
+				grants[id] = call.Approval
+				guardtest.Want(t, w.DispatchCall(t, call), guard.CodeOK, guard.DeliveryFresh)
 			}
 			var mine []guard.Principal // this run's tenants
 			tenantOn := func(m int) (guard.Principal, int64) {
@@ -513,7 +517,8 @@ func TestFunctionsCluster(t *testing.T) {
 			// library again, its keys already moved: master 0 answers ASK.
 			// (A call whose keys are not all on the importing master is
 			// refused there with TRYAGAIN before any function is looked
-			// up: a replay, whose keys all exist, is what reaches it.)
+			// up: a replay, whose keys all exist, is what reaches it: the
+			// same call with the grant its first run spent.)
 			p, slot = tenantOn(0)
 			write(w, p, "asked")
 			if err := c.masters[2].FunctionFlush(ctx).Err(); err != nil {
@@ -523,7 +528,9 @@ func TestFunctionsCluster(t *testing.T) {
 			c.setSlot(t, 0, slot, "MIGRATING", c.ids[2])
 			c.migrateSlotKeys(t, 0, 2, slot)
 			before = stats()
-			guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"a","value":"v"}`, "asked", "asked"), guard.CodeOK, guard.DeliveryLocalReplay)
+			replay := w.Call(p, "put", `{"key":"a","value":"v"}`, "asked", "asked")
+			replay.Approval = grants["asked"]
+			guardtest.Want(t, w.DispatchCall(t, replay), guard.CodeOK, guard.DeliveryLocalReplay)
 			d = delta(before[2], stats()[2])
 			if d["fcall"].failed != 1 || storeLibrary(t, c.masters[2]) != lib {
 				t.Fatalf("after ASK to master 2: FCALL %+v there, libraries %v; want one refused call and %s",

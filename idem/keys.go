@@ -58,3 +58,10 @@ func (k keys) list() []string {
 	}
 	return []string{k.call, k.idem, k.op, k.audit, k.head, k.opCall}
 }
+
+// grantKey names the marker of a spent approval grant: the record key of
+// the operation it paid for, in the tenant's slot like the call's keys.
+func grantKey(prefix, tenant, subject, grantID string) string {
+	return prefix + "{t" + enc.EncodeToString([]byte(tenant)) + "}:g:" + enc.EncodeToString([]byte(subject)) + ":" +
+		enc.EncodeToString([]byte(grantID))
+}

@@ -93,15 +93,21 @@
 //     before in the same scope answers exactly what the first answered,
 //     changes nothing and audits nothing.
 //  15. Status (q.CallID is not used) finds the operation: the index entry of
-//     q.OperationID, else (the index alone lost) the record of
-//     q.IdempotencyKey. A call binding with a result, or a C record: that
-//     result as local_replay. A P record before its lease: IN_PROGRESS
-//     with the wait. A U record, or a P whose lease is over (it becomes U):
-//     a Pending naming the record's tool, key, fingerprint, call id and
-//     operation id, unaudited. Nothing found: with q.Tool and
-//     q.IdempotencyKey set, a Pending with Lost and the query's own tool,
-//     key, fingerprint and operation id; else NOT_FOUND (fresh). Every
-//     answer is audited with side effect "no".
+//     q.OperationID; else the binding of the call whose id is
+//     q.OperationID (its result, or the record it links); else (the index
+//     alone lost) the record of q.IdempotencyKey. A record answers only
+//     for the operation it ran under (its operation id is
+//     q.OperationID): a key another operation took never answers for
+//     this one. A call binding with a result, or a C record: that result
+//     as local_replay. A P record before its lease: IN_PROGRESS with the
+//     wait. A U record, or a P whose lease is over (it becomes U): a
+//     Pending naming the record's tool, key, fingerprint, call id and
+//     operation id, unaudited. Nothing found: NOT_FOUND (fresh) when the
+//     store knows nothing of the operation ran (its call is bound but
+//     links no live record, or the key's record is another operation's),
+//     or when q.Tool or q.IdempotencyKey is empty; else a Pending with
+//     Lost and the query's own tool, key, fingerprint and operation id.
+//     Every answer is audited with side effect "no".
 //  16. Settle finds the operation again as Status does (q names the
 //     pending's tool, key and fingerprint): what is stored now decides,
 //     and an answer rule 15 would give is given, audited. Otherwise, with
@@ -134,6 +140,18 @@
 //     then has changed nothing. memstore's errors: a done context, a
 //     Reserve or Commit without a token, a Finish or Commit whose code is
 //     not valid.
+//  22. A grant pays for one execution. Spent grants, per (tenant,
+//     subject, grant id), name the effective key of the operation that
+//     spent each. A Reserve whose entry has a GrantID, after its precheck
+//     (so a retry or replay of the operation that spent it is answered as
+//     rule 7 says), finds the grant spent on another key: it audits and
+//     answers APPROVAL_INVALID, fresh, with guard.GrantUsedMessage, binds
+//     a new call id to the fingerprint alone (the code is not terminal),
+//     and reserves nothing. Otherwise it spends the grant on the entry's
+//     key, in the same step as the reservation, kept at least until
+//     GrantExpiresAt plus guard.GrantSkew. A Commit that releases its
+//     token's reservation gives back a grant spent on that key: a write
+//     that did not start paid for nothing.
 //
 // Retention: by default memstore keeps everything for the life of the
 // Store, tombstones included (idem keeps a tombstone for a minute, which

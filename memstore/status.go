@@ -17,44 +17,65 @@ type target struct {
 }
 
 // find reads the operation a status query names (rule 15): the record or
-// binding its operation id is indexed to, else (the index alone lost) the
-// record of the query's key. ok is false when nothing is stored.
-func (t *step) find() (tg target, ok bool) {
+// binding its operation id is indexed to; else the binding of the call
+// whose id is the operation id; else (the index alone lost) the record of
+// the query's key. A record answers only for the operation it ran under.
+// ok is false when nothing is stored for the operation; known then says
+// that the store knows nothing of it ran (its call is bound but holds no
+// live reservation, or the record found is another operation's).
+func (t *step) find() (tg target, ok, known bool) {
 	e := t.e
 	r, ok := t.indexed()
+	if !ok {
+		if b := t.s.calls[t.op]; b != nil && !expired(b.until, t.now) {
+			switch {
+			case b.code != 0:
+				return target{stored: &reply{code: b.code, delivery: guard.DeliveryLocalReplay, data: b.data, msg: b.msg}}, true, false
+			case b.linked:
+				r, ok = ref{id: b.link}, true
+			default:
+				return tg, false, true
+			}
+			known = true
+		}
+	}
 	if !ok && t.hasKey {
 		r, ok = ref{id: e.IdempotencyKey}, true
 	}
 	if !ok {
-		return tg, false
+		return tg, false, known
 	}
 	at := scope{e.TenantID, e.SubjectID, r.id}
 	if r.call {
 		b := t.s.calls[at]
 		if b == nil || expired(b.until, t.now) || b.code == 0 {
-			return tg, false
+			return tg, false, false
 		}
-		return target{at: at, stored: &reply{code: b.code, delivery: guard.DeliveryLocalReplay, data: b.data, msg: b.msg}}, true
+		return target{at: at, stored: &reply{code: b.code, delivery: guard.DeliveryLocalReplay, data: b.data, msg: b.msg}}, true, false
 	}
 	rec := t.record(at)
 	if !rec.live() {
-		return tg, false
+		return tg, false, known
+	}
+	if rec.op != e.OperationID {
+		return tg, false, true // the key is another operation's
 	}
 	tg = target{at: at, rec: rec}
 	if rec.state == committed {
 		tg.stored = &reply{code: guard.CodeOK, delivery: guard.DeliveryLocalReplay, data: rec.data, msg: rec.msg}
 	}
-	return tg, true
+	return tg, true, false
 }
 
 // settled answers a status query from what is stored, audited: a stored
 // result (replayed), or NOT_FOUND when nothing is stored and the query does
-// not name a tool and a key. Otherwise it returns the target, a lost one
-// when nothing is stored (rule 15).
+// not name a tool and a key, or the store knows nothing of it ran.
+// Otherwise it returns the target, a lost one when nothing is stored (rule
+// 15).
 func (t *step) settled() (tg target, answer reply, decided bool) {
-	tg, ok := t.find()
+	tg, ok, known := t.find()
 	switch {
-	case !ok && t.hasKey && t.e.Tool != "":
+	case !ok && !known && t.hasKey && t.e.Tool != "":
 		return target{lost: true}, answer, false
 	case !ok:
 		answer = reply{code: guard.CodeNotFound, delivery: guard.DeliveryFresh}

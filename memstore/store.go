@@ -25,11 +25,12 @@ type Store struct {
 	ttlMS int64 // Options.TTL in ms; 0 keeps everything
 
 	mu        sync.Mutex
-	calls     map[scope]*binding         // call-id bindings (rule 2)
-	records   map[scope]*record          // idempotency records (rule 3)
-	index     map[scope]ref              // operation index (rule 4)
-	commits   map[scope]*expiring[reply] // applied commits by token (rule 14)
-	logs      map[string]*auditLog       // audit logs by tenant (rule 5)
+	calls     map[scope]*binding          // call-id bindings (rule 2)
+	records   map[scope]*record           // idempotency records (rule 3)
+	index     map[scope]ref               // operation index (rule 4)
+	commits   map[scope]*expiring[reply]  // applied commits by token (rule 14)
+	grants    map[scope]*expiring[string] // spent grants: the effective key of the operation each paid for (rule 22)
+	logs      map[string]*auditLog        // audit logs by tenant (rule 5)
 	nextSweep int64
 }
 
@@ -42,6 +43,7 @@ func New(opts Options) *Store {
 		records: map[scope]*record{},
 		index:   map[scope]ref{},
 		commits: map[scope]*expiring[reply]{},
+		grants:  map[scope]*expiring[string]{},
 		logs:    map[string]*auditLog{},
 	}
 	if opts.TTL > 0 {
@@ -136,6 +138,7 @@ func (s *Store) sweep(nowMS int64) {
 	forget(s.records, func(r *record) int64 { return r.until }, nowMS)
 	forget(s.index, func(r ref) int64 { return r.until }, nowMS)
 	forget(s.commits, func(c *expiring[reply]) int64 { return c.until }, nowMS)
+	forget(s.grants, func(g *expiring[string]) int64 { return g.until }, nowMS)
 }
 
 // forget deletes the entries of m that expired by nowMS.

@@ -60,6 +60,13 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	if decided {
 		return answer.result(), nil
 	}
+	if !t.spend() {
+		t.audit(guard.CodeApprovalInvalid, guard.DeliveryFresh, guard.SideEffectNone)
+		if !bound {
+			t.bind(guard.CodeApprovalInvalid, "", guard.GrantUsedMessage)
+		}
+		return reply{code: guard.CodeApprovalInvalid, delivery: guard.DeliveryFresh, msg: guard.GrantUsedMessage}.result(), nil
+	}
 	// Link the call id to the record it reserves: a retry of this call id
 	// is answered from this operation whatever key or operation id it
 	// carries.
@@ -129,6 +136,7 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 		}
 	case released:
 		t.release(t.key)
+		t.giveBack()
 	}
 	if t.hasCall {
 		b := t.setBinding()
@@ -151,4 +159,34 @@ func ready(ctx context.Context, code guard.Code) error {
 		return errBadCode
 	}
 	return nil
+}
+
+// grant names the entry's spent-grant marker (rule 22).
+func (t *step) grant() scope { return scope{t.e.TenantID, t.e.SubjectID, t.e.GrantID} }
+
+// spend spends the entry's grant on its operation (rule 22): false when
+// another operation spent it, true (and the grant is this operation's)
+// otherwise, or when the entry has no grant.
+func (t *step) spend() bool {
+	e := t.e
+	if e.GrantID == "" {
+		return true
+	}
+	g := t.s.grants[t.grant()]
+	if g != nil && !expired(g.until, t.now) && g.v != e.IdempotencyKey {
+		return false
+	}
+	t.s.grants[t.grant()] = &expiring[string]{e.IdempotencyKey, e.GrantExpiresAt.Add(guard.GrantSkew).UnixMilli()}
+	return true
+}
+
+// giveBack returns a grant spent on an operation that did not start (rule
+// 22): the approval paid for nothing.
+func (t *step) giveBack() {
+	if t.e.GrantID == "" {
+		return
+	}
+	if g := t.s.grants[t.grant()]; g != nil && g.v == t.e.IdempotencyKey {
+		delete(t.s.grants, t.grant())
+	}
 }

@@ -45,6 +45,11 @@ type Options[In, Out any] struct {
 	// NeedsApproval makes every call of a write tool need a signed
 	// approval grant. Read tools never need one; it is ignored for them.
 	NeedsApproval bool
+	// Repeatable marks a write whose identical repeats are meant (a
+	// reminder sent twice on purpose): each call is its own operation,
+	// and a scope does not make a repeat replay (guard.ToolSpec.Repeatable).
+	// By default the same intent in one scope is one operation.
+	Repeatable bool
 	// Authorize decides whether the principal may act on what the input
 	// names; it runs after validation and before approval. Nil: every
 	// principal may.
@@ -100,7 +105,7 @@ func newTool[In, Out any](name, description string, effect guard.Effect, fn Func
 	}
 	return &Tool[In, Out]{
 		spec: guard.ToolSpec{Name: name, Effect: effect, NeedsApproval: opts.NeedsApproval && effect == guard.Write,
-			LoggedArguments: append([]string(nil), opts.LoggedArguments...)},
+			Repeatable: opts.Repeatable && effect == guard.Write, LoggedArguments: append([]string(nil), opts.LoggedArguments...)},
 		description: description, schema: s, fn: fn, authorize: opts.Authorize, receipt: opts.Receipt,
 	}
 }

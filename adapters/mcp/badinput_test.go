@@ -234,8 +234,15 @@ func TestSessionsAreApart(t *testing.T) {
 	if again.Code != guard.CodeOK || again.Delivery != guard.DeliveryLocalReplay || w.svc.SideEffects() != 1 {
 		t.Fatalf("same request again in its session: %s, %d drafts", again, w.svc.SideEffects())
 	}
+	// Another session is another operation, which the spent grant does
+	// not pay for: it needs a grant of its own.
 	a2 := w.raw(t, url, "token-a")
 	other, _ := a2.callRaw(7, params)
+	if other.Code != guard.CodeApprovalInvalid || other.Message != guard.GrantUsedMessage || w.svc.SideEffects() != 1 {
+		t.Fatalf("same request id and grant in another session: %s, %d drafts", other, w.svc.SideEffects())
+	}
+	grant2, _ := w.signer.Sign(guard.NewGrant(user1, guard.Proposal{Name: "create_refund_draft", Arguments: []byte(args)}, "approver", time.Now(), time.Minute))
+	other, _ = a2.callRaw(7, strings.Replace(params, grant, grant2, 1))
 	if other.Code != guard.CodeOK || other.Delivery != guard.DeliveryFresh || w.svc.SideEffects() != 2 {
 		t.Fatalf("same request id in another session: %s, %d drafts", other, w.svc.SideEffects())
 	}

@@ -455,16 +455,21 @@ func short(d time.Duration) string {
 	return d.Round(r).String()
 }
 
-// agent makes one agent's calls: reads, fresh writes with new keys, and
-// replays of its earlier writes (a new call id, the same key and intent).
+// agent makes one agent's calls: reads, fresh writes with new keys, each
+// approved by a grant of its own (a grant pays for one execution), and
+// replays of its earlier writes (a new call id, the same key, intent and
+// grant).
 type agent struct {
 	id      int
 	cfg     config
 	p       guard.Principal
-	grant   string
+	signer  *guard.Signer
 	rng     *rand.Rand
-	written []string // the latest maxWritten keys, replayed at random
+	written []written // the latest maxWritten writes, replayed at random
 }
+
+// written is a fresh write an agent may replay: its key and its grant.
+type written struct{ key, grant string }
 
 // maxWritten bounds an agent's replayable keys, so the run's memory does not
 // grow with -n.
@@ -472,8 +477,7 @@ const maxWritten = 1024
 
 func newAgent(id int, cfg config, signer *guard.Signer) *agent {
 	p := guard.Principal{TenantID: "bench-tenant-" + strconv.Itoa(id%cfg.tenants), SubjectID: "agent-" + strconv.Itoa(id)}
-	tok, _ := signer.Sign(guard.NewGrant(p, guard.Proposal{Name: "create_refund_draft", Arguments: orders.NoopWriteArgs}, "toolbench", time.Now(), 24*time.Hour))
-	return &agent{id: id, cfg: cfg, p: p, grant: tok, rng: rand.New(rand.NewPCG(uint64(id), 7))}
+	return &agent{id: id, cfg: cfg, p: p, signer: signer, rng: rand.New(rand.NewPCG(uint64(id), 7))}
 }
 
 func (a *agent) next(i int) (guard.Call, kind) {
@@ -485,18 +489,20 @@ func (a *agent) next(i int) (guard.Call, kind) {
 		c.Proposal = guard.Proposal{Name: "get_order", Arguments: orders.NoopReadArgs}
 		return c, kindRead
 	case roll < a.cfg.reads+a.cfg.writes || len(a.written) == 0:
-		key := "key_" + strconv.Itoa(i)
-		if len(a.written) < maxWritten {
-			a.written = append(a.written, key)
-		} else {
-			a.written[i%maxWritten] = key
-		}
 		c.Proposal = guard.Proposal{Name: "create_refund_draft", Arguments: orders.NoopWriteArgs}
-		c.Context.IdempotencyKey, c.Approval = key, a.grant
+		tok, _ := a.signer.Sign(guard.NewGrant(a.p, c.Proposal, "toolbench", time.Now(), 24*time.Hour))
+		w := written{key: "key_" + strconv.Itoa(i), grant: tok}
+		if len(a.written) < maxWritten {
+			a.written = append(a.written, w)
+		} else {
+			a.written[i%maxWritten] = w
+		}
+		c.Context.IdempotencyKey, c.Approval = w.key, w.grant
 		return c, kindWrite
 	default:
 		c.Proposal = guard.Proposal{Name: "create_refund_draft", Arguments: orders.NoopWriteArgs}
-		c.Context.IdempotencyKey, c.Approval = a.written[a.rng.IntN(len(a.written))], a.grant
+		w := a.written[a.rng.IntN(len(a.written))]
+		c.Context.IdempotencyKey, c.Approval = w.key, w.grant
 		return c, kindReplay
 	}
 }

@@ -88,6 +88,9 @@ var tests = []struct {
 	{"ReleasedReservationRefusesLateCopy", "a reservation released by its token frees the key, and a late copy of it reserves nothing", testReleaseRefusesLateCopy},
 	{"OperationIDNamesFirstOperation", "a status query answers for the first operation that used the id, its call's own or the host's; a later write takes an id over only from a read", testOperationIDFirst},
 	{"AbsentReceiptAfterLeaseFreesKey", "after the lease, a receipt lookup that finds nothing settles the operation as not run: NOT_FOUND, key free", testAbsentReceiptFreesKey},
+	{"GrantPaysForOneExecution", "a grant pays for one execution: another operation presenting it is APPROVAL_INVALID and runs nothing; the operation that spent it replays; a write that did not start gives it back (memstore rule 22)", testGrantOnce},
+	{"SameIntentInScopeIsOneOperation", "a write in a scope without a key or operation id is ScopeIDs' operation: repeated, it replays without approval; another scope or a Repeatable tool runs again", testScope},
+	{"StatusAnswersForItsOwnOperation", "a status query never answers with another operation's result; an operation that never started is NOT_FOUND; a read is never OUTCOME_UNKNOWN; no receipt under a guessed key proves nothing", testStatusOwnOperation},
 }
 
 // World is a guard over the store with the suite's tools, a settable
@@ -160,23 +163,57 @@ func (w *World) TryDispatch(p guard.Principal, tool, args, callID, key string) (
 }
 
 // tryDispatch is TryDispatch with the host's operation id (op; "" for the
-// call id).
+// call id). A put gets a grant of its own.
 func (w *World) tryDispatch(p guard.Principal, tool, args, callID, key, op string) (*guard.Result, error) {
-	call := guard.Call{
-		Principal: p,
-		Proposal:  guard.Proposal{Name: tool, Arguments: []byte(args)},
-		Context: guard.ExecutionContext{Provider: "guardtest", APIFamily: "test", ResponseID: "resp",
-			CallID: callID, OperationID: op, IdempotencyKey: key, AdapterRevision: "guardtest-v1"},
-	}
+	call := w.Call(p, tool, args, callID, key)
+	call.Context.OperationID = op
 	if tool == "put" {
-		g := guard.NewGrant(p, call.Proposal, "tester", w.Now(), time.Hour)
-		tok, err := w.Signer.Sign(g)
+		tok, err := w.grant(p, tool, args)
 		if err != nil {
 			return nil, err
 		}
 		call.Approval = tok
 	}
 	return bounded(func(ctx context.Context) (*guard.Result, error) { return w.Guard.Dispatch(ctx, call) })
+}
+
+// Call returns the suite's call of a tool: JSON arguments, call id and
+// idempotency key, no operation id, scope or approval. Set those and run
+// it with DispatchCall.
+func (w *World) Call(p guard.Principal, tool, args, callID, key string) guard.Call {
+	return guard.Call{
+		Principal: p,
+		Proposal:  guard.Proposal{Name: tool, Arguments: []byte(args)},
+		Context: guard.ExecutionContext{Provider: "guardtest", APIFamily: "test", ResponseID: "resp",
+			CallID: callID, IdempotencyKey: key, AdapterRevision: "guardtest-v1"},
+	}
+}
+
+// DispatchCall runs a call as it is (Dispatch makes the call and a grant
+// for a put itself).
+func (w *World) DispatchCall(t testing.TB, call guard.Call) *guard.Result {
+	t.Helper()
+	res, err := bounded(func(ctx context.Context) (*guard.Result, error) { return w.Guard.Dispatch(ctx, call) })
+	if err != nil {
+		t.Fatalf("Dispatch(%s %s): %v", call.Proposal.Name, call.Proposal.Arguments, err)
+	}
+	return res
+}
+
+// Grant returns a signed approval grant for exactly this principal, tool
+// and arguments, valid for an hour of the world's clock.
+func (w *World) Grant(t testing.TB, p guard.Principal, tool, args string) string {
+	t.Helper()
+	tok, err := w.grant(p, tool, args)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tok
+}
+
+func (w *World) grant(p guard.Principal, tool, args string) (string, error) {
+	g := guard.NewGrant(p, guard.Proposal{Name: tool, Arguments: []byte(args)}, "tester", w.Now(), time.Hour)
+	return w.Signer.Sign(g)
 }
 
 // bounded runs f with a CallTimeout context and gives up waiting for it
@@ -207,8 +244,16 @@ func bounded(f func(ctx context.Context) (*guard.Result, error)) (*guard.Result,
 // Status runs a status query.
 func (w *World) Status(t testing.TB, p guard.Principal, op string) *guard.Result {
 	t.Helper()
-	sc := guard.StatusCall{Principal: p, OperationID: op,
-		Context: guard.ExecutionContext{Provider: "guardtest", CallID: fmt.Sprintf("status-%d", w.seq.Add(1))}}
+	return w.StatusOf(t, p, op, "", "")
+}
+
+// StatusOf runs a status query that names the operation's tool and the
+// idempotency key it ran under ("" for none), as a host that kept them
+// does.
+func (w *World) StatusOf(t testing.TB, p guard.Principal, op, tool, key string) *guard.Result {
+	t.Helper()
+	sc := guard.StatusCall{Principal: p, OperationID: op, Tool: tool,
+		Context: guard.ExecutionContext{Provider: "guardtest", CallID: fmt.Sprintf("status-%d", w.seq.Add(1)), IdempotencyKey: key}}
 	res, err := bounded(func(ctx context.Context) (*guard.Result, error) { return w.Guard.QueryStatus(ctx, sc) })
 	if err != nil {
 		t.Fatalf("QueryStatus(%s): %v", op, err)
@@ -299,7 +344,8 @@ type GetIn struct {
 }
 
 // Tools returns the suite's tools: get (read; keys starting "secret" are
-// NOT_FOUND) and put (write, needs approval, receipt by idempotency key).
+// NOT_FOUND), put (write, needs approval, receipt by idempotency key) and
+// append (write, no approval, Repeatable: each call appends again).
 func (d *Downstream) Tools() *toolset.Set {
 	get := toolset.Read("get", "Read a value.", func(_ context.Context, _ *guard.Invocation, in GetIn) (map[string]string, error) {
 		d.mu.Lock()
@@ -341,5 +387,12 @@ func (d *Downstream) Tools() *toolset.Set {
 		}
 		return out, nil
 	}, &toolset.Options[PutIn, map[string]any]{NeedsApproval: true, Receipt: d.receipt})
-	return toolset.MustNew(get, put)
+	appendTool := toolset.Write("append", "Append to a value; each call appends again.", func(_ context.Context, _ *guard.Invocation, in PutIn) (map[string]any, error) {
+		d.mu.Lock()
+		defer d.mu.Unlock()
+		d.writes++
+		d.values[in.Key] += in.Value
+		return map[string]any{"key": in.Key, "value": d.values[in.Key], "write": d.writes}, nil
+	}, &toolset.Options[PutIn, map[string]any]{Repeatable: true})
+	return toolset.MustNew(get, put, appendTool)
 }

@@ -65,6 +65,8 @@ if store == 'C' or store == 'U' then
   save(K[2], k, max(kn, RN), ttl)
 elseif store == 'X' then
   release(K[2])
+  -- The write did not start: the grant it spent paid for nothing.
+  if K[7] and rcall('GET', K[7]) == link() then rcall('DEL', K[7]) end
 else
   k[kn + 1], k[kn + 2] = TOKEN, code .. ' ' .. delivery
   save(K[2], k, kn + 2)

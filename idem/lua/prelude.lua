@@ -6,6 +6,8 @@
 --   K[1] call-id binding    K[2] idempotency record   K[3] operation index
 --   K[4] audit stream       K[5] audit head           K[6] the binding of the
 --                                                        call whose id is OP
+--   K[7] a reserve's or commit's spent-grant marker, when a grant approved
+--        the write (nil otherwise)
 -- (K[3] is K[1] again when OP is the call's own id: such an operation has no
 -- index, its binding is one.)
 local K
@@ -22,6 +24,7 @@ local RESERVATION      -- reserve: the record it stores, packed by the store (id
 local TTL              -- retention of records (ms, a string: only ever sent back to Redis)
 local AUDIT_TTL        -- retention of an idle audit log (ms, '0': kept)
 local RECEIPT          -- settle: 'found', 'absent' or '' (inconclusive)
+local GRANT_MS         -- how long K[7], a spent grant's marker, is kept (ms, a string)
 local HAS_CALL, HAS_KEY
 local TAG, LINK        -- K[2] up to its hash tag's end, and the rest: a binding's link to K[2] (tag, link)
 
@@ -125,16 +128,16 @@ end
 -- args.go).
 local function setup(keys, packed)
   if not PACK then mpinit() end
-  if #keys == 4 then
+  if #keys <= 5 then
     -- The operation is the call's own (idem/args.go): K[3] and K[6] are K[1].
     local c = keys[1]
-    K = {c, keys[2], c, keys[3], keys[4], c}
+    K = {c, keys[2], c, keys[3], keys[4], c, keys[5]}
   else
     K = keys
   end
   PACKED = packed
   FP, CODE, DATA, MSG, NOW, CALL, KEY, OP, TOOL, RETRY, SIDE, BODY, BODYSUM, TOKEN, LEASE, TTL, AUDIT_TTL,
-    RECEIPT, RESERVATION = ARGS(packed)
+    RECEIPT, RESERVATION, GRANT_MS = ARGS(packed)
   HAS_CALL, HAS_KEY = CALL ~= '', KEY ~= ''
   TAG, LINK = nil, nil
 end
@@ -480,25 +483,32 @@ end
 
 -- record reads the operation a status query names: its record key and
 -- fields. The index names it, or else the binding of the call whose id is
--- the operation id (K[6]); failing both, the record of the query's key.
+-- the operation id (K[6]); failing both, the record of the query's key. A
+-- record answers only for the operation it ran under (its op): an
+-- idempotency key that another operation took never answers for this one.
+-- Without a record it returns nil and whether the store knows that nothing
+-- of the operation ran: its call is bound but holds no live reservation,
+-- or the record found is another operation's.
 local function record()
-  local ref = false
+  local ref, known = false, false
   if K[3] ~= K[1] then ref = rcall('GET', K[3]) end -- else it names no index (idem/args.go)
   if not ref then
     local c = load(K[6], BNAMES, BN)
     if c[B.code] then return {kind = 'c', state = 'C', code = c[B.code], data = c[B.data], msg = c[B.msg]} end
     if c[B.key] then ref = 'k' .. linked(c[B.key]) end
+    known = c[B.fp] and true or false
   end
-  if not ref and HAS_KEY then ref = 'k' .. K[2] end -- the index alone was lost
-  if not ref then return nil end
+  if not ref and HAS_KEY and not known then ref = 'k' .. K[2] end -- the index alone was lost
+  if not ref then return nil, known end
   local kind, key = sub(ref, 1, 1), sub(ref, 2)
   if kind == 'c' then
     local c = load(key, BNAMES, BN)
-    if not c[B.code] then return nil end
+    if not c[B.code] then return nil, false end
     return {kind = 'c', state = 'C', code = c[B.code], data = c[B.data], msg = c[B.msg]}
   end
   local k, kn = readkey(key)
-  if not live(k) then return nil end
+  if not live(k) then return nil, known end
+  if (k[R.op] or '') ~= OP then return nil, true end
   return {kind = 'k', key = key, fp = k[R.fp], state = k[R.state], code = 'OK', data = k[R.data],
     msg = k[R.msg], op = k[R.op] or '', lease = tonumber(k[R.lease]), tool = k[R.tool] or '',
     idem = k[R.key] or '', call = k[R.call] or '', rec = k, n = kn}
@@ -508,11 +518,12 @@ end
 -- stored result (replayed). It returns the record for the other cases. With
 -- nothing stored, a query that names its tool and key may be asking about
 -- a record the store lost: it gets a lost record ({lost = true}) so the
--- receipt is asked before the answer is NOT_FOUND.
+-- receipt is asked before the answer is NOT_FOUND, unless the store knows
+-- that nothing of the operation ran.
 local function settled()
-  local r = record()
+  local r, known = record()
   if not r then
-    if HAS_KEY and TOOL ~= '' then
+    if not known and HAS_KEY and TOOL ~= '' then
       return nil, {lost = true, tool = TOOL, idem = KEY, fp = FP, call = '', op = OP, lease = 0}
     end
     audit('NOT_FOUND', 'fresh', 'no')

@@ -9,6 +9,19 @@ if own[R.token] == TOKEN then
 end
 local pre, c, cn = precheck(own, ownn)
 if pre then return pre end
+-- A grant pays for one execution: spent on another operation's record, it
+-- approves nothing here; otherwise it is this operation's from now on (K[7]
+-- names the record it paid for). The message is guard.GrantUsedMessage.
+if K[7] then
+  local spent = rcall('GET', K[7])
+  if spent and spent ~= link() then
+    audit('APPROVAL_INVALID', 'fresh', 'no')
+    if not c[B.fp] then bind('APPROVAL_INVALID') end
+    return answer('APPROVAL_INVALID', 'fresh', '',
+      'The approval was already used for another execution: one approval pays for one execution. Ask a human to approve this call.')
+  end
+  rcall('SET', K[7], link(), 'PX', GRANT_MS)
+end
 -- Bind the call id and link it to the record it reserves: a retry of this
 -- call id is answered from this operation whatever key or operation id it
 -- carries.
