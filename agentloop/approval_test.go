@@ -86,7 +86,7 @@ func TestPauseAndResume(t *testing.T) {
 
 	req := res.Pending[0]
 	fp := guard.Fingerprint(refundTool, []byte(refundArgs))
-	op, _ := agentloop.DeriveKeys(res.RunID, guard.Proposal{}, fp)
+	op, _ := guard.ScopeIDs(res.RunID, fp)
 	if req.CallID != "w1" || req.Tool != refundTool || string(req.Arguments) != refundArgs ||
 		req.Principal.TenantID != user1.TenantID || req.Principal.SubjectID != user1.SubjectID ||
 		req.Fingerprint != fp || req.OperationID != op {

@@ -86,7 +86,7 @@ type Options struct {
 	// NoStatusTool removes the status tool.
 	NoStatusTool bool
 	// Keys lets the host supply operation ids and idempotency keys;
-	// nil means DeriveKeys.
+	// nil means guard.ScopeIDs with the run id as the scope.
 	Keys KeyFunc
 	// Clock is the guard's clock (approval expiry, leases); nil means
 	// guard.SystemClock.
@@ -164,7 +164,7 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 		l.statusTool = ""
 	}
 	if l.keys == nil {
-		l.keys = DeriveKeys
+		l.keys = scopeKeys
 	}
 	if l.clock == nil {
 		l.clock = guard.SystemClock

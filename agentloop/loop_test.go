@@ -131,7 +131,7 @@ func TestHappyPath(t *testing.T) {
 	}
 	req := asked[0]
 	fp := guard.Fingerprint(refundTool, []byte(refundArgs))
-	op, _ := agentloop.DeriveKeys(res.RunID, guard.Proposal{}, fp)
+	op, _ := guard.ScopeIDs(res.RunID, fp)
 	if req.CallID != "call_write" || req.Tool != refundTool || string(req.Arguments) != refundArgs ||
 		req.Principal.TenantID != "tenant-a" || req.Principal.SubjectID != "user-1" || req.Fingerprint != fp || req.OperationID != op {
 		t.Errorf("approval request %+v (want fingerprint %s, op %s)", req, fp, op)

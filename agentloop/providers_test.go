@@ -667,7 +667,7 @@ func TestParamsHookReachesTheWire(t *testing.T) {
 // the answer is the receipt, once.
 func TestEveryProviderStatusTool(t *testing.T) {
 	const runID = "run-status"
-	op, _ := agentloop.DeriveKeys(runID, guard.Proposal{}, guard.Fingerprint(refundTool, []byte(refundArgs)))
+	op, _ := guard.ScopeIDs(runID, guard.Fingerprint(refundTool, []byte(refundArgs)))
 	statusArgs, _ := json.Marshal(agentloop.StatusInput{OperationID: op})
 	for _, name := range providers {
 		t.Run(name, func(t *testing.T) {

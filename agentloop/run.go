@@ -403,6 +403,7 @@ type operation struct {
 	canonical   bool
 	fingerprint string
 	id, key     string
+	repeatable  bool // a Repeatable write: id is its call id, and it has no key
 }
 
 func (l *Loop) operation(runID string, c provider.Call) operation {
@@ -411,6 +412,11 @@ func (l *Loop) operation(runID string, c provider.Call) operation {
 		op.prop.Arguments, op.canonical = args, true
 	}
 	op.fingerprint = guard.Fingerprint(c.Name, op.prop.Arguments)
+	if t := l.tools.Lookup(c.Name); t != nil && t.Spec().Effect == guard.Write && t.Spec().Repeatable {
+		// Identical repeats are meant: each call is its own operation.
+		op.id, op.repeatable = guard.SafeID(c.ID), true
+		return op
+	}
 	op.id, op.key = l.keys(runID, op.prop, op.fingerprint)
 	return op
 }
@@ -422,7 +428,7 @@ func (r *run) dispatch(ctx context.Context, respID string, c provider.Call, gran
 		Context: l.info.Context(respID, c.ID), Approval: grant}
 	op := l.operation(st.RunID, c)
 	call.Context.OperationID = op.id
-	if t := l.tools.Lookup(c.Name); t != nil && t.Spec().Effect == guard.Write {
+	if t := l.tools.Lookup(c.Name); t != nil && t.Spec().Effect == guard.Write && !op.repeatable {
 		// Reads get no key: reading again later in the run must see
 		// fresh data. Writes are once per operation.
 		call.Context.IdempotencyKey = op.key

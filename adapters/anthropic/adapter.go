@@ -81,11 +81,15 @@ func fill(tools []toolset.Declared, name string, input json.RawMessage) string {
 }
 
 // Call returns the guard call of a tool_use block for the principal, which
-// comes from the host, never from the model; tools as in Calls.
-func Call(p guard.Principal, msg *sdk.Message, block sdk.ContentBlockUnion, tools []toolset.Declared) guard.Call {
+// comes from the host, never from the model, in a scope the host names
+// (guard.ExecutionContext.Scope): a write the model repeats in the scope is
+// the same operation and replays. "" names no scope. tools as in Calls.
+func Call(p guard.Principal, scope string, msg *sdk.Message, block sdk.ContentBlockUnion, tools []toolset.Declared) guard.Call {
 	name := ToolName(block)
-	return guard.Call{Principal: p, Proposal: guard.Proposal{Name: name, Arguments: []byte(fill(tools, name, block.Input))},
+	c := guard.Call{Principal: p, Proposal: guard.Proposal{Name: name, Arguments: []byte(fill(tools, name, block.Input))},
 		Context: Context(msg.ID, block.ID)}
+	c.Context.Scope = scope
+	return c
 }
 
 // Result returns the tool_result block answering toolUseID: its content is

@@ -70,7 +70,7 @@ func Example() {
 			if block.Type != "tool_use" {
 				continue
 			}
-			res, err := g.Dispatch(ctx, tganthropic.Call(user, msg, block, tools.Tools()))
+			res, err := g.Dispatch(ctx, tganthropic.Call(user, "conversation-1", msg, block, tools.Tools()))
 			if err != nil { // the host's mistake (a bad principal), not the model's
 				fmt.Println("error:", err)
 				return

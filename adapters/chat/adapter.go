@@ -46,9 +46,13 @@ func Context(completionID, callID string) guard.ExecutionContext {
 }
 
 // Call returns the guard call of a function tool call for the principal,
-// which comes from the host, never from the model.
-func Call(p guard.Principal, completionID string, call oai.ChatCompletionMessageFunctionToolCall) guard.Call {
-	return guard.Call{Principal: p, Proposal: Proposal(call), Context: Context(completionID, call.ID)}
+// which comes from the host, never from the model, in a scope the host
+// names (guard.ExecutionContext.Scope): a write the model repeats in the
+// scope is the same operation and replays. "" names no scope.
+func Call(p guard.Principal, scope, completionID string, call oai.ChatCompletionMessageFunctionToolCall) guard.Call {
+	c := guard.Call{Principal: p, Proposal: Proposal(call), Context: Context(completionID, call.ID)}
+	c.Context.Scope = scope
+	return c
 }
 
 // Calls returns the tool calls of an assistant message in order, as package

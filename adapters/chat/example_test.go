@@ -63,7 +63,7 @@ func Example() {
 		params.Messages = append(params.Messages, msg.ToParam())
 		for _, tc := range msg.ToolCalls {
 			fc := tc.AsFunction()
-			res, err := g.Dispatch(ctx, tgchat.Call(user, comp.ID, fc))
+			res, err := g.Dispatch(ctx, tgchat.Call(user, "conversation-1", comp.ID, fc))
 			if err != nil { // the host's mistake (a bad principal), not the model's
 				fmt.Println("error:", err)
 				return

@@ -38,6 +38,11 @@ const (
 	MetaResponseID = "toolguard/response_id"
 	// MetaApproval is a signed approval grant token (guard.Signer.Sign).
 	MetaApproval = "toolguard/approval"
+	// MetaScope names the scope in which a repeated write is the same
+	// operation (guard.ExecutionContext.Scope), for a client that spans
+	// several sessions with one conversation. Without it, a call whose
+	// client sent no identity member is in its MCP session's scope.
+	MetaScope = "toolguard/scope"
 )
 
 // metaRequest is stamped into every tools/call request by the transports
@@ -257,7 +262,13 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 		AdapterRevision: Revision,
 	}
 	if !meta.identity {
-		ec.CallID = derivedCallID(req)
+		// A client that sends no ids (as the official SDKs do): the call
+		// is its request in its session, and the session is the scope, so
+		// a write repeated in the session is one operation.
+		ec.CallID, ec.Scope = derivedIDs(req)
+	}
+	if meta.scope != "" {
+		ec.Scope = guard.SafeID(meta.scope)
 	}
 	if req.Params.Name == s.status {
 		return s.queryStatus(ctx, p, ec, req.Params.Arguments)
@@ -324,7 +335,7 @@ func (s *Server) principal(req *sdk.CallToolRequest) (guard.Principal, error) {
 
 // callMeta is what a request's _meta says about the call.
 type callMeta struct {
-	idempotencyKey, operationID, callID, responseID, approval string
+	idempotencyKey, operationID, callID, responseID, approval, scope string
 	// identity: the client sent one of the identity members (even empty),
 	// so the server derives nothing.
 	identity bool
@@ -344,6 +355,7 @@ func readMeta(m sdk.Meta) (callMeta, error) {
 		{MetaCallID, &c.callID, true},
 		{MetaResponseID, &c.responseID, false},
 		{MetaApproval, &c.approval, false},
+		{MetaScope, &c.scope, false},
 		{metaRequest, &c.request, false},
 	} {
 		v, ok := m[f.key]
@@ -362,15 +374,17 @@ func readMeta(m sdk.Meta) (callMeta, error) {
 	return c, nil
 }
 
-// derivedCallID is the call id of a request whose client sent no identity:
-// the MCP session id (or, where the transport has none, the connection's
-// nonce) and the JSON-RPC request id, which is unique within a session. A
-// request sent twice within its session is the same call; the same request
-// id in another session is another call.
-func derivedCallID(req *sdk.CallToolRequest) string {
+// derivedIDs are the call id and scope of a request whose client sent no
+// identity. The scope is the MCP session (or, where the transport has
+// none, the connection's nonce): "mcp:" and its id. The call id is the
+// scope and the JSON-RPC request id, which is unique within a session. A
+// request sent twice within its session is the same call, and a write
+// repeated in it the same operation; in another session (a reconnect) both
+// are new.
+func derivedIDs(req *sdk.CallToolRequest) (callID, scope string) {
 	stamp, _ := req.Params.Meta[metaRequest].(string)
 	if stamp == "" {
-		return "" // not stamped: a connection this package did not wrap
+		return "", "" // not stamped: a connection this package did not wrap
 	}
 	nonce, id, _ := cut(stamp)
 	sid := ""
@@ -380,7 +394,8 @@ func derivedCallID(req *sdk.CallToolRequest) string {
 	if sid == "" {
 		sid = nonce
 	}
-	return guard.SafeID("mcp:" + sid + ":" + id)
+	scope = guard.SafeID("mcp:" + sid)
+	return guard.SafeID("mcp:" + sid + ":" + id), scope
 }
 
 // queryStatus answers a call of the status tool through the guard's status

@@ -217,3 +217,51 @@ func mustSigner(t *testing.T) *guard.Signer {
 	}
 	return s
 }
+
+// A client that sends no ids (as the official SDKs do) and whose human
+// approves every elicitation repeats an approved refund in one session: it
+// runs once, and the human is asked once. The session is the scope: a new
+// session is a new operation, unless the clients name one scope in _meta.
+func TestRepeatedWriteInOneSession(t *testing.T) {
+	w := newWorld(t, tgmcp.Options{Signer: mustSigner(t)})
+	var asked atomic.Int32
+	opts := &sdk.ClientOptions{
+		ElicitationHandler: func(context.Context, *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+			asked.Add(1)
+			return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+		},
+	}
+	args := map[string]any{"order_ref": "ORDER-7", "reason": "duplicate"}
+	repeat := func(cs *sdk.ClientSession, meta sdk.Meta, want ...guard.Delivery) *guard.Result {
+		t.Helper()
+		var first *guard.Result
+		for i, d := range want {
+			res, _ := call(t, cs, "create_refund_draft", args, meta)
+			if res.Code != guard.CodeOK || res.Delivery != d {
+				t.Fatalf("call %d: %s, want OK/%s", i, res, d)
+			}
+			if first == nil {
+				first = res
+			} else if string(res.Data) != string(first.Data) {
+				t.Fatalf("call %d: %s, want the first call's %s", i, res.Data, first.Data)
+			}
+		}
+		return first
+	}
+	fresh, replay := guard.DeliveryFresh, guard.DeliveryLocalReplay
+	repeat(w.connect(t, opts), nil, fresh, replay, replay)
+	if n, a := w.svc.SideEffects(), asked.Load(); n != 1 || a != 1 {
+		t.Fatalf("one session: %d drafts, asked %d; want 1 and 1", n, a)
+	}
+	repeat(w.connect(t, opts), nil, fresh, replay)
+	if n, a := w.svc.SideEffects(), asked.Load(); n != 2 || a != 2 {
+		t.Fatalf("a reconnect: %d drafts, asked %d; want 2 and 2", n, a)
+	}
+	// Two sessions of one conversation, named in _meta: one operation.
+	meta := sdk.Meta{tgmcp.MetaScope: "conversation-9"}
+	repeat(w.connect(t, opts), meta, fresh, replay)
+	repeat(w.connect(t, opts), meta, replay)
+	if n, a := w.svc.SideEffects(), asked.Load(); n != 3 || a != 3 {
+		t.Fatalf("a scope across sessions: %d drafts, asked %d; want 3 and 3", n, a)
+	}
+}

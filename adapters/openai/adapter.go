@@ -95,9 +95,15 @@ func Context(responseID string, call responses.ResponseFunctionToolCall) guard.E
 }
 
 // Call returns the guard call of a function call for the principal, which
-// comes from the host, never from the model.
-func Call(p guard.Principal, responseID string, call responses.ResponseFunctionToolCall) guard.Call {
-	return guard.Call{Principal: p, Proposal: Proposal(call), Context: Context(responseID, call)}
+// comes from the host, never from the model, in a scope the host names (a
+// conversation, a session, a run; guard.ExecutionContext.Scope): a write
+// the model repeats in the scope, with a new call id and no key, is the
+// same operation and replays instead of running again. "" names no scope:
+// each call id is its own operation.
+func Call(p guard.Principal, scope, responseID string, call responses.ResponseFunctionToolCall) guard.Call {
+	c := guard.Call{Principal: p, Proposal: Proposal(call), Context: Context(responseID, call)}
+	c.Context.Scope = scope
+	return c
 }
 
 // FunctionCalls returns the function_call items of a response, in order.

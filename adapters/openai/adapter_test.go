@@ -59,7 +59,7 @@ func TestRoundTrip(t *testing.T) {
 	}
 	wantCodes := []guard.Code{guard.CodeOK, guard.CodeInvalidArguments, guard.CodeUnknownTool}
 	for i, c := range calls {
-		call := tgopenai.Call(p, resp.ID, c)
+		call := tgopenai.Call(p, "", resp.ID, c)
 		if call.Context.Provider != "openai" || call.Context.APIFamily != "responses" ||
 			call.Context.AdapterRevision != "openai-responses-v1" || call.Context.ResponseID != resp.ID || call.Context.CallID != c.CallID {
 			t.Fatalf("context %+v", call.Context)
@@ -155,7 +155,7 @@ func FuzzArguments(f *testing.F) {
 	f.Fuzz(func(t *testing.T, name, args string) {
 		n++
 		c := responses.ResponseFunctionToolCall{Name: name, Arguments: args, CallID: "call_" + string(rune('a'+n%26)) + name + args}
-		res, err := g.Dispatch(context.Background(), tgopenai.Call(p, "resp_1", c))
+		res, err := g.Dispatch(context.Background(), tgopenai.Call(p, "", "resp_1", c))
 		if err != nil {
 			t.Fatalf("host error for a model input: %v", err)
 		}
@@ -193,7 +193,7 @@ func TestHostileArgumentsAtDefaultLimits(t *testing.T) {
 		"extra top-levels": `{"order_ref":"ORDER-7"}{"order_ref":"ORDER-8"}`,
 	}
 	for name, args := range cases {
-		res, err := g.Dispatch(context.Background(), tgopenai.Call(p, "resp_1",
+		res, err := g.Dispatch(context.Background(), tgopenai.Call(p, "", "resp_1",
 			responses.ResponseFunctionToolCall{Name: "get_order", Arguments: args, CallID: "call-" + name}))
 		if err != nil {
 			t.Fatalf("%s: host error %v", name, err)

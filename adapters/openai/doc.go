@@ -9,7 +9,7 @@
 //	resp, err := client.Responses.New(ctx, params)   // client: the official openai-go client
 //	var outputs responses.ResponseInputParam
 //	for _, fc := range tgopenai.FunctionCalls(resp) {
-//		res, err := g.Dispatch(ctx, tgopenai.Call(principal, resp.ID, fc)) // principal: from the session
+//		res, err := g.Dispatch(ctx, tgopenai.Call(principal, conversationID, resp.ID, fc)) // principal: from the session
 //		if err != nil {
 //			return err // the host's mistake (a bad principal), never the model's
 //		}

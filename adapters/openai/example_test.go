@@ -68,7 +68,7 @@ func Example() {
 		}
 		var outputs responses.ResponseInputParam
 		for _, fc := range calls {
-			res, err := g.Dispatch(ctx, tgopenai.Call(user, resp.ID, fc))
+			res, err := g.Dispatch(ctx, tgopenai.Call(user, "conversation-1", resp.ID, fc))
 			if err != nil { // the host's mistake (a bad principal), not the model's
 				fmt.Println("error:", err)
 				return

@@ -32,7 +32,7 @@ func TestNodeClient(t *testing.T) {
 	cmd.Dir = nodeCheck
 	cmd.Env = append(os.Environ(), "TOOLGUARD_REDIS_URL=", "REDIS_URL=") // the embedded store
 	out, err := cmd.CombinedOutput()
-	if err != nil || !strings.Contains(string(out), "mcp-node: all 13 checks passed") {
+	if err != nil || !strings.Contains(string(out), "mcp-node: all 15 checks passed") {
 		t.Fatalf("node check: %v\n%s", err, out)
 	}
 }

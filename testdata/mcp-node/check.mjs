@@ -7,7 +7,9 @@
 // checked), reads another tenant's order (NOT_FOUND), drafts a refund that
 // the script's elicitation handler approves once (it runs once; calling
 // again with the same idempotency key replays without asking), and has a
-// second refund declined. Exits non-zero on the first failed check.
+// second refund declined; the same refund repeated three times without
+// _meta, as this SDK sends calls, runs once and asks once (the session is
+// the scope). Exits non-zero on the first failed check.
 import { spawn } from 'node:child_process';
 import assert from 'node:assert/strict';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -87,12 +89,26 @@ async function exercise(label, client, state) {
     assert.equal(state.asked, 1);
   });
 
+  // The same refund three times without _meta, as this SDK sends it: the
+  // session is the scope, so it is one operation, approved once.
+  const plain = { name: 'create_refund_draft', arguments: { order_ref: 'ORDER-7', reason: 'not_received' } };
+  const repeats = [];
+  for (let i = 0; i < 3; i++) repeats.push(modelResult(await client.callTool(plain)));
+  check(`${label}: an approved refund repeated without _meta runs once, asked once`, () => {
+    assert.deepEqual(repeats.map((r) => `${r.code}/${r.delivery}`), ['OK/fresh', 'OK/local_replay', 'OK/local_replay'],
+      JSON.stringify(repeats));
+    assert.ok(repeats[0].data.draft_id, JSON.stringify(repeats[0]));
+    for (const r of repeats) assert.deepEqual(r.data, repeats[0].data, 'one draft');
+    assert.notDeepEqual(repeats[0].data, first.data, 'another draft than the keyed refund');
+    assert.equal(state.asked, 2);
+  });
+
   state.answer = 'decline';
   res = modelResult(await client.callTool({ name: 'create_refund_draft', arguments: { order_ref: 'ORDER-7', reason: 'damaged' } }));
   check(`${label}: a declined refund is APPROVAL_REQUIRED, declined`, () => {
     assert.equal(res.code, 'APPROVAL_REQUIRED');
     assert.match(res.message, /declined/);
-    assert.equal(state.asked, 2);
+    assert.equal(state.asked, 3);
   });
 }
 
