@@ -89,8 +89,20 @@ func (t *step) bind(code guard.Code, data, msg string) {
 // indexCall points the operation id at the call binding, unless the index
 // already names something (rule 4).
 func (t *step) indexCall() {
-	if _, ok := t.indexed(); !ok {
+	if cur, ok := t.indexed(); !ok || cur.never {
 		t.s.index[t.op] = ref{call: true, id: t.callID, until: t.s.expiry(t.now)}
+	}
+}
+
+// never marks the step's operation as one of which nothing ran, unless the
+// index names something already (rule 4). An operation named after its
+// call needs no mark: its binding says as much.
+func (t *step) never() {
+	if t.e.OperationID == t.callID || !t.hasKey {
+		return
+	}
+	if _, ok := t.indexed(); !ok {
+		t.s.index[t.op] = ref{never: true, until: t.s.expiry(t.now)}
 	}
 }
 
@@ -98,7 +110,7 @@ func (t *step) indexCall() {
 // unless it names another write record that still exists: the first
 // operation keeps its id (rule 4).
 func (t *step) indexRecord() {
-	if cur, ok := t.indexed(); ok && !cur.call && cur.id != t.e.IdempotencyKey &&
+	if cur, ok := t.indexed(); ok && !cur.call && !cur.never && cur.id != t.e.IdempotencyKey &&
 		t.record(scope{t.e.TenantID, t.e.SubjectID, cur.id}) != nil {
 		return
 	}

@@ -32,8 +32,13 @@
 //     binding is indexed only where the index names nothing yet; a record
 //     replaces what the index names unless that is another record still
 //     stored (in any state): the first write operation keeps its id.
-//     Releasing a record removes the index entry of the releasing call's
-//     operation id that names it.
+//     An index entry may instead say that nothing of the operation ran
+//     (never): a write whose operation id is not its call id, with a key,
+//     that Finish answered with a code that is not terminal, or that
+//     Reserve refused a spent grant, marks its operation so where the
+//     index names nothing yet; anything indexed later replaces the mark.
+//     Releasing a record turns the index entry of the releasing call's
+//     operation id that names it into that mark.
 //  5. Audit log, per tenant: records numbered 1, 2, … without gaps, each
 //     with Hash = audit.Hash(PrevHash, Seq, Body, Code, Delivery,
 //     SideEffect), the hex SHA-1 of prev, seq, hex SHA-256 of the body,
@@ -98,7 +103,9 @@
 //     alone lost) the record of q.IdempotencyKey. A record answers only
 //     for the operation it ran under (its operation id is
 //     q.OperationID): a key another operation took never answers for
-//     this one. A call binding with a result, or a C record: that result
+//     this one. An index entry that says nothing ran counts as none
+//     found, and the store then knows nothing ran. A call binding with a
+//     result, or a C record: that result
 //     as local_replay. A P record before its lease: IN_PROGRESS with the
 //     wait. A U record, or a P whose lease is over (it becomes U): a
 //     Pending naming the record's tool, key, fingerprint, call id and

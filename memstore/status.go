@@ -26,6 +26,9 @@ type target struct {
 func (t *step) find() (tg target, ok, known bool) {
 	e := t.e
 	r, ok := t.indexed()
+	if ok && r.never {
+		r, ok, known = ref{}, false, true
+	}
 	if !ok {
 		if b := t.s.calls[t.op]; b != nil && !expired(b.until, t.now) {
 			switch {
@@ -39,7 +42,7 @@ func (t *step) find() (tg target, ok, known bool) {
 			known = true
 		}
 	}
-	if !ok && t.hasKey {
+	if !ok && t.hasKey && !known {
 		r, ok = ref{id: e.IdempotencyKey}, true
 	}
 	if !ok {
@@ -169,13 +172,14 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, rc
 // release frees a reserved key (rule 13, 16). Released by its own token
 // (a commit), the record becomes a tombstone of that token, which refuses
 // a late copy of the reservation; released without one (a status query),
-// it is deleted. An index entry of the step's operation naming it goes.
+// it is deleted. An index entry of the step's operation naming it then
+// says that nothing of the operation ran.
 func (t *step) release(at scope) {
 	delete(t.s.records, at)
 	if t.e.Token != "" {
 		t.s.records[at] = &record{state: released, token: t.e.Token, until: t.s.expiry(t.now)}
 	}
-	if r, ok := t.indexed(); ok && !r.call && r.id == at.id {
-		delete(t.s.index, t.op)
+	if r, ok := t.indexed(); ok && !r.call && !r.never && r.id == at.id {
+		t.s.index[t.op] = ref{never: true, until: r.until}
 	}
 }

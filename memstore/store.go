@@ -95,9 +95,11 @@ type record struct {
 func (r *record) live() bool { return r != nil && r.state != released }
 
 // ref is what an operation index entry names: an idempotency record (by
-// effective key) or a call binding (by call id), in the same scope.
+// effective key) or a call binding (by call id), in the same scope; or, as
+// never, that nothing of the operation ran.
 type ref struct {
 	call  bool
+	never bool // nothing of the operation ran: it names nothing
 	id    string
 	until int64
 }

@@ -34,6 +34,8 @@ func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 		t.indexRecord()
 	case e.Code.Terminal() && t.hasCall:
 		t.indexCall()
+	case !e.Code.Terminal():
+		t.never()
 	}
 	return reply{code: e.Code, delivery: guard.DeliveryFresh, data: data, msg: e.Message, retryMS: ms(e.RetryAfter)}.result(), nil
 }
@@ -65,6 +67,7 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 		if !bound {
 			t.bind(guard.CodeApprovalInvalid, "", guard.GrantUsedMessage)
 		}
+		t.never()
 		return reply{code: guard.CodeApprovalInvalid, delivery: guard.DeliveryFresh, msg: guard.GrantUsedMessage}.result(), nil
 	}
 	// Link the call id to the record it reserves: a retry of this call id

@@ -3,6 +3,7 @@ package guardtest
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"testing"
 
 	"github.com/toolguard/toolguard/audit"
@@ -173,6 +174,21 @@ func testStatusOwnOperation(t *testing.T, w *World) {
 	Want(t, approved(a, "c5", "idem-5", true), guard.CodeTimeoutBeforeExecute, guard.DeliveryFresh)
 	Want(t, w.StatusOf(t, alice, "c5", "put", "idem-5"), guard.CodeNotFound, guard.DeliveryFresh)
 	Want(t, w.StatusOf(t, alice, "c5", "put", ""), guard.CodeNotFound, guard.DeliveryFresh)
+
+	// Operations the host named, without keys, that never started: the
+	// store says so, so no receipt is asked under a guessed key.
+	for i, fail := range []guard.Code{0, guard.CodeTimeoutBeforeExecute} {
+		op := fmt.Sprintf("host-op-%d", i)
+		c := w.Call(alice, "put", a, fmt.Sprintf("c-host-%d", i), "")
+		c.Context.OperationID = op
+		want := guard.CodeApprovalRequired
+		if fail != 0 {
+			w.Down.FailNext(fail, true)
+			c.Approval, want = w.Grant(t, alice, "put", a), fail
+		}
+		Want(t, w.DispatchCall(t, c), want, guard.DeliveryFresh)
+		Want(t, w.StatusOf(t, alice, op, "put", ""), guard.CodeNotFound, guard.DeliveryFresh)
+	}
 
 	// A read: its stored result, or NOT_FOUND; never OUTCOME_UNKNOWN.
 	Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", ""), guard.CodeOK, guard.DeliveryFresh)

@@ -21,5 +21,7 @@ if CODE == 'OK' and HAS_KEY then
   index('k')
 elseif TERMINAL[CODE] and HAS_CALL then
   index('c')
+elseif not TERMINAL[CODE] then
+  never()
 end
 return answer(CODE, 'fresh', DATA, MSG, RETRY, '')

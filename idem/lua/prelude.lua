@@ -392,6 +392,19 @@ local function live(k)
   return k[1] and k[2] ~= 'X'
 end
 
+-- NEVER is what the operation index holds for an operation of which nothing
+-- ran (a write that failed a check, was refused its spent grant, or whose
+-- reservation was released): a status query about it is NOT_FOUND, never a
+-- receipt lookup under a guessed key. Anything else indexed replaces it.
+local NEVER = 'n'
+
+-- never marks the call's operation as one of which nothing ran, unless the
+-- index names something already. An operation named after its call needs
+-- no mark: its binding says as much.
+local function never()
+  if OP ~= CALL and HAS_KEY then rcall('SET', K[3], NEVER, 'PX', TTL, 'NX') end
+end
+
 -- index points the operation id at the record holding its outcome when the
 -- operation id is not the call's own: an operation whose id is its call id
 -- is found through its call binding (K[6], the binding of the operation id),
@@ -414,7 +427,10 @@ local function index(kind)
     if l and live(load(l, RNAMES, RN)) then return end
   end
   if kind == 'c' then
-    rcall('SET', K[3], ref, 'PX', TTL, 'NX')
+    -- It takes over only from a mark that nothing ran (NEVER).
+    if not rcall('SET', K[3], ref, 'PX', TTL, 'NX') and rcall('GET', K[3]) == NEVER then
+      rcall('SET', K[3], ref, 'PX', TTL)
+    end
     return
   end
   local cur = rcall('GET', K[3])
@@ -492,11 +508,12 @@ end
 local function record()
   local ref, known = false, false
   if K[3] ~= K[1] then ref = rcall('GET', K[3]) end -- else it names no index (idem/args.go)
+  if ref == NEVER then ref, known = false, true end
   if not ref then
     local c = load(K[6], BNAMES, BN)
     if c[B.code] then return {kind = 'c', state = 'C', code = c[B.code], data = c[B.data], msg = c[B.msg]} end
     if c[B.key] then ref = 'k' .. linked(c[B.key]) end
-    known = c[B.fp] and true or false
+    known = known or (c[B.fp] and true or false)
   end
   if not ref and HAS_KEY and not known then ref = 'k' .. K[2] end -- the index alone was lost
   if not ref then return nil, known end
@@ -539,7 +556,8 @@ end
 -- release frees a reserved key. Released by its own token, the record
 -- becomes a tombstone of that token for as long as a late copy of the
 -- reservation could still arrive (LEASE: the store passes one minute);
--- released by a status query, it is deleted.
+-- released by a status query, it is deleted. The operation's index then
+-- says that nothing of it ran.
 local function release(key)
   if TOKEN ~= '' then
     local t = {}
@@ -548,5 +566,5 @@ local function release(key)
   else
     rcall('DEL', key)
   end
-  if OP ~= CALL and rcall('GET', K[3]) == 'k' .. key then rcall('DEL', K[3]) end
+  if OP ~= CALL and rcall('GET', K[3]) == 'k' .. key then rcall('SET', K[3], NEVER, 'KEEPTTL') end
 end

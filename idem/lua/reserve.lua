@@ -17,6 +17,7 @@ if K[7] then
   if spent and spent ~= link() then
     audit('APPROVAL_INVALID', 'fresh', 'no')
     if not c[B.fp] then bind('APPROVAL_INVALID') end
+    never()
     return answer('APPROVAL_INVALID', 'fresh', '',
       'The approval was already used for another execution: one approval pays for one execution. Ask a human to approve this call.')
   end
