@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net/url"
 	"os"
 	"os/exec"
 	"strconv"
@@ -161,12 +162,11 @@ func TestMain(m *testing.M) {
 }
 
 func worker(mode string) int {
-	addr, prefix := os.Getenv("TOOLGUARD_WORKER_ADDR"), os.Getenv("TOOLGUARD_WORKER_PREFIX")
-	var rdb redis.UniversalClient
-	if strings.Contains(addr, ",") {
-		rdb = redis.NewClusterClient(&redis.ClusterOptions{ContextTimeoutEnabled: true, Addrs: strings.Split(addr, ",")})
-	} else {
-		rdb = redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: addr})
+	prefix := os.Getenv("TOOLGUARD_WORKER_PREFIX")
+	rdb, err := workerClient(os.Getenv("TOOLGUARD_WORKER_ADDR"))
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		return 2
 	}
 	defer rdb.Close()
 	d := &redisDownstream{rdb: rdb, prefix: prefix}
@@ -214,17 +214,87 @@ func worker(mode string) int {
 	return 0
 }
 
-// workerAddr gives child processes the address of the backend: miniredis
-// and the real servers all listen on TCP.
-func workerAddr(t *testing.T, rdb redis.UniversalClient) string {
+// workerAddr gives child processes the backend as a URL they can reach it
+// by (miniredis and the real servers all listen on TCP), with its user,
+// password and database: redis://user:password@host:port/db for a server,
+// redis://user:password@host:port?addr=host:port… for a cluster.
+func workerAddr(t testing.TB, rdb redis.UniversalClient) string {
+	u := url.URL{Scheme: "redis"}
+	setUser := func(user, password string) {
+		if password != "" {
+			u.User = url.UserPassword(user, password)
+		} else if user != "" {
+			u.User = url.User(user)
+		}
+	}
 	switch c := rdb.(type) {
 	case *redis.Client:
-		return c.Options().Addr
+		o := c.Options()
+		u.Host, u.Path = o.Addr, "/"+strconv.Itoa(o.DB)
+		setUser(o.Username, o.Password)
 	case *redis.ClusterClient:
-		return strings.Join(c.Options().Addrs, ",")
+		o := c.Options()
+		u.Host = o.Addrs[0]
+		q := url.Values{}
+		for _, a := range o.Addrs[1:] {
+			q.Add("addr", a)
+		}
+		u.RawQuery = q.Encode()
+		setUser(o.Username, o.Password)
+	default:
+		t.Fatalf("unknown client %T", rdb)
 	}
-	t.Fatalf("unknown client %T", rdb)
-	return ""
+	return u.String()
+}
+
+// workerClient is the child's client of what workerAddr gave it: a URL
+// with ?addr= is a cluster.
+func workerClient(addr string) (redis.UniversalClient, error) {
+	if strings.Contains(addr, "addr=") {
+		o, err := redis.ParseClusterURL(addr)
+		if err != nil {
+			return nil, err
+		}
+		o.ContextTimeoutEnabled = true
+		return redis.NewClusterClient(o), nil
+	}
+	o, err := redis.ParseURL(addr)
+	if err != nil {
+		return nil, err
+	}
+	o.ContextTimeoutEnabled = true
+	return redis.NewClient(o), nil
+}
+
+// The child processes reach the very database and account of the parent's
+// client: TOOLGUARD_REDIS_URL=redis://…/1 once made them work in database
+// 0, where the parent never looked.
+func TestWorkerClientKeepsDatabaseAndAccount(t *testing.T) {
+	for _, parent := range []redis.UniversalClient{
+		redis.NewClient(&redis.Options{Addr: "127.0.0.1:16379", DB: 3, Username: "bench", Password: "p@ss:w/rd"}),
+		redis.NewClient(&redis.Options{Addr: "127.0.0.1:16379"}),
+		redis.NewClusterClient(&redis.ClusterOptions{Addrs: []string{"127.0.0.1:17001", "127.0.0.1:17002"}, Username: "u", Password: "secret"}),
+	} {
+		child, err := workerClient(workerAddr(t, parent))
+		if err != nil {
+			t.Fatal(err)
+		}
+		switch p := parent.(type) {
+		case *redis.Client:
+			po, co := p.Options(), child.(*redis.Client).Options()
+			if co.Addr != po.Addr || co.DB != po.DB || co.Username != po.Username || co.Password != po.Password {
+				t.Errorf("child %s db %d user %q password %q, want %s %d %q %q", co.Addr, co.DB, co.Username, co.Password,
+					po.Addr, po.DB, po.Username, po.Password)
+			}
+		case *redis.ClusterClient:
+			po, co := p.Options(), child.(*redis.ClusterClient).Options()
+			if strings.Join(co.Addrs, ",") != strings.Join(po.Addrs, ",") || co.Username != po.Username || co.Password != po.Password {
+				t.Errorf("child %v user %q password %q, want %v %q %q", co.Addrs, co.Username, co.Password, po.Addrs, po.Username, po.Password)
+			}
+		}
+		_ = parent.Close()
+		_ = child.Close()
+	}
 }
 
 func startWorker(t *testing.T, mode, addr, prefix string, env ...string) *exec.Cmd {

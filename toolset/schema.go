@@ -120,9 +120,12 @@ var schemaCache sync.Map // reflect.Type -> *Schema or error
 //     1000 enum values.
 //
 // Descriptions and enums come from jsonschema struct tags
-// (`jsonschema:"description=…,enum=a,enum=b"`); a description with a comma
-// goes in its own tag, `jsonschema_description:"…"`, as the jsonschema tag
-// splits on commas.
+// (`jsonschema:"description=…,enum=a,enum=b"`). The jsonschema tag splits
+// on commas, so a description with a comma escapes it with a backslash
+// (written `jsonschema:"description=A\\, B"`, as the tag value is a quoted
+// string) or goes in its own tag, `jsonschema_description:"A, B"`; a tag entry that is no keyword (the
+// rest of a description a comma cut) is refused with the field's name, so
+// no description reaches the model cut short.
 func SchemaFor[T any]() (*Schema, error) {
 	return schemaForType(reflect.TypeFor[T]())
 }
@@ -377,10 +380,15 @@ func checkTag(f reflect.StructField, where string) error {
 	for _, entry := range splitTag(f.Tag.Get("jsonschema")) {
 		key, _, isPair := strings.Cut(entry, "=")
 		if !isPair {
-			if entry == "nullable" {
+			switch entry {
+			case "nullable":
 				return fmt.Errorf("field %s: jsonschema tag \"nullable\" is not supported: make the field a pointer or omitempty, which the schema states as anyOf [T, null]", where)
+			case "required", "-", "":
+				continue
 			}
-			continue // "required", "-", or text invopop ignores
+			// invopop would drop it without a word: text after a comma,
+			// most often the rest of a description the comma cut.
+			return fmt.Errorf("field %s: jsonschema tag entry %q is not a keyword: a comma ends a tag entry, so a description's comma cuts it there; write it as \\, or put the description in a jsonschema_description tag", where, entry)
 		}
 		reason, known := tagKeys[key]
 		switch {

@@ -120,6 +120,7 @@ func TestSchemaForRejects(t *testing.T) {
 		{"anyof_type tag", toolset.SchemaFor[anyofTypeRefused], func() { readTool[anyofTypeRefused]() }, `field anyofTypeRefused.V: jsonschema tag "anyof_type" is not supported`},
 		{"type tag", toolset.SchemaFor[typeTagRefused], func() { readTool[typeTagRefused]() }, `field typeTagRefused.N: jsonschema tag "type" is not supported`},
 		{"unknown tag key", toolset.SchemaFor[unknownTagRefused], func() { readTool[unknownTagRefused]() }, `field unknownTagRefused.N: jsonschema tag key "descripton" is unknown`},
+		{"description cut by a comma", toolset.SchemaFor[commaCutRefused], func() { readTool[commaCutRefused]() }, `field commaCutRefused.Ref: jsonschema tag entry " e.g. ORDER-7." is not a keyword`},
 		{"uintptr", toolset.SchemaFor[uintptrRefused], func() { readTool[uintptrRefused]() }, "field uintptrRefused.P: type uintptr has no JSON form"},
 	}
 	for _, tt := range tests {

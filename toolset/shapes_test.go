@@ -94,6 +94,10 @@ type (
 	typeTagRefused struct {
 		N int `json:"n" jsonschema:"type=string"`
 	}
+	// A description cut by a comma: the rest would be dropped.
+	commaCutRefused struct {
+		Ref string `json:"ref" jsonschema:"description=The order reference, e.g. ORDER-7."`
+	}
 	unknownTagRefused struct {
 		N int `json:"n" jsonschema:"descripton=typo"`
 	}

@@ -343,6 +343,9 @@ type descIn struct {
 	OrderID string `json:"order_id" jsonschema:"description=The order to refund"`
 	Reason  string `json:"reason,omitempty" jsonschema:"description=Why the refund is made"`
 	Amount  int    `json:"amount" jsonschema:"description=Amount in cents,minimum=1"`
+	// Descriptions with commas, whole: escaped, and in a tag of their own.
+	Ref  string `json:"ref" jsonschema:"description=The order reference\\, e.g. ORDER-7."`
+	Note string `json:"note" jsonschema_description:"Shown to the customer, as written, in their language."`
 }
 
 type timeIn struct {

@@ -149,7 +149,7 @@ type StatusInput struct {
 	OperationID string `json:"operation_id" jsonschema:"description=The operation_id of an earlier result whose recovery was query_status."`
 	// Tool optionally names the operation's tool, so that a record the
 	// store lost can still be settled from the tool's receipt.
-	Tool *string `json:"tool,omitempty" jsonschema:"description=The tool of that operation, if known."`
+	Tool *string `json:"tool,omitempty" jsonschema:"description=The tool of that operation\\, if known."`
 }
 
 const statusDescription = "Ask for the outcome of an earlier operation whose result said recovery query_status (outcome unknown). " +

@@ -17,6 +17,8 @@ import (
 	"time"
 
 	"github.com/chromedp/chromedp"
+
+	"github.com/toolguard/toolguard/internal/redistest"
 )
 
 // EnvChromium names a variable holding the path of a Chromium binary to use
@@ -43,7 +45,7 @@ func Browser(t *testing.T, timeout time.Duration) context.Context {
 	t.Helper()
 	bin := Binary()
 	if bin == "" {
-		t.Skip("no chromium binary found (apt-get install -y chromium, or set " + EnvChromium + "): skipping the browser test")
+		redistest.Skip(t, "no chromium binary", "apt-get install -y chromium, or set "+EnvChromium+"; .ci/run installs it")
 	}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(bin),

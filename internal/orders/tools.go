@@ -10,7 +10,7 @@ import (
 
 // GetOrderInput is the input of get_order.
 type GetOrderInput struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order reference, e.g. ORDER-7."`
+	OrderRef string `json:"order_ref" jsonschema:"description=The order reference\\, e.g. ORDER-7."`
 }
 
 // OrderView is what get_order returns.

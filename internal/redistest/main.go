@@ -5,6 +5,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 	"sync"
@@ -37,20 +38,24 @@ func Main(m *testing.M) int {
 	return code
 }
 
-// skips are the tests skipped for want of Redis, by reason.
+// skips are the tests skipped for want of Redis or a browser, by reason,
+// and how to run them instead, by reason.
 var skips struct {
 	sync.Mutex
 	byReason map[string][]string
+	hints    map[string]string
 }
 
-// noteSkip records that tb is skipped for reason.
-func noteSkip(tb testing.TB, reason string) {
+// noteSkip records that tb is skipped for reason, and hint says how to run
+// it instead.
+func noteSkip(tb testing.TB, reason, hint string) {
 	skips.Lock()
 	defer skips.Unlock()
 	if skips.byReason == nil {
-		skips.byReason = map[string][]string{}
+		skips.byReason, skips.hints = map[string][]string{}, map[string]string{}
 	}
 	skips.byReason[reason] = append(skips.byReason[reason], tb.Name())
+	skips.hints[reason] = hint
 }
 
 // skipReport is the line Main prints, or "" when nothing was skipped.
@@ -60,18 +65,22 @@ func skipReport() string {
 	if len(skips.byReason) == 0 {
 		return ""
 	}
-	var reasons, names []string
+	var reasons, names, hints []string
 	for r, ns := range skips.byReason {
 		reasons = append(reasons, r)
 		names = append(names, ns...)
+		if h := skips.hints[r]; !slices.Contains(hints, h) {
+			hints = append(hints, h)
+		}
 	}
 	sort.Strings(reasons)
 	sort.Strings(names)
+	sort.Strings(hints)
 	const shown = 5
 	list := strings.Join(names[:min(shown, len(names))], ", ")
 	if len(names) > shown {
 		list += fmt.Sprintf(" and %d more", len(names)-shown)
 	}
 	pkg := strings.TrimSuffix(filepath.Base(os.Args[0]), ".test")
-	return fmt.Sprintf("SKIP %s: %d tests (%s; %s): %s\n", pkg, len(names), strings.Join(reasons, ", "), skipHint, list)
+	return fmt.Sprintf("SKIP %s: %d tests (%s; %s): %s\n", pkg, len(names), strings.Join(reasons, ", "), strings.Join(hints, "; "), list)
 }

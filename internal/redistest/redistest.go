@@ -130,8 +130,17 @@ const skipHint = "scripts/test.sh starts Redis and runs them"
 // the test instead.
 func skipUnconfigured(tb testing.TB, env, what string) {
 	tb.Helper()
-	noteSkip(tb, env+" not set") // Main names the package's skips at its end
+	noteSkip(tb, env+" not set", skipHint) // Main names the package's skips at its end
 	tb.Skip(env + " not set: skipping " + what + " (" + skipHint + ")")
+}
+
+// Skip skips tb for want of something other than Redis (reason, e.g. "no
+// chromium binary"), saying how to get it (hint), and records it for the
+// package's skip line that Main prints, beside the Redis skips.
+func Skip(tb testing.TB, reason, hint string) {
+	tb.Helper()
+	noteSkip(tb, reason, hint)
+	tb.Skip(reason + ": skipping the test (" + hint + ")")
 }
 
 func clusterAddrs(raw string) []string {

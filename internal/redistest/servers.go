@@ -16,7 +16,7 @@ import (
 func NeedBinaries(tb testing.TB, names ...string) {
 	tb.Helper()
 	if missing := missingBinaries(names); len(missing) > 0 {
-		noteSkip(tb, strings.Join(missing, " and ")+" not installed")
+		noteSkip(tb, strings.Join(missing, " and ")+" not installed", "apt-get install redis-server; CI installs it")
 		tb.Skip(strings.Join(missing, " and ") + " not installed: skipping a test that starts its own Redis servers " +
 			"(CI installs them; apt-get install redis-server)")
 	}
