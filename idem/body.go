@@ -13,7 +13,6 @@ import (
 // the stored form decodes without ambiguity and the hash, which covers the
 // body's own bytes, is unaffected. The first byte says which form follows:
 //
-//	'{'  a body stored as it is (records of earlier versions)
 //	0x01 the compact form
 //	0x02 a body stored as it is that holds a control byte (not JSON, or
 //	     not the guard's), which the compact form cannot carry

@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/binary"
 	"encoding/hex"
-	"strconv"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -15,8 +13,6 @@ import (
 // lua/prelude.lua writes them (encode, decode). One SET stores a record
 // with its TTL, and a record costs a string: a Redis hash holding a value
 // over 64 bytes (a tool's output) is a hashtable several times its size.
-// Records an earlier version kept as netstrings or as hashes are still
-// read, and replaced when next written.
 
 // The fields of a record and of a binding, in stored order.
 var (
@@ -65,13 +61,8 @@ func appendInt(b []byte, v int64) []byte {
 }
 
 // decodeFields reads a stored record or binding: its fields, "" where one is
-// empty. It stops at the first malformed field. A value that starts with a
-// digit is an earlier version's netstrings ("<length>:<bytes>"): a packed
-// one starts with a string's header.
+// empty. It stops at the first malformed field.
 func decodeFields(s string) []string {
-	if s != "" && s[0] >= '0' && s[0] <= '9' {
-		return decodeNetstrings(s)
-	}
 	var out []string
 	for len(s) > 0 {
 		var n, h int
@@ -96,77 +87,28 @@ func decodeFields(s string) []string {
 	return out
 }
 
-func decodeNetstrings(s string) []string {
-	var out []string
-	for len(s) > 0 {
-		colon := strings.IndexByte(s[:min(len(s), 20)], ':')
-		if colon < 0 {
-			break
-		}
-		n, err := strconv.Atoi(s[:colon])
-		if err != nil || n < 0 || n > len(s)-colon-1 {
-			break
-		}
-		out = append(out, s[colon+1:colon+1+n])
-		s = s[colon+1+n:]
-	}
-	return out
-}
-
 // readFields reads the records or bindings at keys as maps of their named
-// fields, nil for a key that does not exist, in two round trips at most:
-// each key's type and string value in one pipeline, then the fields of any
-// that an earlier version kept as a hash.
+// fields, nil for a key that does not exist, in one pipeline.
 func readFields(ctx context.Context, rdb redis.Cmdable, keys []string, names []string) ([]map[string]string, error) {
-	types := make([]*redis.StatusCmd, len(keys))
 	vals := make([]*redis.StringCmd, len(keys))
 	// Pipelined's error is the first command's that failed; each command's
-	// own is read below, where a GET of a hash (WRONGTYPE) is no error.
+	// own is read below, where redis.Nil (no such key) is no error.
 	_, _ = rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
 		for i, k := range keys {
-			types[i], vals[i] = p.Type(ctx, k), p.Get(ctx, k)
+			vals[i] = p.Get(ctx, k)
 		}
 		return nil
 	})
 	out := make([]map[string]string, len(keys))
-	var hashes []int
 	for i := range keys {
-		if err := types[i].Err(); err != nil {
+		v, err := vals[i].Result()
+		switch {
+		case err == redis.Nil:
+		case err != nil:
 			return nil, err
+		default:
+			out[i] = namedFields(decodeFields(v), names)
 		}
-		switch types[i].Val() {
-		case "string":
-			v, err := vals[i].Result()
-			if err != nil && err != redis.Nil { // Nil: gone since TYPE
-				return nil, err
-			}
-			if err == nil {
-				out[i] = namedFields(decodeFields(v), names)
-			}
-		case "hash":
-			hashes = append(hashes, i)
-		}
-	}
-	if len(hashes) == 0 {
-		return out, nil
-	}
-	cmds := make([]*redis.SliceCmd, len(hashes))
-	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for j, i := range hashes {
-			cmds[j] = p.HMGet(ctx, keys[i], names...)
-		}
-		return nil
-	}); err != nil {
-		return nil, err
-	}
-	for j, i := range hashes {
-		m := make(map[string]string, len(names))
-		for f, name := range names {
-			if s, ok := cmds[j].Val()[f].(string); ok {
-				m[name] = s
-			}
-		}
-		out[i] = m
 	}
 	return out, nil
 }

@@ -337,27 +337,11 @@ func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit i
 }
 
 // readHead reads a tenant's chain head, "<seq> <hash>", or "" when there is
-// none. A head kept by an earlier version as a hash {seq, hash} is read as
-// such (its type says so); the next record appended replaces it.
+// none.
 func (s *Store) readHead(ctx context.Context, headKey string) (string, error) {
-	typ, err := s.rdb.Type(ctx, headKey).Result()
-	switch {
-	case err != nil:
-		return "", err
-	case typ == "hash":
-		f, err := s.rdb.HMGet(ctx, headKey, "seq", "hash").Result()
-		if err != nil {
-			return "", err
-		}
-		seq, _ := f[0].(string)
-		hash, _ := f[1].(string)
-		return seq + " " + hash, nil
-	case typ == "none":
-		return "", nil
-	}
 	h, err := s.rdb.Get(ctx, headKey).Result()
 	if errors.Is(err, redis.Nil) {
-		return "", nil // gone since TYPE
+		return "", nil
 	}
 	return h, err
 }

@@ -14,7 +14,7 @@ end
 local mine = k[R.state] == 'P' and k[R.token] == TOKEN
 local ttl = not mine and TTL or nil -- what this commit writes over reserve's keeps reserve's TTL
 local b, bn = {}, 0
-if HAS_CALL and not mine then b, bn = load(K[1], BNAMES, BN) end
+if HAS_CALL and not mine then b, bn = load(K[1]) end
 -- A retry of this very commit (its reply was lost after it was applied):
 -- answer as the first did, change nothing, audit nothing more. The first
 -- commit left its token where its answer can be read again: in the record

@@ -35,7 +35,7 @@ local ARGS             -- the fields of a packed string as values, not a table (
 -- start (mpinit): a Redis Function library's code is loaded where none of
 -- them can be reached.
 local function globals() return tonumber, type end -- the globals, before the locals below hide them
-local rcall, rpcall, sha1hex
+local rcall, sha1hex
 local sub, find, format, byte, match, char
 local tonumber, type, max
 
@@ -102,7 +102,7 @@ local function lunpack(s)
 end
 
 local function mpinit()
-  rcall, rpcall, sha1hex = redis.call, redis.pcall, redis.sha1hex
+  rcall, sha1hex = redis.call, redis.sha1hex
   sub, find, format, byte, match, char = string.sub, string.find, string.format, string.byte, string.match, string.char
   tonumber, type = globals()
   max = math.max
@@ -191,15 +191,9 @@ local function lasthead()
 end
 
 -- audit appends one hash-chained record; its id is its sequence number. The
--- chain head is one string, "<seq> <hash>"; a head kept by an earlier
--- version as a hash {seq, hash} is read once and replaced.
+-- chain head is one string, "<seq> <hash>".
 local function audit(code, delivery, side)
-  local head, seq, prev = rpcall('GET', K[5]), 0, ''
-  if type(head) == 'table' then
-    local h = rcall('HMGET', K[5], 'seq', 'hash')
-    rcall('DEL', K[5])
-    head = h[1] and (h[1] .. ' ' .. (h[2] or '')) or false
-  end
+  local head, seq, prev = rcall('GET', K[5]), 0, ''
   if head then
     local sp = find(head, ' ', 1, true)
     seq, prev = tonumber(sub(head, 1, sp - 1)), sub(head, sp + 1)
@@ -246,15 +240,12 @@ local RESERVED = '\161T'
 --            of a token and its commit's answer ("<code> <delivery>") for
 --            commits that found the key another's
 --   binding: fp code data msg key done; key links the record the call
---            reserved: the record's key after the tenant's hash tag (an
---            earlier version kept the whole key; linked reads both)
+--            reserved: the record's key after the tenant's hash tag
 local R = {fp = 1, state = 2, data = 3, msg = 4, op = 5, lease = 6, token = 7, tool = 8, key = 9, call = 10,
   done = 11}
 local RN = 11
-local RNAMES = {'fp', 'state', 'data', 'msg', 'op', 'lease', 'token', 'tool', 'key', 'call', 'done'}
 local B = {fp = 1, code = 2, data = 3, msg = 4, key = 5, done = 6}
 local BN = 6
-local BNAMES = {'fp', 'code', 'data', 'msg', 'key', 'done'}
 
 -- encode writes a record or a binding: its n fields packed, an empty one
 -- as ''.
@@ -276,31 +267,9 @@ local function encode(t, n)
   return PACK(out, n)
 end
 
--- netdecode reads the netstrings ("<length>:<bytes>") an earlier version
--- wrote a record or a binding as; the lengths' digits are read as bytes.
-local function netdecode(s)
-  local t, pos, i, n = {}, 1, 0, #s
-  while pos <= n do
-    local len, c = 0, byte(s, pos)
-    while c and c ~= 58 do -- ':'
-      len = len * 10 + c - 48
-      pos = pos + 1
-      c = byte(s, pos)
-    end
-    if not c then break end
-    i = i + 1
-    if len > 0 then t[i] = sub(s, pos + 1, pos + len) else t[i] = false end
-    pos = pos + 1 + len
-  end
-  return t, i
-end
-
 -- decode reads the fields encode wrote, false where one is empty, and
--- their number. Netstrings start with a digit, which a packed string never
--- does (its first byte is a string's header).
+-- their number.
 local function decode(s)
-  local c = byte(s, 1)
-  if c and c >= 48 and c <= 57 then return netdecode(s) end
   local t, n = UNPACK(s)
   for i = 1, n do
     if t[i] == '' then t[i] = false end
@@ -308,27 +277,12 @@ local function decode(s)
   return t, n
 end
 
--- load reads a record (names RNAMES, n RN) or a binding (BNAMES, BN) as a
--- table and its length: {} and 0 when there is none. One an earlier version
--- kept as a hash is read by its field names (and a commit's answer to
--- TOKEN), and is replaced by a string the next time it is written.
-local function load(key, names, n)
-  local s = rpcall('GET', key)
-  if type(s) == 'string' then return decode(s) end
-  if not s then return {}, 0 end
-  local t = rcall('HMGET', key, unpack(names))
-  for i = 1, n do
-    if t[i] == '' then t[i] = false end
-  end
-  -- Its fingerprint in hex, stored now as the bytes it stands for.
-  if t[1] and #t[1] == 64 and match(t[1], '^[0-9a-f]+$') then
-    t[1] = string.gsub(t[1], '..', function(h) return char(tonumber(h, 16)) end)
-  end
-  if names == RNAMES and TOKEN ~= '' then
-    local r = rcall('HGET', key, 'r:' .. TOKEN)
-    if r then t[n + 1], t[n + 2], n = TOKEN, r, n + 2 end
-  end
-  return t, n
+-- load reads a record or a binding as a table and its length: {} and 0
+-- when there is none.
+local function load(key)
+  local s = rcall('GET', key)
+  if s then return decode(s) end
+  return {}, 0
 end
 
 -- save writes a record or a binding: with a TTL of ttl ms, or keeping the
@@ -343,8 +297,7 @@ end
 
 -- linked is the key of the record a binding's link names.
 local function linked(l)
-  if l and sub(l, 1, 1) == ':' then return tag() .. l end
-  return l
+  return l and tag() .. l
 end
 
 -- packedlen is how long a field of n bytes is, packed.
@@ -418,13 +371,13 @@ local function index(kind)
   if OP == CALL then return end
   local key = kind == 'c' and K[1] or K[2]
   local ref = kind .. key
-  local own = load(K[6], BNAMES, BN)
+  local own = load(K[6])
   if own[B.fp] then
     -- A call whose id is the operation id is bound: it names the operation,
     -- unless it is a read and this a write, or its write was released.
     local l = linked(own[B.key])
     if kind == 'c' or l == key then return end
-    if l and live(load(l, RNAMES, RN)) then return end
+    if l and live(load(l)) then return end
   end
   if kind == 'c' then
     -- It takes over only from a mark that nothing ran (NEVER).
@@ -434,7 +387,7 @@ local function index(kind)
     return
   end
   local cur = rcall('GET', K[3])
-  if cur and cur ~= ref and sub(cur, 1, 1) == 'k' and live(load(sub(cur, 2), RNAMES, RN)) then
+  if cur and cur ~= ref and sub(cur, 1, 1) == 'k' and live(load(sub(cur, 2))) then
     return
   end
   rcall('SET', K[3], ref, 'PX', TTL)
@@ -442,7 +395,7 @@ end
 
 -- readkey reads an idempotency record: its fields (R) and its length.
 local function readkey(key)
-  local t, n = load(key, RNAMES, RN)
+  local t, n = load(key)
   if t[R.done] == '=' then t[R.done] = t[R.token] end
   return t, n
 end
@@ -455,7 +408,7 @@ end
 local function precheck(own, ownn)
   local c, cn, bound = {}, 0, nil
   if HAS_CALL then
-    c, cn = load(K[1], BNAMES, BN)
+    c, cn = load(K[1])
     if c[B.fp] then
       if c[B.fp] ~= FP then
         audit('CALL_ID_CONFLICT', 'fresh', 'no')
@@ -510,7 +463,7 @@ local function record()
   if K[3] ~= K[1] then ref = rcall('GET', K[3]) end -- else it names no index (idem/args.go)
   if ref == NEVER then ref, known = false, true end
   if not ref then
-    local c = load(K[6], BNAMES, BN)
+    local c = load(K[6])
     if c[B.code] then return {kind = 'c', state = 'C', code = c[B.code], data = c[B.data], msg = c[B.msg]} end
     if c[B.key] then ref = 'k' .. linked(c[B.key]) end
     known = known or (c[B.fp] and true or false)
@@ -519,7 +472,7 @@ local function record()
   if not ref then return nil, known end
   local kind, key = sub(ref, 1, 1), sub(ref, 2)
   if kind == 'c' then
-    local c = load(key, BNAMES, BN)
+    local c = load(key)
     if not c[B.code] then return nil, false end
     return {kind = 'c', state = 'C', code = c[B.code], data = c[B.data], msg = c[B.msg]}
   end

@@ -14,7 +14,7 @@ if RECEIPT == 'found' then
   r.rec[R.state], r.rec[R.data], r.rec[R.msg] = 'C', DATA, false
   save(r.key, r.rec, max(r.n, RN), TTL)
   if HAS_CALL then
-    local b, bn = load(K[1], BNAMES, BN)
+    local b, bn = load(K[1])
     b[B.fp], b[B.code], b[B.data], b[B.msg] = r.fp, 'OK', DATA, false
     save(K[1], b, max(bn, B.msg), TTL)
   end
