@@ -19,30 +19,30 @@ import (
 	"github.com/toolguard/toolguard/internal/canon"
 )
 
-// Status says how a run ended. A host tests it: only StatusCompleted means
+// RunStatus says how a run ended. A host tests it: only StatusCompleted means
 // the model gave its final answer.
-type Status string
+type RunStatus string
 
 // The run statuses.
 const (
-	StatusCompleted Status = "completed" // the model gave a final message
-	StatusPaused    Status = "paused"    // writes wait for approval: see Result.State
-	StatusMaxTurns  Status = "max_turns" // the turn limit was reached
+	StatusCompleted RunStatus = "completed" // the model gave a final message
+	StatusPaused    RunStatus = "paused"    // writes wait for approval: see Result.State
+	StatusMaxTurns  RunStatus = "max_turns" // the turn limit was reached
 	// StatusIncomplete: the reply was cut short (an output token limit,
 	// the context window; Responses status incomplete, Chat
 	// finish_reason length, Anthropic max_tokens). Its calls did not run.
-	StatusIncomplete Status = "incomplete"
+	StatusIncomplete RunStatus = "incomplete"
 	// StatusRefused: the model or a content filter refused (Chat
 	// finish_reason content_filter or a refusal, Anthropic refusal).
-	StatusRefused Status = "refused"
+	StatusRefused RunStatus = "refused"
 	// StatusFailed: the provider reports the response failed.
-	StatusFailed Status = "failed"
+	StatusFailed RunStatus = "failed"
 )
 
 // Result is the end of a run (or of the part of it until a pause).
 type Result struct {
 	RunID  string
-	Status Status
+	Status RunStatus
 	// Reason is the provider's word for an ending other than completed
 	// (e.g. "max_tokens", "content_filter"), "" otherwise.
 	Reason string
@@ -214,7 +214,7 @@ func (l *Loop) resume(ctx context.Context, p guard.Principal, st *State, approva
 			continue
 		}
 		a := byCall[c.CallID]
-		call := provider.Call{ID: c.CallID, Name: c.Name, Arguments: c.Arguments, Kind: c.Kind}
+		call := provider.ToolCall{ID: c.CallID, Name: c.Name, Arguments: c.Arguments, Kind: c.Kind}
 		var res *guard.Result
 		if a.Denied {
 			r.emit(Event{Kind: EventDenied, CallID: c.CallID, Tool: c.Name, Text: orDefault(a.Approver, "host")})
@@ -251,7 +251,7 @@ func (r *run) emit(e Event) {
 	}
 }
 
-func (l *Loop) result(st *State, status Status, output string) *Result {
+func (l *Loop) result(st *State, status RunStatus, output string) *Result {
 	r := &Result{RunID: st.RunID, Status: status, Output: output, Turns: st.Turn, Transcript: st.Transcript}
 	if status == StatusPaused {
 		r.Pending, r.State = st.Pending, st
@@ -312,7 +312,7 @@ func (r *run) turn(ctx context.Context) (*Result, error) {
 		r.emit(Event{Kind: EventMessage, Text: rep.Text})
 	}
 	if rep.End != provider.EndNormal {
-		res := l.result(st, Status(rep.End), rep.Text)
+		res := l.result(st, RunStatus(rep.End), rep.Text)
 		res.Reason = rep.Reason
 		return res, nil
 	}
@@ -350,7 +350,7 @@ func resultOK(result string) bool {
 
 // handleCalls dispatches the calls of one reply in order and records their
 // answers in st.Calls; writes waiting for approval are left in st.Pending.
-func (r *run) handleCalls(ctx context.Context, respID string, calls []provider.Call) error {
+func (r *run) handleCalls(ctx context.Context, respID string, calls []provider.ToolCall) error {
 	st := r.st
 	st.Calls = st.Calls[:0]
 	seen := map[string]bool{}
@@ -406,7 +406,7 @@ type operation struct {
 	repeatable  bool // a Repeatable write: id is its call id, and it has no key
 }
 
-func (l *Loop) operation(runID string, c provider.Call) operation {
+func (l *Loop) operation(runID string, c provider.ToolCall) operation {
 	op := operation{prop: guard.Proposal{Name: c.Name, Arguments: []byte(c.Arguments)}}
 	if args, _, err := canon.Parse(op.prop.Arguments, canon.Limits{}); err == nil {
 		op.prop.Arguments, op.canonical = args, true
@@ -422,7 +422,7 @@ func (l *Loop) operation(runID string, c provider.Call) operation {
 }
 
 // dispatch runs one call through the guard with the run's keys.
-func (r *run) dispatch(ctx context.Context, respID string, c provider.Call, grant string) (*guard.Result, error) {
+func (r *run) dispatch(ctx context.Context, respID string, c provider.ToolCall, grant string) (*guard.Result, error) {
 	l, st := r.l, r.st
 	call := guard.Call{Principal: r.p, Proposal: guard.Proposal{Name: c.Name, Arguments: []byte(c.Arguments)},
 		Context: l.info.Context(respID, c.ID), Approval: grant}
@@ -444,7 +444,7 @@ func (r *run) dispatch(ctx context.Context, respID string, c provider.Call, gran
 
 // deny records that a human declined the call's intent in this run, so it
 // is not put to a human again (contract section 8).
-func (r *run) deny(c provider.Call) {
+func (r *run) deny(c provider.ToolCall) {
 	if op := r.l.operation(r.st.RunID, c); !slices.Contains(r.st.Denied, op.fingerprint) {
 		r.st.Denied = append(r.st.Denied, op.fingerprint)
 	}
@@ -460,7 +460,7 @@ func orDefault(s, def string) string {
 // approve handles APPROVAL_REQUIRED: with an Approver, ask now and dispatch
 // again with the grant (or tell the model it was denied); without, leave
 // the call pending.
-func (r *run) approve(ctx context.Context, respID string, c provider.Call) (*guard.Result, bool, error) {
+func (r *run) approve(ctx context.Context, respID string, c provider.ToolCall) (*guard.Result, bool, error) {
 	l, st := r.l, r.st
 	op := l.operation(st.RunID, c)
 	if !op.canonical {

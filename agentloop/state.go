@@ -70,7 +70,7 @@ type CallState struct {
 	CallID     string `json:"call_id"`
 	Name       string `json:"name"`
 	Arguments  string `json:"arguments"`
-	Kind       string `json:"kind,omitempty"` // the adapter's tag (provider.Call.Kind)
+	Kind       string `json:"kind,omitempty"` // the adapter's tag (provider.ToolCall.Kind)
 	ResponseID string `json:"response_id"`
 	Output     string `json:"output,omitempty"`
 }

@@ -41,7 +41,7 @@ func Example() {
 	fmt.Println(reqs[0].Tool, reqs[0].Status, string(reqs[0].Arguments[0].Value))
 
 	lead := guard.Principal{TenantID: "tenant-a", SubjectID: "lead-1", Roles: []string{approvals.DefaultRole}}
-	if _, err := store.Decide(ctx, lead, reqs[0].ID, approvals.Decision{Approve: true}, false); err != nil {
+	if _, err := store.Decide(ctx, lead, reqs[0].ID, agentloop.Decision{Approved: true}, false); err != nil {
 		fmt.Println(err)
 	}
 	worker := &approvals.Worker{Store: store, Loop: loop, Done: func(runID string, res *agentloop.Result, err error) {

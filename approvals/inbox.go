@@ -16,6 +16,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 )
 
@@ -326,7 +327,7 @@ func (in *Inbox) decideForm(w http.ResponseWriter, r *http.Request, p guard.Prin
 		return &httpError{http.StatusBadRequest, "Choose Approve or Deny."}
 	}
 	id := r.PathValue("id")
-	req, err := in.store.Decide(r.Context(), p, id, Decision{Approve: approve, Reason: strings.TrimSpace(r.PostForm.Get("reason"))}, in.self)
+	req, err := in.store.Decide(r.Context(), p, id, agentloop.Decision{Approved: approve, Reason: strings.TrimSpace(r.PostForm.Get("reason"))}, in.self)
 	if err != nil {
 		he := in.asHTTP(err)
 		if he.status != http.StatusConflict && he.status != http.StatusForbidden {
@@ -418,5 +419,5 @@ func (in *Inbox) apiDecide(r *http.Request, p guard.Principal) (any, error) {
 	if err := dec.Decode(&body); err != nil || body.Approve == nil {
 		return nil, &httpError{http.StatusBadRequest, `Send {"approve": true|false, "reason": "…"}.`}
 	}
-	return in.store.Decide(r.Context(), p, r.PathValue("id"), Decision{Approve: *body.Approve, Reason: body.Reason}, in.self)
+	return in.store.Decide(r.Context(), p, r.PathValue("id"), agentloop.Decision{Approved: *body.Approve, Reason: body.Reason}, in.self)
 }

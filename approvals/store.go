@@ -17,15 +17,15 @@ import (
 	"github.com/toolguard/toolguard/internal/redisconn"
 )
 
-// Status is where a request stands.
-type Status string
+// RequestStatus is where an approval request stands.
+type RequestStatus string
 
 // The request statuses.
 const (
-	StatusPending  Status = "pending"
-	StatusApproved Status = "approved"
-	StatusDenied   Status = "denied"
-	StatusExpired  Status = "expired" // nobody decided before ExpiresAt
+	StatusPending  RequestStatus = "pending"
+	StatusApproved RequestStatus = "approved"
+	StatusDenied   RequestStatus = "denied"
+	StatusExpired  RequestStatus = "expired" // nobody decided before ExpiresAt
 )
 
 // Request is one write waiting for (or past) a human's decision.
@@ -48,10 +48,10 @@ type Request struct {
 	CreatedAt   time.Time `json:"created_at"`
 	ExpiresAt   time.Time `json:"expires_at"`
 
-	Status    Status    `json:"status"`
-	DecidedBy string    `json:"decided_by,omitempty"`
-	DecidedAt time.Time `json:"decided_at,omitzero"`
-	Reason    string    `json:"reason,omitempty"`
+	Status    RequestStatus `json:"status"`
+	DecidedBy string        `json:"decided_by,omitempty"`
+	DecidedAt time.Time     `json:"decided_at,omitzero"`
+	Reason    string        `json:"reason,omitempty"`
 }
 
 // Tools looks up the tools whose calls wait here; *toolset.Set is one.
@@ -161,7 +161,7 @@ var (
 // DecidedError is returned by Decide for a request someone already
 // decided.
 type DecidedError struct {
-	Status    Status
+	Status    RequestStatus
 	DecidedBy string
 	DecidedAt time.Time
 }
@@ -221,7 +221,7 @@ func (s *Store) decode(v map[string]string) (*Request, error) {
 	if err := json.Unmarshal([]byte(v["json"]), &r); err != nil {
 		return nil, fmt.Errorf("approvals: stored request: %w", err)
 	}
-	r.Status = Status(v["status"])
+	r.Status = RequestStatus(v["status"])
 	r.DecidedBy, r.Reason = v["by"], v["reason"]
 	if at, err := strconv.ParseInt(v["at"], 10, 64); err == nil && r.Status != StatusPending {
 		r.DecidedAt = time.UnixMilli(at).UTC()
@@ -280,13 +280,6 @@ func (s *Store) Pending(ctx context.Context, tenantID string, limit int) ([]*Req
 	return out, nil
 }
 
-// Decision is an approver's answer.
-type Decision struct {
-	Approve bool
-	// Reason is optional; it is kept and audited.
-	Reason string
-}
-
 // maxReasonBytes bounds a decision's reason.
 const maxReasonBytes = 2000
 
@@ -295,8 +288,10 @@ const maxReasonBytes = 2000
 // *DecidedError naming it. A request past its expiry is refused with
 // ErrExpired (and recorded as expired). The approver must be of the
 // request's tenant (else ErrNotFound) and may not decide their own request
-// unless selfApproval. Roles are the caller's to check (Inbox does).
-func (s *Store) Decide(ctx context.Context, approver guard.Principal, id string, d Decision, selfApproval bool) (*Request, error) {
+// unless selfApproval. Roles are the caller's to check (Inbox does). Of d,
+// Approved and Reason count (the reason is optional, kept and audited); the
+// approver is the principal given, and Approver and Expired are not read.
+func (s *Store) Decide(ctx context.Context, approver guard.Principal, id string, d agentloop.Decision, selfApproval bool) (*Request, error) {
 	r, err := s.Get(ctx, approver.TenantID, id)
 	if err != nil {
 		return nil, err
@@ -308,14 +303,14 @@ func (s *Store) Decide(ctx context.Context, approver guard.Principal, id string,
 		d.Reason = d.Reason[:maxReasonBytes]
 	}
 	outcome := StatusDenied
-	if d.Approve {
+	if d.Approved {
 		outcome = StatusApproved
 	}
 	return s.settle(ctx, r, outcome, approver.SubjectID, d.Reason)
 }
 
 // settle runs the decide script for r.
-func (s *Store) settle(ctx context.Context, r *Request, outcome Status, by, reason string) (*Request, error) {
+func (s *Store) settle(ctx context.Context, r *Request, outcome RequestStatus, by, reason string) (*Request, error) {
 	k := s.keys(r.TenantID)
 	now := s.clock.Now()
 	res, err := decideScript.Run(ctx, s.rdb,
@@ -334,10 +329,10 @@ func (s *Store) settle(ctx context.Context, r *Request, outcome Status, by, reas
 		return nil, ErrExpired
 	}
 	at, _ := strconv.ParseInt(res[2], 10, 64)
-	if Status(res[0]) == StatusExpired {
+	if RequestStatus(res[0]) == StatusExpired {
 		return nil, ErrExpired
 	}
-	return nil, &DecidedError{Status: Status(res[0]), DecidedBy: res[1], DecidedAt: time.UnixMilli(at)}
+	return nil, &DecidedError{Status: RequestStatus(res[0]), DecidedBy: res[1], DecidedAt: time.UnixMilli(at)}
 }
 
 // AuditRecord is one entry of a tenant's approvals audit stream.

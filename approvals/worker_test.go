@@ -44,7 +44,7 @@ func TestWorkerResumesApproved(t *testing.T) {
 		if n, err := wk.Once(ctx); n != 0 || err != nil {
 			t.Fatalf("undecided run resumed: %d %v", n, err)
 		}
-		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, approvals.Decision{Approve: true}, false); err != nil {
+		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, agentloop.Decision{Approved: true}, false); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := wk.Once(ctx); n != 1 || err != nil || o.errs[0] != nil {
@@ -68,7 +68,7 @@ func TestWorkerDenialIsNotAskedAgain(t *testing.T) {
 		w := newWorld(t, rdb, refundTurns()...)
 		ctx := ctxT(t)
 		_, reqs := w.park(ctx)
-		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, approvals.Decision{Reason: "not a duplicate"}, false); err != nil {
+		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, agentloop.Decision{Reason: "not a duplicate"}, false); err != nil {
 			t.Fatal(err)
 		}
 		var o outcome
@@ -136,7 +136,7 @@ func TestWorkerAfterRestart(t *testing.T) {
 		w := newWorld(t, rdb, openaitest.Turn{Calls: []openaitest.Call{draft}}, openaitest.Turn{Status: 500})
 		ctx := ctxT(t)
 		_, reqs := w.park(ctx)
-		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, approvals.Decision{Approve: true}, false); err != nil {
+		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, agentloop.Decision{Approved: true}, false); err != nil {
 			t.Fatal(err)
 		}
 		var o outcome

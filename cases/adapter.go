@@ -59,7 +59,7 @@ func decode(wire map[string]any, v any) error {
 }
 
 // oneCall turns the single call an adapter decoded into the guard call.
-func oneCall(p guard.Principal, info provider.Info, responseID string, calls []provider.Call) (guard.Call, error) {
+func oneCall(p guard.Principal, info provider.Info, responseID string, calls []provider.ToolCall) (guard.Call, error) {
 	if len(calls) != 1 || calls[0].Answer != nil {
 		return guard.Call{}, fmt.Errorf("the adapter decoded %d calls, want one function call", len(calls))
 	}

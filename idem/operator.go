@@ -154,18 +154,6 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-// Verdict is what an operator established about an unsettled write.
-type Verdict string
-
-// The verdicts of a Resolution.
-const (
-	// Committed: the write took place; Resolution.Data is its result.
-	Committed Verdict = "committed"
-	// NotExecuted: the write did not take place; its key is released, so
-	// a retry runs it.
-	NotExecuted Verdict = "not_executed"
-)
-
 // Resolution is an operator's verdict on one unsettled write, for Resolve.
 type Resolution struct {
 	TenantID  string
@@ -174,9 +162,12 @@ type Resolution struct {
 	// is empty, OperationID names the operation whose record it is.
 	IdempotencyKey string
 	OperationID    string
-	Verdict        Verdict
-	// Data is the write's result (JSON) for Committed; stored in its
-	// canonical form. Empty for NotExecuted.
+	// Outcome is what the operator established: guard.OutcomeCommitted
+	// (the write took place; Data is its result) or guard.OutcomeNotStarted
+	// (it did not; its key is released, so a retry runs it).
+	Outcome guard.Outcome
+	// Data is the write's result (JSON) for guard.OutcomeCommitted; stored in its
+	// canonical form. Empty for guard.OutcomeNotStarted.
 	Data []byte
 	// Operator names who resolved it (required); it is audited.
 	Operator string
@@ -205,15 +196,15 @@ var (
 	ErrRecordChanged = errors.New("idem: the record changed meanwhile; nothing was resolved")
 )
 
-// notExecutedMessage is the answer's message for NotExecuted, as the model
+// notExecutedMessage is the answer's message for guard.OutcomeNotStarted, as the model
 // would read it in a later status query's audit and in the operator's output.
 const notExecutedMessage = "An operator established that the operation did not take place: nothing was executed. It may be run again."
 
 // Resolve settles one unknown or stuck write by an operator's verdict, in
 // one atomic step with its audit record (appended first; action "resolve",
-// naming the operator and the verdict). Committed stores the data as the
+// naming the operator and the verdict). guard.OutcomeCommitted stores the data as the
 // committed result: a retry of the key or call id replays it (local_replay)
-// and a status query of the operation answers it. NotExecuted deletes the
+// and a status query of the operation answers it. guard.OutcomeNotStarted deletes the
 // record (and the operation index naming it): the key is free and a retry
 // runs. It refuses a record that is committed (ErrAlreadyCommitted), absent
 // or released (ErrNoRecord), or reserved with a lease that has not run out
@@ -226,13 +217,13 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 		return nil, errors.New("idem: a resolution must name its operator")
 	case r.IdempotencyKey == "" && r.OperationID == "":
 		return nil, errors.New("idem: a resolution must name an idempotency key or an operation id")
-	case r.Verdict == NotExecuted && len(r.Data) > 0:
+	case r.Outcome == guard.OutcomeNotStarted && len(r.Data) > 0:
 		return nil, errors.New("idem: a write that did not take place has no result data")
-	case r.Verdict != Committed && r.Verdict != NotExecuted:
-		return nil, fmt.Errorf("idem: unknown verdict %q (want %q or %q)", r.Verdict, Committed, NotExecuted)
+	case r.Outcome != guard.OutcomeCommitted && r.Outcome != guard.OutcomeNotStarted:
+		return nil, fmt.Errorf("idem: unknown outcome %q (want %q or %q)", r.Outcome, guard.OutcomeCommitted, guard.OutcomeNotStarted)
 	}
 	var data []byte
-	if r.Verdict == Committed {
+	if r.Outcome == guard.OutcomeCommitted {
 		var err error
 		if data, _, err = canon.Parse(r.Data, canon.Limits{}); err != nil {
 			return nil, fmt.Errorf("idem: result data: %w", err)
@@ -266,7 +257,7 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 	body := resolveBody(r, &rec)
 	sum := sha256.Sum256(body)
 	code, msg := guard.CodeOK, ""
-	if r.Verdict == NotExecuted {
+	if r.Outcome == guard.OutcomeNotStarted {
 		code, msg = guard.CodeNotFound, notExecutedMessage
 	}
 	a := &scriptArgs{fingerprint: storedFP(rec.fp), now: r.Now.UnixMilli(), key: rec.key,
@@ -372,7 +363,7 @@ func resolveBody(r Resolution, rec *storedRecord) []byte {
 	b = append(b, `,"approval":null,"operator":`...)
 	b = str(b, r.Operator)
 	b = append(b, `,"resolution":`...)
-	b = str(b, string(r.Verdict))
+	b = str(b, string(r.Outcome))
 	if r.Force {
 		b = append(b, `,"forced":true`...)
 	}

@@ -126,7 +126,7 @@ func TestResolveCommitted(t *testing.T) {
 		w := guardtest.NewWorld(t, s)
 		unknownWrite(t, w, "c1", "idem-1")
 		res, err := s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-1",
-			Verdict: idem.Committed, Data: []byte(`{ "value": "1", "key": "a" }`), Operator: "alice@ops", Now: w.Now()})
+			Outcome: guard.OutcomeCommitted, Data: []byte(`{ "value": "1", "key": "a" }`), Operator: "alice@ops", Now: w.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -152,7 +152,7 @@ func TestResolveCommitted(t *testing.T) {
 		}
 		// Resolving it again is refused, by key or by operation.
 		_, err = s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", OperationID: "c1",
-			Verdict: idem.NotExecuted, Operator: "bob@ops", Now: w.Now()})
+			Outcome: guard.OutcomeNotStarted, Operator: "bob@ops", Now: w.Now()})
 		if !errors.Is(err, idem.ErrAlreadyCommitted) {
 			t.Fatalf("resolving a committed record: %v", err)
 		}
@@ -170,7 +170,7 @@ func TestResolveNotExecuted(t *testing.T) {
 		unknownWrite(t, w, "c1", "idem-1")
 		// Found through the operation id.
 		res, err := s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", OperationID: "c1",
-			Verdict: idem.NotExecuted, Operator: "carol@ops", Now: w.Now()})
+			Outcome: guard.OutcomeNotStarted, Operator: "carol@ops", Now: w.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -178,7 +178,7 @@ func TestResolveNotExecuted(t *testing.T) {
 		if !strings.Contains(res.Message, "operator") {
 			t.Errorf("message %q", res.Message)
 		}
-		wantResolveAudit(t, s, "carol@ops", "not_executed", guard.CodeNotFound, guard.SideEffectNone)
+		wantResolveAudit(t, s, "carol@ops", "not_started", guard.CodeNotFound, guard.SideEffectNone)
 		// The key is free: a status query finds nothing, a retry runs.
 		guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeNotFound, guard.DeliveryFresh)
 		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
@@ -187,7 +187,7 @@ func TestResolveNotExecuted(t *testing.T) {
 		}
 		guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
 		_, err = s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-2",
-			Verdict: idem.NotExecuted, Operator: "carol@ops", Now: w.Now()})
+			Outcome: guard.OutcomeNotStarted, Operator: "carol@ops", Now: w.Now()})
 		if !errors.Is(err, idem.ErrNoRecord) {
 			t.Fatalf("an absent key: %v", err)
 		}
@@ -206,7 +206,7 @@ func TestResolveLiveReservation(t *testing.T) {
 		w := guardtest.NewWorld(t, s)
 		finish := heldWrite(t, w, "c2", "idem-2")
 		r := idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-2",
-			Verdict: idem.Committed, Data: []byte(`{"forced":1}`), Operator: "dave@ops", Now: w.Now()}
+			Outcome: guard.OutcomeCommitted, Data: []byte(`{"forced":1}`), Operator: "dave@ops", Now: w.Now()}
 		if _, err := s.Resolve(ctx, r); !errors.Is(err, idem.ErrLeaseActive) || !strings.Contains(err.Error(), "reserved until") {
 			t.Fatalf("a live lease: %v", err)
 		}
@@ -241,7 +241,7 @@ func TestResolveStuckThenLateCommit(t *testing.T) {
 		finish := heldWrite(t, w, "c2", "idem-2")
 		w.Advance(guardtest.Lease + time.Second)
 		res, err := s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-2",
-			Verdict: idem.NotExecuted, Operator: "erin@ops", Now: w.Now()})
+			Outcome: guard.OutcomeNotStarted, Operator: "erin@ops", Now: w.Now()})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -262,7 +262,7 @@ func TestResolveRefusals(t *testing.T) {
 	unknownWrite(t, w, "c1", "idem-1")
 	guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"secret"}`, "r1", ""), guard.CodeNotFound, guard.DeliveryFresh)
 	ok := idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-1",
-		Verdict: idem.Committed, Data: []byte(`{}`), Operator: "o", Now: w.Now()}
+		Outcome: guard.OutcomeCommitted, Data: []byte(`{}`), Operator: "o", Now: w.Now()}
 	for _, tc := range []struct {
 		name string
 		edit func(r *idem.Resolution)
@@ -271,9 +271,9 @@ func TestResolveRefusals(t *testing.T) {
 	}{
 		{"NoOperator", func(r *idem.Resolution) { r.Operator = "" }, "operator", nil},
 		{"NoKey", func(r *idem.Resolution) { r.IdempotencyKey = "" }, "idempotency key or an operation id", nil},
-		{"BadVerdict", func(r *idem.Resolution) { r.Verdict = "maybe" }, "unknown verdict", nil},
+		{"BadOutcome", func(r *idem.Resolution) { r.Outcome = "maybe" }, "unknown outcome", nil},
 		{"BadJSON", func(r *idem.Resolution) { r.Data = []byte(`{"a":`) }, "result data", nil},
-		{"DataNotExecuted", func(r *idem.Resolution) { r.Verdict = idem.NotExecuted }, "no result data", nil},
+		{"DataNotExecuted", func(r *idem.Resolution) { r.Outcome = guard.OutcomeNotStarted }, "no result data", nil},
 		{"OtherSubject", func(r *idem.Resolution) { r.SubjectID = "bob" }, "", idem.ErrNoRecord},
 		{"UnknownOperation", func(r *idem.Resolution) { r.IdempotencyKey, r.OperationID = "", "nope" }, "", idem.ErrNoRecord},
 		{"SettledRead", func(r *idem.Resolution) { r.IdempotencyKey, r.OperationID = "", "r1" }, "final result", idem.ErrAlreadyCommitted},
@@ -349,7 +349,7 @@ func TestResolveRecordChanged(t *testing.T) {
 	}
 	rdb.AddHook(&changeBeforeScript{key: got[0].Record})
 	_, err = s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-1",
-		Verdict: idem.NotExecuted, Operator: "o", Now: w.Now()})
+		Outcome: guard.OutcomeNotStarted, Operator: "o", Now: w.Now()})
 	if !errors.Is(err, idem.ErrRecordChanged) {
 		t.Fatalf("err %v, want ErrRecordChanged", err)
 	}

@@ -59,14 +59,14 @@ func Context(messageID, toolUseID string) guard.ExecutionContext {
 // agentloop runs them, their input with absent nullable members filled
 // with null when the tool of that name among tools (the tools the request
 // offered) has a strict schema.
-func Calls(msg *sdk.Message, tools []toolset.Declared) []provider.Call {
-	var calls []provider.Call
+func Calls(msg *sdk.Message, tools []toolset.Declared) []provider.ToolCall {
+	var calls []provider.ToolCall
 	for _, b := range msg.Content {
 		if b.Type != "tool_use" {
 			continue
 		}
 		name := ToolName(b)
-		calls = append(calls, provider.Call{ID: b.ID, Name: name, Arguments: fill(tools, name, b.Input)})
+		calls = append(calls, provider.ToolCall{ID: b.ID, Name: name, Arguments: fill(tools, name, b.Input)})
 	}
 	return calls
 }

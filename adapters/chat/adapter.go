@@ -30,7 +30,7 @@ const (
 // info names the adapter.
 var info = provider.Info{Provider: Provider, APIFamily: APIFamily, Revision: Revision}
 
-// KindCustom tags a custom (free-form) tool call in provider.Call.Kind.
+// KindCustom tags a custom (free-form) tool call in provider.ToolCall.Kind.
 const KindCustom = "custom"
 
 // Proposal returns the canonical proposal of a function tool call; the
@@ -62,15 +62,15 @@ func Call(p guard.Principal, scope, completionID string, call oai.ChatCompletion
 // strict gives absent its own meaning, so nothing is filled), and custom tool calls answered UNKNOWN_TOOL
 // without running (only function tools are offered). tools are the tools
 // the request offered.
-func Calls(msg oai.ChatCompletionMessage, tools []toolset.Declared) []provider.Call {
-	var calls []provider.Call
+func Calls(msg oai.ChatCompletionMessage, tools []toolset.Declared) []provider.ToolCall {
+	var calls []provider.ToolCall
 	for _, tc := range msg.ToolCalls {
 		if tc.Type == "custom" {
-			calls = append(calls, provider.Call{ID: tc.ID, Name: tc.Custom.Name, Arguments: tc.Custom.Input, Kind: KindCustom,
+			calls = append(calls, provider.ToolCall{ID: tc.ID, Name: tc.Custom.Name, Arguments: tc.Custom.Input, Kind: KindCustom,
 				Answer: provider.Unknown("No free-form tool " + tc.Custom.Name + " is offered; call one of the function tools with JSON arguments.")})
 			continue
 		}
-		calls = append(calls, provider.Call{ID: tc.ID, Name: tc.Function.Name,
+		calls = append(calls, provider.ToolCall{ID: tc.ID, Name: tc.Function.Name,
 			Arguments: fill(tools, tc.Function.Name, tc.Function.Arguments)})
 	}
 	return calls

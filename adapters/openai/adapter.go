@@ -48,7 +48,7 @@ func ToolName(call responses.ResponseFunctionToolCall) string {
 	return call.Name
 }
 
-// KindCustom tags a custom (free-form) tool call in provider.Call.Kind; it
+// KindCustom tags a custom (free-form) tool call in provider.ToolCall.Kind; it
 // is answered with a custom_tool_call_output item.
 const KindCustom = "custom"
 
@@ -58,13 +58,13 @@ const KindCustom = "custom"
 // status is in_progress or incomplete answered INVALID_ARGUMENTS without
 // running; a custom tool call answered UNKNOWN_TOOL (only function tools
 // are offered). None is dropped.
-func Calls(resp *responses.Response) []provider.Call {
-	var calls []provider.Call
+func Calls(resp *responses.Response) []provider.ToolCall {
+	var calls []provider.ToolCall
 	for _, item := range resp.Output {
 		switch item.Type {
 		case "function_call":
 			fc := item.AsFunctionCall()
-			c := provider.Call{ID: fc.CallID, Name: ToolName(fc), Arguments: fc.Arguments}
+			c := provider.ToolCall{ID: fc.CallID, Name: ToolName(fc), Arguments: fc.Arguments}
 			if fc.Status == "in_progress" || fc.Status == "incomplete" {
 				c.Answer = provider.Invalid("The call was not complete (status " + string(fc.Status) + "); nothing was run. Call the tool again with complete arguments.")
 			}
@@ -72,7 +72,7 @@ func Calls(resp *responses.Response) []provider.Call {
 		case "custom_tool_call":
 			var cc responses.ResponseCustomToolCall
 			_ = json.Unmarshal([]byte(item.RawJSON()), &cc)
-			calls = append(calls, provider.Call{ID: cc.CallID, Name: cc.Name, Arguments: cc.Input, Kind: KindCustom,
+			calls = append(calls, provider.ToolCall{ID: cc.CallID, Name: cc.Name, Arguments: cc.Input, Kind: KindCustom,
 				Answer: provider.Unknown("No free-form tool " + cc.Name + " is offered; call one of the function tools with JSON arguments.")})
 		}
 	}

@@ -74,7 +74,7 @@ type Reply struct {
 	// Text is the reply's text, "" for none.
 	Text string
 	// Calls are the tool calls, in order, with their arguments complete.
-	Calls []Call
+	Calls []ToolCall
 	// Items is the reply as conversation items, to send back with the
 	// next request when the loop keeps the conversation (Chain "").
 	Items []json.RawMessage
@@ -90,8 +90,8 @@ type Reply struct {
 	Continue bool
 }
 
-// Call is one tool call the model made.
-type Call struct {
+// ToolCall is one tool call the model made (guard.Call is a dispatch of one).
+type ToolCall struct {
 	ID        string
 	Name      string
 	Arguments string

@@ -37,7 +37,7 @@ func TestSeveralFiles(t *testing.T) {
 func TestSection8File(t *testing.T) {
 	code, out, errOut := runCmd(t, "../../testdata/cases-section8.json")
 	if code != 0 || !strings.Contains(out, "PASS section8-empty-tool-name-is-unknown-tool\n") ||
-		!strings.HasSuffix(out, "4 passed, 0 failed\n") {
+		!strings.HasSuffix(out, "8 passed, 0 failed\n") {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
@@ -143,7 +143,7 @@ func TestSuitesOverMCP(t *testing.T) {
 	}
 	code, out, errOut = runCmd(t, "-adapter", "mcp", "../../testdata/tool-cases-v2.json",
 		"../../testdata/cases-extra.json", "../../testdata/cases-section8.json")
-	if code != 0 || !strings.HasSuffix(out, "94 passed, 0 failed\n") {
+	if code != 0 || !strings.HasSuffix(out, "98 passed, 0 failed\n") {
 		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
 	}
 }
@@ -154,7 +154,7 @@ func TestEveryAdapter(t *testing.T) {
 	for adapter, family := range map[string]string{"responses": "responses", "chat": "chat_completions", "anthropic": "messages"} {
 		code, out, errOut := runCmd(t, "-adapter", adapter, "-json", "../../testdata/tool-cases-v2.json",
 			"../../testdata/cases-extra.json", "../../testdata/cases-section8.json")
-		if code != 0 || !strings.HasSuffix(out, "94 passed, 0 failed\n") {
+		if code != 0 || !strings.HasSuffix(out, "98 passed, 0 failed\n") {
 			t.Fatalf("%s: exit %d, stdout:\n%s\nstderr:\n%s", adapter, code, out, errOut)
 		}
 		if !strings.Contains(out, `"api_family":"`+family+`"`) {

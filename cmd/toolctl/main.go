@@ -4,7 +4,7 @@
 //
 //	toolctl list    [-redis URL|ADDRS] [-prefix P] -tenant T [-json]
 //	toolctl resolve [-redis URL|ADDRS] [-prefix P] -tenant T -subject S (-key K | -op OP)
-//	                -as committed -data JSON | -as not_executed   -by OPERATOR [-force]
+//	                -as committed -data JSON | -as not_started   -by OPERATOR [-force]
 //
 // list prints the writes whose outcome is unknown (OUTCOME_UNKNOWN that no
 // receipt settled) and those stuck in a reservation whose lease ran out
@@ -14,9 +14,9 @@
 // resolve settles one of them, named by its subject and its key as list
 // prints it (-key) or its operation id (-op). -as committed stores -data
 // (the write's result, JSON) as its committed result: a retry replays it
-// and a status query answers it. -as not_executed releases its key: a
+// and a status query answers it. -as not_started releases its key: a
 // retry runs the write. Either is appended to the tenant's audit log first
-// (action "resolve", the operator from -by, the verdict). A committed
+// (action "resolve", the operator from -by, the outcome). A committed
 // operation is never resolved; one whose lease has not run out only with
 // -force, when its holder is known to be gone.
 //
@@ -35,6 +35,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redisconn"
 )
@@ -45,7 +46,7 @@ func main() {
 
 const usage = `usage: toolctl list    [-redis URL|ADDRS] [-prefix P] -tenant T [-json]
        toolctl resolve [-redis URL|ADDRS] [-prefix P] -tenant T -subject S (-key K | -op OP)
-                       (-as committed -data JSON | -as not_executed) -by OPERATOR [-force]`
+                       (-as committed -data JSON | -as not_started) -by OPERATOR [-force]`
 
 // run runs the command; now is the clock leases are compared with.
 func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
@@ -74,7 +75,7 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 		subject = fs.String("subject", "", "the subject whose operation it is (required)")
 		key = fs.String("key", "", "the operation's idempotency key, as list prints it")
 		op = fs.String("op", "", "the operation id (instead of -key)")
-		as = fs.String("as", "", "committed (the write took place) or not_executed (it did not)")
+		as = fs.String("as", "", "committed (the write took place) or not_started (it did not)")
 		data = fs.String("data", "", "with -as committed: the write's result, JSON")
 		by = fs.String("by", "", "who resolves it, for the audit log (required)")
 		force = fs.Bool("force", false, "resolve a reservation whose lease has not run out (its holder is known to be gone)")
@@ -95,7 +96,7 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	var res idem.Resolution
 	if cmd == "resolve" {
 		res = idem.Resolution{TenantID: *tenant, SubjectID: *subject, IdempotencyKey: *key, OperationID: *op,
-			Verdict: idem.Verdict(*as), Data: []byte(*data), Operator: *by, Force: *force}
+			Outcome: guard.Outcome(*as), Data: []byte(*data), Operator: *by, Force: *force}
 		switch {
 		case *subject == "":
 			return fail("-subject is required")
@@ -103,12 +104,12 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 			return fail("name the operation with -key or -op (one of them)")
 		case *by == "":
 			return fail("-by is required: the audit log names who resolved the operation")
-		case res.Verdict != idem.Committed && res.Verdict != idem.NotExecuted:
-			return fail("-as is committed or not_executed")
-		case res.Verdict == idem.Committed && *data == "":
+		case res.Outcome != guard.OutcomeCommitted && res.Outcome != guard.OutcomeNotStarted:
+			return fail("-as is committed or not_started")
+		case res.Outcome == guard.OutcomeCommitted && *data == "":
 			return fail("-as committed needs -data: the write's result, JSON")
-		case res.Verdict == idem.NotExecuted && *data != "":
-			return fail("-as not_executed takes no -data")
+		case res.Outcome == guard.OutcomeNotStarted && *data != "":
+			return fail("-as not_started takes no -data")
 		}
 	}
 
@@ -191,7 +192,7 @@ func resolve(ctx context.Context, s *idem.Store, r idem.Resolution, stdout, stde
 	if r.IdempotencyKey == "" {
 		name = fmt.Sprintf("operation %q", r.OperationID)
 	}
-	fmt.Fprintf(stdout, "resolved tenant %q subject %q %s as %s by %s: %s", r.TenantID, r.SubjectID, name, r.Verdict, r.Operator, res.Code)
+	fmt.Fprintf(stdout, "resolved tenant %q subject %q %s as %s by %s: %s", r.TenantID, r.SubjectID, name, r.Outcome, r.Operator, res.Code)
 	if len(res.Data) > 0 {
 		fmt.Fprintf(stdout, " %s", res.Data)
 	}

@@ -88,9 +88,9 @@ func TestListAndResolve(t *testing.T) {
 		if o.stdout != `resolved tenant "tenant-a" subject "alice" key "k:idem-1" as committed by alice@ops: OK {"value":"1"}`+"\n" {
 			t.Fatalf("stdout %q", o.stdout)
 		}
-		o = exec(w.Now, base("resolve", "-subject", "alice", "-op", "c2", "-as", "not_executed", "-by", "bob@ops")...)
+		o = exec(w.Now, base("resolve", "-subject", "alice", "-op", "c2", "-as", "not_started", "-by", "bob@ops")...)
 		want(t, o, 0, "")
-		if !strings.Contains(o.stdout, `operation "c2" as not_executed by bob@ops: NOT_FOUND`) {
+		if !strings.Contains(o.stdout, `operation "c2" as not_started by bob@ops: NOT_FOUND`) {
 			t.Fatalf("stdout %q", o.stdout)
 		}
 		want(t, exec(w.Now, base("list")...), 0, "0 unsettled operations")
@@ -98,9 +98,9 @@ func TestListAndResolve(t *testing.T) {
 		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-2"), guard.CodeOK, guard.DeliveryFresh)
 
 		// Refusals: a committed operation, an unknown one.
-		o = exec(w.Now, base("resolve", "-subject", "alice", "-key", "k:idem-3", "-as", "not_executed", "-by", "bob@ops")...)
+		o = exec(w.Now, base("resolve", "-subject", "alice", "-key", "k:idem-3", "-as", "not_started", "-by", "bob@ops")...)
 		want(t, o, 1, "toolctl: refused: idem: the operation is already committed")
-		o = exec(w.Now, base("resolve", "-subject", "alice", "-op", "nope", "-as", "not_executed", "-by", "bob@ops")...)
+		o = exec(w.Now, base("resolve", "-subject", "alice", "-op", "nope", "-as", "not_started", "-by", "bob@ops")...)
 		want(t, o, 1, `refused: idem: no unsettled record: tenant "tenant-a" subject "alice" has no operation "nope"`)
 
 		// The audit log holds both resolutions, with their operators.
@@ -118,7 +118,7 @@ func TestListAndResolve(t *testing.T) {
 				ops = append(ops, b.Operator+" "+b.Resolution)
 			}
 		}
-		if strings.Join(ops, ",") != "alice@ops committed,bob@ops not_executed" {
+		if strings.Join(ops, ",") != "alice@ops committed,bob@ops not_started" {
 			t.Fatalf("resolutions audited: %q", ops)
 		}
 	})
@@ -154,7 +154,7 @@ func TestResolveInProgress(t *testing.T) {
 	url := "redis://" + mr.Addr()
 	resolve := func(key string, extra ...string) []string {
 		return append([]string{"resolve", "-redis", url, "-tenant", "tenant-a", "-subject", "alice",
-			"-key", key, "-as", "not_executed", "-by", "ops"}, extra...)
+			"-key", key, "-as", "not_started", "-by", "ops"}, extra...)
 	}
 	want(t, exec(w.Now, "list", "-redis", url, "-tenant", "tenant-a"), 0, "0 unsettled")
 	want(t, exec(w.Now, resolve("k:idem-5")...), 1, "in progress (its lease has not expired)")
@@ -203,13 +203,13 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 		{[]string{"list", "-redis", url}, "-tenant is required"},
 		{[]string{"list", "-redis", url, "-tenant", "t", "extra"}, "unexpected arguments"},
 		{[]string{"list", "-key", "k"}, "flag provided but not defined"},
-		{[]string{"resolve", "-redis", url, "-tenant", "t", "-key", "k", "-as", "not_executed", "-by", "o"}, "-subject is required"},
-		{r("-as", "not_executed", "-by", "o"), "with -key or -op"},
-		{r("-key", "k", "-op", "o", "-as", "not_executed", "-by", "o"), "with -key or -op"},
-		{r("-key", "k", "-as", "not_executed"), "-by is required"},
-		{r("-key", "k", "-as", "done", "-by", "o"), "-as is committed or not_executed"},
+		{[]string{"resolve", "-redis", url, "-tenant", "t", "-key", "k", "-as", "not_started", "-by", "o"}, "-subject is required"},
+		{r("-as", "not_started", "-by", "o"), "with -key or -op"},
+		{r("-key", "k", "-op", "o", "-as", "not_started", "-by", "o"), "with -key or -op"},
+		{r("-key", "k", "-as", "not_started"), "-by is required"},
+		{r("-key", "k", "-as", "done", "-by", "o"), "-as is committed or not_started"},
 		{r("-key", "k", "-as", "committed", "-by", "o"), "needs -data"},
-		{r("-key", "k", "-as", "not_executed", "-data", "{}", "-by", "o"), "takes no -data"},
+		{r("-key", "k", "-as", "not_started", "-data", "{}", "-by", "o"), "takes no -data"},
 		{r("-key", "k", "-as", "committed", "-data", "{", "-by", "o"), "result data: invalid JSON"},
 		{[]string{"list", "-redis", url, "-tenant", "t", "-prefix", "a{b"}, "-prefix"},
 	} {
