@@ -18,8 +18,8 @@ import (
 	"github.com/toolguard/toolguard/guard"
 )
 
-// Contract is the contract name of audit records.
-const Contract = "tool-audit-v2"
+// Contract is the contract name of audit records (guard.AuditContract).
+const Contract = guard.AuditContract
 
 // Log is what Verify reads: a store's audit records of a tenant.
 type Log interface {
@@ -49,43 +49,14 @@ type Head struct {
 	Hash string
 }
 
-// Body is the fixed part of an audit record. It holds no raw
-// arguments except the members the tool marks safe to log.
-type Body struct {
-	Contract    string          `json:"contract"`
-	Action      string          `json:"action"` // "dispatch" or "query_status"
-	Time        string          `json:"time"`   // RFC 3339, UTC, the guard's clock
-	Principal   Principal       `json:"principal"`
-	Context     Context         `json:"context"`
-	Tool        string          `json:"tool"`
-	Fingerprint string          `json:"fingerprint"`
-	Arguments   json.RawMessage `json:"arguments,omitempty"`
-	Approval    *Approval       `json:"approval"`
-}
-
-// Principal is the principal as audited.
-type Principal struct {
-	TenantID  string   `json:"tenant_id"`
-	SubjectID string   `json:"subject_id"`
-	Roles     []string `json:"roles"`
-}
-
-// Context is the execution context as audited.
-type Context struct {
-	Provider        string  `json:"provider"`
-	APIFamily       string  `json:"api_family"`
-	ResponseID      string  `json:"response_id"`
-	CallID          string  `json:"call_id"`
-	OperationID     string  `json:"operation_id"`
-	IdempotencyKey  *string `json:"idempotency_key"`
-	AdapterRevision string  `json:"adapter_revision"`
-}
-
-// Approval names the grant a write ran under.
-type Approval struct {
-	GrantID  string `json:"grant_id"`
-	Approver string `json:"approver"`
-}
+// Body is the fixed part of an audit record (guard.AuditBody, which the
+// guard writes). Principal, Context and Approval are its parts.
+type (
+	Body      = guard.AuditBody
+	Principal = guard.AuditPrincipal
+	Context   = guard.AuditContext
+	Approval  = guard.AuditApproval
+)
 
 // Hash computes a record's hash: the hex SHA-1 of prev, seq, the hex
 // SHA-256 of the body, code, delivery and side effect, joined by newlines.

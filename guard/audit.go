@@ -1,16 +1,65 @@
 package guard
 
 import (
+	"encoding/json"
 	"strings"
 	"time"
 
 	"github.com/toolguard/toolguard/internal/canon"
 )
 
-// auditContract names audit records. It is audit.Contract: guard writes the
-// records package audit reads, and audit.Check refuses a body with another
-// name, so every verified chain in the tests keeps the two equal.
-const auditContract = "tool-audit-v2"
+// AuditContract names audit records: every body's "contract" member.
+// Package audit (audit.Contract) reads and verifies what the guard writes.
+const AuditContract = "tool-audit-v2"
+
+// AuditBody is the fixed part of an audit record, written by the guard
+// before the store step and hashed as written: these members, in this
+// order (auditBody writes them by hand, for speed; a test checks it against
+// encoding/json). It holds no raw arguments except the members the tool
+// marks safe to log. Records of an operator's resolution (package idem)
+// add who resolved it and how.
+type AuditBody struct {
+	Contract    string          `json:"contract"`
+	Action      string          `json:"action"` // "dispatch", "query_status" or "resolve"
+	Time        string          `json:"time"`   // RFC 3339, UTC, the guard's clock
+	Principal   AuditPrincipal  `json:"principal"`
+	Context     AuditContext    `json:"context"`
+	Tool        string          `json:"tool"`
+	Fingerprint string          `json:"fingerprint"`
+	Arguments   json.RawMessage `json:"arguments,omitempty"`
+	Approval    *AuditApproval  `json:"approval"`
+	// Operator, Resolution and Forced are a resolution's: who settled the
+	// operation, the outcome they established, and whether its lease was
+	// still running.
+	Operator   string `json:"operator,omitempty"`
+	Resolution string `json:"resolution,omitempty"`
+	Forced     bool   `json:"forced,omitempty"`
+}
+
+// AuditPrincipal is the principal as audited.
+type AuditPrincipal struct {
+	TenantID  string   `json:"tenant_id"`
+	SubjectID string   `json:"subject_id"`
+	Roles     []string `json:"roles"`
+}
+
+// AuditContext is the execution context as audited.
+type AuditContext struct {
+	Provider        string  `json:"provider"`
+	APIFamily       string  `json:"api_family"`
+	ResponseID      string  `json:"response_id"`
+	CallID          string  `json:"call_id"`
+	OperationID     string  `json:"operation_id"`
+	IdempotencyKey  *string `json:"idempotency_key"`
+	AdapterRevision string  `json:"adapter_revision"`
+}
+
+// AuditApproval names the grant a write ran under (or presented, for a
+// grant refused as spent).
+type AuditApproval struct {
+	GrantID  string `json:"grant_id"`
+	Approver string `json:"approver"`
+}
 
 // SideEffect says whether a dispatch caused a side effect.
 type SideEffect string
@@ -23,11 +72,11 @@ const (
 )
 
 // auditBody writes the fixed part of the audit record of an invocation: the
-// JSON of audit.Body, written by hand because it is on every dispatch's path.
+// JSON of AuditBody, written by hand because it is on every dispatch's path.
 func auditBody(action string, inv *Invocation) []byte {
 	str := func(dst []byte, s string) []byte { return canon.AppendString(dst, strings.ToValidUTF8(s, "\uFFFD")) }
 	b := make([]byte, 0, 768)
-	b = append(b, `{"contract":"`+auditContract+`","action":`...)
+	b = append(b, `{"contract":"`+AuditContract+`","action":`...)
 	b = str(b, action)
 	b = append(b, `,"time":"`...)
 	b = inv.Now.UTC().AppendFormat(b, time.RFC3339Nano) // nothing in it to escape

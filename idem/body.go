@@ -3,6 +3,8 @@ package idem
 import (
 	"encoding/hex"
 	"strings"
+
+	"github.com/toolguard/toolguard/audit"
 )
 
 // An audit body is stored in the tenant's stream in a compact form: the
@@ -24,9 +26,9 @@ import (
 // The fragments are part of the stored format: append new ones at the end
 // of the list, never change or remove one.
 var bodyFragments = []string{
-	`{"contract":"tool-audit-v2","action":"dispatch","time":"`,
-	`{"contract":"tool-audit-v2","action":"resolve","time":"`,
-	`{"contract":"tool-audit-v2","action":`,
+	`{"contract":"` + audit.Contract + `","action":"dispatch","time":"`,
+	`{"contract":"` + audit.Contract + `","action":"resolve","time":"`,
+	`{"contract":"` + audit.Contract + `","action":`,
 	`","principal":{"tenant_id":"`,
 	`","subject_id":"`,
 	`","roles":[]},"context":{"provider":"`,
