@@ -149,11 +149,16 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	if gr := inv.Grant; gr != nil {
 		e.GrantID, e.GrantExpiresAt = gr.ID, gr.ExpiresAt
 	}
-	answer, err := g.store.Reserve(ctx, e, g.opts.Lease)
+	rctx, cancel := reserveContext(ctx)
+	answer, err := g.store.Reserve(rctx, e, g.opts.Lease)
+	cancel()
 	if err != nil {
 		// The reservation may have been stored with its reply lost: it
-		// did not run, so release it before saying so.
-		g.release(ctx, e)
+		// did not run, so release it before saying so (unless the store
+		// refused before sending anything).
+		if !errors.Is(err, ErrStoreRefused) {
+			g.release(ctx, e)
+		}
 		return storeUnavailable(), nil
 	}
 	if answer != nil {
@@ -179,10 +184,11 @@ func (g *Guard) commit(ctx context.Context, e *Entry) (*Result, error) {
 		defer cancel()
 	}
 	for attempt := 0; ; attempt++ {
-		if res, err := g.store.Commit(ctx, e); err == nil {
+		res, err := g.store.Commit(ctx, e)
+		if err == nil {
 			return res, nil
 		}
-		if attempt == 2 || !pause(ctx, time.Duration(attempt+1)*20*time.Millisecond) {
+		if errors.Is(err, ErrStoreRefused) || attempt == 2 || !pause(ctx, time.Duration(attempt+1)*20*time.Millisecond) {
 			break
 		}
 	}
@@ -190,24 +196,47 @@ func (g *Guard) commit(ctx context.Context, e *Entry) (*Result, error) {
 		Message: CodeOutcomeUnknown.DefaultMessage(), OperationID: e.OperationID}, nil
 }
 
-// releaseGrace bounds a release whose caller's deadline has already passed.
+// releaseGrace is the part of a caller's deadline kept for releasing a
+// reservation whose reply was lost (at most a quarter of what is left when
+// the reservation is sent), and the bound of a release whose caller's
+// context ended without a deadline.
 const releaseGrace = 500 * time.Millisecond
+
+// reserveContext is the caller's context for a reservation, ending early
+// enough that a release still fits in the caller's deadline: a dispatch
+// answers UNAVAILABLE within the deadline, its release included.
+func reserveContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	deadline, ok := ctx.Deadline()
+	if !ok {
+		return ctx, func() {}
+	}
+	keep := min(releaseGrace, time.Until(deadline)/4)
+	return context.WithDeadline(ctx, deadline.Add(-keep))
+}
 
 // release frees a reservation the guard could not confirm, by its token:
 // a commit of UNAVAILABLE, audited like any outcome. It is retried within
-// the caller's deadline (or releaseGrace once that has passed). Where it
-// cannot reach the store either, the reservation's lease runs out, and a
-// status query settles it from the tool's receipt (docs/contract.md).
+// the caller's deadline (reserveContext kept part of it for this); a
+// caller that cancelled leaves it releaseGrace, within that deadline. Where
+// it cannot reach the store either, the reservation's lease runs out, and
+// a status query settles it from the tool's receipt (docs/contract.md).
 func (g *Guard) release(ctx context.Context, e *Entry) {
 	e.setError(CodeUnavailable, nil)
 	e.Message = unavailableMessage
 	if ctx.Err() != nil {
+		// The caller went away (cancelled): the release still runs, for
+		// releaseGrace, never past the caller's deadline.
+		end := time.Now().Add(releaseGrace)
+		if d, ok := ctx.Deadline(); ok && d.Before(end) {
+			end = d
+		}
 		var cancel context.CancelFunc
-		ctx, cancel = context.WithTimeout(context.WithoutCancel(ctx), releaseGrace)
+		ctx, cancel = context.WithDeadline(context.WithoutCancel(ctx), end)
 		defer cancel()
 	}
 	for attempt := 0; attempt < 3; attempt++ {
-		if _, err := g.store.Commit(ctx, e); err == nil || !pause(ctx, time.Duration(attempt+1)*20*time.Millisecond) {
+		_, err := g.store.Commit(ctx, e)
+		if err == nil || errors.Is(err, ErrStoreRefused) || !pause(ctx, time.Duration(attempt+1)*20*time.Millisecond) {
 			return
 		}
 	}

@@ -2,6 +2,7 @@ package guard
 
 import (
 	"context"
+	"errors"
 	"time"
 )
 
@@ -74,6 +75,13 @@ type Store interface {
 	// Either way it is audited.
 	Settle(ctx context.Context, q *Entry, p *Pending, r Receipt, data []byte) (*Result, error)
 }
+
+// ErrStoreRefused is wrapped by the error of a store that refuses to work
+// with its server as configured (package idem: an eviction policy, too few
+// replicas): it sent nothing, stored nothing, and asked again now it would
+// refuse the same way. The guard answers UNAVAILABLE at once, without the
+// release and commit retries it makes after an error that may pass.
+var ErrStoreRefused = errors.New("guard: the store refuses its server's configuration")
 
 // Entry is one state change for the store: who, which call, which intent,
 // the outcome the guard computed, and the audit body to append.

@@ -16,6 +16,7 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redisconn"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
 
@@ -43,9 +44,22 @@ func TestEviction(t *testing.T) {
 		if err := s.Check(ctx); !errors.Is(err, idem.ErrEvictionPolicy) {
 			t.Fatalf("Check on allkeys-lru: %v, want ErrEvictionPolicy", err)
 		}
+		if err := s.Check(ctx); !errors.Is(err, guard.ErrStoreRefused) {
+			t.Fatalf("Check on allkeys-lru: %v, want it to wrap guard.ErrStoreRefused", err)
+		}
 		r := newRig(t, s)
+		// A refused store answers at once: the first dispatch after the
+		// refusal above asks the server nothing (no release commits that
+		// would be refused the same way), and neither do the next.
+		rt := &redisconn.RoundTrips{}
+		rdb.AddHook(rt)
 		o := op{p: alice, callID: "c1", key: "k1"}
-		guardtest.Want(t, r.dispatch(t, ctx, o), guard.CodeUnavailable, guard.DeliveryFresh)
+		for i := range 3 {
+			guardtest.Want(t, r.dispatch(t, ctx, o), guard.CodeUnavailable, guard.DeliveryFresh)
+			if n := rt.Count(); n != 0 {
+				t.Fatalf("dispatch %d on a refused store: %d round trips, want 0", i, n)
+			}
+		}
 		if runs, _ := r.led.count(o); runs != 0 {
 			t.Fatalf("the write ran %d times on a refused server", runs)
 		}

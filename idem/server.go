@@ -7,9 +7,11 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/redisconn"
 )
 
@@ -17,11 +19,13 @@ import (
 var (
 	// ErrEvictionPolicy: a server whose maxmemory-policy may evict the
 	// store's keys, and Options.AllowEviction is not set.
-	ErrEvictionPolicy = errors.New("idem: the Redis maxmemory-policy must be noeviction " +
-		"(an evicted record makes an acknowledged write run again); set Options.AllowEviction to accept it")
+	// Both wrap guard.ErrStoreRefused: the guard answers UNAVAILABLE at
+	// once, with no release that would be refused the same way.
+	ErrEvictionPolicy = fmt.Errorf("%w: idem: the Redis maxmemory-policy must be noeviction "+
+		"(an evicted record makes an acknowledged write run again); set Options.AllowEviction to accept it", guard.ErrStoreRefused)
 	// ErrTooFewReplicas: a master with fewer connected replicas than
 	// Options.Replicas.
-	ErrTooFewReplicas = errors.New("idem: a master has fewer connected replicas than Options.Replicas")
+	ErrTooFewReplicas = fmt.Errorf("%w: idem: a master has fewer connected replicas than Options.Replicas", guard.ErrStoreRefused)
 	// ErrNotReplicated: a state change that fewer than Options.Replicas
 	// replicas acknowledged within Options.ReplicaTimeout.
 	ErrNotReplicated = errors.New("idem: too few replicas acknowledged the change")
@@ -55,10 +59,24 @@ func (s *Store) Check(ctx context.Context) error {
 		}
 		return s.load(ctx, c)
 	})
-	if err == nil {
+	switch {
+	case err == nil:
 		s.checked.Store(true)
+		s.refused.Store(nil)
+	case errors.Is(err, guard.ErrStoreRefused):
+		s.refused.Store(&refusal{err: err, until: time.Now().Add(refusalHold)})
 	}
 	return err
+}
+
+// refusalHold is how long a server Check refused is refused without
+// asking it again: the calls of that time answer at once.
+const refusalHold = time.Second
+
+// refusal is a Check that refused the server, and until when it stands.
+type refusal struct {
+	err   error
+	until time.Time
 }
 
 // run runs a script and returns its reply: FCALL of its function in the
@@ -71,6 +89,9 @@ func (s *Store) Check(ctx context.Context) error {
 // time (batched).
 func (s *Store) run(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
 	if !s.checked.Load() {
+		if r := s.refused.Load(); r != nil && time.Now().Before(r.until) {
+			return nil, r.err // refused a moment ago: the same answer, at once
+		}
 		if err := s.Check(ctx); err != nil {
 			return nil, err
 		}

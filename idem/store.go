@@ -120,7 +120,8 @@ type Store struct {
 	ttlMS      string
 	auditTTLMS string
 	opts       Options
-	checked    atomic.Bool // Check passed once
+	checked    atomic.Bool             // Check passed once
+	refused    atomic.Pointer[refusal] // the last Check that refused the server, until refusalHold has passed
 	// scripts: the Lua goes as scripts (EVALSHA), not FCALL. Set by
 	// Options.Scripts, a client other than a *redis.Client or
 	// *redis.ClusterClient, or a server found to have no Redis Functions;
