@@ -24,6 +24,7 @@ const (
 	portReplica   = 19021
 	portCluster   = 19030 // to 19035
 	portNoPersist = 19050
+	portPolicy    = 19060
 )
 
 // pauseWriters is how many writes are reserving when Redis stops answering.

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/redisconn"
@@ -39,8 +41,19 @@ var (
 // then loads the store's function library on every master (FUNCTION LOAD);
 // a server without Redis Functions makes the store send its Lua as scripts
 // from then on. The store runs Check before its first state change, until
-// it passes once; call it at start to fail early.
+// it passes; call it at start to fail early. While the store runs it
+// checks the configuration again every Options.CheckEvery, in the
+// background: a policy or replica count that changed is refused from then
+// on, as at start, with a log line and a count
+// (MetricStoreRefusals), until a check passes again.
 func (s *Store) Check(ctx context.Context) error {
+	return s.check(ctx, true)
+}
+
+// check is Check; load says whether to load the function library (a
+// periodic check reads the configuration only).
+func (s *Store) check(ctx context.Context, load bool) error {
+	s.nextCheck.Store(time.Now().Add(s.opts.CheckEvery).UnixNano())
 	err := redisconn.ForEachMaster(ctx, s.rdb, func(ctx context.Context, c *redis.Client) error {
 		info, err := redisconn.Info(ctx, c) // the default sections: memory and replication
 		if err != nil {
@@ -54,20 +67,50 @@ func (s *Store) Check(ctx context.Context) error {
 				return fmt.Errorf("%w (%s has %d, want %d)", ErrTooFewReplicas, c.Options().Addr, n, s.opts.Replicas)
 			}
 		}
-		if s.scripts.Load() {
+		if !load || s.scripts.Load() {
 			return nil
 		}
 		return s.load(ctx, c)
 	})
 	switch {
 	case err == nil:
+		if s.refused.Swap(nil) != nil && s.checked.Load() == false {
+			s.logger.Info("idem: the Redis server is accepted again: writes go on")
+		}
 		s.checked.Store(true)
-		s.refused.Store(nil)
 	case errors.Is(err, guard.ErrStoreRefused):
 		s.refused.Store(&refusal{err: err, until: time.Now().Add(refusalHold)})
+		if s.checked.Swap(false) {
+			// Accepted until now: the configuration changed under the
+			// store. Writes are refused from here on, as at start.
+			reason := "eviction_policy"
+			if errors.Is(err, ErrTooFewReplicas) {
+				reason = "too_few_replicas"
+			}
+			s.logger.Error("idem: the Redis server's configuration changed; every call is refused (UNAVAILABLE) until it is restored",
+				"reason", reason, "error", err.Error())
+			s.refusals.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
+		}
 	}
 	return err
 }
+
+// recheck starts a background check of the configuration when the last
+// one is CheckEvery old, unless one is running.
+func (s *Store) recheck() {
+	if s.opts.CheckEvery < 0 || time.Now().UnixNano() < s.nextCheck.Load() || !s.checking.CompareAndSwap(false, true) {
+		return
+	}
+	go func() {
+		defer s.checking.Store(false)
+		ctx, cancel := context.WithTimeout(context.Background(), checkTimeout)
+		defer cancel()
+		_ = s.check(ctx, false)
+	}()
+}
+
+// checkTimeout bounds a background check.
+const checkTimeout = 5 * time.Second
 
 // refusalHold is how long a server Check refused is refused without
 // asking it again: the calls of that time answer at once.
@@ -95,6 +138,8 @@ func (s *Store) run(ctx context.Context, sc *script, keys []string, argv []any) 
 		if err := s.Check(ctx); err != nil {
 			return nil, err
 		}
+	} else {
+		s.recheck()
 	}
 	if s.opts.Replicas <= 0 {
 		return s.batched(ctx, sc, keys, argv)

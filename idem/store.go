@@ -57,12 +57,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
@@ -101,6 +104,19 @@ type Options struct {
 	// By default Check, and so the store's first call, refuses it: an
 	// evicted record makes an acknowledged write run again on replay.
 	AllowEviction bool
+	// CheckEvery is how often the store reads its server's configuration
+	// again while it runs (Check: maxmemory-policy, connected replicas), in
+	// the background, after a call; a change is refused from the next
+	// check on. Default 5s; negative never checks again after the first
+	// pass.
+	CheckEvery time.Duration
+	// Logger gets a line when a running store's server is refused (its
+	// configuration changed) and when it is accepted again; nil means
+	// slog.Default().
+	Logger *slog.Logger
+	// MeterProvider counts those refusals (MetricStoreRefusals); nil means
+	// the global provider, a no-op unless the host set one.
+	MeterProvider metric.MeterProvider
 	// Scripts sends the store's Lua as scripts (EVALSHA) even where the
 	// server has Redis Functions: for an account whose ACL forbids
 	// FUNCTION LOAD, or a proxy that does not pass FUNCTION and FCALL on.
@@ -113,6 +129,17 @@ type Options struct {
 // DefaultTTL is the retention of records when Options.TTL is zero.
 const DefaultTTL = 7 * 24 * time.Hour
 
+// DefaultCheckEvery is how often a running store checks its server again
+// when Options.CheckEvery is zero.
+const DefaultCheckEvery = 5 * time.Second
+
+// MetricStoreRefusals counts the times a running store found its server's
+// configuration changed (attribute reason: eviction_policy or
+// too_few_replicas) and refused it.
+const MetricStoreRefusals = "toolguard.store.refusals"
+
+const meterName = "github.com/toolguard/toolguard/idem"
+
 // Store implements guard.Store on Redis.
 type Store struct {
 	rdb        redis.UniversalClient
@@ -120,7 +147,11 @@ type Store struct {
 	ttlMS      string
 	auditTTLMS string
 	opts       Options
-	checked    atomic.Bool             // Check passed once
+	checked    atomic.Bool  // the last Check passed
+	nextCheck  atomic.Int64 // when the configuration is checked again, Unix ns
+	checking   atomic.Bool  // a background check is running
+	logger     *slog.Logger
+	refusals   metric.Int64Counter
 	refused    atomic.Pointer[refusal] // the last Check that refused the server, until refusalHold has passed
 	// scripts: the Lua goes as scripts (EVALSHA), not FCALL. Set by
 	// Options.Scripts, a client other than a *redis.Client or
@@ -163,8 +194,22 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.ReplicaTimeout <= 0 {
 		opts.ReplicaTimeout = time.Second
 	}
+	if opts.CheckEvery == 0 {
+		opts.CheckEvery = DefaultCheckEvery
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.Default()
+	}
+	if opts.MeterProvider == nil {
+		opts.MeterProvider = otel.GetMeterProvider()
+	}
+	refusals, err := opts.MeterProvider.Meter(meterName).Int64Counter(MetricStoreRefusals, metric.WithUnit("{refusal}"),
+		metric.WithDescription("Times a running store found its Redis server's configuration changed and refused it (attribute reason)."))
+	if err != nil {
+		return nil, err
+	}
 	s := &Store{rdb: rdb, prefix: opts.Prefix, ttlMS: msString(opts.TTL), auditTTLMS: msString(opts.AuditTTL), opts: opts,
-		batches: newBatchers(rdb)}
+		batches: newBatchers(rdb), logger: opts.Logger, refusals: refusals}
 	switch rdb.(type) {
 	case *redis.Client, *redis.ClusterClient: // the store knows their masters, to load its library on
 		s.scripts.Store(opts.Scripts)

@@ -1,0 +1,139 @@
+package idem_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redistest"
+)
+
+// syncBuffer is a log sink for the store's background checks.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+// TestPolicyChangedWhileRunning: an eviction policy set after the store
+// started (CONFIG SET a minute later) is noticed by the store's periodic
+// check: from then on every write is refused, UNAVAILABLE, and none runs,
+// as at start; a log line and the refusal metric say why. Restored, the
+// server is accepted again.
+func TestPolicyChangedWhileRunning(t *testing.T) {
+	redistest.NeedBinaries(t, "redis-server")
+	startRedis(t, t.TempDir(), portPolicy, "--appendonly", "no")
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", portPolicy)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+
+	logs := &syncBuffer{}
+	reader := sdkmetric.NewManualReader()
+	s, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t), CheckEvery: 20 * time.Millisecond,
+		Logger:        slog.New(slog.NewTextHandler(logs, nil)),
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, s)
+	n := 0
+	write := func() (op, guard.Code) {
+		n++
+		o := op{p: alice, callID: "c" + strconv.Itoa(n), key: "k" + strconv.Itoa(n)}
+		return o, r.dispatch(t, ctx, o).Code
+	}
+	// until dispatches the writes until one answers want (at most 500,
+	// 10 ms apart), and returns how many answered otherwise first.
+	until := func(want guard.Code) int {
+		t.Helper()
+		for i := range 500 {
+			if _, code := write(); code == want {
+				return i
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("no write answered %s in 500 tries", want)
+		return 0
+	}
+	if _, code := write(); code != guard.CodeOK {
+		t.Fatalf("first write: %s", code)
+	}
+
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	accepted := until(guard.CodeUnavailable)
+	for i := range 5 {
+		o, code := write()
+		if code != guard.CodeUnavailable {
+			t.Fatalf("write %d after the refusal: %s, want UNAVAILABLE", i, code)
+		}
+		if runs, _ := r.led.count(o); runs != 0 {
+			t.Fatalf("write %d ran on a refused server", i)
+		}
+	}
+	if !strings.Contains(logs.String(), "configuration changed") || !strings.Contains(logs.String(), "reason=eviction_policy") {
+		t.Fatalf("no log line says why:\n%s", logs.String())
+	}
+	if got := refusals(t, reader); got != 1 {
+		t.Fatalf("%s = %d, want 1", idem.MetricStoreRefusals, got)
+	}
+
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	until(guard.CodeOK)
+	if !strings.Contains(logs.String(), "accepted again") {
+		t.Fatalf("no log line says the server is accepted again:\n%s", logs.String())
+	}
+	t.Logf("writes accepted between the CONFIG SET and the refusal: %d (checks every 20 ms, writes 10 ms apart)", accepted)
+}
+
+// refusals reads the refusal counter's total with reason eviction_policy.
+func refusals(t *testing.T, reader *sdkmetric.ManualReader) int64 {
+	t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := reader.Collect(context.Background(), &rm); err != nil {
+		t.Fatal(err)
+	}
+	var total int64
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != idem.MetricStoreRefusals {
+				continue
+			}
+			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
+				if v, ok := dp.Attributes.Value("reason"); ok && v.AsString() == "eviction_policy" {
+					total += dp.Value
+				}
+			}
+		}
+	}
+	return total
+}
