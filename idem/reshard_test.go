@@ -21,9 +21,10 @@ import (
 // with a replica) moves 1000 slots from one master to another with
 // `redis-cli --cluster reshard` while 16 writers dispatch writes of many
 // tenants; then the slots move back, with Options.Replicas unset. Every
-// write acknowledged during the move replays its result, every other one
-// (answered UNAVAILABLE or unknown by a moving slot) recovers by the
-// contract; nothing runs twice and every tenant's chain verifies.
+// write acknowledged during the move replays its result, none is answered
+// UNAVAILABLE (a moving slot is retried within the write's 2 s deadline),
+// any other one recovers by the contract; nothing runs twice and every
+// tenant's chain verifies.
 func TestReshardWhileWriting(t *testing.T) {
 	if testing.Short() {
 		t.Skip("starts a cluster of its own")
@@ -75,8 +76,11 @@ func TestReshardWhileWriting(t *testing.T) {
 	}
 }
 
+// reshardDeadline is each write's deadline during a reshard.
+const reshardDeadline = 2 * time.Second
+
 // reshardWhileWriting moves 1000 slots from one master to another while
-// 16 writers run, then checks every write.
+// 16 writers run, each write with a 2 s deadline, then checks every write.
 func reshardWhileWriting(t *testing.T, ctx context.Context, r *rig, seed, from, to string) {
 	const writers, tenantsPerWriter, minWrites = 16, 16, 8
 	done := make(chan struct{})
@@ -106,7 +110,7 @@ func reshardWhileWriting(t *testing.T, ctx context.Context, r *rig, seed, from, 
 			for i := 0; moving.Load() || i < minWrites; i++ {
 				p := guardtest.Principal(fmt.Sprintf("rs-%s-%d-%d", from[:4], w, i%tenantsPerWriter), "u")
 				o := op{p: p, callID: fmt.Sprintf("w%d-%d", w, i), key: fmt.Sprintf("%s-w%d-%d", p.TenantID, w, i)}
-				res := r.dispatchAll(t, []op{o}, 10*time.Second)[0]
+				res := r.dispatchAll(t, []op{o}, reshardDeadline)[0]
 				mu.Lock()
 				all = append(all, sent{o, res})
 				mu.Unlock()
@@ -139,6 +143,11 @@ func reshardWhileWriting(t *testing.T, ctx context.Context, r *rig, seed, from, 
 			t.Errorf("%s: %s after %s", x.o.callID, res, path)
 		}
 		later[path]++
+	}
+	// A moving slot is retried within the caller's deadline: no write is
+	// told UNAVAILABLE for it.
+	if n := first["UNAVAILABLE/fresh"]; n != 0 {
+		t.Errorf("%d of %d writes answered UNAVAILABLE during the move, with a %v deadline; want 0", n, len(all), reshardDeadline)
 	}
 	never, once, again := r.led.tally(t, list)
 	if never != 0 || again != 0 {

@@ -131,6 +131,51 @@ type refusal struct {
 // call goes in a pipeline with the calls other goroutines make at the same
 // time (batched).
 func (s *Store) run(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
+	for attempt := 0; ; attempt++ {
+		reply, err := s.run1(ctx, sc, keys, argv)
+		if err == nil || !moving(err) {
+			return reply, err
+		}
+		// The slot is moving or its master failing over: the server did
+		// not run the script. Try again, while the caller's deadline
+		// leaves room for the wait.
+		wait := min(moveBackoff<<min(attempt, 5), maxMoveBackoff)
+		if d, ok := ctx.Deadline(); ok && time.Until(d) < 2*wait {
+			return reply, err
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-t.C:
+		case <-ctx.Done():
+			t.Stop()
+			return reply, err
+		}
+	}
+}
+
+// The backoff between tries of a call refused by a moving slot: doubling
+// from moveBackoff up to maxMoveBackoff.
+const (
+	moveBackoff    = 5 * time.Millisecond
+	maxMoveBackoff = 200 * time.Millisecond
+)
+
+// moving reports an error of a cluster whose slot is moving or whose
+// master is failing over, answered before the script ran: TRYAGAIN (a
+// multi-key call during a slot's migration), MOVED and ASK beyond the
+// client's own redirects, CLUSTERDOWN, and LOADING (a restarted master
+// reading its data).
+func moving(err error) bool {
+	for _, p := range [...]string{"TRYAGAIN", "CLUSTERDOWN", "MOVED", "ASK", "LOADING"} {
+		if redis.HasErrorPrefix(err, p) {
+			return true
+		}
+	}
+	return false
+}
+
+// run1 is one try of run.
+func (s *Store) run1(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
 	if !s.checked.Load() {
 		if r := s.refused.Load(); r != nil && time.Now().Before(r.until) {
 			return nil, r.err // refused a moment ago: the same answer, at once
