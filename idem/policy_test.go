@@ -101,7 +101,7 @@ func TestPolicyChangedWhileRunning(t *testing.T) {
 	if !strings.Contains(logs.String(), "configuration changed") || !strings.Contains(logs.String(), "reason=eviction_policy") {
 		t.Fatalf("no log line says why:\n%s", logs.String())
 	}
-	if got := refusals(t, reader); got != 1 {
+	if got := refusals(t, reader, "eviction_policy"); got != 1 {
 		t.Fatalf("%s = %d, want 1", idem.MetricStoreRefusals, got)
 	}
 
@@ -115,8 +115,8 @@ func TestPolicyChangedWhileRunning(t *testing.T) {
 	t.Logf("writes accepted between the CONFIG SET and the refusal: %d (checks every 20 ms, writes 10 ms apart)", accepted)
 }
 
-// refusals reads the refusal counter's total with reason eviction_policy.
-func refusals(t *testing.T, reader *sdkmetric.ManualReader) int64 {
+// refusals reads the refusal counter's total with the reason.
+func refusals(t *testing.T, reader *sdkmetric.ManualReader, reason string) int64 {
 	t.Helper()
 	var rm metricdata.ResourceMetrics
 	if err := reader.Collect(context.Background(), &rm); err != nil {
@@ -129,11 +129,77 @@ func refusals(t *testing.T, reader *sdkmetric.ManualReader) int64 {
 				continue
 			}
 			for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
-				if v, ok := dp.Attributes.Value("reason"); ok && v.AsString() == "eviction_policy" {
+				if v, ok := dp.Attributes.Value("reason"); ok && v.AsString() == reason {
 					total += dp.Value
 				}
 			}
 		}
 	}
 	return total
+}
+
+// TestReplicasLostWhileRunning: with Options.Replicas 1, a master whose
+// replica goes away while the store runs (REPLICAOF NO ONE on it) is
+// refused from the store's next check, with the log line and metric
+// naming too_few_replicas; with the replica back, writes run again.
+func TestReplicasLostWhileRunning(t *testing.T) {
+	redistest.NeedBinaries(t, "redis-server")
+	startRedis(t, t.TempDir(), portPolicy+1, "--appendonly", "no", "--repl-diskless-sync-delay", "0")
+	startRedis(t, t.TempDir(), portPolicy+2, "--appendonly", "no", "--replicaof", "127.0.0.1", strconv.Itoa(portPolicy+1))
+	mc := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", portPolicy+1)})
+	rc := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", portPolicy+2)})
+	t.Cleanup(func() { _ = mc.Close(); _ = rc.Close() })
+	linked := func() bool { return infoHas(rc, "master_link_status:up") && infoHas(mc, "connected_slaves:1") }
+	if !redistest.WaitUntil(10*time.Second, linked) {
+		t.Fatal("the replica never linked to the master")
+	}
+	ctx := context.Background()
+	logs := &syncBuffer{}
+	reader := sdkmetric.NewManualReader()
+	s, err := idem.New(mc, idem.Options{Prefix: redistest.Prefix(t), Replicas: 1, CheckEvery: 20 * time.Millisecond,
+		Logger:        slog.New(slog.NewTextHandler(logs, nil)),
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	r := newRig(t, s)
+	n := 0
+	until := func(want guard.Code) {
+		t.Helper()
+		for range 500 {
+			n++
+			o := op{p: alice, callID: "r" + strconv.Itoa(n), key: "rk" + strconv.Itoa(n)}
+			if r.dispatch(t, ctx, o).Code == want {
+				return
+			}
+			time.Sleep(10 * time.Millisecond)
+		}
+		t.Fatalf("no write answered %s in 500 tries", want)
+	}
+	until(guard.CodeOK)
+	if err := rc.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Writes are UNAVAILABLE at once (WAIT finds no replica); the checks
+	// that calls set off refuse the master, and say why.
+	until(guard.CodeUnavailable)
+	if !redistest.WaitUntil(10*time.Second, func() bool {
+		until(guard.CodeUnavailable)
+		return strings.Contains(logs.String(), "reason=too_few_replicas")
+	}) {
+		t.Fatalf("no log line names too_few_replicas:\n%s", logs.String())
+	}
+	if got := refusals(t, reader, "too_few_replicas"); got != 1 {
+		t.Fatalf("%s{reason=too_few_replicas} = %d, want 1", idem.MetricStoreRefusals, got)
+	}
+	if err := rc.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(portPolicy+1)).Err(); err != nil {
+		t.Fatal(err)
+	}
+	if !redistest.WaitUntil(10*time.Second, linked) {
+		t.Fatal("the replica never linked again")
+	}
+	until(guard.CodeOK)
 }
