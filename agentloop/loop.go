@@ -46,9 +46,6 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// DefaultStatusTool is the name of the built-in status tool.
-const DefaultStatusTool = "query_operation_status"
-
 // DefaultMaxTurns bounds the model turns of one run.
 const DefaultMaxTurns = 12
 
@@ -81,7 +78,7 @@ type Options struct {
 	// DefaultMaxTurns.
 	MaxTurns int
 	// StatusTool names the built-in status tool the model may call to
-	// settle an unknown outcome; "" means DefaultStatusTool.
+	// settle an unknown outcome; "" means toolset.StatusToolName.
 	StatusTool string
 	// NoStatusTool removes the status tool.
 	NoStatusTool bool
@@ -158,7 +155,7 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 		l.maxTurns = DefaultMaxTurns
 	}
 	if l.statusTool == "" {
-		l.statusTool = DefaultStatusTool
+		l.statusTool = toolset.StatusToolName
 	}
 	if opts.NoStatusTool {
 		l.statusTool = ""
@@ -196,12 +193,7 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 			l.err = errors.New("agentloop: a tool is named like the status tool " + l.statusTool + "; choose another name with Options.StatusTool")
 			return l
 		}
-		def, err := statusToolDef(l.statusTool)
-		if err != nil {
-			l.err = err
-			return l
-		}
-		l.offered = append(l.offered, def)
+		l.offered = append(l.offered, toolset.StatusTool(l.statusTool))
 	}
 	gopts := opts.Guard
 	gopts.Clock, gopts.Signer = l.clock, l.signer

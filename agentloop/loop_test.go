@@ -59,14 +59,14 @@ func TestHappyPath(t *testing.T) {
 	// Every request declares the toolset's strict tools and the status tool,
 	// with the very schemas the guard validates against.
 	set := orders.Tools(w.svc)
-	statusSchema, err := toolset.SchemaFor[agentloop.StatusInput]()
+	statusSchema, err := toolset.SchemaFor[toolset.StatusInput]()
 	if err != nil {
 		t.Fatal(err)
 	}
 	wantSchemas := map[string][]byte{
-		readTool:                    set.Tools()[0].Schema().JSON(),
-		refundTool:                  set.Tools()[1].Schema().JSON(),
-		agentloop.DefaultStatusTool: statusSchema.JSON(),
+		readTool:               set.Tools()[0].Schema().JSON(),
+		refundTool:             set.Tools()[1].Schema().JSON(),
+		toolset.StatusToolName: statusSchema.JSON(),
 	}
 	for i, r := range reqs {
 		if r.Model != "scripted-model" || r.Instructions != "Be a support agent." {
@@ -94,7 +94,7 @@ func TestHappyPath(t *testing.T) {
 	if err := json.Unmarshal(reqs[0].Tools[2].Parameters, &params); err != nil {
 		t.Fatal(err)
 	}
-	if len(params.Required) != 1 || params.Required[0] != "operation_id" || params.AdditionalProperties == nil ||
+	if len(params.Required) != 2 || params.Required[0] != "operation_id" || params.Required[1] != "tool" || params.AdditionalProperties == nil ||
 		*params.AdditionalProperties || params.Properties["operation_id"].Type != "string" {
 		t.Errorf("status tool schema %s", reqs[0].Tools[2].Parameters)
 	}
@@ -529,7 +529,7 @@ func TestConcurrentRunsSameRunID(t *testing.T) {
 
 // A tool named like the status tool is a configuration error.
 func TestStatusToolNameClash(t *testing.T) {
-	clash := toolset.Read(agentloop.DefaultStatusTool, "clash", func(context.Context, *guard.Invocation, agentloop.StatusInput) (string, error) { return "x", nil }, nil)
+	clash := toolset.Read(toolset.StatusToolName, "clash", func(context.Context, *guard.Invocation, toolset.StatusInput) (string, error) { return "x", nil }, nil)
 
 	w := newWorld(t, openaitest.Turn{Text: "never"})
 	loop := agentloop.New(model(w.client), toolset.MustNew(clash), agentloop.Options{Store: w.rdb})
@@ -556,14 +556,14 @@ func TestStatusToolNameClash(t *testing.T) {
 
 	// Renaming the status tool, or removing it, resolves the clash.
 	for _, name := range []string{"", "settle_operation"} {
-		w := newWorld(t, calls(call("c1", agentloop.DefaultStatusTool, `{"operation_id":"op_1"}`)), openaitest.Turn{Text: "ok"})
+		w := newWorld(t, calls(call("c1", toolset.StatusToolName, `{"operation_id":"op_1","tool":null}`)), openaitest.Turn{Text: "ok"})
 		loop := agentloop.New(model(w.client), toolset.MustNew(clash), agentloop.Options{Store: w.rdb, StatusTool: name, NoStatusTool: name == ""})
 		defer loop.Close()
 		res, err := loop.Run(testCtx(t), user1, "hi")
 		if err != nil {
 			t.Fatalf("status tool %q: %v", name, err)
 		}
-		want := agentloop.DefaultStatusTool
+		want := toolset.StatusToolName
 		if name != "" {
 			want += "," + name
 		}

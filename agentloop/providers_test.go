@@ -27,6 +27,7 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 // step is one scripted model reply, written once for every provider.
@@ -668,12 +669,12 @@ func TestParamsHookReachesTheWire(t *testing.T) {
 func TestEveryProviderStatusTool(t *testing.T) {
 	const runID = "run-status"
 	op, _ := guard.ScopeIDs(runID, guard.Fingerprint(refundTool, []byte(refundArgs)))
-	statusArgs, _ := json.Marshal(agentloop.StatusInput{OperationID: op})
+	statusArgs, _ := json.Marshal(toolset.StatusInput{OperationID: op})
 	for _, name := range providers {
 		t.Run(name, func(t *testing.T) {
 			f := newFake(t, name,
 				step{calls: []stepCall{{"call_w", refundTool, refundArgs}}},
-				step{text: "Checking.", calls: []stepCall{{"call_s", agentloop.DefaultStatusTool, string(statusArgs)}}},
+				step{text: "Checking.", calls: []stepCall{{"call_s", toolset.StatusToolName, string(statusArgs)}}},
 				step{text: "Confirmed."})
 			svc := orders.NewService()
 			svc.FailNext(orders.FailAfterCommit)

@@ -10,6 +10,7 @@ import (
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 // The draft is created but the reply is lost: the model is told the outcome
@@ -28,8 +29,8 @@ func TestUnknownOutcomeSettledByStatusTool(t *testing.T) {
 					mu.Lock()
 					seenOps = append(seenOps, r.OperationID)
 					mu.Unlock()
-					args, _ := json.Marshal(agentloop.StatusInput{OperationID: r.OperationID})
-					return &openaitest.Turn{Text: "checking", Calls: []openaitest.Call{call("s1", agentloop.DefaultStatusTool, string(args))}}
+					args, _ := json.Marshal(toolset.StatusInput{OperationID: r.OperationID})
+					return &openaitest.Turn{Text: "checking", Calls: []openaitest.Call{call("s1", toolset.StatusToolName, string(args))}}
 				}
 			}
 			return &openaitest.Turn{Text: "no unknown outcome seen"}
@@ -139,7 +140,7 @@ func TestUnknownOutcomeReceiptUnavailable(t *testing.T) {
 
 // The status tool checks its arguments like any tool.
 func TestStatusToolArguments(t *testing.T) {
-	st := agentloop.DefaultStatusTool
+	st := toolset.StatusToolName
 	w := newWorld(t,
 		calls(
 			call("s1", st, `{}`),
@@ -147,9 +148,11 @@ func TestStatusToolArguments(t *testing.T) {
 			call("s3", st, `not json`),
 			call("s4", st, `{"operation_id":"op_x","extra":1}`),
 			call("s5", st, `{"operation_id":"op_x","operation_id":"op_y"}`),
-			call("s6", st, `{"operation_id":"op_never_ran"}`),
-			call("s7", st, `{"operation_id":""}`),
+			call("s6", st, `{"operation_id":"op_never_ran","tool":null}`),
+			call("s7", st, `{"operation_id":"","tool":null}`),
 			call("s8", st, ``),
+			call("s9", st, `{"operation_id":"op_never_ran"}`), // tool is required (nullable), as the schema says
+			call("s10", st, `{"operation_id":"op_never_ran","tool":"get_order"}`),
 		),
 		openaitest.Turn{Text: "ok"},
 	)
@@ -164,7 +167,8 @@ func TestStatusToolArguments(t *testing.T) {
 	want := map[string]guard.Code{
 		"s1": guard.CodeInvalidArguments, "s2": guard.CodeInvalidArguments, "s3": guard.CodeInvalidArguments,
 		"s4": guard.CodeInvalidArguments, "s5": guard.CodeInvalidArguments, "s6": guard.CodeNotFound,
-		"s7": guard.CodeNotFound, "s8": guard.CodeInvalidArguments,
+		"s7": guard.CodeNotFound, "s8": guard.CodeInvalidArguments, "s9": guard.CodeInvalidArguments,
+		"s10": guard.CodeNotFound,
 	}
 	if len(outs) != len(want) {
 		t.Fatalf("%d outputs", len(outs))
@@ -190,8 +194,8 @@ func TestStatusToolOtherPrincipal(t *testing.T) {
 		t.Fatal(err)
 	}
 	op := appr.asked()[0].OperationID
-	args, _ := json.Marshal(agentloop.StatusInput{OperationID: op})
-	w.srv.Enqueue(calls(call("s1", agentloop.DefaultStatusTool, string(args))), openaitest.Turn{Text: "?"})
+	args, _ := json.Marshal(toolset.StatusInput{OperationID: op})
+	w.srv.Enqueue(calls(call("s1", toolset.StatusToolName, string(args))), openaitest.Turn{Text: "?"})
 	if _, err := loop.Run(ctx, user2, "what happened to user-1's refund?"); err != nil {
 		t.Fatal(err)
 	}
@@ -200,7 +204,7 @@ func TestStatusToolOtherPrincipal(t *testing.T) {
 		t.Errorf("other principal's operation: %+v", o)
 	}
 	// The owner's own status tool replays it.
-	w.srv.Enqueue(calls(call("s2", agentloop.DefaultStatusTool, string(args))), openaitest.Turn{Text: "!"})
+	w.srv.Enqueue(calls(call("s2", toolset.StatusToolName, string(args))), openaitest.Turn{Text: "!"})
 	if _, err := loop.Run(ctx, user1, "what happened to my refund?"); err != nil {
 		t.Fatal(err)
 	}
@@ -213,7 +217,7 @@ func TestStatusToolOtherPrincipal(t *testing.T) {
 // Without the status tool, a call of it is an unknown tool.
 func TestStatusToolRemoved(t *testing.T) {
 	w := newWorld(t,
-		calls(call("s1", agentloop.DefaultStatusTool, `{"operation_id":"op_1"}`)),
+		calls(call("s1", toolset.StatusToolName, `{"operation_id":"op_1","tool":null}`)),
 		openaitest.Turn{Text: "ok"},
 	)
 	if _, err := w.loop(agentloop.Options{NoStatusTool: true}).Run(testCtx(t), user1, "hi"); err != nil {
@@ -222,7 +226,7 @@ func TestStatusToolRemoved(t *testing.T) {
 	reqs := w.srv.Requests()
 	for _, r := range reqs {
 		for _, n := range r.ToolNames() {
-			if n == agentloop.DefaultStatusTool {
+			if n == toolset.StatusToolName {
 				t.Errorf("status tool declared")
 			}
 		}

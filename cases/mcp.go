@@ -51,11 +51,11 @@ func mcpCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard
 		}
 		params := &sdk.CallToolParams{Name: call.Proposal.Name, Arguments: json.RawMessage(call.Proposal.Arguments), Meta: meta}
 		if sc != nil {
-			in := map[string]any{"operation_id": sc.OperationID}
+			in := map[string]any{"operation_id": sc.OperationID, "tool": nil}
 			if sc.Tool != "" {
 				in["tool"] = sc.Tool
 			}
-			params.Name, params.Arguments = tgmcp.DefaultStatusTool, in
+			params.Name, params.Arguments = toolset.StatusToolName, in
 		}
 		r, err := cs.CallTool(ctx, params)
 		if err != nil {

@@ -31,7 +31,7 @@ type Options struct {
 	// answers. Pass the same Tools as to guard.New.
 	Tools guard.Tools
 	// StatusTool names the status tool the model calls, for status query
-	// spans, logs and metrics; default DefaultStatusTool.
+	// spans, logs and metrics; default toolset.StatusToolName.
 	StatusTool string
 	// PrincipalInDebugLogs adds tenant_id and subject_id to Logging's Debug
 	// records (never to Warn records, spans or metrics). Off by default:

@@ -37,14 +37,11 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 // InstrumentationName names the tracer and meter of this package.
 const InstrumentationName = "github.com/toolguard/toolguard/observe"
-
-// DefaultStatusTool is the status tool's name in status query spans, logs
-// and metrics unless Options.StatusTool says otherwise; it is agentloop's.
-const DefaultStatusTool = "query_operation_status"
 
 // OtherTool stands for a tool name the guard does not know (UNKNOWN_TOOL) in
 // metric attributes, so that names a model invents cannot grow the number of
@@ -115,7 +112,7 @@ type settings struct {
 func settingsOf(o Options) *settings {
 	s := &settings{tools: o.Tools, statusTool: o.StatusTool, debugPrincipal: o.PrincipalInDebugLogs}
 	if s.statusTool == "" {
-		s.statusTool = DefaultStatusTool
+		s.statusTool = toolset.StatusToolName
 	}
 	return s
 }

@@ -256,7 +256,7 @@ func TestSessionsAreApart(t *testing.T) {
 		t.Fatal(ops)
 	}
 	for _, s := range []*rawSession{a, b} {
-		res, _ := s.callRaw(9, `{"name":"query_operation_status","arguments":{"operation_id":"op-a-1"}}`)
+		res, _ := s.callRaw(9, `{"name":"query_operation_status","arguments":{"operation_id":"op-a-1","tool":null}}`)
 		want := guard.CodeOK
 		if s == b {
 			want = guard.CodeNotFound

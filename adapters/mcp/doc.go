@@ -6,7 +6,7 @@
 // NewServer serves a toolset.Set through a guard. tools/list gives each
 // tool with its toolset schema as inputSchema (the very schema the guard
 // validates arguments against) and the tool-model-result-v2 object schema
-// (ResultSchema) as outputSchema, plus a status tool (DefaultStatusTool).
+// (ResultSchema) as outputSchema, plus a status tool (toolset.StatusTool).
 // tools/call goes through guard.Dispatch and is answered with a
 // CallToolResult whose structuredContent is the model result, whose content
 // is its JSON text, and whose isError is set when the code is not OK. A call

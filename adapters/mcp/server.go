@@ -50,9 +50,6 @@ const (
 // JSON-RPC request id. A client's own value is always overwritten.
 const metaRequest = "toolguard/request"
 
-// DefaultStatusTool is the name of the status tool the server adds.
-const DefaultStatusTool = "query_operation_status"
-
 // Options configure a Server.
 type Options struct {
 	// Name and Version name the server to its clients; defaults
@@ -74,7 +71,7 @@ type Options struct {
 	// Clock dates the grants; it should be the guard's. Default
 	// guard.SystemClock.
 	Clock guard.Clock
-	// StatusTool names the status tool; default DefaultStatusTool.
+	// StatusTool names the status tool; default toolset.StatusToolName.
 	StatusTool string
 }
 
@@ -107,7 +104,7 @@ func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) 
 		opts.Clock = guard.SystemClock
 	}
 	if opts.StatusTool == "" {
-		opts.StatusTool = DefaultStatusTool
+		opts.StatusTool = toolset.StatusToolName
 	}
 	s := &Server{g: g, opts: opts, tools: map[string]toolset.Declared{}, status: opts.StatusTool}
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, nil)
@@ -118,17 +115,9 @@ func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) 
 		s.tools[t.Name()] = t
 		s.srv.AddTool(toolDef(t), s.callTool)
 	}
-	st, err := toolset.SchemaFor[StatusInput]()
-	if err != nil {
-		return nil, err
-	}
-	s.srv.AddTool(&sdk.Tool{
-		Name:         s.status,
-		Description:  statusDescription,
-		InputSchema:  st.JSON(),
-		OutputSchema: ResultSchema(),
-		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: true},
-	}, s.callTool)
+	status := toolDef(toolset.StatusTool(s.status))
+	status.Annotations = &sdk.ToolAnnotations{ReadOnlyHint: true}
+	s.srv.AddTool(status, s.callTool)
 	// A call of a tool that does not exist is still a dispatch: the guard
 	// answers it UNKNOWN_TOOL (audited), instead of the SDK's protocol
 	// error, so the model can correct itself.
@@ -143,17 +132,6 @@ func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) 
 	})
 	return s, nil
 }
-
-// StatusInput is the input of the status tool.
-type StatusInput struct {
-	OperationID string `json:"operation_id" jsonschema:"description=The operation_id of an earlier result whose recovery was query_status."`
-	// Tool optionally names the operation's tool, so that a record the
-	// store lost can still be settled from the tool's receipt.
-	Tool *string `json:"tool,omitempty" jsonschema:"description=The tool of that operation\\, if known."`
-}
-
-const statusDescription = "Ask for the outcome of an earlier operation whose result said recovery query_status (outcome unknown). " +
-	"Pass the operation_id from that result."
 
 // toolDef is the MCP definition of one tool.
 func toolDef(t toolset.Declared) *sdk.Tool {
@@ -401,12 +379,9 @@ func derivedIDs(req *sdk.CallToolRequest) (callID, scope string) {
 // queryStatus answers a call of the status tool through the guard's status
 // query.
 func (s *Server) queryStatus(ctx context.Context, p guard.Principal, ec guard.ExecutionContext, raw json.RawMessage) (*sdk.CallToolResult, error) {
-	var in StatusInput
-	dec := json.NewDecoder(bytesReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(&in); err != nil || in.OperationID == "" {
-		return ToolResult(&guard.Result{Code: guard.CodeInvalidArguments, Delivery: guard.DeliveryFresh,
-			Message: `The status tool takes {"operation_id": "<id from the earlier result>"}.`}), nil
+	in, bad := toolset.ParseStatus(raw)
+	if bad != nil {
+		return ToolResult(bad), nil
 	}
 	sc := guard.StatusCall{Principal: p, OperationID: guard.SafeID(in.OperationID), Context: ec}
 	if in.Tool != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 var (
@@ -124,7 +125,7 @@ func TestListTools(t *testing.T) {
 			t.Errorf("%s readOnlyHint %t", d.Name(), tl.Annotations.ReadOnlyHint)
 		}
 	}
-	if got[tgmcp.DefaultStatusTool] == nil {
+	if got[toolset.StatusToolName] == nil {
 		t.Fatal("no status tool")
 	}
 }
@@ -263,5 +264,43 @@ func TestRepeatedWriteInOneSession(t *testing.T) {
 	repeat(w.connect(t, opts), meta, replay)
 	if n, a := w.svc.SideEffects(), asked.Load(); n != 3 || a != 3 {
 		t.Fatalf("a scope across sessions: %d drafts, asked %d; want 3 and 3", n, a)
+	}
+}
+
+// The status tool's inputSchema is the schema its arguments are validated
+// against: what it requires, a call must send (tool may be null, not
+// absent), and what it allows is answered.
+func TestStatusToolSchemaIsWhatItValidates(t *testing.T) {
+	w := newWorld(t, tgmcp.Options{})
+	cs := w.connect(t, nil)
+	lt, err := cs.ListTools(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var listed any
+	for _, tool := range lt.Tools {
+		if tool.Name == toolset.StatusToolName {
+			listed = tool.InputSchema
+		}
+	}
+	if !jsonEqual(listed, toolset.StatusTool("").Schema().Map()) {
+		t.Fatalf("status inputSchema %v, want toolset.StatusTool's", listed)
+	}
+	for _, tc := range []struct {
+		args any
+		want guard.Code
+	}{
+		{map[string]any{"operation_id": "op-1"}, guard.CodeInvalidArguments}, // required: tool
+		{map[string]any{"operation_id": "op-1", "tool": nil}, guard.CodeNotFound},
+		// Nothing stored, a write's tool named, no key: the receipt is
+		// asked under a guessed key, which proves nothing.
+		{map[string]any{"operation_id": "op-1", "tool": "create_refund_draft"}, guard.CodeOutcomeUnknown},
+		{map[string]any{"operation_id": "op-1", "tool": "get_order"}, guard.CodeNotFound},
+		{map[string]any{"operation_id": 7, "tool": nil}, guard.CodeInvalidArguments},
+		{map[string]any{"operation_id": "op-1", "tool": nil, "extra": true}, guard.CodeInvalidArguments},
+	} {
+		if res, _ := call(t, cs, toolset.StatusToolName, tc.args, nil); res.Code != tc.want {
+			t.Errorf("%v: %s, want %s", tc.args, res, tc.want)
+		}
 	}
 }

@@ -39,6 +39,7 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/observe"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 func main() {
@@ -50,7 +51,7 @@ func main() {
 	}
 }
 
-const statusTool = agentloop.DefaultStatusTool
+const statusTool = toolset.StatusToolName
 
 // script is the fake model. Before it asks for the draft it makes the order
 // service lose its next reply.
@@ -65,7 +66,7 @@ func script(svc *orders.Service) []openaitest.Turn {
 		{Respond: func(req openaitest.Request) *openaitest.Turn {
 			for _, r := range demo.LastOutputs(req) {
 				if r.Recovery() == guard.RecoveryQueryStatus {
-					args, _ := json.Marshal(agentloop.StatusInput{OperationID: r.OperationID})
+					args, _ := json.Marshal(toolset.StatusInput{OperationID: r.OperationID})
 					return &openaitest.Turn{Calls: []openaitest.Call{{Name: statusTool, Arguments: string(args)}}}
 				}
 			}

@@ -25,6 +25,7 @@ import (
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 func main() {
@@ -42,9 +43,9 @@ func script() []openaitest.Turn {
 		{Respond: func(req openaitest.Request) *openaitest.Turn {
 			for _, r := range demo.LastOutputs(req) {
 				if r.Recovery() == guard.RecoveryQueryStatus {
-					args, _ := json.Marshal(agentloop.StatusInput{OperationID: r.OperationID})
+					args, _ := json.Marshal(toolset.StatusInput{OperationID: r.OperationID})
 					return &openaitest.Turn{Text: "The result was lost; checking what happened.",
-						Calls: []openaitest.Call{{Name: agentloop.DefaultStatusTool, Arguments: string(args)}}}
+						Calls: []openaitest.Call{{Name: toolset.StatusToolName, Arguments: string(args)}}}
 				}
 			}
 			return &openaitest.Turn{Text: "The refund draft is created."}
