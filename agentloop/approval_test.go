@@ -441,12 +441,11 @@ func TestResumeInAnotherProcess(t *testing.T) {
 	// own tools over the same downstream service, the same Redis.
 	process := func(w *world, opts agentloop.Options) *agentloop.Loop {
 		client := newClient(w.srv)
-		opts.Store = w.rdb
+		opts.Store = w.store()
 		l := agentloop.New(model(client), orders.Tools(w.svc), opts)
 		if l.Err() != nil {
 			t.Fatal(l.Err())
 		}
-		t.Cleanup(l.Close)
 		return l
 	}
 

@@ -39,7 +39,6 @@ func Example() {
 	})
 	// Without Options.Store the loop keeps its records in an embedded Redis.
 	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(svc), agentloop.Options{Approver: approve})
-	defer loop.Close()
 
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"} // from the host's session
 	res, err := loop.Run(context.Background(), principal, "Please refund my duplicate order ORDER-7.")
@@ -76,7 +75,6 @@ func ExampleLoop_Resume() {
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
 	svc := orders.NewService()
 	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(svc), agentloop.Options{}) // no Approver: the run pauses
-	defer loop.Close()
 	ctx := context.Background()
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
 
@@ -129,7 +127,6 @@ func ExampleLoop_Stream() {
 	defer srv.Close()
 	client := anthropic.NewClient(aoption.WithBaseURL(srv.URL()), aoption.WithAPIKey("test"))
 	loop := agentloop.New(tganthropic.NewModel(client, tganthropic.ModelOptions{}), orders.Tools(orders.NewService()), agentloop.Options{})
-	defer loop.Close()
 
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
 	for e, err := range loop.Stream(context.Background(), principal, "Is ORDER-7 paid?") {

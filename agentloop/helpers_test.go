@@ -19,6 +19,7 @@ import (
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
@@ -45,6 +46,25 @@ type world struct {
 	svc    *orders.Service
 	mr     *miniredis.Miniredis
 	rdb    redis.UniversalClient
+	idem   agentloop.Store
+}
+
+// store is the world's Redis store, made once.
+func (w *world) store() agentloop.Store {
+	if w.idem == nil {
+		w.idem = idemStore(w.t, w.rdb)
+	}
+	return w.idem
+}
+
+// idemStore is a Redis store on the client.
+func idemStore(t testing.TB, rdb redis.UniversalClient) agentloop.Store {
+	t.Helper()
+	s, err := idem.New(rdb, idem.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
 }
 
 // newWorld starts a fake Responses server playing turns, a fresh order
@@ -82,13 +102,12 @@ func (w *world) loop(opts ...agentloop.Options) *agentloop.Loop {
 		o = opts[0]
 	}
 	if o.Store == nil {
-		o.Store = w.rdb
+		o.Store = w.store()
 	}
 	l := agentloop.New(model(w.client), orders.Tools(w.svc), o)
 	if err := l.Err(); err != nil {
 		w.t.Fatalf("New: %v", err)
 	}
-	w.t.Cleanup(l.Close)
 	return l
 }
 

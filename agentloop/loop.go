@@ -3,7 +3,7 @@
 // where it must be, run at most once and audited — in about three lines:
 //
 //	client := openai.NewClient()
-//	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), tools, agentloop.Options{Store: rdb})
+//	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), tools, agentloop.Options{Store: store}) // store: an idem.Store
 //	res, err := loop.Run(ctx, principal, "refund my duplicate order ORDER-7")
 //
 // The provider is an adapter's Model: adapters/openai (Responses),
@@ -34,14 +34,12 @@ import (
 	"errors"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -57,14 +55,12 @@ const DefaultGrantTTL = 5 * time.Minute
 // an embedded store, a random signing key, no approver (runs pause), the
 // status tool, DefaultMaxTurns.
 type Options struct {
-	// Store keeps idempotency records and audit logs in Redis (a server
-	// or a cluster; clients need ContextTimeoutEnabled). With neither
-	// Store nor GuardStore the loop keeps them in memory (memstore), which
-	// is fine for examples and tests and loses everything when the
-	// process ends.
-	Store redis.UniversalClient
-	// GuardStore uses any Store; it is used instead of Store.
-	GuardStore Store
+	// Store keeps idempotency records and audit logs: an idem.Store on
+	// Redis (a server or a cluster), a memstore.Store, or any Store. nil
+	// keeps them in memory (a memstore.Store of the loop's own), which is
+	// fine for examples and tests and loses everything when the process
+	// ends.
+	Store Store
 	// Signer signs and checks approval grants. Without it a random key
 	// is made per Loop, so grants minted by another process do not
 	// verify: pass one to resume saved runs elsewhere.
@@ -78,10 +74,9 @@ type Options struct {
 	// DefaultMaxTurns.
 	MaxTurns int
 	// StatusTool names the built-in status tool the model may call to
-	// settle an unknown outcome; "" means toolset.StatusToolName.
+	// settle an unknown outcome; "" means toolset.StatusToolName, and "-"
+	// offers none.
 	StatusTool string
-	// NoStatusTool removes the status tool.
-	NoStatusTool bool
 	// Keys lets the host supply operation ids and idempotency keys;
 	// nil means guard.ScopeIDs with the run id as the scope.
 	Keys KeyFunc
@@ -95,8 +90,9 @@ type Options struct {
 	// print a live transcript.
 	Observer func(Event)
 	// Guard holds the guard's options: interceptors (package observe),
-	// Checks (package ratelimit), a lease. Its Clock and Signer are
-	// replaced by the loop's.
+	// Checks (package ratelimit), a lease. Its Clock and Signer are the
+	// loop's: set them here or in Clock and Signer above, not both with
+	// different values (New reports that as a configuration error).
 	Guard guard.Options
 	// TracerProvider traces runs: an "invoke_agent {name}" span per run
 	// and Resume, a "chat {model}" child span per model turn, under which
@@ -134,7 +130,6 @@ type Loop struct {
 	observer   func(Event)
 	tracer     trace.Tracer
 	agentName  string
-	closers    []func()
 	err        error
 }
 
@@ -145,7 +140,7 @@ const tracerName = "github.com/toolguard/toolguard/agentloop"
 func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 	l := &Loop{provider: p, tools: tools, signer: opts.Signer, approver: opts.Approver, instr: opts.Instructions,
 		maxTurns: opts.MaxTurns, statusTool: opts.StatusTool, keys: opts.Keys, clock: opts.Clock,
-		grantTTL: opts.GrantTTL, observer: opts.Observer, agentName: opts.AgentName, store: opts.GuardStore}
+		grantTTL: opts.GrantTTL, observer: opts.Observer, agentName: opts.AgentName, store: opts.Store}
 	if p == nil || tools == nil {
 		l.err = errors.New("agentloop: New needs a provider and a tool set")
 		return l
@@ -154,11 +149,26 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 	if l.maxTurns <= 0 {
 		l.maxTurns = DefaultMaxTurns
 	}
-	if l.statusTool == "" {
+	switch l.statusTool {
+	case "":
 		l.statusTool = toolset.StatusToolName
-	}
-	if opts.NoStatusTool {
+	case "-":
 		l.statusTool = ""
+	}
+	gopts := opts.Guard
+	switch {
+	case l.clock == nil:
+		l.clock = gopts.Clock
+	case gopts.Clock != nil:
+		l.err = errors.New("agentloop: Options.Clock and Options.Guard.Clock are both set; set one")
+		return l
+	}
+	switch {
+	case l.signer == nil:
+		l.signer = gopts.Signer
+	case gopts.Signer != nil && gopts.Signer != l.signer:
+		l.err = errors.New("agentloop: Options.Signer and Options.Guard.Signer are both set, to different signers; set one")
+		return l
 	}
 	if l.keys == nil {
 		l.keys = scopeKeys
@@ -178,9 +188,7 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 	}
 	l.tracer = tp.Tracer(tracerName)
 	if l.store == nil {
-		if l.err = l.openStore(opts.Store); l.err != nil {
-			return l
-		}
+		l.store = memstore.New(memstore.Options{})
 	}
 	if l.signer == nil {
 		key := make([]byte, 32)
@@ -195,24 +203,9 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 		}
 		l.offered = append(l.offered, toolset.StatusTool(l.statusTool))
 	}
-	gopts := opts.Guard
 	gopts.Clock, gopts.Signer = l.clock, l.signer
 	l.guard = guard.New(tools, l.store, gopts)
 	return l
-}
-
-// openStore uses the host's Redis, or keeps records in memory.
-func (l *Loop) openStore(rdb redis.UniversalClient) error {
-	if rdb == nil {
-		l.store = memstore.New(memstore.Options{})
-		return nil
-	}
-	s, err := idem.New(rdb, idem.Options{})
-	if err != nil {
-		return err
-	}
-	l.store = s
-	return nil
 }
 
 // Err reports a configuration error, if any.
@@ -229,14 +222,6 @@ func (l *Loop) Signer() *guard.Signer { return l.signer }
 
 // Provider names the loop's provider adapter and model.
 func (l *Loop) Provider() provider.Info { return l.info }
-
-// Close releases the embedded store, if the loop made one.
-func (l *Loop) Close() {
-	for _, c := range l.closers {
-		c()
-	}
-	l.closers = nil
-}
 
 // QueryStatus asks for the outcome of an operation, as the model's status
 // tool does.

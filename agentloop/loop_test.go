@@ -1,6 +1,7 @@
 package agentloop_test
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -15,6 +16,7 @@ import (
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -532,8 +534,7 @@ func TestStatusToolNameClash(t *testing.T) {
 	clash := toolset.Read(toolset.StatusToolName, "clash", func(context.Context, *guard.Invocation, toolset.StatusInput) (string, error) { return "x", nil }, nil)
 
 	w := newWorld(t, openaitest.Turn{Text: "never"})
-	loop := agentloop.New(model(w.client), toolset.MustNew(clash), agentloop.Options{Store: w.rdb})
-	defer loop.Close()
+	loop := agentloop.New(model(w.client), toolset.MustNew(clash), agentloop.Options{Store: w.store()})
 	if loop.Err() == nil {
 		t.Fatal("no configuration error")
 	}
@@ -555,16 +556,15 @@ func TestStatusToolNameClash(t *testing.T) {
 	}
 
 	// Renaming the status tool, or removing it, resolves the clash.
-	for _, name := range []string{"", "settle_operation"} {
+	for _, name := range []string{"-", "settle_operation"} {
 		w := newWorld(t, calls(call("c1", toolset.StatusToolName, `{"operation_id":"op_1","tool":null}`)), openaitest.Turn{Text: "ok"})
-		loop := agentloop.New(model(w.client), toolset.MustNew(clash), agentloop.Options{Store: w.rdb, StatusTool: name, NoStatusTool: name == ""})
-		defer loop.Close()
+		loop := agentloop.New(model(w.client), toolset.MustNew(clash), agentloop.Options{Store: w.store(), StatusTool: name})
 		res, err := loop.Run(testCtx(t), user1, "hi")
 		if err != nil {
 			t.Fatalf("status tool %q: %v", name, err)
 		}
 		want := toolset.StatusToolName
-		if name != "" {
+		if name != "-" {
 			want += "," + name
 		}
 		if got := strings.Join(w.srv.Requests()[0].ToolNames(), ","); got != want {
@@ -591,13 +591,13 @@ func TestRunErrors(t *testing.T) {
 	}
 	// Without Options.Store the loop makes its own store.
 	own := agentloop.New(model(w.client), orders.Tools(w.svc), agentloop.Options{Approver: &approver{}})
-	defer own.Close()
 	res, err := own.Run(testCtx(t), user1, "hi")
 	if err != nil || res.Output != "never" {
 		t.Fatalf("embedded store: %v, %v", res, err)
 	}
-	own.Close()
-	own.Close() // twice is harmless
+	if _, ok := own.Store().(*memstore.Store); !ok {
+		t.Fatalf("the loop's own store is a %T, want a memstore.Store", own.Store())
+	}
 }
 
 // A host KeyFunc sees the canonical arguments on every path, so the
@@ -660,5 +660,27 @@ func TestHostKeys(t *testing.T) {
 	if r, err := loop.QueryStatus(testCtx(t), user1, asked[0].OperationID); err != nil || r.Code != guard.CodeOK ||
 		r.Delivery != guard.DeliveryReceiptReconciled {
 		t.Errorf("status of the approval request's operation: %v, %v", r, err)
+	}
+}
+
+// The loop's clock and signer are the guard's: given in Options or in
+// Options.Guard, the loop uses them; given in both, differently, New says
+// so instead of quietly overwriting one.
+func TestGuardClockAndSignerInOnePlace(t *testing.T) {
+	w := newWorld(t)
+	a, _ := guard.NewSigner(bytes.Repeat([]byte("a"), 32))
+	b, _ := guard.NewSigner(bytes.Repeat([]byte("b"), 32))
+	only := agentloop.New(model(w.client), orders.Tools(w.svc), agentloop.Options{Guard: guard.Options{Signer: a}})
+	if only.Err() != nil || only.Signer() != a {
+		t.Fatalf("Guard.Signer alone: err %v, signer %p, want %p", only.Err(), only.Signer(), a)
+	}
+	if l := agentloop.New(model(w.client), orders.Tools(w.svc), agentloop.Options{Signer: a, Guard: guard.Options{Signer: a}}); l.Err() != nil {
+		t.Fatalf("the same signer twice: %v", l.Err())
+	}
+	if l := agentloop.New(model(w.client), orders.Tools(w.svc), agentloop.Options{Signer: a, Guard: guard.Options{Signer: b}}); l.Err() == nil {
+		t.Fatal("two signers: no configuration error")
+	}
+	if l := agentloop.New(model(w.client), orders.Tools(w.svc), agentloop.Options{Clock: guard.SystemClock, Guard: guard.Options{Clock: guard.SystemClock}}); l.Err() == nil {
+		t.Fatal("two clocks: no configuration error")
 	}
 }

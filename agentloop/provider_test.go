@@ -184,8 +184,7 @@ func TestCancelledMidRun(t *testing.T) {
 			calls(call("c1", "cancel_run", `{}`), call("r1", readTool, readArgs), call("c2", "cancel_run", `{}`)),
 			openaitest.Turn{Text: "never"},
 		)
-		loop := agentloop.New(model(w.client), tools, agentloop.Options{Store: w.rdb})
-		defer loop.Close()
+		loop := agentloop.New(model(w.client), tools, agentloop.Options{Store: w.store()})
 		start := time.Now()
 		res, err := loop.Run(ctx, user1, "cancel")
 		if !errors.Is(err, context.Canceled) {

@@ -222,8 +222,7 @@ func TestEveryProviderRefunds(t *testing.T) {
 			f := newFake(t, name, refundSteps...)
 			svc := orders.NewService()
 			_, rdb := redistest.Mini(t)
-			loop := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Store: rdb, Approver: &approver{}})
-			t.Cleanup(loop.Close)
+			loop := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Store: idemStore(t, rdb), Approver: &approver{}})
 			res, err := loop.Run(testCtx(t), user1, "Refund my duplicate order ORDER-7.")
 			if err != nil {
 				t.Fatal(err)
@@ -274,7 +273,6 @@ func TestEveryProviderEndsHonestly(t *testing.T) {
 					step{text: "Drafting", calls: []stepCall{{"call_w", refundTool, refundArgs}}, end: end})
 				svc := orders.NewService()
 				loop := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Approver: &approver{}})
-				t.Cleanup(loop.Close)
 				for _, stream := range []bool{false, true} {
 					var res *agentloop.Result
 					var err error
@@ -283,7 +281,6 @@ func TestEveryProviderEndsHonestly(t *testing.T) {
 							step{calls: []stepCall{{"call_r", readTool, readArgs}}},
 							step{text: "Drafting", calls: []stepCall{{"call_w", refundTool, refundArgs}}, end: end})
 						loop = agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Approver: &approver{}})
-						t.Cleanup(loop.Close)
 						res, err = collect(t, loop.Stream(testCtx(t), user1, "refund"))
 					} else {
 						res, err = loop.Run(testCtx(t), user1, "refund")
@@ -360,7 +357,6 @@ func TestEveryProviderStreams(t *testing.T) {
 			f := newFake(t, name, refundSteps...)
 			svc := orders.NewService()
 			loop := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Approver: &approver{}})
-			t.Cleanup(loop.Close)
 			var deltas int
 			var sawEnd bool
 			for e, err := range loop.Stream(testCtx(t), user1, "Refund my duplicate order ORDER-7.") {
@@ -393,7 +389,6 @@ func TestEveryProviderStreams(t *testing.T) {
 func TestStreamBreakStopsTheRun(t *testing.T) {
 	f := newFake(t, "chat", refundSteps...)
 	loop := agentloop.New(f.model(), orders.Tools(orders.NewService()), agentloop.Options{Approver: &approver{}})
-	t.Cleanup(loop.Close)
 	for e := range loop.Stream(context.Background(), user1, "refund") {
 		if e.Kind == agentloop.EventResult {
 			break
@@ -422,8 +417,7 @@ func TestStatelessResumeElsewhere(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			first := agentloop.New(newFake(t, name, steps[:2]...).model(), orders.Tools(svc), agentloop.Options{Store: rdb, Signer: signer})
-			t.Cleanup(first.Close)
+			first := agentloop.New(newFake(t, name, steps[:2]...).model(), orders.Tools(svc), agentloop.Options{Store: idemStore(t, rdb), Signer: signer})
 			res, err := first.Run(testCtx(t), user1, "Refund my duplicate order ORDER-7.")
 			if err != nil || res.Status != agentloop.StatusPaused {
 				t.Fatalf("%v %+v", err, res)
@@ -438,8 +432,7 @@ func TestStatelessResumeElsewhere(t *testing.T) {
 
 			// Another process: a new loop, a new server that keeps nothing.
 			f := newFake(t, name, steps[2:]...)
-			second := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Store: rdb, Signer: signer})
-			t.Cleanup(second.Close)
+			second := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Store: idemStore(t, rdb), Signer: signer})
 			st, err := agentloop.LoadState(saved)
 			if err != nil {
 				t.Fatal(err)
@@ -483,7 +476,6 @@ func TestStateSize(t *testing.T) {
 	for _, name := range providers {
 		f := newFake(t, name, steps...)
 		loop := agentloop.New(f.model(), orders.Tools(orders.NewService()), agentloop.Options{})
-		t.Cleanup(loop.Close)
 		res, err := loop.Run(testCtx(t), user1, "Refund my duplicate order ORDER-7.")
 		if err != nil || res.Status != agentloop.StatusPaused || res.Turns != 12 {
 			t.Fatalf("%s: %v %+v", name, err, res)
@@ -558,7 +550,6 @@ func TestCallsThatMustNotRun(t *testing.T) {
 			p, results := c.build()
 			svc := orders.NewService()
 			loop := agentloop.New(p, orders.Tools(svc), agentloop.Options{Approver: &approver{}})
-			t.Cleanup(loop.Close)
 			res, err := loop.Run(testCtx(t), user1, "refund")
 			if err != nil || res.Status != agentloop.StatusCompleted {
 				t.Fatalf("%v %+v", err, res)
@@ -588,7 +579,6 @@ func TestEveryProviderTraced(t *testing.T) {
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 			f := newFake(t, name, refundSteps...)
 			loop := agentloop.New(f.model(), orders.Tools(orders.NewService()), agentloop.Options{Approver: &approver{}, TracerProvider: tp})
-			t.Cleanup(loop.Close)
 			if _, err := loop.Run(testCtx(t), user1, "refund"); err != nil {
 				t.Fatal(err)
 			}
@@ -651,7 +641,6 @@ func TestParamsHookReachesTheWire(t *testing.T) {
 		{amodel, func() []byte { return asrv.Requests()[0].Body }, []string{`"disable_parallel_tool_use":true`, `"max_tokens":321`}},
 	} {
 		loop := agentloop.New(c.model, tools, agentloop.Options{})
-		t.Cleanup(loop.Close)
 		if _, err := loop.Run(ctx, user1, "hi"); err != nil {
 			t.Fatal(err)
 		}
@@ -679,7 +668,6 @@ func TestEveryProviderStatusTool(t *testing.T) {
 			svc := orders.NewService()
 			svc.FailNext(orders.FailAfterCommit)
 			loop := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Approver: &approver{}})
-			t.Cleanup(loop.Close)
 			res, err := loop.Run(testCtx(t), user1, "refund", agentloop.RunOptions{RunID: runID})
 			if err != nil || res.Status != agentloop.StatusCompleted {
 				t.Fatalf("%v %+v", err, res)

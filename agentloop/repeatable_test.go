@@ -32,11 +32,10 @@ func TestRepeatableWriteRunsEachCall(t *testing.T) {
 		&toolset.Options[noteIn, int32]{Repeatable: true})
 	post := toolset.Write("post", "Post a note once.",
 		func(context.Context, *guard.Invocation, noteIn) (int32, error) { return posts.Add(1), nil }, nil)
-	l := agentloop.New(model(w.client), toolset.MustNew(nudge, post), agentloop.Options{Store: w.rdb})
+	l := agentloop.New(model(w.client), toolset.MustNew(nudge, post), agentloop.Options{Store: w.store()})
 	if err := l.Err(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(l.Close)
 	res, err := l.Run(testCtx(t), user1, "nudge and post")
 	if err != nil || res.Status != agentloop.StatusCompleted {
 		t.Fatalf("run: %v %v", res, err)

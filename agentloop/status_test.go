@@ -220,7 +220,7 @@ func TestStatusToolRemoved(t *testing.T) {
 		calls(call("s1", toolset.StatusToolName, `{"operation_id":"op_1","tool":null}`)),
 		openaitest.Turn{Text: "ok"},
 	)
-	if _, err := w.loop(agentloop.Options{NoStatusTool: true}).Run(testCtx(t), user1, "hi"); err != nil {
+	if _, err := w.loop(agentloop.Options{StatusTool: "-"}).Run(testCtx(t), user1, "hi"); err != nil {
 		t.Fatal(err)
 	}
 	reqs := w.srv.Requests()

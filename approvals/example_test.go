@@ -14,6 +14,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/orders"
 )
 
@@ -29,11 +30,12 @@ func Example() {
 	defer mr.Close()
 	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
 	defer rdb.Close()
+	guardStore, _ := idem.New(rdb, idem.Options{})
 	ctx := context.Background()
 
 	svc := orders.NewService()
 	tools := orders.Tools(svc)
-	loop := agentloop.New(tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test")), tgopenai.ModelOptions{}), tools, agentloop.Options{Store: rdb})
+	loop := agentloop.New(tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test")), tgopenai.ModelOptions{}), tools, agentloop.Options{Store: guardStore})
 	store, _ := approvals.NewStore(rdb, approvals.Options{Tools: tools})
 
 	res, _ := loop.Run(ctx, guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}, "refund ORDER-7")

@@ -55,7 +55,7 @@ func newWorld(t *testing.T, rdb redis.UniversalClient, turns ...openaitest.Turn)
 	client := oai.NewClient(option.WithBaseURL(w.srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	tools := orders.Tools(w.svc)
 	w.prefix = redistest.Prefix(t)
-	w.loop = agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), tools, agentloop.Options{GuardStore: w.guardStore(rdb), Signer: signer})
+	w.loop = agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), tools, agentloop.Options{Store: w.guardStore(rdb), Signer: signer})
 	var err error
 	w.store, err = approvals.NewStore(rdb, approvals.Options{Prefix: w.prefix, Tools: tools, TTL: time.Hour,
 		Clock: guard.ClockFunc(func() time.Time { return w.now })})

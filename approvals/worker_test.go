@@ -153,7 +153,7 @@ func TestWorkerAfterRestart(t *testing.T) {
 		srv := w.srv
 		signer, _ := guard.NewSigner(w.key)
 		client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
-		loop2 := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(w.svc), agentloop.Options{GuardStore: w.guardStore(rdb), Signer: signer})
+		loop2 := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(w.svc), agentloop.Options{Store: w.guardStore(rdb), Signer: signer})
 		store2, err := approvals.NewStore(rdb, approvals.Options{Prefix: w.prefix, Clock: guard.ClockFunc(func() time.Time { return w.now })})
 		if err != nil {
 			t.Fatal(err)

@@ -49,7 +49,6 @@ func TestAgentloopRunsRemoteTools(t *testing.T) {
 	if err := loop.Err(); err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(loop.Close)
 	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
 	defer cancel()
 

@@ -122,6 +122,10 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 		return err
 	}
 	defer closeRedis()
+	guardStore, err := demo.Store(rdb)
+	if err != nil {
+		return err
+	}
 
 	// One signer key for the process that parks runs and the one that
 	// resumes them (here the same process).
@@ -140,7 +144,7 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 		fmt.Fprintf(w, format, a...)
 	}
 	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{Name: model}), tools, agentloop.Options{
-		Store: rdb, Signer: signer,
+		Store: guardStore, Signer: signer,
 		Observer:     func(e agentloop.Event) { say("%s\n", e) },
 		Instructions: "You are a support agent. Use the tools; never guess an order's state."})
 	if err := loop.Err(); err != nil {

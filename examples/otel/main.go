@@ -109,6 +109,10 @@ func run(ctx context.Context, w io.Writer, asJSON bool) error {
 		return err
 	}
 	defer closeRedis()
+	guardStore, err := demo.Store(rdb)
+	if err != nil {
+		return err
+	}
 	// The loop, observed: tool spans nest under a span per model turn,
 	// under the run's span.
 	tools := orders.Tools(svc)
@@ -120,7 +124,7 @@ func run(ctx context.Context, w io.Writer, asJSON bool) error {
 		Tools: tools, StatusTool: statusTool}).Apply(&gopts); err != nil {
 		return err
 	}
-	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{Name: model}), tools, agentloop.Options{Store: rdb,
+	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{Name: model}), tools, agentloop.Options{Store: guardStore,
 		Approver: approveAll, TracerProvider: tp, AgentName: "refund-agent",
 		Observer: func(e agentloop.Event) {
 			if e.Kind == agentloop.EventResult || e.Kind == agentloop.EventApproved {
@@ -128,7 +132,6 @@ func run(ctx context.Context, w io.Writer, asJSON bool) error {
 			}
 		},
 		Guard: gopts})
-	defer loop.Close()
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
 	before, err := demo.AuditCount(ctx, loop.Store(), principal.TenantID)
 	if err != nil {

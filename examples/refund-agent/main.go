@@ -110,6 +110,10 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool, se
 		return err
 	}
 	defer closeRedis()
+	guardStore, err := demo.Store(rdb)
+	if err != nil {
+		return err
+	}
 
 	svc := orders.NewService()
 	approver := agentloop.ApproverFunc(func(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
@@ -127,13 +131,12 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool, se
 	})
 
 	// The three lines.
-	opts := agentloop.Options{Store: rdb, Approver: approver,
+	opts := agentloop.Options{Store: guardStore, Approver: approver,
 		Instructions: "You are a support agent. Use the tools; never guess an order's state."}
 	if !set.stream {
 		opts.Observer = func(e agentloop.Event) { fmt.Fprintln(w, e) }
 	}
 	loop := agentloop.New(model, orders.Tools(svc), opts)
-	defer loop.Close()
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"} // from the host's session
 	before, err := demo.AuditCount(ctx, loop.Store(), principal.TenantID)
 	if err != nil {

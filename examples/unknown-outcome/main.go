@@ -71,13 +71,17 @@ func run(ctx context.Context, w io.Writer) error {
 		return err
 	}
 	defer closeRedis()
+	guardStore, err := demo.Store(rdb)
+	if err != nil {
+		return err
+	}
 
 	svc := orders.NewService()
 	svc.FailNext(orders.FailAfterCommit) // the draft is created, then the reply is lost
 	approveAll := agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
 		return agentloop.Decision{Approved: true, Approver: "auto-approver"}, nil
 	})
-	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{Name: model}), orders.Tools(svc), agentloop.Options{Store: rdb,
+	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{Name: model}), orders.Tools(svc), agentloop.Options{Store: guardStore,
 		Approver: approveAll, Observer: func(e agentloop.Event) { fmt.Fprintln(w, e) }})
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
 	before, err := demo.AuditCount(ctx, loop.Store(), principal.TenantID)

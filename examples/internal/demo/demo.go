@@ -19,6 +19,8 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/toolguard/toolguard/idem"
+
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
@@ -172,4 +174,10 @@ func LastOutputs(req openaitest.Request) []guard.Result {
 		}
 	}
 	return out
+}
+
+// Store returns the guard's store on the Redis that Redis gives: an
+// idem.Store, what agentloop.Options.Store takes.
+func Store(rdb redis.UniversalClient) (*idem.Store, error) {
+	return idem.New(rdb, idem.Options{})
 }
