@@ -125,7 +125,7 @@ func ExampleLoop_Stream() {
 		anthropictest.Turn{Text: "ORDER-7 is paid."},
 	)
 	defer srv.Close()
-	client := anthropic.NewClient(aoption.WithBaseURL(srv.URL()), aoption.WithAPIKey("test"))
+	client := anthropic.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("test"))
 	loop := agentloop.New(tganthropic.NewModel(client, tganthropic.ModelOptions{}), orders.Tools(orders.NewService()), agentloop.Options{})
 
 	principal := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}

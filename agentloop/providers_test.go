@@ -150,7 +150,7 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 			turns = append(turns, turn)
 		}
 		srv := anthropictest.NewServer(turns...)
-		client := sdk.NewClient(aoption.WithBaseURL(srv.URL()), aoption.WithAPIKey("test"), aoption.WithMaxRetries(2))
+		client := sdk.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("test"), aoption.WithMaxRetries(2))
 		f.model = func() provider.Provider {
 			return tganthropic.NewModel(client, tganthropic.ModelOptions{Name: "scripted-model"})
 		}
@@ -539,7 +539,7 @@ func TestCallsThatMustNotRun(t *testing.T) {
 				{ID: "c_ok", Name: readTool, Input: readArgs},
 			}}, anthropictest.Turn{Text: "ok"})
 			t.Cleanup(srv.Close)
-			client := sdk.NewClient(aoption.WithBaseURL(srv.URL()), aoption.WithAPIKey("test"))
+			client := sdk.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("test"))
 			return tganthropic.NewModel(client, tganthropic.ModelOptions{}), func() []guard.Result {
 				return decodeResults(t, srv.Requests()[1].ToolResults(), func(r anthropictest.ToolResult) string { return r.Content })
 			}
@@ -626,7 +626,7 @@ func TestParamsHookReachesTheWire(t *testing.T) {
 
 	asrv := anthropictest.NewServer(anthropictest.Turn{Text: "ok"})
 	t.Cleanup(asrv.Close)
-	amodel := tganthropic.NewModel(sdk.NewClient(aoption.WithBaseURL(asrv.URL()), aoption.WithAPIKey("test")),
+	amodel := tganthropic.NewModel(sdk.NewClient(aoption.WithBaseURL(asrv.BaseURL()), aoption.WithAPIKey("test")),
 		tganthropic.ModelOptions{MaxTokens: 321, Params: func(p *sdk.MessageNewParams) {
 			p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{DisableParallelToolUse: sdk.Bool(true)}}
 		}})

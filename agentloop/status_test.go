@@ -151,7 +151,7 @@ func TestStatusToolArguments(t *testing.T) {
 			call("s6", st, `{"operation_id":"op_never_ran","tool":null}`),
 			call("s7", st, `{"operation_id":"","tool":null}`),
 			call("s8", st, ``),
-			call("s9", st, `{"operation_id":"op_never_ran"}`), // tool is required (nullable), as the schema says
+			call("s9", st, `{"operation_id":"op_never_ran"}`), // an absent nullable member reads as null (contract section 8)
 			call("s10", st, `{"operation_id":"op_never_ran","tool":"get_order"}`),
 		),
 		openaitest.Turn{Text: "ok"},
@@ -167,7 +167,7 @@ func TestStatusToolArguments(t *testing.T) {
 	want := map[string]guard.Code{
 		"s1": guard.CodeInvalidArguments, "s2": guard.CodeInvalidArguments, "s3": guard.CodeInvalidArguments,
 		"s4": guard.CodeInvalidArguments, "s5": guard.CodeInvalidArguments, "s6": guard.CodeNotFound,
-		"s7": guard.CodeNotFound, "s8": guard.CodeInvalidArguments, "s9": guard.CodeInvalidArguments,
+		"s7": guard.CodeNotFound, "s8": guard.CodeInvalidArguments, "s9": guard.CodeNotFound,
 		"s10": guard.CodeNotFound,
 	}
 	if len(outs) != len(want) {

@@ -70,14 +70,14 @@ func oneCall(p guard.Principal, info provider.Info, responseID string, calls []p
 
 type responsesAdapter struct{}
 
-func (responsesAdapter) Call(p guard.Principal, _ *toolset.Set, responseID, callID, name, args string) (guard.Call, error) {
+func (responsesAdapter) Call(p guard.Principal, tools *toolset.Set, responseID, callID, name, args string) (guard.Call, error) {
 	var resp responses.Response
 	err := decode(map[string]any{"id": responseID, "object": "response", "status": "completed", "output": []any{
 		map[string]any{"type": "function_call", "id": "fc_1", "call_id": callID, "name": name, "arguments": args, "status": "completed"}}}, &resp)
 	if err != nil {
 		return guard.Call{}, err
 	}
-	return oneCall(p, tgopenai.NewModel(oai.Client{}, tgopenai.ModelOptions{}).Info(), resp.ID, tgopenai.Calls(&resp))
+	return oneCall(p, tgopenai.NewModel(oai.Client{}, tgopenai.ModelOptions{}).Info(), resp.ID, tgopenai.Calls(&resp, tools.Tools()))
 }
 
 func (responsesAdapter) Output(callID string, res *guard.Result) (json.RawMessage, error) {
@@ -125,7 +125,7 @@ func (anthropicAdapter) Call(p guard.Principal, tools *toolset.Set, responseID, 
 }
 
 func (anthropicAdapter) Output(callID string, res *guard.Result) (json.RawMessage, error) {
-	id, out, isError, ok := tganthropic.ResultText(tganthropic.Result(callID, res))
+	id, out, isError, ok := tganthropic.OutputText(tganthropic.Output(callID, res))
 	if !ok || id != callID {
 		return nil, errors.New("adapter produced no tool_result block")
 	}

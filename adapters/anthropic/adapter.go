@@ -1,4 +1,4 @@
-// Package anthropic adapts the Anthropic Messages API
+// Package tganthropic adapts the Anthropic Messages API
 // (github.com/anthropics/anthropic-sdk-go/v2) to the guard: tool_use blocks
 // become canonical proposals with their execution context, guard results
 // become one user message of tool_result blocks whose content is the
@@ -13,13 +13,12 @@
 // sees it. A schema that is not strict, such as a remote MCP tool's, gives
 // an absent member its own meaning, and nothing is filled.
 //
-// Import it under a name of your choice next to the SDK, e.g.
+// The package is named tganthropic, so it needs no alias next to the SDK:
 //
-//	import tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
-package anthropic
+//	import "github.com/toolguard/toolguard/adapters/anthropic"
+package tganthropic
 
 import (
-	"encoding/json"
 	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -66,18 +65,18 @@ func Calls(msg *sdk.Message, tools []toolset.Declared) []provider.ToolCall {
 			continue
 		}
 		name := ToolName(b)
-		calls = append(calls, provider.ToolCall{ID: b.ID, Name: name, Arguments: fill(tools, name, b.Input)})
+		calls = append(calls, provider.ToolCall{ID: b.ID, Name: name, Arguments: string(provider.FillArgs(tools, name, b.Input))})
 	}
 	return calls
 }
 
-func fill(tools []toolset.Declared, name string, input json.RawMessage) string {
-	for _, t := range tools {
-		if t.Name() == name && t.Schema().Strict() {
-			return string(provider.FillNulls(t.Schema().Map(), input))
-		}
-	}
-	return string(input)
+// Proposal returns the canonical proposal of a tool_use block: its tool
+// (ToolName) and its input, with absent nullable members of the tool's
+// strict schema filled with null (there is no strict mode here; contract
+// section 8). tools are the tools the request offered.
+func Proposal(block sdk.ContentBlockUnion, tools []toolset.Declared) guard.Proposal {
+	name := ToolName(block)
+	return guard.Proposal{Name: name, Arguments: provider.FillArgs(tools, name, block.Input)}
 }
 
 // Call returns the guard call of a tool_use block for the principal, which
@@ -85,28 +84,26 @@ func fill(tools []toolset.Declared, name string, input json.RawMessage) string {
 // (guard.ExecutionContext.Scope): a write the model repeats in the scope is
 // the same operation and replays. "" names no scope. tools as in Calls.
 func Call(p guard.Principal, scope string, msg *sdk.Message, block sdk.ContentBlockUnion, tools []toolset.Declared) guard.Call {
-	name := ToolName(block)
-	c := guard.Call{Principal: p, Proposal: guard.Proposal{Name: name, Arguments: []byte(fill(tools, name, block.Input))},
-		Context: Context(msg.ID, block.ID)}
+	c := guard.Call{Principal: p, Proposal: Proposal(block, tools), Context: Context(msg.ID, block.ID)}
 	c.Context.Scope = scope
 	return c
 }
 
-// Result returns the tool_result block answering toolUseID: its content is
+// Output returns the tool_result block answering toolUseID: its content is
 // the tool-model-result-v2 JSON, is_error is set when the code is not OK.
-func Result(toolUseID string, res *guard.Result) sdk.ContentBlockParamUnion {
+func Output(toolUseID string, res *guard.Result) sdk.ContentBlockParamUnion {
 	return sdk.NewToolResultBlock(toolUseID, res.String(), res.Code != guard.CodeOK)
 }
 
-// Results returns the one user message that answers every tool_use block
-// of a message, in order.
-func Results(blocks ...sdk.ContentBlockParamUnion) sdk.MessageParam {
+// Outputs returns the one user message that answers every tool_use block
+// of a message, in order: the blocks Output made.
+func Outputs(blocks ...sdk.ContentBlockParamUnion) sdk.MessageParam {
 	return sdk.NewUserMessage(blocks...)
 }
 
-// ResultText returns the tool_use id, text and is_error of a block made by
-// Result, and false for any other block.
-func ResultText(block sdk.ContentBlockParamUnion) (toolUseID, text string, isError, ok bool) {
+// OutputText returns the tool_use id, text and is_error of a block made by
+// Output, and false for any other block.
+func OutputText(block sdk.ContentBlockParamUnion) (toolUseID, text string, isError, ok bool) {
 	r := block.OfToolResult
 	if r == nil || len(r.Content) != 1 || r.Content[0].OfText == nil {
 		return "", "", false, false

@@ -1,4 +1,4 @@
-package anthropic_test
+package tganthropic_test
 
 import (
 	"context"
@@ -36,7 +36,7 @@ func Example() {
 		anthropictest.Turn{Text: "I greeted Ada."},
 	)
 	defer srv.Close()
-	client := sdk.NewClient(option.WithBaseURL(srv.URL()), option.WithAPIKey("offline"))
+	client := sdk.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline"))
 
 	mr, _ := miniredis.Run()
 	defer mr.Close()
@@ -80,9 +80,9 @@ func Example() {
 				detail = res.Message
 			}
 			fmt.Printf("%s(%s) -> %s %s\n", block.Name, block.Input, res.Code, detail)
-			results = append(results, tganthropic.Result(block.ID, res))
+			results = append(results, tganthropic.Output(block.ID, res))
 		}
-		params.Messages = append(params.Messages, tganthropic.Results(results...))
+		params.Messages = append(params.Messages, tganthropic.Outputs(results...))
 	}
 	for _, r := range srv.Requests()[1].ToolResults() {
 		fmt.Println("tool_result is_error:", r.IsError)

@@ -1,4 +1,4 @@
-package anthropic
+package tganthropic
 
 import (
 	"context"
@@ -74,7 +74,7 @@ func (m *Model) OutputItems(outs []provider.Output) []json.RawMessage {
 	for _, o := range outs {
 		blocks = append(blocks, sdk.NewToolResultBlock(o.CallID, o.Result, !o.OK))
 	}
-	return []json.RawMessage{provider.Item(Results(blocks...))}
+	return []json.RawMessage{provider.Item(Outputs(blocks...))}
 }
 
 // Turn implements provider.Provider: one request, streamed and accumulated

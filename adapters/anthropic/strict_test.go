@@ -1,4 +1,4 @@
-package anthropic_test
+package tganthropic_test
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-// Package chat adapts the OpenAI Chat Completions API
+// Package tgchat adapts the OpenAI Chat Completions API
 // (github.com/openai/openai-go/v3, client.Chat.Completions) to the guard:
 // an assistant message's tool_calls become canonical proposals with their
 // execution context, guard results become role "tool" messages whose
@@ -6,10 +6,10 @@
 // function tools. Model is the same API as package agentloop's provider,
 // streamed through the SDK's ChatCompletionAccumulator.
 //
-// Import it under a name of your choice next to openai-go, e.g.
+// The package is named tgchat, so it needs no alias next to openai-go:
 //
-//	import tgchat "github.com/toolguard/toolguard/adapters/chat"
-package chat
+//	import "github.com/toolguard/toolguard/adapters/chat"
+package tgchat
 
 import (
 	oai "github.com/openai/openai-go/v3"
@@ -71,22 +71,13 @@ func Calls(msg oai.ChatCompletionMessage, tools []toolset.Declared) []provider.T
 			continue
 		}
 		calls = append(calls, provider.ToolCall{ID: tc.ID, Name: tc.Function.Name,
-			Arguments: fill(tools, tc.Function.Name, tc.Function.Arguments)})
+			Arguments: string(provider.FillArgs(tools, tc.Function.Name, []byte(tc.Function.Arguments)))})
 	}
 	return calls
 }
 
 // fill fills absent nullable members of a call to a known tool whose
 // schema is strict.
-func fill(tools []toolset.Declared, name, args string) string {
-	for _, t := range tools {
-		if t.Name() == name && t.Schema().Strict() {
-			return string(provider.FillNulls(t.Schema().Map(), []byte(args)))
-		}
-	}
-	return args
-}
-
 // Output returns the role "tool" message answering callID with the
 // result: its content is the tool-model-result-v2 JSON.
 func Output(callID string, res *guard.Result) oai.ChatCompletionMessageParamUnion {

@@ -1,4 +1,4 @@
-package chat_test
+package tgchat_test
 
 import (
 	"encoding/json"

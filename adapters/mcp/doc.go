@@ -1,4 +1,4 @@
-// Package mcp carries guarded tool calls over the Model Context Protocol
+// Package tgmcp carries guarded tool calls over the Model Context Protocol
 // (github.com/modelcontextprotocol/go-sdk), both ways.
 //
 // # Serving a guarded toolset
@@ -59,4 +59,4 @@
 // RemoteTools.Set (or toolset.New) makes them a toolset.Set that
 // agentloop.New takes like any other: the provider adapters offer them
 // with that schema as is, without strict mode.
-package mcp
+package tgmcp

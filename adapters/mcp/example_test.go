@@ -1,4 +1,4 @@
-package mcp_test
+package tgmcp_test
 
 import (
 	"context"

@@ -1,13 +1,13 @@
-// Package openai adapts the OpenAI Responses API (github.com/openai/openai-go/v3)
+// Package tgopenai adapts the OpenAI Responses API (github.com/openai/openai-go/v3)
 // to the guard: function_call output items become canonical proposals with
 // their execution context, guard results become function_call_output input
 // items whose output is the tool-model-result-v2 JSON, and a toolset becomes
 // strict function tool definitions.
 //
-// Import it under a name of your choice next to openai-go, e.g.
+// The package is named tgopenai, so it needs no alias next to openai-go:
 //
-//	import tgopenai "github.com/toolguard/toolguard/adapters/openai"
-package openai
+//	import "github.com/toolguard/toolguard/adapters/openai"
+package tgopenai
 
 import (
 	"encoding/json"
@@ -54,17 +54,20 @@ const KindCustom = "custom"
 
 // Calls returns the tool calls of a response in order, as package agentloop
 // runs them (contract section 8): function calls with their arguments (a
-// namespaced one under its qualified ToolName); a function call whose
+// namespaced one under its qualified ToolName; absent nullable members of
+// a strict tool's schema filled with null, as every adapter's Calls does:
+// tools are the tools the request offered); a function call whose
 // status is in_progress or incomplete answered INVALID_ARGUMENTS without
 // running; a custom tool call answered UNKNOWN_TOOL (only function tools
 // are offered). None is dropped.
-func Calls(resp *responses.Response) []provider.ToolCall {
+func Calls(resp *responses.Response, tools []toolset.Declared) []provider.ToolCall {
 	var calls []provider.ToolCall
 	for _, item := range resp.Output {
 		switch item.Type {
 		case "function_call":
 			fc := item.AsFunctionCall()
-			c := provider.ToolCall{ID: fc.CallID, Name: ToolName(fc), Arguments: fc.Arguments}
+			name := ToolName(fc)
+			c := provider.ToolCall{ID: fc.CallID, Name: name, Arguments: string(provider.FillArgs(tools, name, []byte(fc.Arguments)))}
 			if fc.Status == "in_progress" || fc.Status == "incomplete" {
 				c.Answer = provider.Invalid("The call was not complete (status " + string(fc.Status) + "); nothing was run. Call the tool again with complete arguments.")
 			}

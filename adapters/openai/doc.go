@@ -21,4 +21,4 @@
 // The package example runs this loop against an in-memory fake Responses
 // server (package openaitest); package agentloop is the same loop with
 // approvals, pause and resume, and the status tool.
-package openai
+package tgopenai

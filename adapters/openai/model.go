@@ -1,4 +1,4 @@
-package openai
+package tgopenai
 
 import (
 	"context"
@@ -141,7 +141,7 @@ func (m *Model) stream(ctx context.Context, params responses.ResponseNewParams, 
 // output as input items for a loop that keeps the conversation.
 func (m *Model) reply(resp *responses.Response, tools []toolset.Declared) *provider.Reply {
 	rep := &provider.Reply{ID: resp.ID, Model: resp.Model, InputTokens: resp.Usage.InputTokens,
-		OutputTokens: resp.Usage.OutputTokens, Text: resp.OutputText(), Calls: Calls(resp)}
+		OutputTokens: resp.Usage.OutputTokens, Text: resp.OutputText(), Calls: Calls(resp, tools)}
 	if m.opts.Stateless {
 		for _, item := range resp.Output {
 			rep.Items = append(rep.Items, json.RawMessage(item.RawJSON()))

@@ -1,4 +1,4 @@
-package openai_test
+package tgopenai_test
 
 import (
 	"encoding/json"

@@ -132,9 +132,13 @@ func NewServer(turns ...Turn) *Server {
 // Close shuts the server down.
 func (s *Server) Close() { s.srv.Close() }
 
-// URL is the URL to pass to option.WithBaseURL; the SDK posts to
-// /v1/messages under it.
+// URL returns the server root, e.g. "http://127.0.0.1:12345".
 func (s *Server) URL() string { return s.srv.URL }
+
+// BaseURL returns the base URL to pass to option.WithBaseURL: the server
+// root, as the real "https://api.anthropic.com" is; the SDK posts to
+// /v1/messages under it.
+func (s *Server) BaseURL() string { return s.srv.URL }
 
 // Enqueue appends turns to the script.
 func (s *Server) Enqueue(turns ...Turn) { s.script.Enqueue(turns...) }

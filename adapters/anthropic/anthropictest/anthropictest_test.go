@@ -13,7 +13,7 @@ import (
 )
 
 func client(srv *anthropictest.Server) sdk.Client {
-	return sdk.NewClient(option.WithBaseURL(srv.URL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
+	return sdk.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
 }
 
 // A scripted reply reads the same through the SDK streamed (accumulated)

@@ -137,7 +137,11 @@ func NewServer(turns ...Turn) *Server {
 // Close shuts the server down.
 func (s *Server) Close() { s.srv.Close() }
 
-// BaseURL is the URL to pass to option.WithBaseURL (the root and "/v1").
+// URL returns the server root, e.g. "http://127.0.0.1:12345".
+func (s *Server) URL() string { return s.srv.URL }
+
+// BaseURL returns the base URL to pass to option.WithBaseURL: the server
+// root followed by "/v1", as the real "https://api.openai.com/v1/" is.
 func (s *Server) BaseURL() string { return s.srv.URL + "/v1" }
 
 // Enqueue appends turns to the script.

@@ -143,7 +143,7 @@ var providers = map[string]providerKind{
 				}
 				return out
 			})...)
-			client := sdk.NewClient(aoption.WithBaseURL(srv.URL()), aoption.WithAPIKey("offline"))
+			client := sdk.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("offline"))
 			return tganthropic.NewModel(client, tganthropic.ModelOptions{Name: "scripted-model"}), srv.Close
 		},
 	},
