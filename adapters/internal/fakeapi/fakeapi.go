@@ -1,5 +1,5 @@
-// Package fakeapi holds what the fake provider servers (chattest,
-// anthropictest) share: a script of turns consumed in order, a log of the
+// Package fakeapi holds what the fake provider servers (openaitest,
+// chattest, anthropictest) share: a script of turns consumed in order, a log of the
 // requests received, and the writing of JSON replies and server-sent
 // events.
 package fakeapi
@@ -72,11 +72,21 @@ func (s *Script[T, R]) Remaining() int {
 	return len(s.turns) - s.next
 }
 
-// Record appends a request to the log.
-func (s *Script[T, R]) Record(r R) {
+// Record appends a request to the log and returns its index.
+func (s *Script[T, R]) Record(r R) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.requests = append(s.requests, r)
+	return len(s.requests) - 1
+}
+
+// Update changes the logged request at index i, under the script's lock:
+// what a fake learns of a request after logging it (its status, the
+// response it got).
+func (s *Script[T, R]) Update(i int, f func(*R)) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	f(&s.requests[i])
 }
 
 // Requests returns the requests recorded so far, in order.

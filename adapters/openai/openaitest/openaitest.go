@@ -88,6 +88,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/toolguard/toolguard/adapters/internal/fakeapi"
 )
 
 // ExhaustedText is the text of the assistant message the server replies with
@@ -298,14 +300,11 @@ type issued struct {
 // Server is a fake OpenAI Responses API server playing a scripted model.
 // It is safe for concurrent use.
 type Server struct {
-	srv *httptest.Server
+	srv    *httptest.Server
+	script *fakeapi.Script[Turn, Request]
 
 	mu            sync.Mutex
-	turns         []Turn
-	next          int
-	requests      []Request
-	responses     map[string]issued
-	counters      map[string]int
+	responses     map[string]issued // the responses issued, by id
 	validateTools bool
 }
 
@@ -313,9 +312,8 @@ type Server struct {
 // when done.
 func NewServer(turns ...Turn) *Server {
 	s := &Server{
-		turns:         append([]Turn(nil), turns...),
+		script:        fakeapi.NewScript[Turn, Request](turns),
 		responses:     make(map[string]issued),
-		counters:      make(map[string]int),
 		validateTools: true,
 	}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
@@ -341,18 +339,10 @@ func (s *Server) BaseURL() string { return s.srv.URL + "/v1" }
 func (s *Server) Client() *http.Client { return s.srv.Client() }
 
 // Enqueue appends turns to the end of the script.
-func (s *Server) Enqueue(turns ...Turn) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.turns = append(s.turns, turns...)
-}
+func (s *Server) Enqueue(turns ...Turn) { s.script.Enqueue(turns...) }
 
 // Remaining returns the number of scripted turns not yet consumed.
-func (s *Server) Remaining() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return len(s.turns) - s.next
-}
+func (s *Server) Remaining() int { return s.script.Remaining() }
 
 // SetValidateToolOutputs turns the function-call bookkeeping checks on (the
 // default) or off: a function_call_output without call_id or with an unknown
@@ -367,10 +357,8 @@ func (s *Server) SetValidateToolOutputs(on bool) {
 // Requests returns every request received so far, in arrival order,
 // including rejected ones.
 func (s *Server) Requests() []Request {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	out := make([]Request, len(s.requests))
-	for i, r := range s.requests {
+	out := s.script.Requests()
+	for i, r := range out {
 		r.Header = r.Header.Clone()
 		r.Input = append([]InputItem(nil), r.Input...)
 		r.Tools = append([]Tool(nil), r.Tools...)
@@ -379,15 +367,16 @@ func (s *Server) Requests() []Request {
 	return out
 }
 
-// newID returns a fresh deterministic id such as "resp_0001". Callers hold
-// s.mu.
-func (s *Server) newID(prefix string) string {
-	s.counters[prefix]++
-	return fmt.Sprintf("%s_%04d", prefix, s.counters[prefix])
-}
+// newID returns a fresh deterministic id such as "resp_0001".
+func (s *Server) newID(prefix string) string { return s.script.NewID(prefix) }
 
-// record updates the recorded request idx. Callers hold s.mu.
-func (s *Server) record(idx int, f func(*Request)) { f(&s.requests[idx]) }
+// refusal is a request the server answers with an error, as the real API
+// would.
+type refusal struct {
+	status int
+	body   ErrorBody
+	header http.Header
+}
 
 func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(r.Body)
@@ -395,122 +384,32 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return
 	}
-	req := Request{
-		Method: r.Method,
-		Path:   r.URL.Path,
-		Header: r.Header.Clone(),
-		Body:   json.RawMessage(body),
-		Turn:   -1,
-	}
-
-	s.mu.Lock()
-	idx := len(s.requests)
-	s.requests = append(s.requests, req)
+	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: json.RawMessage(body), Turn: -1}
+	idx := s.script.Record(req)
 	reqID := s.newID("req")
-	fail := func(status int, e ErrorBody, h http.Header) {
-		s.record(idx, func(rr *Request) { rr.StatusCode = status })
-		s.mu.Unlock()
-		writeError(w, reqID, status, e, h)
+	fail := func(f *refusal) {
+		s.script.Update(idx, func(rr *Request) { rr.StatusCode = f.status })
+		writeError(w, reqID, f.status, f.body, f.header)
 	}
-
-	if r.URL.Path != "/v1/responses" && r.URL.Path != "/responses" {
-		fail(http.StatusNotFound, ErrorBody{
-			Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path),
-			Type:    "invalid_request_error",
-		}, nil)
+	wr, f := s.check(r, body, &req)
+	s.script.Update(idx, func(rr *Request) { *rr = req })
+	if f != nil {
+		fail(f)
 		return
 	}
-	if r.Method != http.MethodPost {
-		fail(http.StatusMethodNotAllowed, ErrorBody{
-			Message: fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, r.URL.Path),
-			Type:    "invalid_request_error",
-		}, nil)
-		return
-	}
-	if key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || strings.TrimSpace(key) == "" {
-		fail(http.StatusUnauthorized, ErrorBody{
-			Message: "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
-			Type:    "invalid_request_error",
-		}, nil)
-		return
-	}
-	wr, err := decodeRequest(body, &req)
-	if err != nil {
-		fail(http.StatusBadRequest, ErrorBody{
-			Message: "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.) Error: " + err.Error(),
-			Type:    "invalid_request_error",
-		}, nil)
-		return
-	}
-	s.requests[idx] = req
-	if req.Model == "" {
-		fail(http.StatusBadRequest, ErrorBody{
-			Message: "Missing required parameter: 'model'.",
-			Type:    "invalid_request_error",
-			Param:   "model",
-			Code:    "missing_required_parameter",
-		}, nil)
-		return
-	}
-
-	var prev issued
-	if req.PreviousResponseID != "" {
-		p, ok := s.responses[req.PreviousResponseID]
-		if !ok || !p.stored {
-			fail(http.StatusBadRequest, ErrorBody{
-				Message: fmt.Sprintf("Previous response with id '%s' not found.", req.PreviousResponseID),
-				Type:    "invalid_request_error",
-				Param:   "previous_response_id",
-				Code:    "previous_response_not_found",
-			}, nil)
-			return
-		}
-		prev = p
-	}
-	if e := checkReasoning(req); e != nil {
-		fail(http.StatusBadRequest, *e, nil)
-		return
-	}
-	if s.validateTools {
-		if e := checkToolOutputs(prev.callIDs, req.Input); e != nil {
-			fail(http.StatusBadRequest, *e, nil)
-			return
-		}
-	}
-
-	// Pick the turn.
-	var turn *Turn
-	if s.next < len(s.turns) {
-		t := s.turns[s.next]
-		turn = &t
-		req.Turn = s.next
-		s.requests[idx].Turn = s.next
-		s.next++
-	}
-	s.mu.Unlock()
-
-	if turn != nil && turn.Respond != nil {
-		turn = turn.Respond(req)
-	}
-	if turn == nil {
-		turn = &Turn{Text: ExhaustedText}
-	}
-
-	s.mu.Lock()
+	turn := s.turn(idx, &req)
 	if turn.Status != 0 {
-		fail(turn.Status, errorFor(turn.Status, turn.Error), turn.Header)
+		fail(&refusal{turn.Status, errorFor(turn.Status, turn.Error), turn.Header})
 		return
 	}
+	s.mu.Lock()
 	resp := s.buildResponse(turn, wr, &req, len(body))
-	s.responses[resp.ID] = issued{
-		stored:  req.Store == nil || *req.Store,
-		callIDs: resp.callIDs,
-	}
-	s.record(idx, func(rr *Request) {
+	s.responses[resp.ID] = issued{stored: req.Store == nil || *req.Store, callIDs: resp.callIDs}
+	s.mu.Unlock()
+	s.script.Update(idx, func(rr *Request) {
 		rr.StatusCode = http.StatusOK
 		rr.ResponseID = resp.ID
 	})
-	s.mu.Unlock()
 
 	h := w.Header()
 	h.Set("x-request-id", reqID)
@@ -520,9 +419,77 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 		writeStream(w, resp)
 		return
 	}
-	h.Set("Content-Type", "application/json")
-	w.WriteHeader(http.StatusOK)
-	_ = json.NewEncoder(w).Encode(resp)
+	fakeapi.WriteJSON(w, http.StatusOK, resp)
+}
+
+// check validates a request as the real API does before it consumes a
+// turn: the path, the method, an API key, JSON, a model, a previous
+// response that was stored, reasoning items and the function-call
+// bookkeeping. It fills req from the body.
+func (s *Server) check(r *http.Request, body []byte, req *Request) (*wireRequest, *refusal) {
+	bad := func(status int, e ErrorBody) (*wireRequest, *refusal) { return nil, &refusal{status: status, body: e} }
+	if r.URL.Path != "/v1/responses" && r.URL.Path != "/responses" {
+		return bad(http.StatusNotFound, ErrorBody{Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), Type: "invalid_request_error"})
+	}
+	if r.Method != http.MethodPost {
+		return bad(http.StatusMethodNotAllowed, ErrorBody{Message: fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, r.URL.Path), Type: "invalid_request_error"})
+	}
+	if key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || strings.TrimSpace(key) == "" {
+		return bad(http.StatusUnauthorized, ErrorBody{
+			Message: "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
+			Type:    "invalid_request_error",
+		})
+	}
+	wr, err := decodeRequest(body, req)
+	if err != nil {
+		return bad(http.StatusBadRequest, ErrorBody{
+			Message: "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.) Error: " + err.Error(),
+			Type:    "invalid_request_error",
+		})
+	}
+	if req.Model == "" {
+		return bad(http.StatusBadRequest, ErrorBody{Message: "Missing required parameter: 'model'.", Type: "invalid_request_error",
+			Param: "model", Code: "missing_required_parameter"})
+	}
+	s.mu.Lock()
+	prev, found := s.responses[req.PreviousResponseID]
+	validate := s.validateTools
+	s.mu.Unlock()
+	if req.PreviousResponseID != "" && (!found || !prev.stored) {
+		return bad(http.StatusBadRequest, ErrorBody{
+			Message: fmt.Sprintf("Previous response with id '%s' not found.", req.PreviousResponseID),
+			Type:    "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found",
+		})
+	}
+	if e := checkReasoning(*req); e != nil {
+		return bad(http.StatusBadRequest, *e)
+	}
+	if validate {
+		if e := checkToolOutputs(prev.callIDs, req.Input); e != nil {
+			return bad(http.StatusBadRequest, *e)
+		}
+	}
+	return wr, nil
+}
+
+// turn consumes the turn that answers the request logged at idx: the next
+// scripted one (or what its Respond makes of the request), or, once the
+// script is exhausted, a plain ExhaustedText message.
+func (s *Server) turn(idx int, req *Request) *Turn {
+	t, n, ok := s.script.Take()
+	if !ok {
+		return &Turn{Text: ExhaustedText}
+	}
+	req.Turn = n
+	s.script.Update(idx, func(rr *Request) { rr.Turn = n })
+	turn := &t
+	if turn.Respond != nil {
+		turn = turn.Respond(*req)
+	}
+	if turn == nil {
+		turn = &Turn{Text: ExhaustedText}
+	}
+	return turn
 }
 
 // checkReasoning rejects, as the real API does, a reasoning input item
@@ -923,7 +890,7 @@ func orNull(raw json.RawMessage) json.RawMessage {
 	return raw
 }
 
-// buildResponse builds the completed response for turn. Callers hold s.mu.
+// buildResponse builds the completed response for turn.
 func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputBytes int) *wireResponse {
 	now := time.Now().Unix()
 	resp := &wireResponse{
@@ -1038,21 +1005,13 @@ func tokens(n int) int { return (n + 3) / 4 }
 
 // writeStream writes resp as a server-sent event stream.
 func writeStream(w http.ResponseWriter, resp *wireResponse) {
-	h := w.Header()
-	h.Set("Content-Type", "text/event-stream; charset=utf-8")
-	h.Set("Cache-Control", "no-cache")
-	w.WriteHeader(http.StatusOK)
-	flusher, _ := w.(http.Flusher)
+	sse := fakeapi.StartSSE(w)
 	seq := 0
 	emit := func(typ string, fields map[string]any) {
 		fields["type"] = typ
 		fields["sequence_number"] = seq
 		seq++
-		data, _ := json.Marshal(fields)
-		fmt.Fprintf(w, "event: %s\ndata: %s\n\n", typ, data)
-		if flusher != nil {
-			flusher.Flush()
-		}
+		sse.Event(typ, fields)
 	}
 
 	pending := *resp
