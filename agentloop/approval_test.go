@@ -36,7 +36,7 @@ func pauseScript() []openaitest.Turn {
 }
 
 // pause runs pauseScript without an approver and checks the pause.
-func pause(t *testing.T, w *world, loop *agentloop.Loop) *agentloop.Result {
+func pause(t *testing.T, w *world, loop *agentloop.Loop) *agentloop.RunResult {
 	t.Helper()
 	n := len(w.srv.Requests())
 	w.srv.Enqueue(pauseScript()...)
@@ -243,10 +243,10 @@ func TestResumeRejectsMismatchedGrants(t *testing.T) {
 	cases := []struct {
 		name string
 		// prepare returns the state to resume and the approval to give.
-		prepare func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval)
+		prepare func(t *testing.T, loop *agentloop.Loop, res *agentloop.RunResult) (*agentloop.State, agentloop.Approval)
 		code    guard.Code
 	}{
-		{"grant for other arguments", func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval) {
+		{"grant for other arguments", func(t *testing.T, loop *agentloop.Loop, res *agentloop.RunResult) (*agentloop.State, agentloop.Approval) {
 			other := res.Pending[0]
 			other.Arguments = damaged
 			other.Fingerprint = guard.Fingerprint(refundTool, damaged)
@@ -256,7 +256,7 @@ func TestResumeRejectsMismatchedGrants(t *testing.T) {
 			}
 			return res.State, agentloop.Approval{CallID: "w1", Grant: tok}
 		}, guard.CodeApprovalInvalid},
-		{"tampered pending", func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval) {
+		{"tampered pending", func(t *testing.T, loop *agentloop.Loop, res *agentloop.RunResult) (*agentloop.State, agentloop.Approval) {
 			st := editState(t, res.State, func(m map[string]any) {
 				p := m["pending"].([]any)[0].(map[string]any)
 				p["arguments"] = damaged
@@ -268,7 +268,7 @@ func TestResumeRejectsMismatchedGrants(t *testing.T) {
 			}
 			return st, agentloop.Approval{CallID: "w1", Grant: tok}
 		}, guard.CodeApprovalInvalid},
-		{"tampered call", func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval) {
+		{"tampered call", func(t *testing.T, loop *agentloop.Loop, res *agentloop.RunResult) (*agentloop.State, agentloop.Approval) {
 			// The human approves what Pending shows; the state's call says
 			// something else. The call id is bound to the original intent.
 			st := editState(t, res.State, func(m map[string]any) {
@@ -280,7 +280,7 @@ func TestResumeRejectsMismatchedGrants(t *testing.T) {
 			}
 			return st, agentloop.Approval{CallID: "w1", Grant: tok}
 		}, guard.CodeCallIDConflict},
-		{"tampered principal", func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval) {
+		{"tampered principal", func(t *testing.T, loop *agentloop.Loop, res *agentloop.RunResult) (*agentloop.State, agentloop.Approval) {
 			other := res.Pending[0]
 			other.Principal = user2
 			tok, err := loop.Grant(other, "ann")
@@ -289,14 +289,14 @@ func TestResumeRejectsMismatchedGrants(t *testing.T) {
 			}
 			return res.State, agentloop.Approval{CallID: "w1", Grant: tok}
 		}, guard.CodeApprovalInvalid},
-		{"forged token", func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval) {
+		{"forged token", func(t *testing.T, loop *agentloop.Loop, res *agentloop.RunResult) (*agentloop.State, agentloop.Approval) {
 			tok, err := loop.Grant(res.Pending[0], "ann")
 			if err != nil {
 				t.Fatal(err)
 			}
 			return res.State, agentloop.Approval{CallID: "w1", Grant: tok[:len(tok)-2] + "AA"}
 		}, guard.CodeApprovalInvalid},
-		{"empty token", func(t *testing.T, loop *agentloop.Loop, res *agentloop.Result) (*agentloop.State, agentloop.Approval) {
+		{"empty token", func(t *testing.T, loop *agentloop.Loop, res *agentloop.RunResult) (*agentloop.State, agentloop.Approval) {
 			return res.State, agentloop.Approval{CallID: "w1"}
 		}, guard.CodeApprovalRequired},
 	}

@@ -103,12 +103,10 @@ type Options struct {
 	AgentName string
 }
 
-// Store is what the loop keeps its records in: a guard.Store whose audit
-// log can be read back (idem.Store and memstore.Store are both).
-type Store interface {
-	guard.Store
-	audit.Log
-}
+// Store is what the loop keeps its records in: audit.Store, a guard.Store
+// whose audit log can be read back (idem.Store and memstore.Store are
+// both).
+type Store = audit.Store
 
 // Loop runs agent turns against a model provider with every tool call
 // going through a guard. It is safe for concurrent use by several runs.

@@ -497,7 +497,7 @@ func TestConcurrentRunsSameRunID(t *testing.T) {
 	appr := &approver{}
 	loop := w.loop(agentloop.Options{Approver: appr})
 	var wg sync.WaitGroup
-	results := make([]*agentloop.Result, runs)
+	results := make([]*agentloop.RunResult, runs)
 	errs := make([]error, runs)
 	for i := range runs {
 		wg.Go(func() {

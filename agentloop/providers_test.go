@@ -274,7 +274,7 @@ func TestEveryProviderEndsHonestly(t *testing.T) {
 				svc := orders.NewService()
 				loop := agentloop.New(f.model(), orders.Tools(svc), agentloop.Options{Approver: &approver{}})
 				for _, stream := range []bool{false, true} {
-					var res *agentloop.Result
+					var res *agentloop.RunResult
 					var err error
 					if stream {
 						f = newFake(t, name,
@@ -307,9 +307,9 @@ func TestEveryProviderEndsHonestly(t *testing.T) {
 // collect drains a stream, checking its shape: text deltas arrive before
 // the end and add up to the messages, each call is yielded before its
 // result, and the end carries the result.
-func collect(t *testing.T, events func(func(agentloop.Event, error) bool), calledBefore ...string) (*agentloop.Result, error) {
+func collect(t *testing.T, events func(func(agentloop.Event, error) bool), calledBefore ...string) (*agentloop.RunResult, error) {
 	t.Helper()
-	var res *agentloop.Result
+	var res *agentloop.RunResult
 	var deltas, messages strings.Builder
 	called := map[string]bool{}
 	for _, id := range calledBefore { // a resumed run answers calls made before the pause

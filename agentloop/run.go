@@ -26,7 +26,7 @@ type RunStatus string
 // The run statuses.
 const (
 	StatusCompleted RunStatus = "completed" // the model gave a final message
-	StatusPaused    RunStatus = "paused"    // writes wait for approval: see Result.State
+	StatusPaused    RunStatus = "paused"    // writes wait for approval: see RunResult.State
 	StatusMaxTurns  RunStatus = "max_turns" // the turn limit was reached
 	// StatusIncomplete: the reply was cut short (an output token limit,
 	// the context window; Responses status incomplete, Chat
@@ -39,8 +39,8 @@ const (
 	StatusFailed RunStatus = "failed"
 )
 
-// Result is the end of a run (or of the part of it until a pause).
-type Result struct {
+// RunResult is the end of a run (or of the part of it until a pause).
+type RunResult struct {
 	RunID  string
 	Status RunStatus
 	// Reason is the provider's word for an ending other than completed
@@ -70,7 +70,7 @@ type RunOptions struct {
 // keeps failing after the client's retries, the context's end, a bad
 // principal or configuration. The Result returned with an error holds the
 // transcript so far.
-func (l *Loop) Run(ctx context.Context, p guard.Principal, input string, opts ...RunOptions) (*Result, error) {
+func (l *Loop) Run(ctx context.Context, p guard.Principal, input string, opts ...RunOptions) (*RunResult, error) {
 	return l.start(ctx, p, input, opts, nil)
 }
 
@@ -82,19 +82,19 @@ func (l *Loop) Run(ctx context.Context, p guard.Principal, input string, opts ..
 // run has a status to report, as a Resume that fails mid-way does).
 // Breaking out of the loop cancels the run: no further request is sent.
 func (l *Loop) Stream(ctx context.Context, p guard.Principal, input string, opts ...RunOptions) iter.Seq2[Event, error] {
-	return l.stream(ctx, func(ctx context.Context, sink func(Event)) (*Result, error) {
+	return l.stream(ctx, func(ctx context.Context, sink func(Event)) (*RunResult, error) {
 		return l.start(ctx, p, input, opts, sink)
 	})
 }
 
 // ResumeStream is Resume yielding events as Stream does.
 func (l *Loop) ResumeStream(ctx context.Context, p guard.Principal, st *State, approvals ...Approval) iter.Seq2[Event, error] {
-	return l.stream(ctx, func(ctx context.Context, sink func(Event)) (*Result, error) {
+	return l.stream(ctx, func(ctx context.Context, sink func(Event)) (*RunResult, error) {
 		return l.resume(ctx, p, st, approvals, sink)
 	})
 }
 
-func (l *Loop) stream(ctx context.Context, run func(context.Context, func(Event)) (*Result, error)) iter.Seq2[Event, error] {
+func (l *Loop) stream(ctx context.Context, run func(context.Context, func(Event)) (*RunResult, error)) iter.Seq2[Event, error] {
 	return func(yield func(Event, error) bool) {
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
@@ -123,7 +123,7 @@ type run struct {
 	sink func(Event) // Stream's consumer, nil for Run
 }
 
-func (l *Loop) start(ctx context.Context, p guard.Principal, input string, opts []RunOptions, sink func(Event)) (*Result, error) {
+func (l *Loop) start(ctx context.Context, p guard.Principal, input string, opts []RunOptions, sink func(Event)) (*RunResult, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
@@ -161,7 +161,7 @@ func (l *Loop) startRun(ctx context.Context, st *State) (context.Context, trace.
 		))
 }
 
-func endRun(span trace.Span, res *Result, err error) {
+func endRun(span trace.Span, res *RunResult, err error) {
 	if res != nil {
 		span.SetAttributes(attribute.String("toolguard.run.status", string(res.Status)), attribute.Int("toolguard.run.turns", res.Turns))
 	}
@@ -175,11 +175,11 @@ func endRun(span trace.Span, res *Result, err error) {
 // approvals: a grant (from Grant, or minted with the same signer key) or a
 // denial for each. The principal must be the run's, and the loop's
 // provider the one the run was started with.
-func (l *Loop) Resume(ctx context.Context, p guard.Principal, st *State, approvals ...Approval) (*Result, error) {
+func (l *Loop) Resume(ctx context.Context, p guard.Principal, st *State, approvals ...Approval) (*RunResult, error) {
 	return l.resume(ctx, p, st, approvals, nil)
 }
 
-func (l *Loop) resume(ctx context.Context, p guard.Principal, st *State, approvals []Approval, sink func(Event)) (*Result, error) {
+func (l *Loop) resume(ctx context.Context, p guard.Principal, st *State, approvals []Approval, sink func(Event)) (*RunResult, error) {
 	if l.err != nil {
 		return nil, l.err
 	}
@@ -251,8 +251,8 @@ func (r *run) emit(e Event) {
 	}
 }
 
-func (l *Loop) result(st *State, status RunStatus, output string) *Result {
-	r := &Result{RunID: st.RunID, Status: status, Output: output, Turns: st.Turn, Transcript: st.Transcript}
+func (l *Loop) result(st *State, status RunStatus, output string) *RunResult {
+	r := &RunResult{RunID: st.RunID, Status: status, Output: output, Turns: st.Turn, Transcript: st.Transcript}
 	if status == StatusPaused {
 		r.Pending, r.State = st.Pending, st
 	}
@@ -261,7 +261,7 @@ func (l *Loop) result(st *State, status RunStatus, output string) *Result {
 
 // drive runs model turns until a final message, a pause, the turn limit, a
 // reply that did not end normally, or an error.
-func (r *run) drive(ctx context.Context) (*Result, error) {
+func (r *run) drive(ctx context.Context) (*RunResult, error) {
 	l, st := r.l, r.st
 	for {
 		if st.Turn >= l.maxTurns {
@@ -287,7 +287,7 @@ func (r *run) drive(ctx context.Context) (*Result, error) {
 
 // turn is one model turn: the request, then the dispatch of its calls. It
 // returns a result when the run ends or pauses, and nil to go on.
-func (r *run) turn(ctx context.Context) (*Result, error) {
+func (r *run) turn(ctx context.Context) (*RunResult, error) {
 	l, st := r.l, r.st
 	req := provider.Request{Instructions: l.instr, Tools: l.offered, Items: st.Items, Chain: st.Chain}
 	if r.sink != nil {

@@ -38,7 +38,7 @@ type Event struct {
 	Result    json.RawMessage `json:"result,omitempty"` // the tool-model-result-v2 JSON
 	Text      string          `json:"text,omitempty"`
 	// Run is the run's Result, on EventEnd only.
-	Run *Result `json:"-"`
+	Run *RunResult `json:"-"`
 }
 
 // String renders the event as one readable transcript line.

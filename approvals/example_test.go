@@ -46,7 +46,7 @@ func Example() {
 	if _, err := store.Decide(ctx, lead, reqs[0].ID, agentloop.Decision{Approved: true}, false); err != nil {
 		fmt.Println(err)
 	}
-	worker := &approvals.Worker{Store: store, Loop: loop, Done: func(runID string, res *agentloop.Result, err error) {
+	worker := &approvals.Worker{Store: store, Loop: loop, Done: func(runID string, res *agentloop.RunResult, err error) {
 		fmt.Println(res.Status, res.Output, svc.SideEffects(), "draft")
 	}}
 	_, _ = worker.Once(ctx)

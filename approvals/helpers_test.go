@@ -100,7 +100,7 @@ func refundTurns() []openaitest.Turn {
 }
 
 // park runs the refund agent until it pauses and parks it.
-func (w *world) park(ctx context.Context) (*agentloop.Result, []*approvals.Request) {
+func (w *world) park(ctx context.Context) (*agentloop.RunResult, []*approvals.Request) {
 	w.t.Helper()
 	res, err := w.loop.Run(ctx, user1, "refund ORDER-7")
 	if err != nil {

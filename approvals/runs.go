@@ -24,7 +24,7 @@ var ErrNothingToPark = errors.New("approvals: the run is not paused for approval
 // without asking again (contract section 8), with the reason saying so.
 // When no request is left to a human, the run is ready at once. A Worker
 // resumes it.
-func (s *Store) Park(ctx context.Context, res *agentloop.Result) ([]*Request, error) {
+func (s *Store) Park(ctx context.Context, res *agentloop.RunResult) ([]*Request, error) {
 	if res == nil || res.Status != agentloop.StatusPaused || res.State == nil || len(res.State.Pending) == 0 {
 		return nil, ErrNothingToPark
 	}
@@ -97,7 +97,7 @@ type Worker struct {
 	// Done is told about every resumed run: its result (paused again, and
 	// parked again, or ended) or the error that stopped it, in which case
 	// the run is left claimed and tried again when its lease ends.
-	Done func(runID string, res *agentloop.Result, err error)
+	Done func(runID string, res *agentloop.RunResult, err error)
 	// Poll is how often Run looks for ready runs; default 500ms.
 	Poll time.Duration
 	// Lease bounds how long one resume may hold its run; default 10
@@ -266,7 +266,7 @@ func (w *Worker) resume(ctx context.Context, tenant, runID string) {
 	}
 }
 
-func (w *Worker) resume1(ctx context.Context, tenant, runID string) (*agentloop.Result, error) {
+func (w *Worker) resume1(ctx context.Context, tenant, runID string) (*agentloop.RunResult, error) {
 	s := w.Store
 	p, err := s.parked(ctx, tenant, runID)
 	if errors.Is(err, ErrNotFound) {

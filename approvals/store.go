@@ -54,11 +54,6 @@ type Request struct {
 	Reason    string        `json:"reason,omitempty"`
 }
 
-// Tools looks up the tools whose calls wait here; *toolset.Set is one.
-type Tools interface {
-	Lookup(name string) guard.Tool
-}
-
 // Options configures a Store.
 type Options struct {
 	// Prefix starts every key; default "toolguard:approvals:".
@@ -66,7 +61,7 @@ type Options struct {
 	// Tools tells which argument members each tool marks safe to show
 	// (guard.Tool's LoggedArguments). Without it, or for a tool it does not
 	// know, every member is shown only as its fingerprint.
-	Tools Tools
+	Tools guard.Tools
 	// TTL is how long a request waits for a decision; default 1 hour.
 	TTL time.Duration
 	// Retain is how long a request is kept after it expires, for the
@@ -82,7 +77,7 @@ type Options struct {
 type Store struct {
 	rdb    redis.UniversalClient
 	prefix string
-	tools  Tools
+	tools  guard.Tools
 	ttl    time.Duration
 	retain time.Duration
 	clock  guard.Clock

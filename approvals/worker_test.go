@@ -20,13 +20,13 @@ import (
 
 // outcome collects what a worker reports.
 type outcome struct {
-	results []*agentloop.Result
+	results []*agentloop.RunResult
 	errs    []error
 }
 
 func (w *world) worker(o *outcome) *approvals.Worker {
 	return &approvals.Worker{Store: w.store, Loop: w.loop, Lease: time.Minute,
-		Done: func(_ string, res *agentloop.Result, err error) {
+		Done: func(_ string, res *agentloop.RunResult, err error) {
 			o.results = append(o.results, res)
 			o.errs = append(o.errs, err)
 		}}
@@ -159,7 +159,7 @@ func TestWorkerAfterRestart(t *testing.T) {
 			t.Fatal(err)
 		}
 		var o2 outcome
-		wk2 := &approvals.Worker{Store: store2, Loop: loop2, Done: func(_ string, res *agentloop.Result, err error) {
+		wk2 := &approvals.Worker{Store: store2, Loop: loop2, Done: func(_ string, res *agentloop.RunResult, err error) {
 			o2.results, o2.errs = append(o2.results, res), append(o2.errs, err)
 		}}
 		if n, _ := wk2.Once(ctx); n != 0 {

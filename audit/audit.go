@@ -49,14 +49,18 @@ type Head struct {
 	Hash string
 }
 
-// Body is the fixed part of an audit record (guard.AuditBody, which the
-// guard writes). Principal, Context and Approval are its parts.
-type (
-	Body      = guard.AuditBody
-	Principal = guard.AuditPrincipal
-	Context   = guard.AuditContext
-	Approval  = guard.AuditApproval
-)
+// Body is the fixed part of an audit record: guard.AuditBody, which the
+// guard writes (its parts are guard.AuditPrincipal, AuditContext and
+// AuditApproval).
+type Body = guard.AuditBody
+
+// Store is a guard.Store whose audit log can be read back: what agentloop,
+// the case runner and the conformance suite (guardtest) keep records in.
+// idem.Store and memstore.Store are both.
+type Store interface {
+	guard.Store
+	Log
+}
 
 // Hash computes a record's hash: the hex SHA-1 of prev, seq, the hex
 // SHA-256 of the body, code, delivery and side effect, joined by newlines.

@@ -17,12 +17,9 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// Store is a guard.Store whose audit log can be read back, as every step's
-// record is checked.
-type Store interface {
-	guard.Store
-	audit.Log
-}
+// Store is audit.Store: a guard.Store whose audit log can be read back, as
+// every step's record is checked.
+type Store = audit.Store
 
 // World is what one case runs against. NewWorld returns a fresh one per case.
 type World struct {

@@ -183,10 +183,10 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 
 	// The worker resumes the run once it is decided, here or in any
 	// other process on the same Redis.
-	ended := make(chan *agentloop.Result, 1)
+	ended := make(chan *agentloop.RunResult, 1)
 	failed := make(chan error, 1)
 	worker := &approvals.Worker{Store: store, Loop: loop, Poll: 200 * time.Millisecond,
-		Done: func(runID string, res *agentloop.Result, err error) {
+		Done: func(runID string, res *agentloop.RunResult, err error) {
 			switch {
 			case err != nil:
 				failed <- err

@@ -143,7 +143,7 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool, se
 		return err
 	}
 	input := "Please refund my duplicate order ORDER-7."
-	var res *agentloop.Result
+	var res *agentloop.RunResult
 	if set.stream {
 		res, err = printStream(w, loop.Stream(ctx, principal, input))
 	} else {
@@ -160,7 +160,7 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool, se
 
 // printStream prints a streamed run: the model's text as it arrives, every
 // other event as its transcript line.
-func printStream(w io.Writer, events iter.Seq2[agentloop.Event, error]) (*agentloop.Result, error) {
+func printStream(w io.Writer, events iter.Seq2[agentloop.Event, error]) (*agentloop.RunResult, error) {
 	inText := false
 	for e, err := range events {
 		if err != nil {

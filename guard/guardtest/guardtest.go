@@ -26,12 +26,9 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// Store is what the suite tests: a guard.Store whose audit log can be read
-// back (audit.Log).
-type Store interface {
-	guard.Store
-	audit.Log
-}
+// Store is what the suite tests: audit.Store, a guard.Store whose audit
+// log can be read back.
+type Store = audit.Store
 
 // NewStore returns a fresh, empty store for one subtest.
 type NewStore func(t *testing.T) Store
