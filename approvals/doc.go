@@ -2,14 +2,14 @@
 // people decide them from a web page (or a JSON API), and resumes the runs
 // that waited.
 //
-// A Store holds pending requests in Redis, per tenant: each names the exact
+// A Queue holds pending requests in Redis, per tenant: each names the exact
 // intent (tool, the canonical arguments the tool marks safe to show, the
 // others as fingerprints, the intent's fingerprint), who asked, the run and
 // when it expires. Deciding is one atomic step (a Lua script): of two
 // approvers deciding at once one wins and the other is told who decided;
 // an expired or decided request is refused with the reason. Every request
 // and decision is appended to the package's own audit stream per tenant
-// (Store.Audit), naming who asked and who decided.
+// (Queue.Audit), naming who asked and who decided.
 //
 // Inbox is an http.Handler a host mounts in its own server: a list of the
 // approver's tenant's pending requests and a page per request with Approve
@@ -20,7 +20,7 @@
 // approves their own request unless allowed, and another tenant's request
 // is 404 as if it did not exist.
 //
-// A paused agentloop run is parked (Store.Park) with its state; when its
+// A paused agentloop run is parked (Queue.Park) with its state; when its
 // last pending request is decided a Worker, in any process, claims it
 // atomically, mints the grants (agentloop.Loop.Grant) and resumes it
 // (agentloop.Loop.Resume). Within a run an intent a human denied is not put

@@ -36,7 +36,7 @@ func Example() {
 	svc := orders.NewService()
 	tools := orders.Tools(svc)
 	loop := agentloop.New(tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test")), tgopenai.ModelOptions{}), tools, agentloop.Options{Store: guardStore})
-	store, _ := approvals.NewStore(rdb, approvals.Options{Tools: tools})
+	store, _ := approvals.NewQueue(rdb, approvals.Options{Tools: tools})
 
 	res, _ := loop.Run(ctx, guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}, "refund ORDER-7")
 	reqs, _ := store.Park(ctx, res)
@@ -46,7 +46,7 @@ func Example() {
 	if _, err := store.Decide(ctx, lead, reqs[0].ID, agentloop.Decision{Approved: true}, false); err != nil {
 		fmt.Println(err)
 	}
-	worker := &approvals.Worker{Store: store, Loop: loop, Done: func(runID string, res *agentloop.RunResult, err error) {
+	worker := &approvals.Worker{Queue: store, Loop: loop, Done: func(runID string, res *agentloop.RunResult, err error) {
 		fmt.Println(res.Status, res.Output, svc.SideEffects(), "draft")
 	}}
 	_, _ = worker.Once(ctx)

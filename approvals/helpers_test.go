@@ -37,7 +37,7 @@ type world struct {
 	svc    *orders.Service
 	rdb    redis.UniversalClient
 	loop   *agentloop.Loop
-	store  *approvals.Store
+	store  *approvals.Queue
 	now    time.Time
 	key    []byte // the signer's
 	prefix string
@@ -57,7 +57,7 @@ func newWorld(t *testing.T, rdb redis.UniversalClient, turns ...openaitest.Turn)
 	w.prefix = redistest.Prefix(t)
 	w.loop = agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), tools, agentloop.Options{Store: w.guardStore(rdb), Signer: signer})
 	var err error
-	w.store, err = approvals.NewStore(rdb, approvals.Options{Prefix: w.prefix, Tools: tools, TTL: time.Hour,
+	w.store, err = approvals.NewQueue(rdb, approvals.Options{Prefix: w.prefix, Tools: tools, TTL: time.Hour,
 		Clock: guard.ClockFunc(func() time.Time { return w.now })})
 	if err != nil {
 		t.Fatal(err)

@@ -26,7 +26,7 @@ const DefaultRole = "approver"
 
 // InboxOptions configures an Inbox.
 type InboxOptions struct {
-	Store *Store
+	Queue *Queue
 	// Authenticate returns who is asking, from the host's session or
 	// token. An error answers 401. Required.
 	Authenticate func(*http.Request) (guard.Principal, error)
@@ -68,7 +68,7 @@ type InboxOptions struct {
 // gave (HMAC-bound to the approver, valid 12 hours), and an API POST needs
 // Content-Type application/json, which no cross-site form can send.
 type Inbox struct {
-	store  *Store
+	store  *Queue
 	auth   func(*http.Request) (guard.Principal, error)
 	role   string
 	self   bool
@@ -84,10 +84,10 @@ var tmplFS embed.FS
 
 // NewInbox returns the inbox.
 func NewInbox(opts InboxOptions) (*Inbox, error) {
-	if opts.Store == nil || opts.Authenticate == nil {
-		return nil, errors.New("approvals: NewInbox needs a Store and Authenticate")
+	if opts.Queue == nil || opts.Authenticate == nil {
+		return nil, errors.New("approvals: NewInbox needs a Queue and Authenticate")
 	}
-	in := &Inbox{store: opts.Store, auth: opts.Authenticate, role: opts.Role, self: opts.AllowSelfApproval,
+	in := &Inbox{store: opts.Queue, auth: opts.Authenticate, role: opts.Role, self: opts.AllowSelfApproval,
 		key: opts.CSRFKey, title: opts.Title, log: opts.Log}
 	if in.role == "" {
 		in.role = DefaultRole

@@ -30,9 +30,9 @@ var hostile = `<script>window.__pwned=1</script>"><img src=x onerror="window.__p
 
 // inboxFor serves an inbox on store that signs everyone in as p, and
 // returns its URL.
-func inboxFor(t *testing.T, store *approvals.Store, p guard.Principal) string {
+func inboxFor(t *testing.T, store *approvals.Queue, p guard.Principal) string {
 	t.Helper()
-	in, err := approvals.NewInbox(approvals.InboxOptions{Store: store,
+	in, err := approvals.NewInbox(approvals.InboxOptions{Queue: store,
 		Authenticate: func(*http.Request) (guard.Principal, error) { return p, nil }})
 	if err != nil {
 		t.Fatal(err)
@@ -43,12 +43,12 @@ func inboxFor(t *testing.T, store *approvals.Store, p guard.Principal) string {
 }
 
 // askHostile stores a request of tenant-a with the hostile note.
-func askHostile(t *testing.T) (*approvals.Store, *approvals.Request) {
+func askHostile(t *testing.T) (*approvals.Queue, *approvals.Request) {
 	t.Helper()
 	_, rdb := redistest.Mini(t)
 	note := toolset.Write("send_note", "Send a note.", func(context.Context, *guard.Invocation, NoteIn) (string, error) { return "", nil },
 		&toolset.Options[NoteIn, string]{NeedsApproval: true, LoggedArguments: []string{"note"}})
-	store, err := approvals.NewStore(rdb, approvals.Options{Tools: toolset.MustNew(note)})
+	store, err := approvals.NewQueue(rdb, approvals.Options{Tools: toolset.MustNew(note)})
 	if err != nil {
 		t.Fatal(err)
 	}

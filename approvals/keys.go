@@ -11,7 +11,7 @@ var enc = base64.RawURLEncoding
 // encoded, and request ids are made here.
 type keys struct{ tag string }
 
-func (s *Store) keys(tenant string) keys {
+func (s *Queue) keys(tenant string) keys {
 	return keys{tag: s.prefix + "{a" + enc.EncodeToString([]byte(tenant)) + "}"}
 }
 
@@ -28,4 +28,4 @@ func (k keys) denied(opID string) string {
 
 // tenants names the set of tenants that have parked runs, which workers
 // walk. It is the one key outside every tenant's slot.
-func (s *Store) tenants() string { return s.prefix + "{approvals}:tenants" }
+func (s *Queue) tenants() string { return s.prefix + "{approvals}:tenants" }

@@ -24,7 +24,7 @@ var ErrNothingToPark = errors.New("approvals: the run is not paused for approval
 // without asking again (contract section 8), with the reason saying so.
 // When no request is left to a human, the run is ready at once. A Worker
 // resumes it.
-func (s *Store) Park(ctx context.Context, res *agentloop.RunResult) ([]*Request, error) {
+func (s *Queue) Park(ctx context.Context, res *agentloop.RunResult) ([]*Request, error) {
 	if res == nil || res.Status != agentloop.StatusPaused || res.State == nil || len(res.State.Pending) == 0 {
 		return nil, ErrNothingToPark
 	}
@@ -86,7 +86,7 @@ func (s *Store) Park(ctx context.Context, res *agentloop.RunResult) ([]*Request,
 // again; the guard replays what already ran (operation ids derive from the
 // run), so no write runs twice, though the model may be asked again.
 type Worker struct {
-	Store *Store
+	Queue *Queue
 	// Loop resumes runs; its signer must be the one the runs' guard checks
 	// grants with (agentloop's WithSigner, the same key in every process).
 	Loop *agentloop.Loop
@@ -127,7 +127,7 @@ func (w *Worker) Run(ctx context.Context) error {
 // Once expires the requests nobody decided in time, then resumes every run
 // that is ready now, and returns how many it resumed.
 func (w *Worker) Once(ctx context.Context) (int, error) {
-	s := w.Store
+	s := w.Queue
 	tenants, err := s.rdb.SMembers(ctx, s.tenants()).Result()
 	if err != nil {
 		return 0, fmt.Errorf("approvals: worker: %w", err)
@@ -165,7 +165,7 @@ func (w *Worker) lease() time.Duration {
 }
 
 // expire settles the tenant's requests that nobody decided in time.
-func (s *Store) expire(ctx context.Context, tenant string) error {
+func (s *Queue) expire(ctx context.Context, tenant string) error {
 	k := s.keys(tenant)
 	ids, err := s.rdb.ZRangeArgs(ctx, redis.ZRangeArgs{Key: k.pending(), ByScore: true, Start: "-inf", Stop: ms(s.clock.Now())}).Result()
 	if err != nil {
@@ -191,7 +191,7 @@ func (s *Store) expire(ctx context.Context, tenant string) error {
 }
 
 // claim takes one ready run of the tenant, "" when none is.
-func (s *Store) claim(ctx context.Context, tenant string, lease time.Duration) (string, error) {
+func (s *Queue) claim(ctx context.Context, tenant string, lease time.Duration) (string, error) {
 	k := s.keys(tenant)
 	id, err := claimScript.Run(ctx, s.rdb, []string{k.ready(), k.claims()}, ms(s.clock.Now()), lease.Milliseconds()).Text()
 	if errors.Is(err, redis.Nil) {
@@ -206,7 +206,7 @@ func (s *Store) claim(ctx context.Context, tenant string, lease time.Duration) (
 // unlist takes a tenant without parked runs off the workers' list. A run
 // parked meanwhile lists its tenant again after it exists, or is seen by
 // the second count here, which lists the tenant back.
-func (s *Store) unlist(ctx context.Context, tenant string) error {
+func (s *Queue) unlist(ctx context.Context, tenant string) error {
 	k := s.keys(tenant)
 	if n, err := s.rdb.SCard(ctx, k.runs()).Result(); err != nil || n > 0 {
 		return err
@@ -221,7 +221,7 @@ func (s *Store) unlist(ctx context.Context, tenant string) error {
 }
 
 // finish forgets a run that ended.
-func (s *Store) finish(ctx context.Context, tenant, runID string) error {
+func (s *Queue) finish(ctx context.Context, tenant, runID string) error {
 	k := s.keys(tenant)
 	return finishScript.Run(ctx, s.rdb, []string{k.run(runID), k.runs(), k.claims()}, runID).Err()
 }
@@ -233,7 +233,7 @@ type parked struct {
 	requests  []*Request
 }
 
-func (s *Store) parked(ctx context.Context, tenant, runID string) (*parked, error) {
+func (s *Queue) parked(ctx context.Context, tenant, runID string) (*parked, error) {
 	v, err := s.rdb.HGetAll(ctx, s.keys(tenant).run(runID)).Result()
 	if err != nil {
 		return nil, err
@@ -267,7 +267,7 @@ func (w *Worker) resume(ctx context.Context, tenant, runID string) {
 }
 
 func (w *Worker) resume1(ctx context.Context, tenant, runID string) (*agentloop.RunResult, error) {
-	s := w.Store
+	s := w.Queue
 	p, err := s.parked(ctx, tenant, runID)
 	if errors.Is(err, ErrNotFound) {
 		// The run's record expired: nothing is left to resume.

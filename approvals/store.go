@@ -54,7 +54,7 @@ type Request struct {
 	Reason    string        `json:"reason,omitempty"`
 }
 
-// Options configures a Store.
+// Options configures a Queue.
 type Options struct {
 	// Prefix starts every key; default "toolguard:approvals:".
 	Prefix string
@@ -72,9 +72,9 @@ type Options struct {
 	Clock guard.Clock
 }
 
-// Store keeps approval requests and parked runs in Redis. It is safe for
+// Queue keeps approval requests and parked runs in Redis. It is safe for
 // concurrent use, by many processes.
-type Store struct {
+type Queue struct {
 	rdb    redis.UniversalClient
 	prefix string
 	tools  guard.Tools
@@ -86,14 +86,14 @@ type Store struct {
 // NewStore returns a store on a Redis server or cluster. The client must
 // have ContextTimeoutEnabled, so that calls honour their context's
 // deadline.
-func NewStore(rdb redis.UniversalClient, opts Options) (*Store, error) {
+func NewQueue(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	if rdb == nil {
 		return nil, errors.New("approvals: NewStore needs a Redis client")
 	}
 	if !redisconn.ContextTimeoutEnabled(rdb) {
 		return nil, errors.New("approvals: the Redis client needs ContextTimeoutEnabled: true, so that calls honour their deadline")
 	}
-	s := &Store{rdb: rdb, prefix: opts.Prefix, tools: opts.Tools, ttl: opts.TTL, retain: opts.Retain, clock: opts.Clock}
+	s := &Queue{rdb: rdb, prefix: opts.Prefix, tools: opts.Tools, ttl: opts.TTL, retain: opts.Retain, clock: opts.Clock}
 	if s.prefix == "" {
 		s.prefix = "toolguard:approvals:"
 	}
@@ -116,7 +116,7 @@ func newID() string {
 }
 
 // newRequest describes an agentloop request for approvers, at now.
-func (s *Store) newRequest(runID string, req agentloop.ApprovalRequest, now time.Time) *Request {
+func (s *Queue) newRequest(runID string, req agentloop.ApprovalRequest, now time.Time) *Request {
 	var logged []string
 	if s.tools != nil {
 		if t := s.tools.Lookup(req.Tool); t != nil {
@@ -169,7 +169,7 @@ func (e *DecidedError) Error() string {
 // Ask stores a request for the agentloop request and returns it. runID may
 // be empty. Use Park for a paused run; Ask serves hosts that wait inline
 // (Waiter).
-func (s *Store) Ask(ctx context.Context, runID string, req agentloop.ApprovalRequest) (*Request, error) {
+func (s *Queue) Ask(ctx context.Context, runID string, req agentloop.ApprovalRequest) (*Request, error) {
 	if err := req.Principal.Validate(); err != nil {
 		return nil, err
 	}
@@ -190,14 +190,14 @@ func (s *Store) Ask(ctx context.Context, runID string, req agentloop.ApprovalReq
 // Denied reports whether a human denied the operation earlier (within the
 // Retain period): the same intent in the same run, with agentloop's
 // default keys.
-func (s *Store) Denied(ctx context.Context, tenantID, operationID string) (bool, error) {
+func (s *Queue) Denied(ctx context.Context, tenantID, operationID string) (bool, error) {
 	n, err := s.rdb.Exists(ctx, s.keys(tenantID).denied(operationID)).Result()
 	return n == 1, err
 }
 
 // Get returns the tenant's request, ErrNotFound if the tenant has none
 // with the id. A pending request past its expiry reads as expired.
-func (s *Store) Get(ctx context.Context, tenantID, id string) (*Request, error) {
+func (s *Queue) Get(ctx context.Context, tenantID, id string) (*Request, error) {
 	if !validRequestID(id) {
 		return nil, ErrNotFound
 	}
@@ -208,7 +208,7 @@ func (s *Store) Get(ctx context.Context, tenantID, id string) (*Request, error) 
 	return s.decode(v)
 }
 
-func (s *Store) decode(v map[string]string) (*Request, error) {
+func (s *Queue) decode(v map[string]string) (*Request, error) {
 	if v["json"] == "" {
 		return nil, ErrNotFound
 	}
@@ -237,7 +237,7 @@ func validRequestID(id string) bool {
 
 // Pending lists the tenant's requests waiting for a decision, oldest
 // expiry first, at most limit (0: 100).
-func (s *Store) Pending(ctx context.Context, tenantID string, limit int) ([]*Request, error) {
+func (s *Queue) Pending(ctx context.Context, tenantID string, limit int) ([]*Request, error) {
 	if limit <= 0 {
 		limit = 100
 	}
@@ -286,7 +286,7 @@ const maxReasonBytes = 2000
 // unless selfApproval. Roles are the caller's to check (Inbox does). Of d,
 // Approved and Reason count (the reason is optional, kept and audited); the
 // approver is the principal given, and Approver and Expired are not read.
-func (s *Store) Decide(ctx context.Context, approver guard.Principal, id string, d agentloop.Decision, selfApproval bool) (*Request, error) {
+func (s *Queue) Decide(ctx context.Context, approver guard.Principal, id string, d agentloop.Decision, selfApproval bool) (*Request, error) {
 	r, err := s.Get(ctx, approver.TenantID, id)
 	if err != nil {
 		return nil, err
@@ -305,7 +305,7 @@ func (s *Store) Decide(ctx context.Context, approver guard.Principal, id string,
 }
 
 // settle runs the decide script for r.
-func (s *Store) settle(ctx context.Context, r *Request, outcome RequestStatus, by, reason string) (*Request, error) {
+func (s *Queue) settle(ctx context.Context, r *Request, outcome RequestStatus, by, reason string) (*Request, error) {
 	k := s.keys(r.TenantID)
 	now := s.clock.Now()
 	res, err := decideScript.Run(ctx, s.rdb,
@@ -351,7 +351,7 @@ type AuditRecord struct {
 // stream is the package's own (key "<prefix>{a<tenant>}:audit"), apart from
 // the guard's hash-chained tool-audit-v2 log; it is kept until the host
 // trims it.
-func (s *Store) Audit(ctx context.Context, tenantID string) ([]AuditRecord, error) {
+func (s *Queue) Audit(ctx context.Context, tenantID string) ([]AuditRecord, error) {
 	msgs, err := s.rdb.XRange(ctx, s.keys(tenantID).audit(), "-", "+").Result()
 	if err != nil {
 		return nil, fmt.Errorf("approvals: audit: %w", err)

@@ -57,7 +57,7 @@ func TestParkShowsOnlySafeArguments(t *testing.T) {
 // A tool that does not mark a member safe to show gets its fingerprint.
 func TestHiddenArguments(t *testing.T) {
 	_, rdb := redistest.Mini(t)
-	store, err := approvals.NewStore(rdb, approvals.Options{}) // no Tools: nothing is shown
+	store, err := approvals.NewQueue(rdb, approvals.Options{}) // no Tools: nothing is shown
 	if err != nil {
 		t.Fatal(err)
 	}

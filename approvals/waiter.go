@@ -14,7 +14,7 @@ import (
 // as expired and denied. An intent a human already denied in the run is
 // denied at once, without asking again.
 type Waiter struct {
-	Store *Store
+	Queue *Queue
 	// Wait bounds the wait; default (and at most) the store's TTL.
 	Wait time.Duration
 	// Poll is how often the request is read; default 250ms.
@@ -23,7 +23,7 @@ type Waiter struct {
 
 // Approve asks and waits. Its error is ctx's, or the store's.
 func (w *Waiter) Approve(ctx context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
-	s := w.Store
+	s := w.Queue
 	if denied, err := s.Denied(ctx, req.Principal.TenantID, req.OperationID); err != nil || denied {
 		return agentloop.Decision{Approver: "an earlier denial in this run"}, err
 	}
@@ -63,7 +63,7 @@ func (w *Waiter) Approve(ctx context.Context, req agentloop.ApprovalRequest) (ag
 // giveUp records a request nobody decided in time as expired, unless
 // someone decided it at the last moment.
 func (w *Waiter) giveUp(ctx context.Context, r *Request) (agentloop.Decision, error) {
-	_, err := w.Store.settle(ctx, r, StatusExpired, "", "")
+	_, err := w.Queue.settle(ctx, r, StatusExpired, "", "")
 	var de *DecidedError
 	switch {
 	case err == nil, errors.Is(err, ErrExpired):

@@ -25,7 +25,7 @@ type outcome struct {
 }
 
 func (w *world) worker(o *outcome) *approvals.Worker {
-	return &approvals.Worker{Store: w.store, Loop: w.loop, Lease: time.Minute,
+	return &approvals.Worker{Queue: w.store, Loop: w.loop, Lease: time.Minute,
 		Done: func(_ string, res *agentloop.RunResult, err error) {
 			o.results = append(o.results, res)
 			o.errs = append(o.errs, err)
@@ -154,12 +154,12 @@ func TestWorkerAfterRestart(t *testing.T) {
 		signer, _ := guard.NewSigner(w.key)
 		client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
 		loop2 := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(w.svc), agentloop.Options{Store: w.guardStore(rdb), Signer: signer})
-		store2, err := approvals.NewStore(rdb, approvals.Options{Prefix: w.prefix, Clock: guard.ClockFunc(func() time.Time { return w.now })})
+		store2, err := approvals.NewQueue(rdb, approvals.Options{Prefix: w.prefix, Clock: guard.ClockFunc(func() time.Time { return w.now })})
 		if err != nil {
 			t.Fatal(err)
 		}
 		var o2 outcome
-		wk2 := &approvals.Worker{Store: store2, Loop: loop2, Done: func(_ string, res *agentloop.RunResult, err error) {
+		wk2 := &approvals.Worker{Queue: store2, Loop: loop2, Done: func(_ string, res *agentloop.RunResult, err error) {
 			o2.results, o2.errs = append(o2.results, res), append(o2.errs, err)
 		}}
 		if n, _ := wk2.Once(ctx); n != 0 {

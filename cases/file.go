@@ -34,13 +34,13 @@ type File struct {
 
 // Case is one scenario: a principal and its steps.
 type Case struct {
-	ID        string    `json:"id"`
-	Principal Principal `json:"principal"`
-	Steps     []Step    `json:"steps"`
+	ID        string        `json:"id"`
+	Principal CasePrincipal `json:"principal"`
+	Steps     []Step        `json:"steps"`
 }
 
-// Principal is a case's principal.
-type Principal struct {
+// CasePrincipal is a case's principal, as the case file writes it.
+type CasePrincipal struct {
 	TenantID  string   `json:"tenant_id"`
 	SubjectID string   `json:"subject_id"`
 	Roles     []string `json:"roles"`
@@ -48,27 +48,27 @@ type Principal struct {
 
 // Step is one dispatch or status query and what it must produce.
 type Step struct {
-	StepID           string           `json:"step_id"`
-	Action           string           `json:"action"`
-	Proposal         Proposal         `json:"proposal"`
-	ExecutionContext ExecutionContext `json:"execution_context"`
-	Approval         string           `json:"approval"`
-	Now              *float64         `json:"now"`
-	Failure          string           `json:"failure"`
-	StatusRefFrom    *string          `json:"status_ref_from"`
+	StepID           string       `json:"step_id"`
+	Action           string       `json:"action"`
+	Proposal         StepProposal `json:"proposal"`
+	ExecutionContext StepContext  `json:"execution_context"`
+	Approval         string       `json:"approval"`
+	Now              *float64     `json:"now"`
+	Failure          string       `json:"failure"`
+	StatusRefFrom    *string      `json:"status_ref_from"`
 	// Expected maps a member of the model result (code, status, outcome,
 	// recovery, delivery, data, message, …) to its expected JSON value,
 	// plus side_effect_count, the order service's drafts so far.
 	Expected map[string]json.RawMessage `json:"expected"`
 }
 
-// Proposal is a step's proposal; Arguments is the JSON value the model
+// StepProposal is a step's proposal; Arguments is the JSON value the model
 // sent, which the runner hands the adapter as the arguments string.
 //
 // Name may be the empty string: the contract reads it as a tool that does
 // not exist (UNKNOWN_TOOL), so a case file may carry it. Only an absent or
 // null name is malformed.
-type Proposal struct {
+type StepProposal struct {
 	Name      string          `json:"name"`
 	Arguments json.RawMessage `json:"arguments"`
 
@@ -78,7 +78,7 @@ type Proposal struct {
 // UnmarshalJSON decodes a proposal, strictly (unknown members are an
 // error, as everywhere in a case file), and records whether "name" was
 // given, so that an empty name can be told from a missing one.
-func (p *Proposal) UnmarshalJSON(b []byte) error {
+func (p *StepProposal) UnmarshalJSON(b []byte) error {
 	var raw struct {
 		Name      *string         `json:"name"`
 		Arguments json.RawMessage `json:"arguments"`
@@ -88,18 +88,18 @@ func (p *Proposal) UnmarshalJSON(b []byte) error {
 	if err := dec.Decode(&raw); err != nil {
 		return err
 	}
-	*p = Proposal{Arguments: raw.Arguments, hasName: raw.Name != nil}
+	*p = StepProposal{Arguments: raw.Arguments, hasName: raw.Name != nil}
 	if raw.Name != nil {
 		p.Name = *raw.Name
 	}
 	return nil
 }
 
-// ExecutionContext is a step's execution context. As the contract's
+// StepContext is a step's execution context. As the contract's
 // section 8 allows, any id may be the empty string or null: both mean "no
 // such id" (no call id, no operation id, no idempotency key), and the
 // runner passes the call on without it.
-type ExecutionContext struct {
+type StepContext struct {
 	Provider        string  `json:"provider"`
 	APIFamily       string  `json:"api_family"`
 	ResponseID      string  `json:"response_id"`

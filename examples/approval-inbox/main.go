@@ -150,11 +150,11 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 	if err := loop.Err(); err != nil {
 		return err
 	}
-	store, err := approvals.NewStore(rdb, approvals.Options{Tools: tools, TTL: 30 * time.Minute})
+	store, err := approvals.NewQueue(rdb, approvals.Options{Tools: tools, TTL: 30 * time.Minute})
 	if err != nil {
 		return err
 	}
-	inbox, err := approvals.NewInbox(approvals.InboxOptions{Store: store,
+	inbox, err := approvals.NewInbox(approvals.InboxOptions{Queue: store,
 		Authenticate: func(*http.Request) (guard.Principal, error) { return lead, nil }})
 	if err != nil {
 		return err
@@ -185,7 +185,7 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 	// other process on the same Redis.
 	ended := make(chan *agentloop.RunResult, 1)
 	failed := make(chan error, 1)
-	worker := &approvals.Worker{Store: store, Loop: loop, Poll: 200 * time.Millisecond,
+	worker := &approvals.Worker{Queue: store, Loop: loop, Poll: 200 * time.Millisecond,
 		Done: func(runID string, res *agentloop.RunResult, err error) {
 			switch {
 			case err != nil:
