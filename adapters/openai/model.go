@@ -8,7 +8,9 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
+	"github.com/tidwall/gjson"
 
 	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/toolset"
@@ -117,18 +119,27 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 func (m *Model) stream(ctx context.Context, params responses.ResponseNewParams, text func(string)) (*responses.Response, error) {
 	s := m.client.Responses.NewStreaming(ctx, params, m.opts.RequestOptions...)
 	defer s.Close()
-	var resp *responses.Response
+	var resp, started *responses.Response
 	for s.Next() {
 		ev := s.Current()
 		switch ev.Type {
 		case "response.output_text.delta":
 			text(ev.Delta)
+		case "response.created", "response.in_progress":
+			r := ev.Response
+			started = &r
 		case "response.completed", "response.incomplete", "response.failed":
 			r := ev.Response
 			resp = &r
 		}
 	}
 	if err := s.Err(); err != nil {
+		if failed, ok := streamFailure(err, started); ok {
+			// The API reported an error inside the stream (an "error"
+			// event, before response.failed): the response failed, for
+			// the reason the API gave, and the run ends so.
+			return failed, nil
+		}
 		return nil, err
 	}
 	if resp == nil {
@@ -200,4 +211,30 @@ func toolParams(tools []toolset.Declared) []responses.ToolUnionParam {
 		out = append(out, Tool(t))
 	}
 	return out
+}
+
+// streamFailure reads an error event of a stream (openai-go stops at its
+// first "error" payload, before the response.failed that follows) as the
+// failed response it announces: the response that started, failed, with
+// the API's error code (or type) and message.
+func streamFailure(err error, started *responses.Response) (*responses.Response, bool) {
+	var se *ssestream.StreamError
+	if !errors.As(err, &se) {
+		return nil, false
+	}
+	e := gjson.GetBytes(se.Event.Data, "error")
+	code := e.Get("code").String()
+	if code == "" {
+		code = e.Get("type").String()
+	}
+	if code == "" {
+		code = "error"
+	}
+	resp := &responses.Response{}
+	if started != nil {
+		*resp = *started
+	}
+	resp.Status = responses.ResponseStatusFailed
+	resp.Error = responses.ResponseError{Code: responses.ResponseErrorCode(code), Message: e.Get("message").String()}
+	return resp, true
 }
