@@ -396,14 +396,14 @@ func (r *run) handleCalls(ctx context.Context, respID string, calls []provider.T
 
 // operation derives a call's identity within the run: its proposal with
 // canonical arguments (the raw text when they do not parse), fingerprint,
-// operation id and idempotency key. dispatch and approve both use it, so an
+// operation id and idempotency key ("" for a read, and for a Repeatable
+// write, whose id is its call id). dispatch and approve both use it, so an
 // ApprovalRequest names the operation the guard runs.
 type operation struct {
 	prop        guard.Proposal
 	canonical   bool
 	fingerprint string
 	id, key     string
-	repeatable  bool // a Repeatable write: id is its call id, and it has no key
 }
 
 func (l *Loop) operation(runID string, c provider.ToolCall) operation {
@@ -412,12 +412,19 @@ func (l *Loop) operation(runID string, c provider.ToolCall) operation {
 		op.prop.Arguments, op.canonical = args, true
 	}
 	op.fingerprint = guard.Fingerprint(c.Name, op.prop.Arguments)
-	if t := l.tools.Lookup(c.Name); t != nil && t.Spec().Effect == guard.Write && t.Spec().Repeatable {
+	t := l.tools.Lookup(c.Name)
+	write := t != nil && t.Spec().Effect == guard.Write
+	if write && t.Spec().Repeatable {
 		// Identical repeats are meant: each call is its own operation.
-		op.id, op.repeatable = guard.SafeID(c.ID), true
+		op.id = guard.SafeID(c.ID)
 		return op
 	}
 	op.id, op.key = l.keys(runID, op.prop, op.fingerprint)
+	if !write {
+		// Reads get no key: reading again later in the run must see
+		// fresh data. Writes are once per operation.
+		op.key = ""
+	}
 	return op
 }
 
@@ -427,12 +434,7 @@ func (r *run) dispatch(ctx context.Context, respID string, c provider.ToolCall, 
 	call := guard.Call{Principal: r.p, Proposal: guard.Proposal{Name: c.Name, Arguments: []byte(c.Arguments)},
 		Context: l.info.Context(respID, c.ID), Approval: grant}
 	op := l.operation(st.RunID, c)
-	call.Context.OperationID = op.id
-	if t := l.tools.Lookup(c.Name); t != nil && t.Spec().Effect == guard.Write && !op.repeatable {
-		// Reads get no key: reading again later in the run must see
-		// fresh data. Writes are once per operation.
-		call.Context.IdempotencyKey = op.key
-	}
+	call.Context.OperationID, call.Context.IdempotencyKey = op.id, op.key
 	res, err := l.guard.Dispatch(ctx, call)
 	if err == nil && res.Code.Recovery() == guard.RecoveryQueryStatus {
 		if _, ok := st.unknown(op.id); !ok {
