@@ -115,9 +115,7 @@ func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) 
 		s.tools[t.Name()] = t
 		s.srv.AddTool(toolDef(t), s.callTool)
 	}
-	status := toolDef(toolset.StatusTool(s.status))
-	status.Annotations = &sdk.ToolAnnotations{ReadOnlyHint: true}
-	s.srv.AddTool(status, s.callTool)
+	s.srv.AddTool(toolDef(toolset.StatusTool(s.status)), s.callTool) // a read: readOnlyHint
 	// A call of a tool that does not exist is still a dispatch: the guard
 	// answers it UNKNOWN_TOOL (audited), instead of the SDK's protocol
 	// error, so the model can correct itself.
