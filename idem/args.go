@@ -128,12 +128,26 @@ func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt
 	if int(receipt) < len(receipts) {
 		a.receipt = receipts[receipt]
 	}
-	list := k.list()
-	if e.GrantID != "" && e.Token != "" {
-		// A write approved by a grant spends it (reserve) or gives it back
-		// (a commit that releases): K[7] names the spent grant's marker.
-		list = append(list, grantKey(s.prefix, e.TenantID, e.SubjectID, e.GrantID))
-		a.grantMS = strconv.FormatInt(max(e.GrantExpiresAt.Add(guard.GrantSkew).Sub(e.Now).Milliseconds(), 1), 10)
+	return k.list(), a
+}
+
+// spendsGrant adds K[7], the marker of the grant that approved the entry's
+// write, to a reserve's keys, with how long the marker is kept: a reserve
+// spends the grant.
+func (s *Store) spendsGrant(keys []string, a *scriptArgs, e *guard.Entry) []string {
+	if e.GrantID == "" {
+		return keys
 	}
-	return list, a
+	a.grantMS = strconv.FormatInt(max(e.GrantExpiresAt.Add(guard.GrantSkew).Sub(e.Now).Milliseconds(), 1), 10)
+	return append(keys, grantKey(s.prefix, e.TenantID, e.SubjectID, e.GrantID))
+}
+
+// returnsGrant adds K[7] to a commit's keys when the commit may release the
+// reservation (a not-started code) and so give the grant back; a commit of
+// OK or OUTCOME_UNKNOWN keeps it spent and names no marker.
+func (s *Store) returnsGrant(keys []string, e *guard.Entry) []string {
+	if e.GrantID == "" || e.Code == guard.CodeOK || e.Code == guard.CodeOutcomeUnknown {
+		return keys
+	}
+	return append(keys, grantKey(s.prefix, e.TenantID, e.SubjectID, e.GrantID))
 }

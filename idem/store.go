@@ -258,6 +258,7 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 		return nil, errNoToken
 	}
 	keys, a := s.args(e, e.CallID, lease, guard.ReceiptInconclusive)
+	keys = s.spendsGrant(keys, a, e)
 	a.reservation = a.reservationRecord()
 	reply, err := s.run(ctx, reserveScript, keys, a.argv())
 	if err != nil {
@@ -280,6 +281,7 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 		return nil, errNoCode
 	}
 	keys, a := s.args(e, e.CallID, releaseHold, guard.ReceiptInconclusive)
+	keys = s.returnsGrant(keys, e)
 	reply, err := s.run(ctx, commitScript, keys, a.argv())
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err

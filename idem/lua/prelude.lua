@@ -6,8 +6,8 @@
 --   K[1] call-id binding    K[2] idempotency record   K[3] operation index
 --   K[4] audit stream       K[5] audit head           K[6] the binding of the
 --                                                        call whose id is OP
---   K[7] a reserve's or commit's spent-grant marker, when a grant approved
---        the write (nil otherwise)
+--   K[7] the spent-grant marker of the grant that approved the write: a
+--        reserve's, and a commit's that may release (nil otherwise)
 -- (K[3] is K[1] again when OP is the call's own id: such an operation has no
 -- index, its binding is one.)
 local K
