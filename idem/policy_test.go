@@ -38,6 +38,53 @@ func (s *syncBuffer) String() string {
 	return s.b.String()
 }
 
+// watched is a store that checks its server again every 20 ms, with its
+// log and its refusal metric, and a rig that writes through it.
+type watched struct {
+	t      *testing.T
+	r      *rig
+	logs   *syncBuffer
+	reader *sdkmetric.ManualReader
+	n      int
+}
+
+func newWatched(t *testing.T, rdb redis.UniversalClient, replicas int) *watched {
+	t.Helper()
+	w := &watched{t: t, logs: &syncBuffer{}, reader: sdkmetric.NewManualReader()}
+	s, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t), Replicas: replicas, CheckEvery: 20 * time.Millisecond,
+		Logger:        slog.New(slog.NewTextHandler(w.logs, nil)),
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(w.reader))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Check(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	w.r = newRig(t, s)
+	return w
+}
+
+// write dispatches one new write and returns it with its answer's code.
+func (w *watched) write() (op, guard.Code) {
+	w.n++
+	o := op{p: alice, callID: "c" + strconv.Itoa(w.n), key: "k" + strconv.Itoa(w.n)}
+	return o, w.r.dispatch(w.t, context.Background(), o).Code
+}
+
+// until dispatches writes until one answers want (at most 500, 10 ms
+// apart), and returns how many answered otherwise first.
+func (w *watched) until(want guard.Code) int {
+	w.t.Helper()
+	for i := range 500 {
+		if _, code := w.write(); code == want {
+			return i
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	w.t.Fatalf("no write answered %s in 500 tries", want)
+	return 0
+}
+
 // TestPolicyChangedWhileRunning: an eviction policy set after the store
 // started (CONFIG SET a minute later) is noticed by the store's periodic
 // check: from then on every write is refused, UNAVAILABLE, and none runs,
@@ -49,68 +96,37 @@ func TestPolicyChangedWhileRunning(t *testing.T) {
 	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", portPolicy)})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
-
-	logs := &syncBuffer{}
-	reader := sdkmetric.NewManualReader()
-	s, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t), CheckEvery: 20 * time.Millisecond,
-		Logger:        slog.New(slog.NewTextHandler(logs, nil)),
-		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Check(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := newRig(t, s)
-	n := 0
-	write := func() (op, guard.Code) {
-		n++
-		o := op{p: alice, callID: "c" + strconv.Itoa(n), key: "k" + strconv.Itoa(n)}
-		return o, r.dispatch(t, ctx, o).Code
-	}
-	// until dispatches the writes until one answers want (at most 500,
-	// 10 ms apart), and returns how many answered otherwise first.
-	until := func(want guard.Code) int {
-		t.Helper()
-		for i := range 500 {
-			if _, code := write(); code == want {
-				return i
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatalf("no write answered %s in 500 tries", want)
-		return 0
-	}
-	if _, code := write(); code != guard.CodeOK {
+	w := newWatched(t, rdb, 0)
+	if _, code := w.write(); code != guard.CodeOK {
 		t.Fatalf("first write: %s", code)
 	}
 
 	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
 		t.Fatal(err)
 	}
-	accepted := until(guard.CodeUnavailable)
+	accepted := w.until(guard.CodeUnavailable)
 	for i := range 5 {
-		o, code := write()
+		o, code := w.write()
 		if code != guard.CodeUnavailable {
 			t.Fatalf("write %d after the refusal: %s, want UNAVAILABLE", i, code)
 		}
-		if runs, _ := r.led.count(o); runs != 0 {
+		if runs, _ := w.r.led.count(o); runs != 0 {
 			t.Fatalf("write %d ran on a refused server", i)
 		}
 	}
-	if !strings.Contains(logs.String(), "configuration changed") || !strings.Contains(logs.String(), "reason=eviction_policy") {
-		t.Fatalf("no log line says why:\n%s", logs.String())
+	if !strings.Contains(w.logs.String(), "configuration changed") || !strings.Contains(w.logs.String(), "reason=eviction_policy") {
+		t.Fatalf("no log line says why:\n%s", w.logs.String())
 	}
-	if got := refusals(t, reader, "eviction_policy"); got != 1 {
+	if got := refusals(t, w.reader, "eviction_policy"); got != 1 {
 		t.Fatalf("%s = %d, want 1", idem.MetricStoreRefusals, got)
 	}
 
 	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
 		t.Fatal(err)
 	}
-	until(guard.CodeOK)
-	if !strings.Contains(logs.String(), "accepted again") {
-		t.Fatalf("no log line says the server is accepted again:\n%s", logs.String())
+	w.until(guard.CodeOK)
+	if !strings.Contains(w.logs.String(), "accepted again") {
+		t.Fatalf("no log line says the server is accepted again:\n%s", w.logs.String())
 	}
 	t.Logf("writes accepted between the CONFIG SET and the refusal: %d (checks every 20 ms, writes 10 ms apart)", accepted)
 }
@@ -154,45 +170,21 @@ func TestReplicasLostWhileRunning(t *testing.T) {
 		t.Fatal("the replica never linked to the master")
 	}
 	ctx := context.Background()
-	logs := &syncBuffer{}
-	reader := sdkmetric.NewManualReader()
-	s, err := idem.New(mc, idem.Options{Prefix: redistest.Prefix(t), Replicas: 1, CheckEvery: 20 * time.Millisecond,
-		Logger:        slog.New(slog.NewTextHandler(logs, nil)),
-		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Check(ctx); err != nil {
-		t.Fatal(err)
-	}
-	r := newRig(t, s)
-	n := 0
-	until := func(want guard.Code) {
-		t.Helper()
-		for range 500 {
-			n++
-			o := op{p: alice, callID: "r" + strconv.Itoa(n), key: "rk" + strconv.Itoa(n)}
-			if r.dispatch(t, ctx, o).Code == want {
-				return
-			}
-			time.Sleep(10 * time.Millisecond)
-		}
-		t.Fatalf("no write answered %s in 500 tries", want)
-	}
-	until(guard.CodeOK)
+	w := newWatched(t, mc, 1)
+	w.until(guard.CodeOK)
 	if err := rc.SlaveOf(ctx, "NO", "ONE").Err(); err != nil {
 		t.Fatal(err)
 	}
 	// Writes are UNAVAILABLE at once (WAIT finds no replica); the checks
 	// that calls set off refuse the master, and say why.
-	until(guard.CodeUnavailable)
+	w.until(guard.CodeUnavailable)
 	if !redistest.WaitUntil(10*time.Second, func() bool {
-		until(guard.CodeUnavailable)
-		return strings.Contains(logs.String(), "reason=too_few_replicas")
+		w.until(guard.CodeUnavailable)
+		return strings.Contains(w.logs.String(), "reason=too_few_replicas")
 	}) {
-		t.Fatalf("no log line names too_few_replicas:\n%s", logs.String())
+		t.Fatalf("no log line names too_few_replicas:\n%s", w.logs.String())
 	}
-	if got := refusals(t, reader, "too_few_replicas"); got != 1 {
+	if got := refusals(t, w.reader, "too_few_replicas"); got != 1 {
 		t.Fatalf("%s{reason=too_few_replicas} = %d, want 1", idem.MetricStoreRefusals, got)
 	}
 	if err := rc.SlaveOf(ctx, "127.0.0.1", strconv.Itoa(portPolicy+1)).Err(); err != nil {
@@ -201,5 +193,5 @@ func TestReplicasLostWhileRunning(t *testing.T) {
 	if !redistest.WaitUntil(10*time.Second, linked) {
 		t.Fatal("the replica never linked again")
 	}
-	until(guard.CodeOK)
+	w.until(guard.CodeOK)
 }

@@ -74,10 +74,10 @@ func (s *Store) check(ctx context.Context, load bool) error {
 	})
 	switch {
 	case err == nil:
-		if s.refused.Swap(nil) != nil && s.checked.Load() == false {
+		refused := s.refused.Swap(nil) != nil
+		if !s.checked.Swap(true) && refused {
 			s.logger.Info("idem: the Redis server is accepted again: writes go on")
 		}
-		s.checked.Store(true)
 	case errors.Is(err, guard.ErrStoreRefused):
 		s.refused.Store(&refusal{err: err, until: time.Now().Add(refusalHold)})
 		if s.checked.Swap(false) {
