@@ -22,7 +22,7 @@ func (t *step) precheck() (answer reply, decided, bound bool) {
 		}
 		if b.code != 0 {
 			t.audit(b.code, guard.DeliveryLocalReplay, guard.SideEffectNone)
-			return reply{code: b.code, delivery: guard.DeliveryLocalReplay, data: b.data, msg: b.msg}, true, bound
+			return b.replay(), true, bound
 		}
 	}
 	// The record to check: the one this call id already reserved (its own

@@ -33,7 +33,8 @@ func (t *step) find() (tg target, ok, known bool) {
 		if b := t.s.calls[t.op]; b != nil && !expired(b.until, t.now) {
 			switch {
 			case b.code != 0:
-				return target{stored: &reply{code: b.code, delivery: guard.DeliveryLocalReplay, data: b.data, msg: b.msg}}, true, false
+				stored := b.replay()
+				return target{stored: &stored}, true, false
 			case b.linked:
 				r, ok = ref{id: b.link}, true
 			default:
@@ -54,7 +55,8 @@ func (t *step) find() (tg target, ok, known bool) {
 		if b == nil || expired(b.until, t.now) || b.code == 0 {
 			return tg, false, false
 		}
-		return target{at: at, stored: &reply{code: b.code, delivery: guard.DeliveryLocalReplay, data: b.data, msg: b.msg}}, true, false
+		stored := b.replay()
+		return target{at: at, stored: &stored}, true, false
 	}
 	rec := t.record(at)
 	if !rec.live() {

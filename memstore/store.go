@@ -67,6 +67,11 @@ type binding struct {
 	until  int64
 }
 
+// replay is the binding's stored result, answered again (rule 6).
+func (b *binding) replay() reply {
+	return reply{code: b.code, delivery: guard.DeliveryLocalReplay, data: b.data, msg: b.msg}
+}
+
 // The states of an idempotency record (rule 3).
 const (
 	reserved  = 'P'
