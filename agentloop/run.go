@@ -314,6 +314,9 @@ func (r *run) turn(ctx context.Context) (*RunResult, error) {
 	if rep.End != provider.EndNormal {
 		res := l.result(st, RunStatus(rep.End), rep.Text)
 		res.Reason = rep.Reason
+		if rep.End == provider.EndFailed && rep.Err != nil {
+			return res, fmt.Errorf("agentloop: turn %d: %w", st.Turn, rep.Err)
+		}
 		return res, nil
 	}
 	if rep.Continue {

@@ -166,11 +166,16 @@ func (m *Model) reply(resp *responses.Response, tools []toolset.Declared) *provi
 		if rep.Reason == "content_filter" {
 			rep.End = provider.EndRefused
 		}
-	case responses.ResponseStatusFailed, responses.ResponseStatusCancelled:
-		rep.End, rep.Reason = provider.EndFailed, string(resp.Status)
-		if resp.Error.Code != "" {
-			rep.Reason = string(resp.Error.Code)
+	case responses.ResponseStatusFailed:
+		// The API's error, whether a stream's error event (streamFailure)
+		// or a failed response, reaches the host as a provider.APIError.
+		code := string(resp.Error.Code)
+		if code == "" {
+			code = string(resp.Status)
 		}
+		provider.Failed(rep, &provider.APIError{StatusCode: 200, Code: code, Message: resp.Error.Message})
+	case responses.ResponseStatusCancelled:
+		rep.End, rep.Reason = provider.EndFailed, string(resp.Status)
 	default:
 		if r := refusal(resp); r != "" {
 			rep.End, rep.Reason = provider.EndRefused, "refusal"

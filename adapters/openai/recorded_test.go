@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -138,6 +139,10 @@ func replay(t *testing.T, rec *recording) {
 			}
 			if status != rec.ExpectEnd.Status || rep.Reason != rec.ExpectEnd.Reason {
 				t.Errorf("ending %s (%s), want %s (%s)", status, rep.Reason, rec.ExpectEnd.Status, rec.ExpectEnd.Reason)
+			}
+			var apiErr *provider.APIError
+			if failed := rep.End == provider.EndFailed; failed != errors.As(rep.Err, &apiErr) || failed && apiErr.Code != rep.Reason {
+				t.Errorf("ending %s carries error %v, want a provider.APIError with code %q exactly when failed", status, rep.Err, rep.Reason)
 			}
 		}
 	}

@@ -82,9 +82,14 @@ type Reply struct {
 	// continues; the loop then sends only the items that came after.
 	Chain string
 	// End says how the reply ended; Reason is the provider's word for it
-	// (e.g. "max_tokens", "content_filter").
+	// (e.g. "max_tokens", "content_filter", or the API's error code).
 	End    Ending
 	Reason string
+	// Err, on a reply that ended EndFailed because the API reported an
+	// error (inside a stream, or as a failed response), is that error, an
+	// *APIError whose Code is Reason. The loop ends the run StatusFailed
+	// and returns it.
+	Err error
 	// Continue asks for another turn with nothing added: the provider
 	// paused a long turn (Anthropic's pause_turn).
 	Continue bool
@@ -128,16 +133,52 @@ type Provider interface {
 }
 
 // APIError is an error reply of a provider's API, wrapping the SDK's own
-// error (errors.As still finds it).
+// error (errors.As still finds it) when there is one.
 type APIError struct {
+	// StatusCode is the HTTP status; an error reported inside a stream has
+	// the stream's (200).
 	StatusCode int
-	Err        error
+	// Code is the API's error code or type (e.g. "insufficient_quota",
+	// "overloaded_error"), "" when it gave none.
+	Code string
+	// Message is the API's message, "" when it gave none.
+	Message string
+	// Err is the SDK's error, nil when the SDK reported none (an error
+	// event the SDK read as an event).
+	Err error
 }
 
-func (e *APIError) Error() string { return e.Err.Error() }
+func (e *APIError) Error() string {
+	if e.Err != nil {
+		return e.Err.Error()
+	}
+	msg := fmt.Sprintf("provider API error %d", e.StatusCode)
+	if e.Code != "" {
+		msg += " " + e.Code
+	}
+	if e.Message != "" {
+		msg += ": " + e.Message
+	}
+	return msg
+}
 
 // Unwrap returns the SDK's error.
 func (e *APIError) Unwrap() error { return e.Err }
+
+// Failed returns a reply that ended EndFailed because the API reported an
+// error: its Reason is the error's code ("error" when the API gave none) and
+// its Err the error. rep, when not nil, is what the reply held before the
+// error (its id, text so far); it is changed and returned.
+func Failed(rep *Reply, err *APIError) *Reply {
+	if rep == nil {
+		rep = &Reply{}
+	}
+	if err.Code == "" {
+		err.Code = "error"
+	}
+	rep.End, rep.Reason, rep.Err, rep.Calls = EndFailed, err.Code, err, nil
+	return rep
+}
 
 // WrapError wraps err as an APIError when status is not 0.
 func WrapError(err error, status int) error {
@@ -148,7 +189,8 @@ func WrapError(err error, status int) error {
 }
 
 // ErrorType names an error for telemetry: "canceled",
-// "deadline_exceeded", "http_<status>" for an APIError, else "_OTHER".
+// "deadline_exceeded", the API's code for an APIError reported inside a
+// stream (status 200), "http_<status>" for another APIError, else "_OTHER".
 func ErrorType(err error) string {
 	switch {
 	case errors.Is(err, context.Canceled):
@@ -158,6 +200,9 @@ func ErrorType(err error) string {
 	}
 	var apiErr *APIError
 	if errors.As(err, &apiErr) {
+		if apiErr.StatusCode == 200 && apiErr.Code != "" {
+			return apiErr.Code
+		}
 		return fmt.Sprintf("http_%d", apiErr.StatusCode)
 	}
 	return "_OTHER"
