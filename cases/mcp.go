@@ -21,7 +21,7 @@ func RunMCP(ctx context.Context, c *Case, w World) *CaseReport {
 	return run(ctx, c, w, mcpCarrier)
 }
 
-func mcpCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (carry, func(), error) {
+func mcpCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (Carry, func(), error) {
 	srv, err := tgmcp.NewServer(g, tools, tgmcp.Options{Principal: &p})
 	if err != nil {
 		return nil, nil, err

@@ -75,21 +75,33 @@ func (w World) adapter() Adapter {
 	return Adapters["responses"]
 }
 
-// carrier connects the case's guard to an adapter, and returns how each
-// step's call travels through it, and how to disconnect.
-type carrier func(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (carry, func(), error)
+// Connect connects a case's guard (over the case's tools, for its
+// principal) to a host that carries calls to it, such as an agent
+// framework's tool-execution path, and returns how each step's call travels
+// through that host, and how to disconnect. The host must take the guard
+// call's execution context (operation id, idempotency key, call id) and
+// approval as they are: they are the case's.
+type Connect func(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (Carry, func(), error)
 
-// carry takes one step's call (or, for a query_status step, its status
-// query) through the adapter to the guard, and returns the model result as
-// the adapter hands it to the model. An error is a host error: the case
-// fails to run.
-type carry func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (output string, err error)
+// Carry takes one step's call (or, for a query_status step, its status
+// query) through the host to the guard, and returns the model result, the
+// tool-model-result-v2 JSON, as the host hands it to the model. An error is
+// a host error: the case fails to run.
+type Carry func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (output string, err error)
+
+// RunThrough runs one case in the world with every step carried through
+// the host connect connects: the way an integration outside this module
+// (an agent framework's) runs the suite through its own tool-execution
+// path. The world's Adapter still encodes each step's call.
+func RunThrough(ctx context.Context, c *Case, w World, connect Connect) *CaseReport {
+	return run(ctx, c, w, connect)
+}
 
 // directCarrier drives each step through a provider's adapter: the adapter
 // decoded the call from the provider's wire item, the guard answers, and
 // the result goes back out in the provider's tool-result shape.
-func directCarrier(a Adapter) carrier {
-	return func(_ context.Context, g *guard.Guard, _ *toolset.Set, _ guard.Principal) (carry, func(), error) {
+func directCarrier(a Adapter) Connect {
+	return func(_ context.Context, g *guard.Guard, _ *toolset.Set, _ guard.Principal) (Carry, func(), error) {
 		return func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (string, error) {
 			var (
 				res *guard.Result
@@ -109,7 +121,7 @@ func directCarrier(a Adapter) carrier {
 	}
 }
 
-func run(ctx context.Context, c *Case, w World, connect carrier) *CaseReport {
+func run(ctx context.Context, c *Case, w World, connect Connect) *CaseReport {
 	rep := &CaseReport{ID: c.ID}
 	svc := orders.NewService()
 	tools := orders.Tools(svc)
