@@ -339,7 +339,7 @@ func (r *run) turn(ctx context.Context) (*RunResult, error) {
 func (r *run) answer() {
 	outs := make([]provider.Output, 0, len(r.st.Calls))
 	for _, c := range r.st.Calls {
-		outs = append(outs, provider.Output{CallID: c.CallID, Kind: c.Kind, Result: c.Output, OK: resultOK(c.Output)})
+		outs = append(outs, provider.Output{CallID: c.CallID, Name: c.Name, Kind: c.Kind, Result: c.Output, OK: resultOK(c.Output)})
 	}
 	r.st.Items = append(r.st.Items, r.l.provider.OutputItems(outs)...)
 	r.st.Calls = nil

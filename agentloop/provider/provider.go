@@ -112,7 +112,10 @@ type ToolCall struct {
 // Output answers one call.
 type Output struct {
 	CallID string
-	Kind   string
+	// Name is the tool the call named (ToolCall.Name), for APIs whose tool
+	// results name it (Gemini's functionResponse).
+	Name string
+	Kind string
 	// Result is the tool-model-result-v2 JSON.
 	Result string
 	// OK reports whether the result's code is OK.
