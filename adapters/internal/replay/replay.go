@@ -1,0 +1,356 @@
+// Package replay serves recorded provider API traffic to the adapters'
+// tests: it loads the recordings of the shared recorded-traffic folder
+// (real HTTP responses of the provider APIs, recorded by other public
+// projects) and serves each recording's responses, byte for byte with their
+// status, content type and encoding, from a local httptest server that
+// keeps the request bodies it received.
+//
+// The recordings stay outside the repository; [ForAPI] skips a test, naming
+// the path, where they are absent.
+package replay
+
+import (
+	"bytes"
+	"compress/gzip"
+	"encoding/base64"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"slices"
+	"sync"
+	"testing"
+)
+
+// Dir is where the recordings are, relative to an adapter package's
+// directory (adapters/NAME): the shared folder beside the repository.
+const Dir = "../../../shared/recorded-traffic/recordings"
+
+// Recording is one recorded exchange: the responses served in order, the
+// requests the recorder sent, and what each response holds.
+type Recording struct {
+	// File is the path the recording was loaded from.
+	File string `json:"-"`
+	// Raw is the whole file, for fields this type does not name.
+	Raw json.RawMessage `json:"-"`
+
+	// Name names the recording (the file's name without .json).
+	Name string `json:"name"`
+	// API is the API family: "responses", "chat" (OpenAI Chat Completions
+	// and the OpenAI-compatible servers, whose names begin "compat-"),
+	// "anthropic" or "gemini".
+	API string `json:"api"`
+	// Mode qualifies the API: "stateless" (Responses with store false),
+	// "vertex" (Gemini on Vertex AI), "" for none.
+	Mode string `json:"mode"`
+	// Stream reports whether the responses are server-sent events.
+	Stream bool `json:"stream"`
+	// BodyFidelity says how the bodies were kept ("exact" for the bytes as
+	// sent).
+	BodyFidelity string `json:"body_fidelity"`
+	// Source names the repository, path and commit it was taken from.
+	Source json.RawMessage `json:"source"`
+	// Tools are the tools the recorded requests offered.
+	Tools []Tool `json:"tools"`
+	// Interactions are the recorded responses, served in order.
+	Interactions []Interaction `json:"interactions"`
+	// Requests are the recorded request bodies, one per interaction; an
+	// entry is null (len 0 or "null") where the recorder kept none.
+	Requests []json.RawMessage `json:"recorded_requests"`
+	// Expect says what each response holds.
+	Expect []Turn `json:"expect"`
+	// ExpectEnd is how a run over all the responses ends.
+	ExpectEnd End `json:"expect_end"`
+}
+
+// Tool is a tool a recorded request offered.
+type Tool struct {
+	Name       string          `json:"name"`
+	Parameters json.RawMessage `json:"parameters"`
+}
+
+// Interaction is one recorded response.
+type Interaction struct {
+	// Status is the HTTP status.
+	Status int `json:"status"`
+	// ContentType and ContentEncoding are the response's headers ("" for
+	// none).
+	ContentType     string `json:"content_type"`
+	ContentEncoding string `json:"content_encoding"`
+	// Body is the body as sent (gzip bytes where ContentEncoding is gzip).
+	Body []byte `json:"-"`
+	// BodyBase64 is the body as the file holds it.
+	BodyBase64 string `json:"body_base64"`
+}
+
+// Turn is what one recorded response holds.
+type Turn struct {
+	// Raw is the turn as the file holds it, for fields this type does not
+	// name (Gemini's signatures, chunks, usage).
+	Raw json.RawMessage `json:"-"`
+
+	ResponseID string `json:"response_id"`
+	// Stop is the API's stop or finish reason.
+	Stop string `json:"stop"`
+	// Text is the response's text.
+	Text string `json:"text"`
+	// Calls are its tool calls, in order.
+	Calls []Call `json:"calls"`
+	// Refusal is its refusal text, "" for none.
+	Refusal string `json:"refusal"`
+	// IncompleteReason is why it was cut short, "" when it was not.
+	IncompleteReason string `json:"incomplete_reason"`
+	// Notes say what else it holds (a thinking block, its signature).
+	Notes []string `json:"notes"`
+}
+
+// UnmarshalJSON decodes a turn and keeps its raw form.
+func (t *Turn) UnmarshalJSON(b []byte) error {
+	type plain Turn
+	if err := json.Unmarshal(b, (*plain)(t)); err != nil {
+		return err
+	}
+	t.Raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// Call is one recorded tool call.
+type Call struct {
+	// Raw is the call as the file holds it.
+	Raw json.RawMessage `json:"-"`
+
+	// ID is the call id as the API sent it, "" where it sent none.
+	ID   string `json:"id"`
+	Name string `json:"name"`
+	// Arguments are the arguments as the API sent them (assembled from
+	// the deltas of a stream).
+	Arguments string `json:"arguments"`
+}
+
+// UnmarshalJSON decodes a call and keeps its raw form.
+func (c *Call) UnmarshalJSON(b []byte) error {
+	type plain Call
+	if err := json.Unmarshal(b, (*plain)(c)); err != nil {
+		return err
+	}
+	c.Raw = append(json.RawMessage(nil), b...)
+	return nil
+}
+
+// End is how a run over a recording ends.
+type End struct {
+	// Status is the run's status: "completed", "incomplete", "refused",
+	// "failed", or "exhausted" when the last response still had calls.
+	Status string `json:"status"`
+	// Reason is the provider's reason ("" for none).
+	Reason string `json:"reason"`
+	// Output is the run's final text.
+	Output string `json:"output"`
+}
+
+// Request returns the recorded request body of interaction i decoded as a
+// JSON object, or nil when none was recorded.
+func (r *Recording) Request(i int) map[string]any {
+	if i >= len(r.Requests) {
+		return nil
+	}
+	var m map[string]any
+	if json.Unmarshal(r.Requests[i], &m) != nil {
+		return nil
+	}
+	return m
+}
+
+// Parse decodes one recording file's contents.
+func Parse(b []byte) (*Recording, error) {
+	var rec Recording
+	if err := json.Unmarshal(b, &rec); err != nil {
+		return nil, err
+	}
+	rec.Raw = append(json.RawMessage(nil), b...)
+	for i := range rec.Interactions {
+		it := &rec.Interactions[i]
+		body, err := base64.StdEncoding.DecodeString(it.BodyBase64)
+		if err != nil {
+			return nil, fmt.Errorf("interaction %d: body_base64: %w", i, err)
+		}
+		it.Body = body
+	}
+	return &rec, nil
+}
+
+// ErrNoRecordings is returned by Load when dir holds no recording.
+var ErrNoRecordings = errors.New("replay: no recordings")
+
+// Load reads every recording (*.json) in dir, in file name order. An
+// absent dir, or one without recordings, is an error wrapping
+// ErrNoRecordings.
+func Load(dir string) ([]*Recording, error) {
+	files, err := filepath.Glob(filepath.Join(dir, "*.json"))
+	if err != nil {
+		return nil, err
+	}
+	if len(files) == 0 {
+		if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
+			return nil, fmt.Errorf("%w at %s: %v", ErrNoRecordings, dir, err)
+		}
+		return nil, fmt.Errorf("%w at %s", ErrNoRecordings, dir)
+	}
+	slices.Sort(files)
+	recs := make([]*Recording, 0, len(files))
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			return nil, err
+		}
+		rec, err := Parse(b)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f, err)
+		}
+		rec.File = f
+		recs = append(recs, rec)
+	}
+	return recs, nil
+}
+
+// ForAPI returns the recordings in dir whose API is api: it skips t, naming
+// dir, when there are no recordings there, and fails it when loading fails
+// or none is of that API.
+func ForAPI(t testing.TB, dir, api string) []*Recording {
+	t.Helper()
+	all, err := Load(dir)
+	if errors.Is(err, ErrNoRecordings) {
+		t.Skipf("no recorded traffic at %s (the shared folder beside the repository): %v", dir, err)
+	}
+	if err != nil {
+		t.Fatal(err)
+	}
+	var recs []*Recording
+	for _, r := range all {
+		if r.API == api {
+			recs = append(recs, r)
+		}
+	}
+	if len(recs) == 0 {
+		t.Fatalf("no recording with api %q at %s", api, dir)
+	}
+	return recs
+}
+
+// Received is one request the server received.
+type Received struct {
+	Method string
+	// Path is the URL path, Query its raw query.
+	Path  string
+	Query string
+	// Header is the request's header.
+	Header http.Header
+	// Body is the request body, gunzipped when the client sent it gzip.
+	Body []byte
+}
+
+// Server serves one recording's interactions in order, one per request,
+// and keeps the requests it received. A request beyond the last
+// interaction gets 410 Gone.
+type Server struct {
+	// Server is the underlying test server; its URL is the base URL.
+	*httptest.Server
+
+	rec      *Recording
+	mu       sync.Mutex
+	next     int
+	received []Received
+}
+
+// NewServer starts a server serving rec. Close it when done.
+func NewServer(rec *Recording) *Server {
+	s := &Server{rec: rec}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	return s
+}
+
+// Start starts a server serving rec and closes it when t ends.
+func Start(t testing.TB, rec *Recording) *Server {
+	t.Helper()
+	s := NewServer(rec)
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(r.Body)
+	if err == nil && r.Header.Get("Content-Encoding") == "gzip" {
+		var zr *gzip.Reader
+		if zr, err = gzip.NewReader(bytes.NewReader(body)); err == nil {
+			body, err = io.ReadAll(zr)
+		}
+	}
+	if err != nil {
+		http.Error(w, "reading the request: "+err.Error(), http.StatusBadRequest)
+		return
+	}
+	s.mu.Lock()
+	s.received = append(s.received, Received{Method: r.Method, Path: r.URL.Path, Query: r.URL.RawQuery,
+		Header: r.Header.Clone(), Body: body})
+	i := s.next
+	s.next++
+	s.mu.Unlock()
+	if i >= len(s.rec.Interactions) {
+		http.Error(w, fmt.Sprintf("replay: recording %s has %d responses, this is request %d", s.rec.Name, len(s.rec.Interactions), i+1), http.StatusGone)
+		return
+	}
+	it := s.rec.Interactions[i]
+	if it.ContentType != "" {
+		w.Header().Set("Content-Type", it.ContentType)
+	}
+	if it.ContentEncoding != "" {
+		w.Header().Set("Content-Encoding", it.ContentEncoding)
+	}
+	w.WriteHeader(it.Status)
+	_, _ = w.Write(it.Body)
+}
+
+// Received returns the requests received so far, in order.
+func (s *Server) Received() []Received {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.received)
+}
+
+// Bodies returns the bodies of the requests received so far, in order.
+func (s *Server) Bodies() [][]byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := make([][]byte, len(s.received))
+	for i, r := range s.received {
+		out[i] = r.Body
+	}
+	return out
+}
+
+// Body returns the body of request i decoded as a JSON object; it fails t
+// when there is no request i or its body is not one.
+func (s *Server) Body(t testing.TB, i int) map[string]any {
+	t.Helper()
+	bodies := s.Bodies()
+	if i >= len(bodies) {
+		t.Fatalf("replay: %d requests received, want request %d", len(bodies), i+1)
+	}
+	var m map[string]any
+	if err := json.Unmarshal(bodies[i], &m); err != nil {
+		t.Fatalf("replay: request %d is not a JSON object: %v\n%s", i+1, err, bodies[i])
+	}
+	return m
+}
+
+// Remaining returns how many interactions have not been served.
+func (s *Server) Remaining() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return max(0, len(s.rec.Interactions)-s.next)
+}
