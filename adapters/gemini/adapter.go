@@ -1,0 +1,267 @@
+// Package tggemini adapts Google's Gemini API and Vertex AI
+// (google.golang.org/genai) to the guard: functionCall parts become
+// canonical proposals with their execution context, guard results become
+// functionResponse parts whose response is the tool-model-result-v2 object,
+// and a toolset becomes function declarations whose parametersJsonSchema
+// is the very schema the guard validates arguments against. Model is the
+// same API as package agentloop's provider, streamed with
+// GenerateContentStream.
+//
+// # Call ids
+//
+// Only the Gemini API on Gemini 3 models sends call ids; Gemini 2.x and
+// Vertex AI send none. A call without one gets an id derived from the
+// response id and the call's position among the response's function calls,
+// "<responseId>/<position>", so that the same response replayed gives the
+// same ids (contract section 8); a response without a responseId (one
+// recorded stream has none) derives from a digest of the calls instead,
+// "gemini-<digest>/<position>". An id Gemini sent is used and echoed in the
+// functionResponse; a derived one is never sent to Gemini.
+//
+// # Endings
+//
+// STOP (or no finishReason) ends normally. MAX_TOKENS is incomplete.
+// SAFETY, RECITATION, PROHIBITED_CONTENT, BLOCKLIST, SPII, IMAGE_SAFETY,
+// LANGUAGE and a blocked prompt (no candidates, promptFeedback.blockReason)
+// are refused, with that reason. A call in a reply that did not end STOP is
+// answered and never executed: UNEXPECTED_TOOL_CALL (a call of a function
+// not declared) with UNKNOWN_TOOL, MALFORMED_FUNCTION_CALL and any other
+// reason with INVALID_ARGUMENTS. A reply whose UNEXPECTED_TOOL_CALL or
+// MALFORMED_FUNCTION_CALL carries calls goes on (the model is told, and
+// may call again); one that carries none ends failed with that reason, as
+// does any reason not named here.
+//
+// # Thought signatures
+//
+// Gemini signs the first function call of a reply (and, on Gemini 3, text
+// parts and a trailing empty text part) with a thoughtSignature it needs
+// back unchanged. The reply's items keep every part as Gemini sent it,
+// signatures, thought parts and empty text parts included; streamed
+// argument pieces (Vertex's partialArgs) are assembled into one
+// functionCall part that keeps the first piece's signature.
+//
+// # Absent members
+//
+// Gemini has no strict mode: for a tool whose schema is strict
+// (toolset.Schema.Strict), Calls fills an absent member whose schema allows
+// null with null (contract section 8; provider.FillNulls) before the guard
+// sees it.
+//
+// The package is named tggemini, so it needs no alias next to the SDK:
+//
+//	import "github.com/toolguard/toolguard/adapters/gemini"
+package tggemini
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"strconv"
+
+	"google.golang.org/genai"
+
+	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// The execution-context values this adapter writes.
+const (
+	Provider  = "gemini"
+	APIFamily = "generate_content"
+	Revision  = "gemini-generate-content-v1"
+)
+
+// KindDerived is the provider.ToolCall.Kind of a call whose id the adapter
+// derived (Gemini sent none): its functionResponse carries no id.
+const KindDerived = "derived-id"
+
+var info = provider.Info{Provider: Provider, APIFamily: APIFamily, Revision: Revision}
+
+// Context returns the execution context of a function call carried by the
+// response with responseID, under callID (CallID).
+func Context(responseID, callID string) guard.ExecutionContext {
+	return info.Context(responseID, callID)
+}
+
+// CallID returns the id of the function call at position (counted over the
+// function calls of resp's first candidate, from 0): the id Gemini sent,
+// else one derived from the response id and the position, and whether it
+// was derived.
+func CallID(resp *genai.GenerateContentResponse, position int) (id string, derived bool) {
+	calls := functionCalls(resp)
+	if position < len(calls) && calls[position].ID != "" {
+		return calls[position].ID, false
+	}
+	return derivedID(resp, calls, position), true
+}
+
+// derivedID is "<responseId>/<position>", or for a response without an id
+// "gemini-<digest of the calls>/<position>".
+func derivedID(resp *genai.GenerateContentResponse, calls []*genai.FunctionCall, position int) string {
+	base := ""
+	if resp != nil {
+		base = resp.ResponseID
+	}
+	if base == "" {
+		h := sha256.New()
+		for _, c := range calls {
+			b, _ := json.Marshal(c)
+			h.Write(b)
+			h.Write([]byte{0})
+		}
+		base = "gemini-" + hex.EncodeToString(h.Sum(nil)[:12])
+	}
+	return base + "/" + strconv.Itoa(position)
+}
+
+// functionCalls returns the function calls of the first candidate, in order.
+func functionCalls(resp *genai.GenerateContentResponse) []*genai.FunctionCall {
+	var out []*genai.FunctionCall
+	for _, p := range parts(resp) {
+		if p.FunctionCall != nil {
+			out = append(out, p.FunctionCall)
+		}
+	}
+	return out
+}
+
+// parts returns the parts of the first candidate's content.
+func parts(resp *genai.GenerateContentResponse) []*genai.Part {
+	if resp == nil || len(resp.Candidates) == 0 || resp.Candidates[0] == nil || resp.Candidates[0].Content == nil {
+		return nil
+	}
+	return resp.Candidates[0].Content.Parts
+}
+
+// Arguments returns a function call's arguments as JSON ("{}" for none).
+func Arguments(fc *genai.FunctionCall) []byte {
+	if len(fc.Args) == 0 {
+		return []byte("{}")
+	}
+	b, err := json.Marshal(fc.Args)
+	if err != nil {
+		// Args came from JSON; it marshals. What does not is answered
+		// INVALID_ARGUMENTS by the guard.
+		return []byte("null")
+	}
+	return b
+}
+
+// Calls returns the function calls of a response in order, as package
+// agentloop runs them: each with its id (CallID), its arguments with absent
+// nullable members filled with null when the tool of that name among tools
+// (the tools the request offered) has a strict schema, and, when the reply
+// did not end STOP, the answer it gets without being run.
+func Calls(resp *genai.GenerateContentResponse, tools []toolset.Declared) []provider.ToolCall {
+	fcs := functionCalls(resp)
+	answer := callAnswer(finishReason(resp))
+	out := make([]provider.ToolCall, 0, len(fcs))
+	for i, fc := range fcs {
+		id, derived := CallID(resp, i)
+		c := provider.ToolCall{ID: id, Name: fc.Name, Arguments: string(provider.FillArgs(tools, fc.Name, Arguments(fc))), Answer: answer}
+		if derived {
+			c.Kind = KindDerived
+		}
+		out = append(out, c)
+	}
+	return out
+}
+
+// callAnswer is the answer a call gets, unrun, in a reply that ended for
+// reason; nil for a reply that ended normally.
+func callAnswer(reason genai.FinishReason) *guard.Result {
+	switch reason {
+	case "", genai.FinishReasonStop, genai.FinishReasonUnspecified:
+		return nil
+	case genai.FinishReasonUnexpectedToolCall:
+		return provider.Unknown("This function is not declared; call only the functions offered.")
+	case genai.FinishReasonMalformedFunctionCall:
+		return provider.Invalid("The function call was malformed; nothing ran. Call again with arguments that match the schema.")
+	default:
+		return provider.Invalid("The reply ended (" + string(reason) + ") before this call was complete; nothing ran.")
+	}
+}
+
+// finishReason is the first candidate's finishReason, "" for none.
+func finishReason(resp *genai.GenerateContentResponse) genai.FinishReason {
+	if resp == nil || len(resp.Candidates) == 0 || resp.Candidates[0] == nil {
+		return ""
+	}
+	return resp.Candidates[0].FinishReason
+}
+
+// Proposal returns the canonical proposal of a function call: its name and
+// its arguments, with absent nullable members of the tool's strict schema
+// filled with null. tools are the tools the request offered.
+func Proposal(fc *genai.FunctionCall, tools []toolset.Declared) guard.Proposal {
+	return guard.Proposal{Name: fc.Name, Arguments: provider.FillArgs(tools, fc.Name, Arguments(fc))}
+}
+
+// Call returns the guard call of the function call at position in resp for
+// the principal, which comes from the host, never from the model, in a
+// scope the host names (guard.ExecutionContext.Scope): a write the model
+// repeats in the scope is the same operation and replays. "" names no
+// scope. tools as in Calls. It panics when resp has no call at position.
+func Call(p guard.Principal, scope string, resp *genai.GenerateContentResponse, position int, tools []toolset.Declared) guard.Call {
+	fc := functionCalls(resp)[position]
+	id, _ := CallID(resp, position)
+	c := guard.Call{Principal: p, Proposal: Proposal(fc, tools), Context: Context(resp.ResponseID, id)}
+	c.Context.Scope = scope
+	return c
+}
+
+// Output returns the functionResponse part answering a function call named
+// name: its response is the tool-model-result-v2 object, its id the call's
+// when Gemini sent one (id "" sends none, as for a derived id).
+func Output(id, name string, res *guard.Result) *genai.Part {
+	return outputPart(id, name, res.String())
+}
+
+func outputPart(id, name, result string) *genai.Part {
+	var response map[string]any
+	if err := json.Unmarshal([]byte(result), &response); err != nil {
+		response = map[string]any{"output": result}
+	}
+	return &genai.Part{FunctionResponse: &genai.FunctionResponse{ID: id, Name: name, Response: response}}
+}
+
+// Outputs returns the one user content that answers every function call of
+// a reply, in order: the parts Output made.
+func Outputs(parts ...*genai.Part) *genai.Content {
+	return &genai.Content{Role: genai.RoleUser, Parts: parts}
+}
+
+// OutputResult returns the id, name and tool-model-result-v2 JSON of a part
+// made by Output, and false for any other part.
+func OutputResult(p *genai.Part) (id, name string, result []byte, ok bool) {
+	if p == nil || p.FunctionResponse == nil {
+		return "", "", nil, false
+	}
+	b, err := json.Marshal(p.FunctionResponse.Response)
+	if err != nil {
+		return "", "", nil, false
+	}
+	return p.FunctionResponse.ID, p.FunctionResponse.Name, b, true
+}
+
+// Tools returns the function declarations of every tool in the set, as one
+// genai.Tool.
+func Tools(set *toolset.Set) []*genai.Tool { return toolParams(set.Tools()) }
+
+// Tool returns the declaration of one tool: its parametersJsonSchema is the
+// schema the guard validates arguments against.
+func Tool(t toolset.Declared) *genai.FunctionDeclaration {
+	return &genai.FunctionDeclaration{Name: t.Name(), Description: t.Description(), ParametersJsonSchema: t.Schema().Map()}
+}
+
+func toolParams(tools []toolset.Declared) []*genai.Tool {
+	if len(tools) == 0 {
+		return nil
+	}
+	decls := make([]*genai.FunctionDeclaration, 0, len(tools))
+	for _, t := range tools {
+		decls = append(decls, Tool(t))
+	}
+	return []*genai.Tool{{FunctionDeclarations: decls}}
+}
