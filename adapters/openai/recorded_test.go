@@ -1,149 +1,188 @@
 package tgopenai_test
 
 import (
-	"context"
-	"encoding/base64"
 	"encoding/json"
-	"errors"
-	"net/http"
-	"net/http/httptest"
-	"os"
-	"path/filepath"
-	"strings"
-	"sync/atomic"
+	"fmt"
 	"testing"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/toolguard/toolguard/adapters/internal/replay"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/agentloop/provider"
 )
 
-// recordings is where the shared recorded traffic lives: real HTTP
-// responses of the provider APIs that other public projects recorded. It
-// stays outside the repository; the tests read it and skip, saying why,
-// where it is absent.
-const recordings = "../../../shared/recorded-traffic/recordings"
-
-// recording is one recorded exchange: the responses served in order and
-// what each holds.
-type recording struct {
-	Name         string `json:"name"`
-	API          string `json:"api"`
-	Stream       bool   `json:"stream"`
-	Interactions []struct {
-		Status          int    `json:"status"`
-		ContentType     string `json:"content_type"`
-		ContentEncoding string `json:"content_encoding"`
-		Body            string `json:"body_base64"`
-	} `json:"interactions"`
-	Expect []struct {
-		Stop  string `json:"stop"`
-		Text  string `json:"text"`
-		Calls []struct {
-			ID        string `json:"id"`
-			Name      string `json:"name"`
-			Arguments string `json:"arguments"`
-		} `json:"calls"`
-	} `json:"expect"`
-	ExpectEnd struct {
-		Status string `json:"status"`
-		Reason string `json:"reason"`
-	} `json:"expect_end"`
-}
-
 // TestRecordedTraffic serves every recorded Responses API exchange, byte
 // for byte as the API sent it (JSON or SSE, gzip where it was), to the real
-// openai-go client through the adapter's Model, and checks each reply's
-// calls (ids, names, arguments), text and ending against the recording.
+// openai-go client through the adapter's Model, chained by
+// previous_response_id or, for the recordings made with store false,
+// stateless. It checks each reply's id, calls (ids, names, arguments),
+// text and ending against the recording, and each follow-up request
+// against the recorded one: its function_call_output items answer the
+// recorded call ids in order, and it continues the previous response,
+// either by its id or by sending back every output item of it (reasoning
+// with its encrypted_content, commentary messages with their phase, the
+// calls) as the recorded request did.
 func TestRecordedTraffic(t *testing.T) {
-	files, _ := filepath.Glob(filepath.Join(recordings, "*.json"))
-	if len(files) == 0 {
-		t.Skipf("no recorded traffic at %s (the shared folder beside the repository)", recordings)
-	}
-	n := 0
-	for _, f := range files {
-		b, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rec recording
-		if err := json.Unmarshal(b, &rec); err != nil {
-			t.Fatalf("%s: %v", f, err)
-		}
-		if rec.API != "responses" {
-			continue
-		}
-		n++
-		t.Run(rec.Name, func(t *testing.T) { replay(t, &rec) })
-	}
-	if n == 0 {
-		t.Fatal("no Responses API recording found")
+	for _, rec := range replay.ForAPI(t, replay.Dir, "responses") {
+		t.Run(rec.Name, func(t *testing.T) {
+			srv := replay.Start(t, rec)
+			client := oai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("replay"), option.WithMaxRetries(0))
+			m := tgopenai.NewModel(client, tgopenai.ModelOptions{Name: "recorded", Stateless: rec.Mode == "stateless"})
+			replay.Drive(t, rec, srv, m, replay.Driver{Results: recordedOutputs, Check: checkFollowUp})
+		})
 	}
 }
 
-func replay(t *testing.T, rec *recording) {
-	var next atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		i := int(next.Add(1)) - 1
-		if i >= len(rec.Interactions) {
-			http.Error(w, "no more recorded responses", http.StatusGone)
-			return
+// inputItems returns a request's input items as objects.
+func inputItems(req map[string]any) []map[string]any {
+	list, _ := req["input"].([]any)
+	var out []map[string]any
+	for _, it := range list {
+		if m, ok := it.(map[string]any); ok {
+			out = append(out, m)
 		}
-		it := rec.Interactions[i]
-		body, err := base64.StdEncoding.DecodeString(it.Body)
-		if err != nil {
-			http.Error(w, err.Error(), http.StatusInternalServerError)
-			return
+	}
+	return out
+}
+
+// tailOutputs returns the function_call_output items that end a request's
+// input: the answers to the previous response's calls.
+func tailOutputs(req map[string]any) []map[string]any {
+	items := inputItems(req)
+	i := len(items)
+	for i > 0 && items[i-1]["type"] == "function_call_output" {
+		i--
+	}
+	return items[i:]
+}
+
+func recordedOutputs(req map[string]any) []string {
+	var out []string
+	for _, it := range tailOutputs(req) {
+		if s, ok := it["output"].(string); ok {
+			out = append(out, s)
+			continue
 		}
-		w.Header().Set("Content-Type", it.ContentType)
-		if it.ContentEncoding != "" {
-			w.Header().Set("Content-Encoding", it.ContentEncoding)
+		b, _ := json.Marshal(it["output"])
+		out = append(out, string(b))
+	}
+	return out
+}
+
+func str(v any) string { s, _ := v.(string); return s }
+
+func checkFollowUp(t *testing.T, i int, sent, recorded map[string]any, prev *provider.Reply) {
+	t.Helper()
+	outs := tailOutputs(sent)
+	if len(outs) != len(prev.Calls) {
+		t.Fatalf("request %d: %d function_call_output items, want one per call (%d)", i, len(outs), len(prev.Calls))
+	}
+	for j, o := range outs {
+		if str(o["call_id"]) != prev.Calls[j].ID {
+			t.Errorf("request %d: output %d answers %v, want %s", i, j, o["call_id"], prev.Calls[j].ID)
 		}
-		w.WriteHeader(it.Status)
-		_, _ = w.Write(body)
-	}))
-	defer srv.Close()
-	client := oai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("replay"), option.WithMaxRetries(0))
-	m := tgopenai.NewModel(client, tgopenai.ModelOptions{Name: "recorded"})
-	for i, want := range rec.Expect {
-		req := provider.Request{Items: []json.RawMessage{m.UserItem("replay")}}
-		var streamed strings.Builder
-		if rec.Stream {
-			req.Text = func(d string) { streamed.WriteString(d) }
+	}
+	if recorded != nil {
+		want := tailOutputs(recorded)
+		if len(want) != len(outs) {
+			t.Errorf("request %d: %d outputs, the recorded request has %d", i, len(outs), len(want))
 		}
-		rep, err := m.Turn(context.Background(), req)
-		if err != nil {
-			t.Fatalf("turn %d: %v", i, err)
-		}
-		if len(rep.Calls) != len(want.Calls) {
-			t.Fatalf("turn %d: %d calls, want %d: %+v", i, len(rep.Calls), len(want.Calls), rep.Calls)
-		}
-		for j, c := range want.Calls {
-			got := rep.Calls[j]
-			if got.ID != c.ID || got.Name != c.Name || got.Arguments != c.Arguments {
-				t.Errorf("turn %d call %d: %s %s %s, want %s %s %s", i, j, got.ID, got.Name, got.Arguments, c.ID, c.Name, c.Arguments)
-			}
-		}
-		if rep.Text != want.Text {
-			t.Errorf("turn %d: text %q, want %q", i, rep.Text, want.Text)
-		}
-		if rec.Stream && want.Text != "" && streamed.String() != want.Text {
-			t.Errorf("turn %d: streamed %q, want %q", i, streamed.String(), want.Text)
-		}
-		if i == len(rec.Expect)-1 {
-			status := string(rep.End)
-			if rep.End == provider.EndNormal {
-				status = "completed"
-			}
-			if status != rec.ExpectEnd.Status || rep.Reason != rec.ExpectEnd.Reason {
-				t.Errorf("ending %s (%s), want %s (%s)", status, rep.Reason, rec.ExpectEnd.Status, rec.ExpectEnd.Reason)
-			}
-			var apiErr *provider.APIError
-			if failed := rep.End == provider.EndFailed; failed != errors.As(rep.Err, &apiErr) || failed && apiErr.Code != rep.Reason {
-				t.Errorf("ending %s carries error %v, want a provider.APIError with code %q exactly when failed", status, rep.Err, rep.Reason)
+		for j := range min(len(want), len(outs)) {
+			if want[j]["output"] != outs[j]["output"] || !sameCall(recorded, str(want[j]["call_id"]), prev.Calls[j]) {
+				t.Errorf("request %d: output %d is %v %v, recorded %v %v", i, j, outs[j]["call_id"], outs[j]["output"], want[j]["call_id"], want[j]["output"])
 			}
 		}
 	}
+	if prev.Chain != "" {
+		if str(sent["previous_response_id"]) != prev.ID {
+			t.Errorf("request %d: previous_response_id %v, want %s", i, sent["previous_response_id"], prev.ID)
+		}
+		return
+	}
+	if sent["store"] != false {
+		t.Errorf("request %d: store %v in a stateless run", i, sent["store"])
+	}
+	// Stateless: the previous response's output, every item as the API
+	// sent it, is in the input, and so is every item the recorded request
+	// sent back of it.
+	in := inputItems(sent)
+	var ins []string
+	for _, it := range in {
+		b, _ := json.Marshal(it)
+		ins = append(ins, string(b))
+	}
+	for _, raw := range prev.Items {
+		found := false
+		for _, s := range ins {
+			found = found || replay.SameJSON(string(raw), s)
+		}
+		if !found {
+			t.Errorf("request %d: the output item %s was not sent back as it came", i, raw)
+		}
+	}
+	if recorded == nil {
+		return
+	}
+	for _, want := range inputItems(recorded) {
+		typ := str(want["type"])
+		if typ != "reasoning" && typ != "function_call" && !(typ == "message" && want["role"] == "assistant") {
+			continue
+		}
+		if !hasItem(in, want) {
+			t.Errorf("request %d: the recorded %s item %s is not sent back", i, typ, itemKey(want))
+		}
+	}
+}
+
+// sameCall reports whether the recorded output's call id names call c:
+// it is c's id, or the recorder named the call by another id of its own
+// (pydantic-ai once sent the item id, fc_…, as call_id) and its request
+// declares a function_call of that id with c's name and arguments.
+func sameCall(recorded map[string]any, id string, c provider.ToolCall) bool {
+	if id == c.ID {
+		return true
+	}
+	for _, it := range inputItems(recorded) {
+		if it["type"] == "function_call" && str(it["call_id"]) == id {
+			return it["name"] == c.Name && replay.SameJSON(str(it["arguments"]), c.Arguments)
+		}
+	}
+	return false
+}
+
+// itemKey names an input item by what identifies it.
+func itemKey(it map[string]any) string {
+	if id := str(it["call_id"]); id != "" && it["type"] == "function_call" {
+		return "call " + id
+	}
+	return fmt.Sprintf("%v %v", it["type"], it["id"])
+}
+
+// hasItem reports whether in holds the recorded item want: the same id (a
+// call's call_id, name and arguments), the same encrypted_content for
+// reasoning, the same phase for a message.
+func hasItem(in []map[string]any, want map[string]any) bool {
+	for _, it := range in {
+		if it["type"] != want["type"] || itemKey(it) != itemKey(want) {
+			continue
+		}
+		switch want["type"] {
+		case "reasoning":
+			if it["encrypted_content"] != want["encrypted_content"] {
+				continue
+			}
+		case "function_call":
+			if it["name"] != want["name"] || !replay.SameJSON(str(it["arguments"]), str(want["arguments"])) {
+				continue
+			}
+		case "message":
+			if it["phase"] != want["phase"] {
+				continue
+			}
+		}
+		return true
+	}
+	return false
 }
