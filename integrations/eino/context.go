@@ -1,0 +1,46 @@
+package tgeino
+
+import (
+	"context"
+	"errors"
+
+	"github.com/toolguard/toolguard/guard"
+)
+
+type principalKey struct{}
+
+type scopeKey struct{}
+
+// ErrNoPrincipal is PrincipalFrom's error for a context that carries no
+// principal.
+var ErrNoPrincipal = errors.New("tgeino: the context carries no principal (WithPrincipal)")
+
+// WithPrincipal returns ctx carrying the principal the run acts for, which
+// the host takes from its session: pass the returned context to the
+// graph's Invoke or the Runner's Run and Resume.
+func WithPrincipal(ctx context.Context, p guard.Principal) context.Context {
+	return context.WithValue(ctx, principalKey{}, p)
+}
+
+// PrincipalFrom returns the principal WithPrincipal put on ctx, or
+// ErrNoPrincipal: the default Options.Principal.
+func PrincipalFrom(ctx context.Context) (guard.Principal, error) {
+	p, ok := ctx.Value(principalKey{}).(guard.Principal)
+	if !ok {
+		return guard.Principal{}, ErrNoPrincipal
+	}
+	return p, nil
+}
+
+// WithScope returns ctx carrying the run's scope: its run, session or
+// checkpoint id, the same on every retry and resume of the run.
+func WithScope(ctx context.Context, scope string) context.Context {
+	return context.WithValue(ctx, scopeKey{}, scope)
+}
+
+// ScopeFrom returns the scope WithScope put on ctx, "" when none: the
+// default Options.Scope.
+func ScopeFrom(ctx context.Context) string {
+	s, _ := ctx.Value(scopeKey{}).(string)
+	return s
+}

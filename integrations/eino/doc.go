@@ -1,0 +1,89 @@
+// Package tgeino runs CloudWeGo Eino's tool calls through toolguard: each
+// call a compose ToolsNode (or an adk ChatModelAgent) makes is typed,
+// validated, authorized per tenant, approved where it must be, executed at
+// most once, audited, and answered with the tool-model-result-v2 JSON as
+// the tool's output.
+//
+//	set := toolset.MustNew(getOrder, refund)              // toolset tools, or Wrap(ctx, einoTool, …)
+//	g := guard.New(set, store, guard.Options{Signer: signer})
+//	eg, _ := tgeino.New(g, set, tgeino.Options{Signer: signer})
+//	cfg := eg.ToolsNodeConfig()                           // Tools, the middleware, UnknownToolsHandler
+//	agent, _ := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{Model: m, ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: cfg}, …})
+//	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, principal), runID)
+//
+// # One call
+//
+// The middleware (Guard.ToolMiddleware, in ToolsNodeConfig.ToolCallMiddlewares;
+// or Guard.AgentMiddleware, an adk.ChatModelAgentMiddleware whose
+// WrapInvokableToolCall does the same) turns Eino's compose.ToolInput into a
+// guard.Call: the tool's name, its arguments as the model wrote them, and
+// Eino's call id. The principal comes from the host's function of the
+// context (Options.Principal; by default the one WithPrincipal put there),
+// never from the model. The scope comes from the host's function too
+// (Options.Scope; by default WithScope's): name the run, session or
+// checkpoint id there. Call ids change when the model or Eino retries; the
+// guard then gives a write in the scope the ids guard.ScopeIDs(scope,
+// fingerprint), so the same intent in the same run is one operation, and a
+// retry, a re-run or a resume replays it instead of acting twice.
+// Options.Call sets what Eino does not carry (an operation id, an
+// idempotency key, a grant). The guard's answer goes back as the tool's
+// output string, guard.Result.String(), for every outcome: an error goes
+// back to Eino only for the host's own failures (no principal, a
+// programming error the guard reports), and no panic leaves the package.
+//
+// # Tools
+//
+// Guard.Tools offers the model the tools of the toolset.Set the guard runs,
+// each with the schema its arguments are validated against, and the status
+// tool (toolset.StatusTool), answered by guard.Guard.QueryStatus for the
+// run's principal. Tools declared with package toolset run their own
+// function once the guard let the call through. Eino's own tools
+// (tool.InvokableTool or tool.StreamableTool) join the set through Wrap:
+// their Info's JSON Schema is compiled with toolset.CompileSchema and
+// validates the arguments, and once the guard let a call through the tool
+// runs through Eino's own endpoint (callbacks and inner middlewares) with
+// the canonical arguments; InvocationFrom gives it the downstream
+// idempotency key. A tool the guard does not know is UNKNOWN_TOOL, and
+// Guard.UnknownToolsHandler gives the model that result for a tool the
+// ToolsNode does not have, instead of failing the run.
+//
+// # Approvals
+//
+// A write whose tool needs approval, asked without a grant, is
+// APPROVAL_REQUIRED from the guard; with Options.Signer set, the middleware
+// then interrupts the run with compose.StatefulInterrupt, its info an
+// agentloop.ApprovalRequest (the exact tool, canonical arguments,
+// principal, fingerprint and operation id), its state who was asked about
+// which intent. Eino saves the run in its CheckPointStore (a compose graph
+// compiled WithCheckPointStore, an adk Runner's CheckPointStore). Approvals
+// and ApprovalsOf read the requests from the interrupt; the host resumes
+// with each human's agentloop.Decision as the resume data (Resume, or adk's
+// ResumeParams.Targets, by interrupt id). A yes becomes a grant
+// (guard.NewGrant, bound to exactly that principal and proposal, signed by
+// Options.Signer) presented on the re-run of that call, which then runs,
+// once. A no is the result the model gets, once, APPROVAL_REQUIRED saying a
+// human declined, and nothing runs; within the scope the same intent is
+// not put to a human again while this process remembers it. Without a
+// Signer (or with Options.NoInterrupt) the run is not interrupted and the
+// model gets APPROVAL_REQUIRED as a result.
+//
+// Can the approvals inbox (package approvals) hold these requests? The
+// requests, yes: each is an agentloop.ApprovalRequest, which
+// approvals.Queue.Ask stores and the inbox shows and decides like any
+// other; the host reads the decision back (Queue.Get) and resumes the Eino
+// run with it. The rest of the package, no: Queue.Park keeps an agentloop
+// run's State and approvals.Worker resumes it with agentloop.Loop.Resume,
+// while an Eino run's state lives in Eino's CheckPointStore and only the
+// host's Runner or graph can resume it; nor can Queue.Denied see these
+// denials, which use this package's own memory.
+//
+// # Contract notes
+//
+// Eino hands a tool the model's arguments without saying whether the model
+// was held to the strict schema, so for a toolset tool an absent member
+// whose schema allows null reads as null (contract section 8). A wrapped
+// Eino tool's text is its output: as JSON when it is a JSON object or
+// array, as a JSON string otherwise; its error is, for a write, an unknown
+// outcome (OUTCOME_UNKNOWN) unless it is a guard error that says otherwise.
+// Interrupts raised inside a wrapped tool are not supported.
+package tgeino

@@ -1,0 +1,374 @@
+package tgeino
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/cloudwego/eino/adk"
+	"github.com/cloudwego/eino/components/tool"
+	"github.com/cloudwego/eino/compose"
+	"github.com/cloudwego/eino/schema"
+
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// The names every call carried through Eino has in its execution context
+// and audit record.
+const (
+	Provider        = "eino"
+	APIFamily       = "eino-tools"
+	AdapterRevision = "eino-v0.9-tgeino-v1"
+)
+
+// Options configure a Guard. Principal is required; the zero value of
+// every other field means its default.
+type Options struct {
+	// Principal returns who the run acts for, from the host's context (its
+	// session, its token), never from the model. An error fails the tool
+	// call as a host error: nothing runs. Default: PrincipalFrom, the
+	// principal WithPrincipal put on the context.
+	Principal func(ctx context.Context) (guard.Principal, error)
+	// Scope names where the same intent is one operation: the framework's
+	// run, session or checkpoint id (guard.ExecutionContext.Scope). Call
+	// ids change when Eino or the model retries; within the scope a write
+	// repeated with the same arguments replays its first outcome instead
+	// of running again. Default: ScopeFrom, the scope WithScope put on the
+	// context; "" applies no scope (each call id is its own operation).
+	Scope func(ctx context.Context) string
+	// Call, if set, sees each guard call before it is dispatched (and the
+	// execution context of each status query): the host may set fields Eino
+	// does not carry, such as an operation id, an idempotency key, a
+	// response id or an approval grant it obtained elsewhere.
+	Call func(ctx context.Context, call *guard.Call)
+	// Signer signs the grants minted from a human's yes when a run resumes
+	// after an approval interrupt; it must be the guard's (guard.Options
+	// Signer). Without one no run is interrupted: APPROVAL_REQUIRED reaches
+	// the model as a result, and grants come only through Call.
+	Signer *guard.Signer
+	// GrantTTL is how long a grant minted on resume is valid; default
+	// agentloop.DefaultGrantTTL.
+	GrantTTL time.Duration
+	// Clock is the time grants are minted at; use the guard's. Default
+	// guard.SystemClock.
+	Clock guard.Clock
+	// NoInterrupt answers APPROVAL_REQUIRED to the model instead of
+	// interrupting the run, for hosts that obtain grants out of band.
+	NoInterrupt bool
+	// StatusTool names the status tool offered to the model; default
+	// toolset.StatusToolName.
+	StatusTool string
+	// NoStatusTool leaves the status tool out of Tools: the model cannot
+	// settle an unknown outcome itself.
+	NoStatusTool bool
+}
+
+// Guard runs Eino's tool calls through a guard.Guard: each call Eino makes
+// becomes a guard.Call (tool name, arguments, call id; the principal and
+// the scope from the host's functions of the context), and its answer goes
+// back as the tool's output, the tool-model-result-v2 JSON. It is safe for
+// concurrent use.
+type Guard struct {
+	g       *guard.Guard
+	set     *toolset.Set
+	opts    Options
+	status  string
+	offered []tool.BaseTool
+	nulls   map[string]map[string]any // strict schemas, by tool name, for absent nullable members
+	denials *denials
+}
+
+// New returns a Guard over g, whose tools are set: the tools the model is
+// offered (Tools), each declared with package toolset or wrapped from an
+// Eino tool (Wrap). Every tool of set must be the one g looks up by its
+// name.
+func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guard, error) {
+	if g == nil || set == nil {
+		return nil, errors.New("tgeino: New needs a guard and its tool set")
+	}
+	if opts.Principal == nil {
+		opts.Principal = PrincipalFrom
+	}
+	if opts.Scope == nil {
+		opts.Scope = ScopeFrom
+	}
+	if opts.GrantTTL <= 0 {
+		opts.GrantTTL = agentloop.DefaultGrantTTL
+	}
+	if opts.Clock == nil {
+		opts.Clock = guard.SystemClock
+	}
+	eg := &Guard{g: g, set: set, opts: opts, nulls: map[string]map[string]any{}, denials: newDenials()}
+	decls := set.Tools()
+	if !opts.NoStatusTool {
+		st := toolset.StatusTool(opts.StatusTool)
+		eg.status = st.Name()
+		if set.Lookup(eg.status) != nil {
+			return nil, fmt.Errorf("tgeino: the tool set already has a tool named %q, the status tool's name", eg.status)
+		}
+		decls = append(decls, st)
+	}
+	for _, d := range decls {
+		if d.Name() != eg.status && g.Tools().Lookup(d.Name()) != guard.Tool(d) {
+			return nil, fmt.Errorf("tgeino: the guard does not run tool %q of the set: build the guard over the same set", d.Name())
+		}
+		if d.Schema().Strict() {
+			eg.nulls[d.Name()] = d.Schema().Map()
+		}
+		if w, ok := d.(*Tool); ok {
+			eg.offered = append(eg.offered, w.eino)
+			continue
+		}
+		et, err := newDeclaredTool(d)
+		if err != nil {
+			return nil, err
+		}
+		eg.offered = append(eg.offered, et)
+	}
+	return eg, nil
+}
+
+// Tools returns the Eino tools to give the model and the ToolsNode (or a
+// ChatModelAgent's ToolsConfig): each tool of the set with the schema its
+// arguments are validated against (a wrapped Eino tool as itself), and the
+// status tool. Only the middleware runs them.
+func (eg *Guard) Tools() []tool.BaseTool { return append([]tool.BaseTool(nil), eg.offered...) }
+
+// ToolsNodeConfig returns a ToolsNode configuration with Tools, the
+// middleware and UnknownToolsHandler: the whole of what a compose graph's
+// ToolsNode, or an adk.ChatModelAgent's ToolsConfig, needs.
+func (eg *Guard) ToolsNodeConfig() compose.ToolsNodeConfig {
+	return compose.ToolsNodeConfig{
+		Tools:               eg.Tools(),
+		UnknownToolsHandler: eg.UnknownToolsHandler,
+		ToolCallMiddlewares: []compose.ToolMiddleware{eg.ToolMiddleware()},
+	}
+}
+
+// ToolMiddleware returns the middleware that answers every tool call of a
+// ToolsNode through the guard, for ToolsNodeConfig.ToolCallMiddlewares. A
+// call the guard lets through runs the tool: a toolset tool's function, or
+// a wrapped Eino tool through the endpoint the middleware wraps. A tool
+// the guard does not know is UNKNOWN_TOOL and never runs.
+func (eg *Guard) ToolMiddleware() compose.ToolMiddleware {
+	return compose.ToolMiddleware{
+		Invokable: func(next compose.InvokableToolEndpoint) compose.InvokableToolEndpoint {
+			return func(ctx context.Context, in *compose.ToolInput) (*compose.ToolOutput, error) {
+				out, err := eg.answer(ctx, in.Name, in.Arguments, in.CallID, func(ctx context.Context, args string) (string, error) {
+					o, err := next(ctx, &compose.ToolInput{Name: in.Name, Arguments: args, CallID: in.CallID, CallOptions: in.CallOptions})
+					if err != nil {
+						return "", err
+					}
+					return o.Result, nil
+				})
+				if err != nil {
+					return nil, err
+				}
+				return &compose.ToolOutput{Result: out}, nil
+			}
+		},
+		Streamable: func(next compose.StreamableToolEndpoint) compose.StreamableToolEndpoint {
+			return func(ctx context.Context, in *compose.ToolInput) (*compose.StreamToolOutput, error) {
+				out, err := eg.answer(ctx, in.Name, in.Arguments, in.CallID, func(ctx context.Context, args string) (string, error) {
+					o, err := next(ctx, &compose.ToolInput{Name: in.Name, Arguments: args, CallID: in.CallID, CallOptions: in.CallOptions})
+					if err != nil {
+						return "", err
+					}
+					return concat(o.Result)
+				})
+				if err != nil {
+					return nil, err
+				}
+				return &compose.StreamToolOutput{Result: schema.StreamReaderFromArray([]string{out})}, nil
+			}
+		},
+		EnhancedInvokable: func(compose.EnhancedInvokableToolEndpoint) compose.EnhancedInvokableToolEndpoint {
+			return func(ctx context.Context, in *compose.ToolInput) (*compose.EnhancedInvokableToolOutput, error) {
+				out, err := eg.answer(ctx, in.Name, in.Arguments, in.CallID, nil)
+				if err != nil {
+					return nil, err
+				}
+				return &compose.EnhancedInvokableToolOutput{Result: textResult(out)}, nil
+			}
+		},
+		EnhancedStreamable: func(compose.EnhancedStreamableToolEndpoint) compose.EnhancedStreamableToolEndpoint {
+			return func(ctx context.Context, in *compose.ToolInput) (*compose.EnhancedStreamableToolOutput, error) {
+				out, err := eg.answer(ctx, in.Name, in.Arguments, in.CallID, nil)
+				if err != nil {
+					return nil, err
+				}
+				return &compose.EnhancedStreamableToolOutput{Result: schema.StreamReaderFromArray([]*schema.ToolResult{textResult(out)})}, nil
+			}
+		},
+	}
+}
+
+// textResult is a model result as an enhanced tool's result.
+func textResult(s string) *schema.ToolResult {
+	return &schema.ToolResult{Parts: []schema.ToolOutputPart{{Type: schema.ToolPartTypeText, Text: s}}}
+}
+
+// UnknownToolsHandler answers a call of a tool the ToolsNode does not have,
+// for ToolsNodeConfig.UnknownToolsHandler: the guard's UNKNOWN_TOOL (or,
+// for a tool the guard has but the node was not given, the guard's
+// answer), so that a model's invented tool is a result, not a failed run.
+// Eino runs it without the middleware; the call id is the node's
+// (compose.GetToolCallID).
+func (eg *Guard) UnknownToolsHandler(ctx context.Context, name, input string) (string, error) {
+	return eg.answer(ctx, name, input, compose.GetToolCallID(ctx), nil)
+}
+
+// AgentMiddleware returns the guard as an adk.ChatModelAgentMiddleware, for
+// ChatModelAgentConfig.Handlers: its WrapInvokableToolCall (and streamable
+// variant) answers each tool call through the guard, as ToolMiddleware
+// does. Give the agent Tools and UnknownToolsHandler in its ToolsConfig.
+func (eg *Guard) AgentMiddleware() adk.ChatModelAgentMiddleware { return &agentMiddleware{eg: eg} }
+
+type agentMiddleware struct {
+	*adk.BaseChatModelAgentMiddleware
+	eg *Guard
+}
+
+// WrapInvokableToolCall implements adk.ChatModelAgentMiddleware.
+func (m *agentMiddleware) WrapInvokableToolCall(_ context.Context, next adk.InvokableToolCallEndpoint, tc *adk.ToolContext) (adk.InvokableToolCallEndpoint, error) {
+	return func(ctx context.Context, args string, opts ...tool.Option) (string, error) {
+		return m.eg.answer(ctx, tc.Name, args, tc.CallID, func(ctx context.Context, args string) (string, error) {
+			return next(ctx, args, opts...)
+		})
+	}, nil
+}
+
+// WrapStreamableToolCall implements adk.ChatModelAgentMiddleware.
+func (m *agentMiddleware) WrapStreamableToolCall(_ context.Context, next adk.StreamableToolCallEndpoint, tc *adk.ToolContext) (adk.StreamableToolCallEndpoint, error) {
+	return func(ctx context.Context, args string, opts ...tool.Option) (*schema.StreamReader[string], error) {
+		out, err := m.eg.answer(ctx, tc.Name, args, tc.CallID, func(ctx context.Context, args string) (string, error) {
+			sr, err := next(ctx, args, opts...)
+			if err != nil {
+				return "", err
+			}
+			return concat(sr)
+		})
+		if err != nil {
+			return nil, err
+		}
+		return schema.StreamReaderFromArray([]string{out}), nil
+	}, nil
+}
+
+// WrapEnhancedInvokableToolCall implements adk.ChatModelAgentMiddleware.
+func (m *agentMiddleware) WrapEnhancedInvokableToolCall(_ context.Context, _ adk.EnhancedInvokableToolCallEndpoint, tc *adk.ToolContext) (adk.EnhancedInvokableToolCallEndpoint, error) {
+	return func(ctx context.Context, arg *schema.ToolArgument, _ ...tool.Option) (*schema.ToolResult, error) {
+		out, err := m.eg.answer(ctx, tc.Name, argText(arg), tc.CallID, nil)
+		if err != nil {
+			return nil, err
+		}
+		return textResult(out), nil
+	}, nil
+}
+
+// WrapEnhancedStreamableToolCall implements adk.ChatModelAgentMiddleware.
+func (m *agentMiddleware) WrapEnhancedStreamableToolCall(_ context.Context, _ adk.EnhancedStreamableToolCallEndpoint, tc *adk.ToolContext) (adk.EnhancedStreamableToolCallEndpoint, error) {
+	return func(ctx context.Context, arg *schema.ToolArgument, _ ...tool.Option) (*schema.StreamReader[*schema.ToolResult], error) {
+		out, err := m.eg.answer(ctx, tc.Name, argText(arg), tc.CallID, nil)
+		if err != nil {
+			return nil, err
+		}
+		return schema.StreamReaderFromArray([]*schema.ToolResult{textResult(out)}), nil
+	}, nil
+}
+
+func argText(a *schema.ToolArgument) string {
+	if a == nil {
+		return ""
+	}
+	return a.Text
+}
+
+// runFunc runs the tool through Eino's endpoint with the canonical
+// arguments; nil when Eino has no endpoint the guard may run (the guard's
+// toolset tools run their own function).
+type runFunc func(ctx context.Context, args string) (string, error)
+
+type endpointKey struct{}
+
+// endpoint is the Eino endpoint of the call being dispatched, for
+// Tool.Execute.
+type endpoint struct {
+	name string
+	run  runFunc
+}
+
+// answer is one tool call through the guard: a status query for the
+// status tool, else a dispatch, with the approval interrupt and resume
+// around it. The string is the model result; an error is the host's (a
+// principal that could not be had, a programming error the guard
+// reported, an interrupt of the run) and no panic leaves it.
+func (eg *Guard) answer(ctx context.Context, name, args, callID string, run runFunc) (out string, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			out, err = "", fmt.Errorf("tgeino: tool call %q: panic: %v", name, r)
+		}
+	}()
+	p, err := eg.opts.Principal(ctx)
+	if err != nil {
+		return "", fmt.Errorf("tgeino: no principal for tool call %q: %w", name, err)
+	}
+	if m, ok := eg.nulls[name]; ok {
+		// The model may not have been held to the strict schema: an
+		// absent nullable member reads as null (contract section 8).
+		args = string(provider.FillNulls(m, []byte(args)))
+	}
+	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: name, Arguments: []byte(args)},
+		Context: guard.ExecutionContext{Provider: Provider, APIFamily: APIFamily, AdapterRevision: AdapterRevision,
+			CallID: guard.SafeID(callID), Scope: eg.opts.Scope(ctx)}}
+	if eg.opts.Call != nil {
+		eg.opts.Call(ctx, &call)
+	}
+	if eg.status != "" && name == eg.status {
+		return eg.queryStatus(ctx, call), nil
+	}
+	answer, resumed, err := eg.resume(ctx, &call)
+	switch {
+	case err != nil || answer != "":
+		return answer, err
+	case !resumed:
+		if res := eg.deniedBefore(call); res != nil {
+			return res.String(), nil
+		}
+	}
+	if run != nil {
+		ctx = context.WithValue(ctx, endpointKey{}, &endpoint{name: name, run: run})
+	}
+	res, err := eg.g.Dispatch(ctx, call)
+	if err != nil {
+		return "", fmt.Errorf("tgeino: tool call %q: %w", name, err)
+	}
+	if eg.mayInterrupt(call, res) {
+		req := eg.request(call)
+		return "", compose.StatefulInterrupt(ctx, req, &pendingState{TenantID: p.TenantID, SubjectID: p.SubjectID, Fingerprint: req.Fingerprint})
+	}
+	return res.String(), nil
+}
+
+// queryStatus answers a call of the status tool: its arguments checked
+// against its schema, then the guard's status query for the run's
+// principal, never one the model names.
+func (eg *Guard) queryStatus(ctx context.Context, call guard.Call) string {
+	in, bad := toolset.ParseStatus(call.Proposal.Arguments)
+	if bad != nil {
+		return bad.String()
+	}
+	sc := guard.StatusCall{Principal: call.Principal, OperationID: in.OperationID, Context: call.Context}
+	if in.Tool != nil {
+		sc.Tool = *in.Tool
+	}
+	res, err := eg.g.QueryStatus(ctx, sc)
+	if err != nil {
+		res = &guard.Result{Code: guard.CodeUnavailable, Delivery: guard.DeliveryFresh, Message: guard.CodeUnavailable.DefaultMessage()}
+	}
+	return res.String()
+}
