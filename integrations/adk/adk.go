@@ -1,0 +1,324 @@
+package tgadk
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"google.golang.org/adk/v2/agent"
+	"google.golang.org/adk/v2/agent/llmagent"
+	"google.golang.org/adk/v2/plugin"
+	"google.golang.org/adk/v2/tool"
+	"google.golang.org/adk/v2/tool/toolconfirmation"
+	"google.golang.org/genai"
+
+	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// The names this integration gives itself in every execution context, and
+// so in every audit record.
+const (
+	Provider        = "google-adk"
+	APIFamily       = "adk-go"
+	AdapterRevision = "adk-go-v2"
+)
+
+// Options configure a Guarded. Principal is required; the zero value of
+// every other field means its default.
+type Options struct {
+	// Principal returns who the call acts for, from the ADK context: the
+	// host's session or token behind ctx.UserID(), never the model's
+	// arguments. An error stops the call before the guard sees it; the
+	// model is told that the call could not be authorized, nothing runs.
+	Principal func(ctx agent.Context) (guard.Principal, error)
+	// Scope names where the same intent is one operation
+	// (guard.ExecutionContext.Scope). Default: the ADK session, its app,
+	// user and session ids (SessionScope). Return "" for no scope: then
+	// every call id is its own operation.
+	Scope func(ctx agent.Context) string
+	// Call, if set, is called with each guard call before it is
+	// dispatched (and with the status tool's call before its status
+	// query, whose Context is the call's): a host hook for the fields the
+	// integration does not set itself, such as an operation id, an
+	// idempotency key, a response id or a grant the host obtained.
+	Call func(ctx agent.Context, call *guard.Call)
+	// Signer signs the grants minted from ADK confirmations. Without
+	// one, a write that needs approval is answered APPROVAL_REQUIRED and
+	// no confirmation is asked. Use the guard's signer (the same key).
+	Signer *guard.Signer
+	// Approver names who said yes, for the grant and the audit record.
+	// Default: the ADK user id of the run that carried the confirmation.
+	Approver func(ctx agent.Context, c *toolconfirmation.ToolConfirmation) string
+	// GrantTTL is how long a grant minted from a confirmation is valid;
+	// default 5 minutes.
+	GrantTTL time.Duration
+	// Clock is the time grants are minted at; default guard.SystemClock.
+	// Use the guard's clock.
+	Clock guard.Clock
+	// StatusTool names the status tool; default toolset.StatusToolName.
+	StatusTool string
+	// NoStatusTool leaves the status tool out.
+	NoStatusTool bool
+}
+
+// Guarded is a guard's tools as ADK tools, and the callbacks that send the
+// rest of an agent's tool calls through the guard. It is safe for
+// concurrent use.
+type Guarded struct {
+	g      *guard.Guard
+	set    *toolset.Set
+	opts   Options
+	tools  []tool.Tool
+	status string
+}
+
+// New returns the tools of set as ADK tools that dispatch through g, plus
+// the status tool. set is the guard's tools (g was made with guard.New
+// over set, or over a guard.Tools that finds the same tools).
+func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
+	if g == nil || set == nil {
+		return nil, errors.New("tgadk: New needs a guard and its tool set")
+	}
+	if opts.Principal == nil {
+		return nil, errors.New("tgadk: Options.Principal is required: the principal comes from the host, never from the model")
+	}
+	if opts.Scope == nil {
+		opts.Scope = SessionScope
+	}
+	if opts.GrantTTL <= 0 {
+		opts.GrantTTL = 5 * time.Minute
+	}
+	if opts.Clock == nil {
+		opts.Clock = guard.SystemClock
+	}
+	a := &Guarded{g: g, set: set, opts: opts}
+	for _, d := range set.Tools() {
+		a.tools = append(a.tools, &adkTool{a: a, d: d})
+	}
+	if !opts.NoStatusTool {
+		a.status = opts.StatusTool
+		if a.status == "" {
+			a.status = toolset.StatusToolName
+		}
+		if set.Lookup(a.status) != nil {
+			return nil, fmt.Errorf("tgadk: the set already has a tool named %q, the status tool's name", a.status)
+		}
+		a.tools = append(a.tools, &statusTool{a: a, d: toolset.StatusTool(a.status)})
+	}
+	return a, nil
+}
+
+// Tools returns the ADK tools, in the set's order, the status tool last:
+// for llmagent.Config.Tools.
+func (a *Guarded) Tools() []tool.Tool { return append([]tool.Tool(nil), a.tools...) }
+
+// Toolset returns the same tools as an ADK toolset named name, for
+// llmagent.Config.Toolsets.
+func (a *Guarded) Toolset(name string) tool.Toolset { return &guardedToolset{name: name, tools: a.Tools()} }
+
+type guardedToolset struct {
+	name  string
+	tools []tool.Tool
+}
+
+func (s *guardedToolset) Name() string { return s.name }
+
+func (s *guardedToolset) Tools(agent.ReadonlyContext) ([]tool.Tool, error) {
+	return append([]tool.Tool(nil), s.tools...), nil
+}
+
+// Plugin returns an ADK plugin, for runner.Config.PluginConfig, whose
+// OnToolErrorCallback is OnToolError: calls of tools the agent does not
+// have are answered by the guard (UNKNOWN_TOOL) for every agent the runner
+// runs.
+func (a *Guarded) Plugin() (*plugin.Plugin, error) {
+	return plugin.New(plugin.Config{Name: "toolguard", OnToolErrorCallback: a.OnToolError})
+}
+
+// OnToolError is an llmagent.OnToolErrorCallback. ADK calls it, with a
+// stand-in tool that has no declaration, for a function call naming a tool
+// the agent does not have; OnToolError dispatches that call to the guard,
+// which answers UNKNOWN_TOOL and audits it, and returns the model result
+// as the function response. Errors of real tools are left as they are
+// (nil, nil): the guarded tools answer with model results, not errors.
+func (a *Guarded) OnToolError(ctx agent.Context, t tool.Tool, args map[string]any, err error) (map[string]any, error) {
+	if t == nil {
+		return nil, nil
+	}
+	if _, declared := t.(interface {
+		Declaration() *genai.FunctionDeclaration
+	}); declared {
+		return nil, nil
+	}
+	return a.dispatch(ctx, t.Name(), args, nil)
+}
+
+var _ llmagent.OnToolErrorCallback = (*Guarded)(nil).OnToolError
+
+// SessionScope is the default scope: the ADK session (app name, user id
+// and session id), so that a write repeated anywhere in the session, by a
+// retried run or a resumed one, is one operation. Ids too long for a
+// scope are replaced by their digest.
+func SessionScope(ctx agent.Context) string {
+	s := fmt.Sprintf("adk:%d:%s:%d:%s:%s", len(ctx.AppName()), ctx.AppName(), len(ctx.UserID()), ctx.UserID(), ctx.SessionID())
+	if len(s) > guard.MaxIDBytes {
+		sum := sha256.Sum256([]byte(s))
+		return "adk:sha256:" + hex.EncodeToString(sum[:])
+	}
+	return guard.SafeID(s)
+}
+
+// InvocationScope is a scope for Options.Scope: the ADK invocation, so
+// that only a retry within one invocation (a confirmation's resume keeps
+// its invocation id) replays, and the same intent in a later user turn of
+// the session is another operation.
+func InvocationScope(ctx agent.Context) string {
+	return guard.SafeID("adk-invocation:" + ctx.InvocationID())
+}
+
+// errNoPrincipal is the host error of a call whose principal the host's
+// Principal function could not give.
+var errNoPrincipal = errors.New("tgadk: the host could not tell who this call acts for; nothing was run")
+
+// call builds the guard call of a function call.
+func (a *Guarded) call(ctx agent.Context, name string, args map[string]any, schema *toolset.Schema) (guard.Call, error) {
+	p, err := a.principal(ctx)
+	if err != nil {
+		return guard.Call{}, err
+	}
+	raw, err := arguments(args, schema)
+	if err != nil {
+		return guard.Call{}, err
+	}
+	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: name, Arguments: raw},
+		Context: guard.ExecutionContext{Provider: Provider, APIFamily: APIFamily, ResponseID: guard.SafeID(ctx.InvocationID()),
+			CallID: guard.SafeID(ctx.FunctionCallID()), AdapterRevision: AdapterRevision, Scope: a.opts.Scope(ctx)}}
+	if a.opts.Call != nil {
+		if err := safely(func() error { a.opts.Call(ctx, &call); return nil }); err != nil {
+			return guard.Call{}, err
+		}
+	}
+	return call, nil
+}
+
+func (a *Guarded) principal(ctx agent.Context) (p guard.Principal, err error) {
+	err = safely(func() error {
+		var perr error
+		p, perr = a.opts.Principal(ctx)
+		return perr
+	})
+	if err != nil {
+		return guard.Principal{}, fmt.Errorf("%w (%v)", errNoPrincipal, err)
+	}
+	if err := p.Validate(); err != nil {
+		return guard.Principal{}, fmt.Errorf("%w (%v)", errNoPrincipal, err)
+	}
+	return p, nil
+}
+
+// arguments returns the JSON of a function call's arguments. ADK's
+// models send no strict mode, so for a strict toolset schema an absent
+// member that may be null reads as null (contract section 8).
+func arguments(args map[string]any, schema *toolset.Schema) (json.RawMessage, error) {
+	if args == nil {
+		args = map[string]any{}
+	}
+	raw, err := json.Marshal(args)
+	if err != nil {
+		return nil, fmt.Errorf("tgadk: the function call's arguments are not JSON: %w", err)
+	}
+	if schema != nil && schema.Strict() {
+		raw = fillNulls(schema.Map(), raw)
+	}
+	return raw, nil
+}
+
+// dispatch runs one function call through the guard, with the ADK
+// confirmation flow around APPROVAL_REQUIRED, and returns the function
+// response.
+func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, schema *toolset.Schema) (map[string]any, error) {
+	call, err := a.call(ctx, name, args, schema)
+	if err != nil {
+		return nil, err
+	}
+	fp := guard.Fingerprint(call.Proposal.Name, call.Proposal.Arguments)
+	if c := ctx.ToolConfirmation(); c != nil && call.Approval == "" && a.opts.Signer != nil {
+		if !c.Confirmed {
+			a.rememberDenial(ctx, fp)
+			return Response(denied()), nil
+		}
+		if !payloadMatches(c.Payload, fp) {
+			// The answer is to another question than this call's: ask again.
+			return a.ask(ctx, call, fp, nil)
+		}
+		tok, err := a.grant(ctx, c, call)
+		if err != nil {
+			return nil, err
+		}
+		call.Approval = tok
+	}
+	res, err := a.g.Dispatch(withAgent(ctx), call)
+	if err != nil {
+		return nil, fmt.Errorf("tgadk: %w", err)
+	}
+	if res.Code == guard.CodeApprovalRequired && call.Approval == "" && a.opts.Signer != nil {
+		if a.deniedBefore(ctx, fp) {
+			return Response(denied()), nil
+		}
+		return a.ask(ctx, call, fp, res)
+	}
+	return Response(res), nil
+}
+
+// grant mints and signs the grant of a confirmed call: this principal,
+// this exact proposal, the approver's name.
+func (a *Guarded) grant(ctx agent.Context, c *toolconfirmation.ToolConfirmation, call guard.Call) (string, error) {
+	approver := ctx.UserID()
+	if a.opts.Approver != nil {
+		if err := safely(func() error { approver = a.opts.Approver(ctx, c); return nil }); err != nil {
+			return "", err
+		}
+	}
+	if approver == "" {
+		approver = call.Principal.SubjectID
+	}
+	g := guard.NewGrant(call.Principal, call.Proposal, approver, a.opts.Clock.Now(), a.opts.GrantTTL)
+	return a.opts.Signer.Sign(g)
+}
+
+// safely runs a host function, turning a panic into an error.
+func safely(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("tgadk: host function panicked: %v", r)
+		}
+	}()
+	return f()
+}
+
+// agentKey keys the ADK context in the context a dispatch runs under, for
+// Import's tools.
+type agentKey struct{}
+
+// withAgent returns ctx carrying itself, so that an imported ADK tool
+// the guard executes gets the ADK context back (interceptors may wrap the
+// context on the way).
+func withAgent(ctx agent.Context) context.Context {
+	return context.WithValue(ctx, agentKey{}, ctx)
+}
+
+// agentFrom returns the ADK context a dispatch runs under, or nil.
+func agentFrom(ctx context.Context) agent.Context {
+	actx, _ := ctx.Value(agentKey{}).(agent.Context)
+	return actx
+}
+
+// fillNulls is provider.FillNulls: the rule every toolguard adapter for a
+// provider without a strict mode applies.
+func fillNulls(schema map[string]any, args []byte) []byte { return provider.FillNulls(schema, args) }

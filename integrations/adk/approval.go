@@ -1,0 +1,109 @@
+package tgadk
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"google.golang.org/adk/v2/agent"
+
+	"github.com/toolguard/toolguard/guard"
+)
+
+// ConfirmationPayload is the Payload of the ToolConfirmation a guarded
+// write asks ADK for: what a human approves, exactly. A client may send it
+// back in its confirmation response; when it does, its fingerprint must be
+// the call's, or the answer is taken for another question and asked again.
+type ConfirmationPayload struct {
+	Tool string `json:"tool"`
+	// Arguments are the canonical JSON of the call's arguments.
+	Arguments json.RawMessage `json:"arguments"`
+	// Fingerprint is guard.Fingerprint of the tool and arguments.
+	Fingerprint string `json:"fingerprint"`
+	// OperationID is the operation the grant will pay for, when the
+	// call's ids name one.
+	OperationID string `json:"operation_id,omitempty"`
+}
+
+// DeniedMessage is the message of the APPROVAL_REQUIRED result the model
+// gets when a human answered the confirmation with no.
+const DeniedMessage = "A human declined this action. Do not retry it or ask again; tell the user it was not approved."
+
+// PendingMessage is the message of the APPROVAL_REQUIRED result recorded
+// for a write while a human is asked: the run pauses on the confirmation,
+// and the call runs again with the answer.
+const PendingMessage = "A human has been asked to approve this action; the run continues once they decide."
+
+func denied() *guard.Result {
+	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: DeniedMessage}
+}
+
+// ask puts the call to a human through ADK's confirmation: the run pauses
+// with an adk_request_confirmation call, and the call's function response
+// meanwhile says approval is pending.
+func (a *Guarded) ask(ctx agent.Context, call guard.Call, fp string, res *guard.Result) (map[string]any, error) {
+	args := canonicalArgs(call.Proposal.Arguments)
+	what := ""
+	if d := a.set.Tools(); len(d) > 0 {
+		if t, ok := a.set.Lookup(call.Proposal.Name).(interface{ Description() string }); ok {
+			what = t.Description()
+		}
+	}
+	hint := fmt.Sprintf("Approve %s with arguments %s? %s If you approve, it runs once, for %s.",
+		call.Proposal.Name, args, what, call.Principal.SubjectID)
+	payload := ConfirmationPayload{Tool: call.Proposal.Name, Arguments: args, Fingerprint: fp, OperationID: call.Context.OperationID}
+	if err := ctx.RequestConfirmation(hint, payload); err != nil {
+		return nil, fmt.Errorf("tgadk: asking for confirmation: %w", err)
+	}
+	pending := &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: PendingMessage}
+	if res != nil {
+		pending.Delivery = res.Delivery
+	}
+	return Response(pending), nil
+}
+
+// canonicalArgs returns the arguments' canonical JSON (as the fingerprint
+// reads them) for showing to a human, or their text as a JSON string.
+func canonicalArgs(raw json.RawMessage) json.RawMessage {
+	var v any
+	if err := json.Unmarshal(raw, &v); err != nil {
+		b, _ := json.Marshal(string(raw))
+		return b
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		b, _ = json.Marshal(string(raw))
+	}
+	return b
+}
+
+// payloadMatches reports whether a confirmation response's payload, if it
+// names a fingerprint at all, names this call's.
+func payloadMatches(payload any, fp string) bool {
+	if payload == nil {
+		return true
+	}
+	b, err := json.Marshal(payload)
+	if err != nil {
+		return false
+	}
+	var p struct {
+		Fingerprint *string `json:"fingerprint"`
+	}
+	if json.Unmarshal(b, &p) != nil {
+		return true // not our payload's shape: nothing to compare
+	}
+	return p.Fingerprint == nil || *p.Fingerprint == fp
+}
+
+// deniedKey is the session state key recording that a human declined an
+// intent (by fingerprint) in this session.
+func deniedKey(fp string) string { return "toolguard:denied:" + fp }
+
+func (a *Guarded) rememberDenial(ctx agent.Context, fp string) {
+	_ = ctx.State().Set(deniedKey(fp), true)
+}
+
+func (a *Guarded) deniedBefore(ctx agent.Context, fp string) bool {
+	v, err := ctx.State().Get(deniedKey(fp))
+	return err == nil && v == true
+}

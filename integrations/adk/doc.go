@@ -1,0 +1,78 @@
+// Package tgadk runs toolguard inside Google's Agent Development Kit for Go
+// (google.golang.org/adk/v2): every tool call an ADK agent makes goes
+// through a guard.Guard, and the model gets the tool-model-result-v2
+// object back as the function response.
+//
+//	a, _ := tgadk.New(g, tools, tgadk.Options{Principal: session, Signer: signer})
+//	ag, _ := llmagent.New(llmagent.Config{Name: "refunds", Model: m, Tools: a.Tools()})
+//	p, _ := a.Plugin()
+//	r, _ := runner.New(runner.Config{AppName: "shop", Agent: ag, SessionService: svc,
+//		PluginConfig: runner.PluginConfig{Plugins: []*plugin.Plugin{p}}})
+//
+// New turns the tools of a toolset.Set (the guard's tools) into ADK tools:
+// each is declared to the model with its toolset schema
+// (FunctionDeclaration.ParametersJsonSchema, the very schema the arguments
+// are validated against), and its Run dispatches a guard.Call. The status
+// tool (toolset.StatusTool, answered by guard.Guard.QueryStatus) is offered
+// beside them. ADK's own tools (functiontool, the tools an mcptoolset
+// lists) join the set through Import: their declared JSON schema is
+// compiled with toolset.CompileSchema and validates the arguments before
+// the tool runs, as adapters/mcp does for a remote MCP server's tools.
+//
+// # The call
+//
+// The function call becomes a guard.Call: its name, its arguments (the
+// FunctionCall's Args as JSON) and ADK's function call id
+// (agent.Context.FunctionCallID, through guard.SafeID). The principal comes
+// from Options.Principal, a function of the ADK context the host writes
+// (its session, its token), never from the model. The scope
+// (guard.ExecutionContext.Scope) is the ADK session by default
+// (app, user and session id; Options.Scope names another, such as
+// the invocation): Gemini may send no call id (ADK then makes up one) or
+// another one when a call is retried, so a write is identified by its
+// scope and the fingerprint of its intent (guard.ScopeIDs): the same
+// write asked again in the session, by a retried or resumed run, replays
+// its first outcome instead of running again. Options.Call lets the host
+// set further fields of each call (an operation id, an idempotency key, a
+// grant it obtained itself). The answer is the function response map: the
+// tool-model-result-v2 object itself (ModelResult reads it back).
+//
+// A call of a tool the agent does not have never reaches a tool in ADK: it
+// reaches the OnToolError callbacks. Plugin (or OnToolError, for
+// llmagent.Config.OnToolErrorCallbacks) dispatches it to the guard, which
+// answers UNKNOWN_TOOL, audited like every call, so the model gets a
+// model result and not ADK's error text.
+//
+// # Approvals
+//
+// A write that needs approval and comes without one is APPROVAL_REQUIRED
+// from the guard. With Options.Signer set, the tool then asks ADK's own
+// confirmation (agent.Context.RequestConfirmation): the run pauses with an
+// adk_request_confirmation function call whose ToolConfirmation carries a
+// hint (the tool, its canonical arguments, what it does) and a Payload
+// (ConfirmationPayload: tool, arguments, fingerprint, operation id). The
+// host's client answers it with ADK's confirmation response (a
+// FunctionResponse to that call, {"confirmed": true|false}); ADK then runs
+// the original call again with the decision (agent.Context.ToolConfirmation).
+// A yes becomes a grant (guard.NewGrant, bound to the exact principal and
+// proposal, approved by Options.Approver's name, signed by Options.Signer)
+// presented with the call, which runs once. A no is answered, without a
+// dispatch, with APPROVAL_REQUIRED and a message that says a human
+// declined; the model is told once, and the same intent asked again in the
+// session gets the same answer without a human being asked (the denial is
+// kept in the session state, contract section 8). Without a Signer, the
+// APPROVAL_REQUIRED result goes to the model as it is.
+//
+// The approvals inbox (package approvals) cannot hold these requests. Its
+// queue parks agentloop runs: a request is an agentloop.ApprovalRequest of
+// a run whose whole state (agentloop.State) the queue keeps, and its worker
+// resumes that run with agentloop.Loop.Resume. An ADK run's state is its
+// session, kept by ADK's session service, and it resumes only by a new
+// runner.Run carrying the confirmation response; the inbox's worker can do
+// neither. A host that wants the inbox for ADK needs a queue that stores
+// the session, user and confirmation call ids and a worker that answers
+// through runner.Run; package approvals has no such hook today.
+//
+// Nothing here panics into the host: the guard recovers panics of tools,
+// and an ADK tool's panic is caught by functiontool, or by Import's Execute.
+package tgadk

@@ -1,0 +1,128 @@
+package tgadk_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+	"testing"
+
+	"google.golang.org/adk/v2/agent"
+	"google.golang.org/adk/v2/runner"
+	"google.golang.org/adk/v2/session"
+	"google.golang.org/genai"
+
+	"github.com/toolguard/toolguard/cases"
+	"github.com/toolguard/toolguard/guard"
+	tgadk "github.com/toolguard/toolguard/integrations/adk"
+	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// TestSeedSuite runs the user's 18 cases through ADK's tool-execution
+// path: each step is a function call a fake model makes in a real
+// runner.Run, executed by ADK (the guarded tool's Run, or, for an unknown
+// tool, the plugin's OnToolErrorCallback), and the model result is read
+// back from the function response ADK records.
+func TestSeedSuite(t *testing.T) {
+	f, err := cases.Load("../../testdata/tool-cases-v2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	passed, failed := 0, 0
+	for i := range f.Cases {
+		c := &f.Cases[i]
+		rep := cases.RunThrough(t.Context(), c, cases.World{Store: memstore.New(memstore.Options{}), Close: func() {}}, adkCarrier(t))
+		if rep.Passed() {
+			passed++
+			continue
+		}
+		failed++
+		if rep.Err != nil {
+			t.Errorf("%s: %v", c.ID, rep.Err)
+		}
+		for _, s := range rep.Steps {
+			for _, m := range s.Mismatch {
+				t.Errorf("%s %s: %s", c.ID, s.StepID, m)
+			}
+		}
+	}
+	if len(f.Cases) != 18 {
+		t.Errorf("the seed suite has %d cases, want 18", len(f.Cases))
+	}
+	fmt.Printf("seed suite: %d passed, %d failed\n", passed, failed)
+}
+
+// adkCarrier connects a case's guard to ADK: the case's tools become the
+// agent's tools through tgadk.New, and each step is one user turn whose
+// model reply is the step's function call. The step's execution context
+// and approval reach the guard call through Options.Call.
+func adkCarrier(t *testing.T) cases.Connect {
+	return func(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (cases.Carry, func(), error) {
+		var (
+			mu   sync.Mutex
+			step guard.Call
+		)
+		a, err := tgadk.New(g, tools, tgadk.Options{
+			Principal: func(agent.Context) (guard.Principal, error) { return p, nil },
+			Call: func(_ agent.Context, call *guard.Call) {
+				mu.Lock()
+				defer mu.Unlock()
+				call.Context = step.Context
+				call.Approval = step.Approval
+			},
+		})
+		if err != nil {
+			return nil, nil, err
+		}
+		m := &fakeModel{}
+		r := newRunner(t, a, m)
+		n := 0
+		return func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (string, error) {
+			mu.Lock()
+			step = call
+			mu.Unlock()
+			fc := &genai.FunctionCall{ID: call.Context.CallID, Name: call.Proposal.Name}
+			if sc != nil {
+				step.Context = sc.Context
+				args := map[string]any{"operation_id": sc.OperationID, "tool": nil}
+				if sc.Tool != "" {
+					args["tool"] = sc.Tool
+				}
+				fc.Name, fc.Args = toolset.StatusToolName, args
+			} else if err := json.Unmarshal(call.Proposal.Arguments, &fc.Args); err != nil {
+				return "", fmt.Errorf("the step's arguments are not an object ADK can carry: %w", err)
+			}
+			m.push(calls(fc))
+			n++
+			return carry(ctx, r, fmt.Sprintf("step %d", n), fc.ID)
+		}, func() {}, nil
+	}
+}
+
+// carry runs one user turn and returns the function response answering
+// callID, as JSON.
+func carry(ctx context.Context, r *runner.Runner, text, callID string) (string, error) {
+	var found map[string]any
+	for ev, err := range r.Run(ctx, "user", "session", genai.NewContentFromText(text, genai.RoleUser), agent.RunConfig{}) {
+		if err != nil {
+			return "", err
+		}
+		for _, fr := range responses([]*session.Event{ev}) {
+			if fr.ID == callID {
+				found = fr.Response
+			}
+		}
+	}
+	if found == nil {
+		return "", fmt.Errorf("ADK recorded no function response for call %q", callID)
+	}
+	if _, err := tgadk.ModelResult(found); err != nil {
+		return "", fmt.Errorf("the function response is not a model result: %w", err)
+	}
+	b, err := json.Marshal(found)
+	if err != nil {
+		return "", err
+	}
+	return string(b), nil
+}

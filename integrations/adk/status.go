@@ -1,0 +1,60 @@
+package tgadk
+
+import (
+	"fmt"
+
+	"google.golang.org/adk/v2/agent"
+	"google.golang.org/adk/v2/model"
+	"google.golang.org/adk/v2/tool"
+	"google.golang.org/adk/v2/tool/toolutils"
+	"google.golang.org/genai"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// statusTool is the status tool as an ADK tool: a call is answered by a
+// status query for the caller's principal (guard.Guard.QueryStatus).
+type statusTool struct {
+	a *Guarded
+	d *toolset.Tool[toolset.StatusInput, struct{}]
+}
+
+var _ tool.Tool = (*statusTool)(nil)
+
+func (t *statusTool) Name() string        { return t.d.Name() }
+func (t *statusTool) Description() string { return t.d.Description() }
+func (t *statusTool) IsLongRunning() bool { return false }
+
+// Declaration is the status tool's strict schema, as every entry point
+// offers it.
+func (t *statusTool) Declaration() *genai.FunctionDeclaration { return declaration(t.d) }
+
+// ProcessRequest adds the declaration to the model request.
+func (t *statusTool) ProcessRequest(_ agent.Context, req *model.LLMRequest) error {
+	return toolutils.PackTool(req, t)
+}
+
+// Run validates the arguments against the status tool's schema
+// (toolset.ParseStatus; an absent tool reads as null) and answers with
+// the status query's model result.
+func (t *statusTool) Run(ctx agent.Context, args any) (map[string]any, error) {
+	m, _ := args.(map[string]any)
+	call, err := t.a.call(ctx, t.d.Name(), m, t.d.Schema())
+	if err != nil {
+		return nil, err
+	}
+	in, bad := toolset.ParseStatus(call.Proposal.Arguments)
+	if bad != nil {
+		return Response(bad), nil
+	}
+	sc := guard.StatusCall{Principal: call.Principal, OperationID: in.OperationID, Context: call.Context}
+	if in.Tool != nil {
+		sc.Tool = *in.Tool
+	}
+	res, err := t.a.g.QueryStatus(ctx, sc)
+	if err != nil {
+		return nil, fmt.Errorf("tgadk: %w", err)
+	}
+	return Response(res), nil
+}
