@@ -4,11 +4,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"strings"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
+	"github.com/tidwall/gjson"
 
+	"github.com/toolguard/toolguard/adapters/internal/oaistream"
 	"github.com/toolguard/toolguard/agentloop/provider"
 )
 
@@ -66,7 +69,11 @@ func (m *Model) OutputItems(outs []provider.Output) []json.RawMessage {
 }
 
 // Turn implements provider.Provider: one request, streamed through the
-// SDK's ChatCompletionAccumulator when req.Text is set.
+// SDK's ChatCompletionAccumulator when req.Text is set. An error the server
+// sends inside the stream (a chunk carrying "error") ends the reply failed
+// with the error's code. A reasoning_content the server sends (Z.ai, Kimi,
+// DeepSeek, vLLM) goes back unchanged on the assistant message, as those
+// servers ask for tool-call turns.
 func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply, error) {
 	params := oai.ChatCompletionNewParams{Model: m.opts.Name, Tools: toolParams(req.Tools)}
 	if req.Instructions != "" {
@@ -78,13 +85,20 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 	if m.opts.Params != nil {
 		m.opts.Params(&params)
 	}
-	var comp *oai.ChatCompletion
+	var r *read
 	var err error
 	if req.Text == nil {
+		var comp *oai.ChatCompletion
 		comp, err = m.client.Chat.Completions.New(ctx, params, m.opts.RequestOptions...)
+		if err == nil {
+			r = &read{comp: comp}
+			if len(comp.Choices) > 0 {
+				r.reasoning = gjson.Get(comp.Choices[0].Message.RawJSON(), reasoningField).String()
+			}
+		}
 	} else {
 		params.StreamOptions.IncludeUsage = oai.Bool(true)
-		comp, err = m.stream(ctx, params, req.Text)
+		r, err = m.stream(ctx, params, req.Text)
 	}
 	if err != nil {
 		var apiErr *oai.Error
@@ -93,13 +107,25 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 		}
 		return nil, err
 	}
+	comp := r.comp
+	rep := &provider.Reply{ID: comp.ID, Model: comp.Model, InputTokens: comp.Usage.PromptTokens,
+		OutputTokens: comp.Usage.CompletionTokens}
+	if r.failure != nil {
+		if len(comp.Choices) > 0 {
+			rep.Text = comp.Choices[0].Message.Content
+		}
+		return provider.Failed(rep, r.failure), nil
+	}
 	if len(comp.Choices) == 0 {
 		return nil, errors.New("chat: the completion has no choice")
 	}
 	ch := comp.Choices[0]
-	rep := &provider.Reply{ID: comp.ID, Model: comp.Model, InputTokens: comp.Usage.PromptTokens,
-		OutputTokens: comp.Usage.CompletionTokens, Text: ch.Message.Content,
-		Items: []json.RawMessage{provider.Item(ch.Message.ToParam())}, Reason: ch.FinishReason}
+	msg := ch.Message.ToAssistantMessageParam()
+	if r.reasoning != "" {
+		msg.SetExtraFields(map[string]any{reasoningField: r.reasoning})
+	}
+	rep.Text, rep.Reason = ch.Message.Content, ch.FinishReason
+	rep.Items = []json.RawMessage{provider.Item(oai.ChatCompletionMessageParamUnion{OfAssistant: &msg})}
 	switch {
 	case ch.FinishReason == "length":
 		rep.End = provider.EndIncomplete
@@ -114,25 +140,61 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 	return rep, nil
 }
 
+// reasoningField is the assistant message's reasoning text that
+// OpenAI-compatible reasoning servers send and want back.
+const reasoningField = "reasoning_content"
+
+// read is what a completion's reading gave.
+type read struct {
+	comp *oai.ChatCompletion
+	// reasoning is the first choice's reasoning_content, "" for none.
+	reasoning string
+	// failure, when set, is the error the server reported inside the
+	// stream; comp then holds what came before it.
+	failure *provider.APIError
+}
+
 // stream reads a streamed completion: text deltas of the first choice to
-// text, the whole completion from the accumulator.
-func (m *Model) stream(ctx context.Context, params oai.ChatCompletionNewParams, text func(string)) (*oai.ChatCompletion, error) {
+// text, the whole completion from the accumulator, with the last usage a
+// chunk reported (servers send it on the finish chunk, a chunk of its own
+// after it, or both, each time the whole count) and the first choice's
+// reasoning_content deltas joined.
+func (m *Model) stream(ctx context.Context, params oai.ChatCompletionNewParams, text func(string)) (*read, error) {
 	s := m.client.Chat.Completions.NewStreaming(ctx, params, m.opts.RequestOptions...)
 	defer s.Close()
 	var acc oai.ChatCompletionAccumulator
+	var usage *oai.CompletionUsage
+	var reasoning strings.Builder
 	for s.Next() {
 		chunk := s.Current()
 		if !acc.AddChunk(chunk) {
 			return nil, errors.New("chat: a stream chunk could not be accumulated")
 		}
+		if chunk.JSON.Usage.Valid() {
+			u := chunk.Usage
+			usage = &u
+		}
 		for _, c := range chunk.Choices {
-			if c.Index == 0 && c.Delta.Content != "" {
+			if c.Index != 0 {
+				continue
+			}
+			if c.Delta.Content != "" {
 				text(c.Delta.Content)
 			}
+			reasoning.WriteString(gjson.Get(c.Delta.RawJSON(), reasoningField).String())
 		}
 	}
-	if err := s.Err(); err != nil {
-		return nil, err
+	comp := acc.ChatCompletion
+	if usage != nil {
+		comp.Usage = *usage
 	}
-	return &acc.ChatCompletion, nil
+	r := &read{comp: &comp, reasoning: reasoning.String()}
+	if err := s.Err(); err != nil {
+		failure, ok := oaistream.Failure(err)
+		if !ok {
+			return nil, err
+		}
+		r.failure = failure
+	}
+	return r, nil
 }

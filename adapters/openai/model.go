@@ -8,10 +8,9 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/packages/param"
-	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/openai/openai-go/v3/responses"
-	"github.com/tidwall/gjson"
 
+	"github.com/toolguard/toolguard/adapters/internal/oaistream"
 	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -223,23 +222,15 @@ func toolParams(tools []toolset.Declared) []responses.ToolUnionParam {
 // failed response it announces: the response that started, failed, with
 // the API's error code (or type) and message.
 func streamFailure(err error, started *responses.Response) (*responses.Response, bool) {
-	var se *ssestream.StreamError
-	if !errors.As(err, &se) {
+	apiErr, ok := oaistream.Failure(err)
+	if !ok {
 		return nil, false
-	}
-	e := gjson.GetBytes(se.Event.Data, "error")
-	code := e.Get("code").String()
-	if code == "" {
-		code = e.Get("type").String()
-	}
-	if code == "" {
-		code = "error"
 	}
 	resp := &responses.Response{}
 	if started != nil {
 		*resp = *started
 	}
 	resp.Status = responses.ResponseStatusFailed
-	resp.Error = responses.ResponseError{Code: responses.ResponseErrorCode(code), Message: e.Get("message").String()}
+	resp.Error = responses.ResponseError{Code: responses.ResponseErrorCode(apiErr.Code), Message: apiErr.Message}
 	return resp, true
 }
