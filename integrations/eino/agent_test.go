@@ -1,0 +1,136 @@
+package tgeino_test
+
+import (
+	"strings"
+	"testing"
+
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/guard"
+)
+
+const refundArgs = `{"order_ref":"ORDER-7","reason":"duplicate"}`
+
+// wantCodes checks the codes and deliveries of the results the model saw.
+func wantCodes(t *testing.T, got []guard.Result, want ...string) {
+	t.Helper()
+	var have []string
+	for _, r := range got {
+		have = append(have, r.Code.String()+"/"+string(r.Delivery))
+	}
+	if strings.Join(have, " ") != strings.Join(want, " ") {
+		t.Fatalf("the model saw %v, want %v", have, want)
+	}
+}
+
+// A model that repeats a write with a new call id, and a host that runs
+// the whole run again after a crash (new call ids again, same run): the
+// draft is created once, and every repeat replays it.
+func TestRetryRunsOnce(t *testing.T) {
+	m := newScript(callTool("create_refund_draft", refundArgs), callTool("create_refund_draft", refundArgs), say("refunded"),
+		callTool("create_refund_draft", ` {"reason":"duplicate", "order_ref":"ORDER-7"}`), say("refunded"))
+	h := newHarness(t, false, m)
+	if o := h.run(t, "run-retry", "refund ORDER-7"); o.final != "refunded" || len(o.interrupts) != 0 {
+		t.Fatalf("run ended %+v", o)
+	}
+	if o := h.run(t, "run-retry", "refund ORDER-7"); o.final != "refunded" {
+		t.Fatalf("re-run ended %+v", o)
+	}
+	if n := h.shop.sideEffects(); n != 1 {
+		t.Fatalf("%d drafts created, want 1", n)
+	}
+	wantCodes(t, m.toolResults(t), "OK/fresh", "OK/local_replay", "OK/local_replay")
+
+	// Another run is another operation.
+	m.replies = append(m.replies, callTool("create_refund_draft", refundArgs), say("again"))
+	if o := h.run(t, "run-other", "refund ORDER-7 again"); o.final != "again" {
+		t.Fatalf("other run ended %+v", o)
+	}
+	if n := h.shop.sideEffects(); n != 2 {
+		t.Fatalf("%d drafts created after another run, want 2", n)
+	}
+}
+
+// A model asking for another tenant's order gets NOT_FOUND, exactly as if
+// it did not exist; the write on it does not run.
+func TestOtherTenantNotFound(t *testing.T) {
+	m := newScript(callTool("get_order", `{"order_ref":"ORDER-9"}`),
+		callTool("create_refund_draft", `{"order_ref":"ORDER-9","reason":"duplicate"}`),
+		callTool("get_order", `{"order_ref":"ORDER-7"}`), say("done"))
+	h := newHarness(t, false, m)
+	if o := h.run(t, "run-tenant", "refund ORDER-9"); o.final != "done" {
+		t.Fatalf("run ended %+v", o)
+	}
+	got := m.toolResults(t)
+	wantCodes(t, got, "NOT_FOUND/fresh", "NOT_FOUND/fresh", "OK/fresh")
+	if strings.Contains(string(got[0].Data)+got[0].Message, "globex") {
+		t.Fatalf("NOT_FOUND names the other tenant: %+v", got[0])
+	}
+	if n := h.shop.sideEffects(); n != 0 {
+		t.Fatalf("%d drafts created, want 0", n)
+	}
+}
+
+// A write that needs approval interrupts the run; resumed with a yes, it
+// runs once. A host that resumes again from the same checkpoint (its
+// process died before the checkpoint moved on) does not run it again.
+func TestApprovalResumeApprove(t *testing.T) {
+	m := newScript(callTool("create_refund_draft", refundArgs), say("refund drafted"))
+	h := newHarness(t, true, m)
+	o := h.run(t, "run-approve", "refund ORDER-7")
+	if len(o.interrupts) != 1 || o.final != "" {
+		t.Fatalf("run ended %+v, want one approval interrupt", o)
+	}
+	req := o.interrupts[0].Request
+	if req.Tool != "create_refund_draft" || string(req.Arguments) != refundArgs || req.Principal.TenantID != "acme" ||
+		req.RunID != "run-approve" || req.Fingerprint != guard.Fingerprint(req.Tool, req.Arguments) {
+		t.Fatalf("approval request %+v", req)
+	}
+	if n := h.shop.sideEffects(); n != 0 {
+		t.Fatalf("%d drafts before the approval, want 0", n)
+	}
+	saved := h.cps.snapshot()
+	yes := map[string]any{o.interrupts[0].InterruptID: agentloop.Decision{Approved: true, Approver: "manager-1"}}
+	if o := h.resume(t, "run-approve", yes); o.final != "refund drafted" || len(o.interrupts) != 0 {
+		t.Fatalf("resume ended %+v", o)
+	}
+	if n := h.shop.sideEffects(); n != 1 {
+		t.Fatalf("%d drafts after the approval, want 1", n)
+	}
+	wantCodes(t, m.toolResults(t), "OK/fresh")
+
+	h.cps.restore(saved)
+	m.turn = 1 // the model answers as it did after the tool result
+	h.resume(t, "run-approve", yes)
+	if n := h.shop.sideEffects(); n != 1 {
+		t.Fatalf("%d drafts after resuming twice, want 1", n)
+	}
+	wantCodes(t, m.toolResults(t), "OK/fresh", "OK/local_replay")
+}
+
+// Resumed with a no, the model is told once that a human declined, and
+// nothing runs; asking again in the same run is denied without a second
+// interrupt.
+func TestApprovalResumeDeny(t *testing.T) {
+	m := newScript(callTool("create_refund_draft", refundArgs), callTool("create_refund_draft", refundArgs), say("not approved"))
+	h := newHarness(t, true, m)
+	o := h.run(t, "run-deny", "refund ORDER-7")
+	if len(o.interrupts) != 1 {
+		t.Fatalf("run ended %+v, want one approval interrupt", o)
+	}
+	no := map[string]any{o.interrupts[0].InterruptID: agentloop.Decision{Approver: "manager-1", Reason: "not a duplicate"}}
+	o = h.resume(t, "run-deny", no)
+	if len(o.interrupts) != 0 || o.final != "not approved" {
+		t.Fatalf("resume ended %+v, want the run to finish without asking again", o)
+	}
+	if n := h.shop.sideEffects(); n != 0 {
+		t.Fatalf("%d drafts after a denial, want 0", n)
+	}
+	got := m.toolResults(t)
+	wantCodes(t, got, "APPROVAL_REQUIRED/fresh", "APPROVAL_REQUIRED/fresh")
+	if !strings.Contains(got[0].Message, "A human declined this action (not a duplicate)") {
+		t.Fatalf("denial message %q", got[0].Message)
+	}
+	if !strings.Contains(got[1].Message, "A human declined") {
+		t.Fatalf("second denial message %q", got[1].Message)
+	}
+}
