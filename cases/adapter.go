@@ -9,12 +9,15 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
+	"google.golang.org/genai"
 
 	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
 	tgchat "github.com/toolguard/toolguard/adapters/chat"
+	tggemini "github.com/toolguard/toolguard/adapters/gemini"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/canon"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -37,6 +40,7 @@ var Adapters = map[string]Adapter{
 	"responses": responsesAdapter{},
 	"chat":      chatAdapter{},
 	"anthropic": anthropicAdapter{},
+	"gemini":    geminiAdapter{},
 }
 
 // AdapterNames returns the names of Adapters, sorted.
@@ -131,6 +135,44 @@ func (anthropicAdapter) Output(callID string, res *guard.Result) (json.RawMessag
 	}
 	if isError != (res.Code != guard.CodeOK) {
 		return nil, fmt.Errorf("tool_result is_error %v for code %s", isError, res.Code)
+	}
+	return json.RawMessage(out), nil
+}
+
+// geminiAdapter encodes a step as a generateContent response with one
+// functionCall part: with the step's call id as its id (as Gemini 3 sends
+// one), or with none, as Gemini 2.x and Vertex AI send, when the step has
+// none; the adapter then derives the id from the response id and position.
+type geminiAdapter struct{}
+
+func (geminiAdapter) Call(p guard.Principal, tools *toolset.Set, responseID, callID, name, args string) (guard.Call, error) {
+	// functionCall.args is a JSON object the SDK decodes into a map: other
+	// JSON cannot arrive, and duplicate members arrive merged (Gemini's
+	// servers send neither; a Struct has no duplicates).
+	if _, v, err := canon.Parse([]byte(args), canon.Limits{}); err != nil {
+		return guard.Call{}, fmt.Errorf("%w: Gemini's functionCall.args cannot hold %s (%v)", ErrNotCarried, args, err)
+	} else if _, ok := v.(map[string]any); !ok {
+		return guard.Call{}, fmt.Errorf("%w: Gemini's functionCall.args is an object, not %s", ErrNotCarried, args)
+	}
+	fc := map[string]any{"name": name, "args": json.RawMessage(args)}
+	if callID != "" {
+		fc["id"] = callID
+	}
+	var resp genai.GenerateContentResponse
+	err := decode(map[string]any{"responseId": responseID, "candidates": []any{map[string]any{"finishReason": "STOP",
+		"content": map[string]any{"role": "model", "parts": []any{map[string]any{"functionCall": fc}}}}}}, &resp)
+	if err != nil {
+		// Arguments that are not a JSON object do not fit a functionCall:
+		// Gemini sends none such; the guard sees what the adapter would.
+		return guard.Call{}, fmt.Errorf("gemini response: %v", err)
+	}
+	return oneCall(p, tggemini.NewModel(nil, tggemini.ModelOptions{}).Info(), resp.ResponseID, tggemini.Calls(&resp, tools.Tools()))
+}
+
+func (geminiAdapter) Output(callID string, res *guard.Result) (json.RawMessage, error) {
+	_, _, out, ok := tggemini.OutputResult(tggemini.Output(callID, "tool", res))
+	if !ok {
+		return nil, errors.New("adapter produced no functionResponse part")
 	}
 	return json.RawMessage(out), nil
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"math"
 	"sort"
@@ -44,11 +45,22 @@ type CaseReport struct {
 	ID    string
 	Steps []StepReport
 	Err   error // the case could not run (store failure, bad world)
+	// NotCarried, when set, says why the world's adapter cannot carry one
+	// of the case's calls (an ErrNotCarried from its Call): the case did
+	// not run, and neither passed nor failed.
+	NotCarried string
 }
+
+// ErrNotCarried is what an Adapter's Call returns (wrapped, saying why)
+// for a proposal its provider's wire cannot carry to the guard at all,
+// such as arguments that are not a JSON object where the wire holds an
+// object: no response of that provider has it, so the case says nothing
+// about the adapter.
+var ErrNotCarried = errors.New("the adapter's wire cannot carry this call")
 
 // Passed reports whether every step matched.
 func (r *CaseReport) Passed() bool {
-	if r.Err != nil {
+	if r.Err != nil || r.NotCarried != "" {
 		return false
 	}
 	for _, s := range r.Steps {
@@ -145,6 +157,10 @@ func run(ctx context.Context, c *Case, w World, connect Connect) *CaseReport {
 		svc.SetFailure(orders.Failure(s.Failure))
 
 		call, err := w.adapter().Call(principal, tools, s.ExecutionContext.ResponseID, s.ExecutionContext.CallID, s.Proposal.Name, compact(s.Proposal.Arguments))
+		if errors.Is(err, ErrNotCarried) {
+			rep.NotCarried = fmt.Sprintf("step %s: %v", s.StepID, err)
+			return rep
+		}
 		if err != nil {
 			rep.Err = fmt.Errorf("step %s: adapter: %w", s.StepID, err)
 			return rep

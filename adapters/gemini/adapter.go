@@ -13,10 +13,19 @@
 // Vertex AI send none. A call without one gets an id derived from the
 // response id and the call's position among the response's function calls,
 // "<responseId>/<position>", so that the same response replayed gives the
-// same ids (contract section 8); a response without a responseId (one
-// recorded stream has none) derives from a digest of the calls instead,
-// "gemini-<digest>/<position>". An id Gemini sent is used and echoed in the
+// same ids (contract section 8). Model gives a response Gemini sent
+// without a responseId (one recorded stream has none) a random one,
+// "gemini-<16 hex>": each response received is a distinct response, and
+// nothing in it says which; a write the model repeats is still one
+// operation in its scope. An id Gemini sent is used and echoed in the
 // functionResponse; a derived one is never sent to Gemini.
+//
+// # Arguments
+//
+// The SDK hands a call's arguments over decoded (FunctionCall.Args is a
+// map): they reach the guard re-encoded with sorted members, and duplicate
+// members, which Gemini's servers never send (a Struct has none), cannot
+// be seen.
 //
 // # Endings
 //
@@ -53,7 +62,7 @@
 package tggemini
 
 import (
-	"crypto/sha256"
+	"crypto/rand"
 	"encoding/hex"
 	"encoding/json"
 	"strconv"
@@ -86,33 +95,28 @@ func Context(responseID, callID string) guard.ExecutionContext {
 
 // CallID returns the id of the function call at position (counted over the
 // function calls of resp's first candidate, from 0): the id Gemini sent,
-// else one derived from the response id and the position, and whether it
-// was derived.
+// else one derived from the response id and the position,
+// "<responseId>/<position>", and whether it was derived. A response with
+// neither gives "": nothing identifies the call (Model gives every
+// response it receives an id, so that never happens in a loop).
 func CallID(resp *genai.GenerateContentResponse, position int) (id string, derived bool) {
 	calls := functionCalls(resp)
 	if position < len(calls) && calls[position].ID != "" {
 		return calls[position].ID, false
 	}
-	return derivedID(resp, calls, position), true
+	if resp == nil || resp.ResponseID == "" {
+		return "", false
+	}
+	return resp.ResponseID + "/" + strconv.Itoa(position), true
 }
 
-// derivedID is "<responseId>/<position>", or for a response without an id
-// "gemini-<digest of the calls>/<position>".
-func derivedID(resp *genai.GenerateContentResponse, calls []*genai.FunctionCall, position int) string {
-	base := ""
-	if resp != nil {
-		base = resp.ResponseID
-	}
-	if base == "" {
-		h := sha256.New()
-		for _, c := range calls {
-			b, _ := json.Marshal(c)
-			h.Write(b)
-			h.Write([]byte{0})
-		}
-		base = "gemini-" + hex.EncodeToString(h.Sum(nil)[:12])
-	}
-	return base + "/" + strconv.Itoa(position)
+// newResponseID is the id Model gives a response Gemini sent without one:
+// each response received is a distinct response, and nothing in it says
+// which, so the id is random ("gemini-" and 16 hex digits).
+func newResponseID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "gemini-" + hex.EncodeToString(b[:])
 }
 
 // functionCalls returns the function calls of the first candidate, in order.

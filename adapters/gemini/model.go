@@ -107,7 +107,7 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 			if err != nil {
 				var ge genai.APIError
 				if seen && errors.As(err, &ge) {
-					rep := m.reply(acc.response(), req)
+					rep := m.reply(acc.identified(), req)
 					return provider.Failed(rep, &provider.APIError{StatusCode: 200, Code: ge.Status, Message: ge.Message, Err: err}), nil
 				}
 				return nil, apiError(err)
@@ -119,7 +119,17 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 			return nil, errors.New("gemini: the stream ended before its first chunk")
 		}
 	}
-	return m.reply(acc.response(), req), nil
+	return m.reply(acc.identified(), req), nil
+}
+
+// identified returns the accumulated response, with an id when Gemini sent
+// none (newResponseID).
+func (a *accumulator) identified() *genai.GenerateContentResponse {
+	resp := a.response()
+	if resp.ResponseID == "" {
+		resp.ResponseID = newResponseID()
+	}
+	return resp
 }
 
 // apiError wraps an error reply of the API as a provider.APIError.

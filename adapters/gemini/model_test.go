@@ -194,8 +194,8 @@ func TestEndings(t *testing.T) {
 
 // Ids: Gemini's own are kept; without one, a call's id is derived from the
 // response id and its position, the same for the same response (so a
-// replayed response is the same operation), and, without a response id,
-// from a digest of the calls.
+// replayed response is the same operation); without a response id either,
+// there is none.
 func TestCallIDs(t *testing.T) {
 	resp := func(id string, calls ...*genai.FunctionCall) *genai.GenerateContentResponse {
 		var ps []*genai.Part
@@ -216,11 +216,9 @@ func TestCallIDs(t *testing.T) {
 	if again[0].ID != calls[0].ID || again[2].ID != calls[2].ID {
 		t.Errorf("the same response gave ids %s %s, then %s %s", calls[0].ID, calls[2].ID, again[0].ID, again[2].ID)
 	}
-	noID1 := tggemini.Calls(resp("", a, b), nil)
-	noID2 := tggemini.Calls(resp("", a, b), nil)
-	other := tggemini.Calls(resp("", b, a), nil)
-	if !strings.HasPrefix(noID1[0].ID, "gemini-") || noID1[0].ID != noID2[0].ID || noID1[0].ID == noID1[1].ID || noID1[0].ID == other[0].ID {
-		t.Errorf("ids without a response id: %s %s, again %s, other calls %s", noID1[0].ID, noID1[1].ID, noID2[0].ID, other[0].ID)
+	// A response without an id gives nothing to derive from: no id.
+	if noID := tggemini.Calls(resp("", a, b), nil); noID[0].ID != "" || noID[1].ID != "" || noID[0].Kind != "" {
+		t.Errorf("ids without a response id: %+v", noID)
 	}
 	c := tggemini.Call(user, "conversation-1", resp("r1", a), 0, nil)
 	if c.Context.CallID != "r1/0" || c.Context.ResponseID != "r1" || c.Context.Scope != "conversation-1" || c.Context.Provider != tggemini.Provider {
@@ -260,4 +258,34 @@ func signed(p *genai.Part) *genai.Part {
 	s := *p
 	s.ThoughtSignature = geminitest.Signature(p)
 	return &s
+}
+
+// A response Gemini sent without a responseId gets a random one from Model,
+// a new one per response, and its calls ids derived from it; two such
+// responses with the same call are two calls, and the read runs twice.
+func TestResponseWithoutAnID(t *testing.T) {
+	read := geminitest.Call{Name: "get_order", Args: `{"order_ref":"ORDER-7"}`}
+	srv := geminitest.NewServer(
+		geminitest.Turn{NoResponseID: true, Calls: []geminitest.Call{read}},
+		geminitest.Turn{NoResponseID: true, Calls: []geminitest.Call{read}},
+		geminitest.Turn{Text: "ORDER-7 is paid."},
+	)
+	defer srv.Close()
+	res, err := newLoop(t, srv, orders.NewService()).Run(context.Background(), user, "Where is ORDER-7?")
+	if err != nil || res.Status != agentloop.StatusCompleted {
+		t.Fatalf("%v %v", res, err)
+	}
+	var ids []string
+	for _, ev := range res.Transcript {
+		if ev.Kind == agentloop.EventResult {
+			ids = append(ids, ev.CallID)
+			var r guard.Result
+			if err := json.Unmarshal(ev.Result, &r); err != nil || r.Delivery != guard.DeliveryFresh {
+				t.Errorf("call %s: %s", ev.CallID, ev.Result)
+			}
+		}
+	}
+	if len(ids) != 2 || ids[0] == ids[1] || !strings.HasPrefix(ids[0], "gemini-") || !strings.HasSuffix(ids[0], "/0") {
+		t.Errorf("call ids %v", ids)
+	}
 }

@@ -88,8 +88,8 @@ func replayGemini(t *testing.T, rec *replay.Recording) {
 		if i > 0 {
 			checkFollowUp(t, i, srv.Body(t, i), rec.Request(i), prev)
 		}
-		if rep.ID != want.ResponseID {
-			t.Errorf("turn %d: id %q, want %q", i, rep.ID, want.ResponseID)
+		if want.ResponseID == "" && !strings.HasPrefix(rep.ID, "gemini-") || want.ResponseID != "" && rep.ID != want.ResponseID {
+			t.Errorf("turn %d: id %q, want %q (or one the adapter gave a response without)", i, rep.ID, want.ResponseID)
 		}
 		if len(rep.Calls) != len(want.Calls) {
 			t.Fatalf("turn %d: %d calls, want %d: %+v", i, len(rep.Calls), len(want.Calls), rep.Calls)
@@ -99,13 +99,9 @@ func replayGemini(t *testing.T, rec *replay.Recording) {
 			got := rep.Calls[j]
 			wantID, derived := c.ID, c.ID == ""
 			if derived {
-				wantID = want.ResponseID + "/" + strconv.Itoa(j)
+				wantID = rep.ID + "/" + strconv.Itoa(j)
 			}
-			if derived && want.ResponseID == "" {
-				if !strings.HasPrefix(got.ID, "gemini-") || !strings.HasSuffix(got.ID, "/"+strconv.Itoa(j)) {
-					t.Errorf("turn %d call %d: id %q, want one derived from the calls", i, j, got.ID)
-				}
-			} else if got.ID != wantID {
+			if got.ID != wantID {
 				t.Errorf("turn %d call %d: id %q, want %q", i, j, got.ID, wantID)
 			}
 			if (got.Kind == tggemini.KindDerived) != derived {

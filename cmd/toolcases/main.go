@@ -1,7 +1,7 @@
 // Command toolcases runs tool-call conformance case files through the whole
 // path of a call: the OpenAI adapter, the guard, the Redis store and back.
 //
-//	go run ./cmd/toolcases [-adapter responses|chat|anthropic|mcp] [-redis URL|ADDRS [-keep]] [-json] FILE...
+//	go run ./cmd/toolcases [-adapter responses|chat|anthropic|gemini|mcp] [-redis URL|ADDRS [-keep]] [-json] FILE...
 //
 // -adapter picks the path each step takes to the guard (default
 // responses): for a provider adapter, the proposal is encoded as that
@@ -15,9 +15,12 @@
 // host:port,host:port,…) with a key prefix of its own, deleted after the
 // case unless -keep (which prints "KEYS <case> prefix <prefix> tenant
 // <tenant>" per case, for cmd/toolaudit -prefix … -tenant … -verify). It
-// prints PASS or
-// FAIL per case, then "N passed, N failed", and exits 1 if any case failed
-// and 2 if a file could not be read or is malformed.
+// prints PASS or FAIL per case, then "N passed, N failed", and exits 1 if
+// any case failed and 2 if a file could not be read or is malformed. A case
+// with a call the adapter's wire cannot carry at all (Gemini's arguments
+// are an object: arguments that are not one, or that repeat a member,
+// never arrive) prints NOT CARRIED and the reason; it is neither passed
+// nor failed, and the summary counts it ("…, N not carried by ADAPTER").
 package main
 
 import (
@@ -96,11 +99,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 	runID := hex.EncodeToString(run[:])
 
 	ctx := context.Background()
-	passed, failed := 0, 0
+	passed, failed, notCarried := 0, 0, 0
 	for _, f := range files {
 		for i := range f.Cases {
 			c := &f.Cases[i]
-			prefix := fmt.Sprintf("tgcases:%s:%d:", runID, passed+failed)
+			prefix := fmt.Sprintf("tgcases:%s:%d:", runID, passed+failed+notCarried)
 			w, err := world(shared, prefix, *keep)
 			if err != nil {
 				fmt.Fprintf(stderr, "toolcases: %v\n", err)
@@ -112,10 +115,14 @@ func run(args []string, stdout, stderr io.Writer) int {
 			if *keep && shared != nil {
 				fmt.Fprintf(stdout, "KEYS %s prefix %s tenant %s\n", c.ID, prefix, c.Principal.TenantID)
 			}
-			if rep.Passed() {
+			switch {
+			case rep.NotCarried != "":
+				notCarried++
+				fmt.Fprintf(stdout, "NOT CARRIED %s: %s\n", c.ID, rep.NotCarried)
+			case rep.Passed():
 				passed++
 				fmt.Fprintf(stdout, "PASS %s\n", c.ID)
-			} else {
+			default:
 				failed++
 				printFailure(stdout, rep)
 			}
@@ -124,7 +131,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 			}
 		}
 	}
-	fmt.Fprintf(stdout, "%d passed, %d failed\n", passed, failed)
+	if notCarried > 0 {
+		// A case the adapter's wire cannot carry says nothing about it;
+		// say how many, so a reader sees what was not run.
+		fmt.Fprintf(stdout, "%d passed, %d failed, %d not carried by %s\n", passed, failed, notCarried, *adapterName)
+	} else {
+		fmt.Fprintf(stdout, "%d passed, %d failed\n", passed, failed)
+	}
 	if failed > 0 {
 		return 1
 	}

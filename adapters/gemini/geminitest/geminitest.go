@@ -64,6 +64,8 @@ type Turn struct {
 	// SignText signs the last text part too, and in a stream ends with an
 	// empty text part carrying a signature, as Gemini 3 does.
 	SignText bool
+	// NoResponseID leaves out the responseId, as one recorded stream did.
+	NoResponseID bool
 	// OneChunk streams every call in one chunk.
 	OneChunk bool
 	// StreamArgs streams each call's arguments as partialArgs pieces (top
@@ -234,6 +236,9 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	status(http.StatusOK)
 	responseID := s.script.NewID("resp")
+	if turn.NoResponseID {
+		responseID = ""
+	}
 	if req.Stream {
 		sse := fakeapi.StartSSE(w)
 		chunks, fail := streamChunks(turn, responseID, model)
@@ -364,7 +369,10 @@ func usage(n int) map[string]any {
 }
 
 func response(t Turn, responseID, model string) map[string]any {
-	resp := map[string]any{"responseId": responseID, "modelVersion": model}
+	resp := map[string]any{"modelVersion": model}
+	if responseID != "" {
+		resp["responseId"] = responseID
+	}
 	if t.BlockReason != "" {
 		resp["promptFeedback"] = map[string]any{"blockReason": t.BlockReason}
 		resp["usageMetadata"] = usage(0)
@@ -419,7 +427,10 @@ func streamChunks(t Turn, responseID, model string) ([]map[string]any, *Error) {
 	out := make([]map[string]any, 0, len(groups)+1)
 	for i, g := range groups {
 		c := map[string]any{"candidates": []any{map[string]any{"content": map[string]any{"role": "model", "parts": g}, "index": 0}},
-			"usageMetadata": usage((i + 1) * 5), "modelVersion": model, "responseId": responseID}
+			"usageMetadata": usage((i + 1) * 5), "modelVersion": model}
+		if responseID != "" {
+			c["responseId"] = responseID
+		}
 		out = append(out, c)
 	}
 	if t.StreamError != nil {
@@ -438,7 +449,11 @@ func streamChunks(t Turn, responseID, model string) ([]map[string]any, *Error) {
 		}
 		return out, nil
 	}
-	return []map[string]any{{"candidates": []any{last}, "usageMetadata": usage(0), "modelVersion": model, "responseId": responseID}}, nil
+	only := map[string]any{"candidates": []any{last}, "usageMetadata": usage(0), "modelVersion": model}
+	if responseID != "" {
+		only["responseId"] = responseID
+	}
+	return []map[string]any{only}, nil
 }
 
 // streamed is a call as Vertex streams its arguments: an opening part (name,
