@@ -1,11 +1,16 @@
 package tgeino_test
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
+	"github.com/cloudwego/eino/schema"
+
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 const refundArgs = `{"order_ref":"ORDER-7","reason":"duplicate"}`
@@ -132,5 +137,42 @@ func TestApprovalResumeDeny(t *testing.T) {
 	}
 	if !strings.Contains(got[1].Message, "A human declined") {
 		t.Fatalf("second denial message %q", got[1].Message)
+	}
+}
+
+// The model is offered the status tool; a write whose reply was lost is
+// OUTCOME_UNKNOWN with its operation id, and the model's status query for
+// it is settled from the shop's receipt, without running it again.
+func TestStatusToolSettlesUnknown(t *testing.T) {
+	askStatus := func(seen []*schema.Message) *schema.Message {
+		var last guard.Result
+		for _, msg := range seen {
+			if msg.Role == schema.Tool {
+				_ = json.Unmarshal([]byte(msg.Content), &last)
+			}
+		}
+		args, _ := json.Marshal(map[string]any{"operation_id": last.OperationID})
+		return callTool(toolset.StatusToolName, string(args))(seen)
+	}
+	m := newScript(callTool("create_refund_draft", refundArgs), askStatus, say("settled"))
+	h := newHarness(t, false, m)
+	h.shop.lose = 1
+	if o := h.run(t, "run-status", "refund ORDER-7"); o.final != "settled" {
+		t.Fatalf("run ended %+v", o)
+	}
+	var offered []string
+	for _, ti := range m.tools {
+		offered = append(offered, ti.Name)
+	}
+	if !slices.Contains(offered, toolset.StatusToolName) {
+		t.Fatalf("the model was offered %v, without the status tool", offered)
+	}
+	got := m.toolResults(t)
+	wantCodes(t, got, "OUTCOME_UNKNOWN/fresh", "OK/receipt_reconciled")
+	if got[0].OperationID == "" {
+		t.Fatal("OUTCOME_UNKNOWN without an operation id")
+	}
+	if n := h.shop.sideEffects(); n != 1 {
+		t.Fatalf("%d drafts, want 1", n)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"maps"
 	"sync"
@@ -25,6 +26,7 @@ type shop struct {
 	mu     sync.Mutex
 	owner  map[string]string // order ref -> tenant
 	drafts []string          // downstream idempotency keys, one per draft created
+	lose   int               // the next drafts whose reply is lost after they were made
 }
 
 func newShop() *shop {
@@ -78,9 +80,25 @@ func (s *shop) tools(approval bool) *toolset.Set {
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			s.drafts = append(s.drafts, inv.IdempotencyKey)
+			if s.lose > 0 {
+				s.lose--
+				return draft{}, guard.UnknownOutcome(errors.New("shop: the reply was lost"))
+			}
 			return draft{DraftID: fmt.Sprintf("DRAFT-%d", len(s.drafts)), OrderRef: in.OrderRef}, nil
 		}, &toolset.Options[refundIn, draft]{NeedsApproval: approval, LoggedArguments: []string{"order_ref", "reason"},
-			Authorize: func(ctx context.Context, inv *guard.Invocation, in refundIn) error { return owns(ctx, inv, in.OrderRef) }})
+			Receipt: func(_ context.Context, inv *guard.Invocation) (draft, bool, error) {
+				s.mu.Lock()
+				defer s.mu.Unlock()
+				for i, k := range s.drafts {
+					if k == inv.IdempotencyKey {
+						return draft{DraftID: fmt.Sprintf("DRAFT-%d", i+1)}, true, nil
+					}
+				}
+				return draft{}, false, nil
+			},
+			Authorize: func(ctx context.Context, inv *guard.Invocation, in refundIn) error {
+				return owns(ctx, inv, in.OrderRef)
+			}})
 	return toolset.MustNew(get, refund)
 }
 
@@ -103,9 +121,12 @@ func newScript(replies ...func([]*schema.Message) *schema.Message) *script {
 }
 
 // Generate implements model.BaseChatModel.
-func (m *script) Generate(_ context.Context, input []*schema.Message, _ ...model.Option) (*schema.Message, error) {
+func (m *script) Generate(_ context.Context, input []*schema.Message, opts ...model.Option) (*schema.Message, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
+	if o := model.GetCommonOptions(nil, opts...); o.Tools != nil {
+		m.tools = o.Tools
+	}
 	for _, msg := range input {
 		if msg.Role == schema.Tool {
 			key := msg.ToolCallID + "\x00" + msg.Content

@@ -1,0 +1,283 @@
+package tgeino_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/cloudwego/eino/components/tool"
+	"github.com/cloudwego/eino/components/tool/utils"
+	"github.com/cloudwego/eino/compose"
+	"github.com/cloudwego/eino/schema"
+
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/guard"
+	tgeino "github.com/toolguard/toolguard/integrations/eino"
+	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+type sendIn struct {
+	To   string `json:"to" jsonschema:"description=Who gets the message"`
+	Text string `json:"text"`
+}
+
+type sendOut struct {
+	Sent bool `json:"sent"`
+}
+
+type notesIn struct {
+	Topic string `json:"topic"`
+}
+
+// mailbox is what Eino's own tools of the tests act on.
+type mailbox struct {
+	mu   sync.Mutex
+	sent []string // downstream keys
+	read int
+}
+
+// einoTools are Eino's own tools, built with Eino's utils: a write that
+// sends a message (invokable) and a read that streams notes.
+func (mb *mailbox) einoTools(t *testing.T) (tool.InvokableTool, tool.StreamableTool) {
+	t.Helper()
+	send, err := utils.InferTool("send_message", "Send a message.", func(ctx context.Context, in sendIn) (sendOut, error) {
+		mb.mu.Lock()
+		defer mb.mu.Unlock()
+		inv := tgeino.InvocationFrom(ctx)
+		if inv == nil {
+			return sendOut{}, errors.New("no invocation on the context")
+		}
+		mb.sent = append(mb.sent, inv.IdempotencyKey)
+		return sendOut{Sent: true}, nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notes, err := utils.InferStreamTool("stream_notes", "Read the notes on a topic.", func(_ context.Context, in notesIn) (*schema.StreamReader[string], error) {
+		mb.mu.Lock()
+		mb.read++
+		mb.mu.Unlock()
+		return schema.StreamReaderFromArray([]string{"notes on ", in.Topic}), nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return send, notes
+}
+
+func toolCalls(calls ...[3]string) *schema.Message {
+	var tc []schema.ToolCall
+	for _, c := range calls {
+		tc = append(tc, schema.ToolCall{ID: c[0], Type: "function", Function: schema.FunctionCall{Name: c[1], Arguments: c[2]}})
+	}
+	return schema.AssistantMessage("", tc)
+}
+
+// results decodes a ToolsNode's answer by call id.
+func results(t *testing.T, msgs []*schema.Message) map[string]guard.Result {
+	t.Helper()
+	out := map[string]guard.Result{}
+	for _, m := range msgs {
+		var r guard.Result
+		if err := json.Unmarshal([]byte(m.Content), &r); err != nil {
+			t.Fatalf("tool message %q: %v", m.Content, err)
+		}
+		out[m.ToolCallID] = r
+	}
+	return out
+}
+
+// Eino's own tools behind the guard, in a compiled graph's ToolsNode: the
+// arguments are validated against the schema from their Info before they
+// run, a write runs once per intent in the scope (Invoke and Stream alike)
+// with the downstream key on its context, a stream-only tool runs through
+// Eino's streaming endpoint, and neither an invented tool nor an Eino tool
+// the guard was not given ever runs.
+func TestWrappedEinoTools(t *testing.T) {
+	ctx := context.Background()
+	mb := &mailbox{}
+	send, notes := mb.einoTools(t)
+	ws, err := tgeino.Wrap(ctx, send, tgeino.WrapOptions{Write: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wn, err := tgeino.Wrap(ctx, notes, tgeino.WrapOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := toolset.MustNew(ws, wn)
+	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{})
+	eg, err := tgeino.New(g, set, tgeino.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := eg.ToolsNodeConfig()
+	stray := 0
+	extra, _ := utils.InferTool("stray", "Not behind the guard.", func(context.Context, notesIn) (string, error) {
+		stray++
+		return "ran", nil
+	})
+	cfg.Tools = append(cfg.Tools, extra)
+	node, err := compose.NewToolNode(ctx, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := compose.NewChain[*schema.Message, []*schema.Message]().AppendToolsNode(node).Compile(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, acme), "run-wrapped")
+	out, err := run.Invoke(ctx, toolCalls(
+		[3]string{"c1", "send_message", `{"to":"bob","text":"hi"}`},
+		[3]string{"c2", "send_message", `{"to":"bob","text":5}`},
+		[3]string{"c3", "stream_notes", `{"topic":"refunds"}`},
+		[3]string{"c4", "delete_everything", `{}`},
+		[3]string{"c5", "stray", `{"topic":"x"}`},
+	))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := results(t, out)
+	for id, want := range map[string]guard.Code{"c1": guard.CodeOK, "c2": guard.CodeInvalidArguments, "c3": guard.CodeOK,
+		"c4": guard.CodeUnknownTool, "c5": guard.CodeUnknownTool} {
+		if got[id].Code != want {
+			t.Errorf("call %s: %s %s, want %s", id, got[id].Code, got[id].Message, want)
+		}
+	}
+	if string(got["c1"].Data) != `{"sent":true}` || string(got["c3"].Data) != `"notes on refunds"` {
+		t.Errorf("outputs %s and %s", got["c1"].Data, got["c3"].Data)
+	}
+	if stray != 0 {
+		t.Errorf("the tool the guard does not know ran %d times", stray)
+	}
+
+	// The same intent again in the scope, streamed this time, with new
+	// call ids and its members in another order: a replay.
+	sr, err := run.Stream(ctx, toolCalls([3]string{"c6", "send_message", `{"text":"hi","to":"bob"}`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var streamed []*schema.Message
+	for {
+		chunk, err := sr.Recv()
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, m := range chunk {
+			if m != nil {
+				streamed = append(streamed, m)
+			}
+		}
+	}
+	if r := results(t, streamed)["c6"]; r.Code != guard.CodeOK || r.Delivery != guard.DeliveryLocalReplay {
+		t.Errorf("repeated send: %s/%s, want OK/local_replay", r.Code, r.Delivery)
+	}
+	mb.mu.Lock()
+	defer mb.mu.Unlock()
+	if len(mb.sent) != 1 || !strings.HasPrefix(mb.sent[0], "tg1_") || mb.read != 1 {
+		t.Errorf("sent %v (want one, under the guard's downstream key), notes read %d times (want 1)", mb.sent, mb.read)
+	}
+}
+
+// The model is given each toolset tool with the very schema its arguments
+// are validated against, and the status tool.
+func TestToolsCarryTheirSchemas(t *testing.T) {
+	ctx := context.Background()
+	set := newShop().tools(true)
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, bt := range eg.Tools() {
+		info, err := bt.Info(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		names = append(names, info.Name)
+		d, ok := set.Lookup(info.Name).(toolset.Declared)
+		if !ok {
+			d = toolset.StatusTool("")
+		}
+		js, err := info.ParamsOneOf.ToJSONSchema()
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, _ := json.Marshal(js)
+		var got, want any
+		_ = json.Unmarshal(b, &got)
+		_ = json.Unmarshal(d.Schema().JSON(), &want)
+		gb, _ := json.Marshal(got)
+		wb, _ := json.Marshal(want)
+		if string(gb) != string(wb) || info.Desc != d.Description() {
+			t.Errorf("tool %s offered with schema %s, validated against %s", info.Name, gb, wb)
+		}
+	}
+	if strings.Join(names, ",") != "get_order,create_refund_draft,query_operation_status" {
+		t.Errorf("offered %v", names)
+	}
+	// Run without the middleware, a toolguard tool runs nothing.
+	if _, err := eg.Tools()[1].(tool.InvokableTool).InvokableRun(ctx, refundArgs); err == nil {
+		t.Error("a tool ran without the middleware")
+	}
+}
+
+// The approval interrupt of a compose graph with a checkpoint store:
+// ApprovalsOf reads the request from Invoke's error, Resume carries the
+// decision; a resume by another principal runs nothing, the right one's
+// yes runs the write once.
+func TestComposeApprovalInterrupt(t *testing.T) {
+	ctx := context.Background()
+	shop := newShop()
+	set := shop.tools(true)
+	signer, _ := guard.NewSigner([]byte(strings.Repeat("k", 32)))
+	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	eg, err := tgeino.New(g, set, tgeino.Options{Signer: signer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := eg.ToolsNodeConfig()
+	node, err := compose.NewToolNode(ctx, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := compose.NewChain[*schema.Message, []*schema.Message]().AppendToolsNode(node).
+		Compile(ctx, compose.WithCheckPointStore(newCheckpoints()))
+	if err != nil {
+		t.Fatal(err)
+	}
+	msg := toolCalls([3]string{"c1", "create_refund_draft", refundArgs}, [3]string{"c2", "get_order", `{"order_ref":"ORDER-7"}`})
+	at := func(p guard.Principal) context.Context {
+		return tgeino.WithScope(tgeino.WithPrincipal(ctx, p), "cp-1")
+	}
+	_, err = run.Invoke(at(acme), msg, compose.WithCheckPointID("cp-1"))
+	pending := tgeino.ApprovalsOf(err)
+	if len(pending) != 1 || pending[0].Request.CallID != "c1" {
+		t.Fatalf("Invoke: %v, approvals %+v", err, pending)
+	}
+	yes := map[string]agentloop.Decision{pending[0].InterruptID: {Approved: true, Approver: "manager-1"}}
+
+	mallory := guard.Principal{TenantID: "acme", SubjectID: "user-2"}
+	if _, err := run.Invoke(tgeino.Resume(at(mallory), yes), msg, compose.WithCheckPointID("cp-1")); !errors.Is(err, tgeino.ErrOtherCall) {
+		t.Fatalf("resume by another principal: %v, want ErrOtherCall", err)
+	}
+	if n := shop.sideEffects(); n != 0 {
+		t.Fatalf("%d drafts after another principal's resume", n)
+	}
+	out, err := run.Invoke(tgeino.Resume(at(acme), yes), msg, compose.WithCheckPointID("cp-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := results(t, out)
+	if got["c1"].Code != guard.CodeOK || got["c2"].Code != guard.CodeOK || shop.sideEffects() != 1 {
+		t.Fatalf("after the yes: %+v, %d drafts", got, shop.sideEffects())
+	}
+}
