@@ -1,0 +1,318 @@
+package tgadk_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"google.golang.org/adk/v2/agent"
+	"google.golang.org/adk/v2/runner"
+	"google.golang.org/adk/v2/session"
+	"google.golang.org/genai"
+
+	"github.com/toolguard/toolguard/audit"
+	"github.com/toolguard/toolguard/guard"
+	tgadk "github.com/toolguard/toolguard/integrations/adk"
+	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// world is what the agent tests run against: the conformance order
+// service (ORDER-7 is tenant-a/user-1's, ORDER-9 tenant-b's), its tools
+// behind a guard on memstore, and an ADK runner whose fake model the test
+// scripts.
+type world struct {
+	svc   *orders.Service
+	store *memstore.Store
+	model *fakeModel
+	r     *runner.Runner
+}
+
+var key = []byte("tgadk-test-approval-key-32-bytes!!")
+
+// principals maps ADK user ids to the host's principals.
+var principals = map[string]guard.Principal{
+	"user-1": {TenantID: "tenant-a", SubjectID: "user-1"},
+	"user-9": {TenantID: "tenant-b", SubjectID: "user-1"},
+}
+
+func newWorld(t *testing.T) *world {
+	t.Helper()
+	w := &world{svc: orders.NewService(), store: memstore.New(memstore.Options{}), model: &fakeModel{}}
+	signer, err := guard.NewSigner(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := orders.Tools(w.svc)
+	g := guard.New(tools, w.store, guard.Options{Signer: signer})
+	a, err := tgadk.New(g, tools, tgadk.Options{Signer: signer,
+		Principal: func(ctx agent.Context) (guard.Principal, error) {
+			p, ok := principals[ctx.UserID()]
+			if !ok {
+				return guard.Principal{}, guard.ErrBadPrincipal
+			}
+			return p, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.r = newRunner(t, a, w.model)
+	return w
+}
+
+func refundCall(id, ref string) *genai.FunctionCall {
+	return &genai.FunctionCall{ID: id, Name: "create_refund_draft", Args: map[string]any{"order_ref": ref, "reason": "duplicate"}}
+}
+
+// result returns the model result of the function response answering
+// callID among the events ("" for the last function response).
+func result(t *testing.T, evs []*session.Event, callID string) *guard.Result {
+	t.Helper()
+	var last *genai.FunctionResponse
+	for _, fr := range responses(evs) {
+		if callID == "" || fr.ID == callID {
+			last = fr
+		}
+	}
+	if last == nil {
+		t.Fatalf("no function response for call %q", callID)
+	}
+	res, err := tgadk.ModelResult(last.Response)
+	if err != nil {
+		t.Fatalf("function response %v: %v", last.Response, err)
+	}
+	return res
+}
+
+// seenByModel returns the function responses the model was sent in its
+// latest request, for callID.
+func seenByModel(m *fakeModel, callID string) []map[string]any {
+	var out []map[string]any
+	req := m.lastRequest()
+	if req == nil {
+		return nil
+	}
+	for _, c := range req.Contents {
+		for _, p := range c.Parts {
+			if p.FunctionResponse != nil && p.FunctionResponse.ID == callID {
+				out = append(out, p.FunctionResponse.Response)
+			}
+		}
+	}
+	return out
+}
+
+// TestConfirmationApprove: a write that needs approval pauses the run on
+// ADK's confirmation, with nothing run; the yes resumes it, the call runs
+// once under a grant approved by the user, and the model sees the one
+// result.
+func TestConfirmationApprove(t *testing.T) {
+	w := newWorld(t)
+	w.model.push(calls(refundCall("call-1", "ORDER-7")))
+	evs := run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund my duplicate order ORDER-7", genai.RoleUser))
+	fc := confirmationCall(evs)
+	if fc == nil {
+		t.Fatal("the run did not pause on a confirmation request")
+	}
+	if res := result(t, evs, "call-1"); res.Code != guard.CodeApprovalRequired || res.Message != tgadk.PendingMessage {
+		t.Errorf("paused call's response = %s, want APPROVAL_REQUIRED pending", res)
+	}
+	if n := w.svc.SideEffects(); n != 0 {
+		t.Fatalf("side effects while paused = %d, want 0", n)
+	}
+	tc, _ := json.Marshal(fc.Args["toolConfirmation"])
+	if !strings.Contains(string(tc), `"fingerprint":"`+guard.Fingerprint("create_refund_draft", []byte(`{"order_ref":"ORDER-7","reason":"duplicate"}`))+`"`) ||
+		!strings.Contains(string(tc), "Approve create_refund_draft") {
+		t.Errorf("confirmation request = %s, want the tool, its arguments and its fingerprint", tc)
+	}
+
+	evs = run(t, w.r, "user-1", "s1", confirm(fc, true))
+	res := result(t, evs, "call-1")
+	if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryFresh {
+		t.Fatalf("approved call = %s, want OK fresh", res)
+	}
+	if n := w.svc.SideEffects(); n != 1 {
+		t.Errorf("side effects = %d, want 1", n)
+	}
+	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["code"] != "OK" {
+		t.Errorf("the model was sent %v for call-1, want the one OK result", got)
+	}
+	recs, _, err := w.store.Audit(t.Context(), "tenant-a", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var approved []string
+	for _, r := range recs {
+		if r.SideEffect == guard.SideEffectYes {
+			approved = append(approved, string(r.Body))
+		}
+	}
+	if len(approved) != 1 || !strings.Contains(approved[0], `"approver":"user-1"`) {
+		t.Errorf("audit records with a side effect = %v, want one approved by user-1", approved)
+	}
+	if _, err := audit.Verify(t.Context(), w.store, "tenant-a"); err != nil {
+		t.Errorf("audit chain: %v", err)
+	}
+}
+
+// TestConfirmationDeny: a no reaches the model once, as APPROVAL_REQUIRED
+// saying a human declined; nothing runs, and the same intent asked again
+// in the session is declined without a new confirmation.
+func TestConfirmationDeny(t *testing.T) {
+	w := newWorld(t)
+	w.model.push(calls(refundCall("call-1", "ORDER-7")))
+	evs := run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund ORDER-7", genai.RoleUser))
+	fc := confirmationCall(evs)
+	if fc == nil {
+		t.Fatal("the run did not pause on a confirmation request")
+	}
+	evs = run(t, w.r, "user-1", "s1", confirm(fc, false))
+	res := result(t, evs, "call-1")
+	if res.Code != guard.CodeApprovalRequired || res.Message != tgadk.DeniedMessage {
+		t.Fatalf("denied call = %s, want APPROVAL_REQUIRED, declined", res)
+	}
+	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["message"] != tgadk.DeniedMessage {
+		t.Errorf("the model was sent %v for call-1, want the denial once", got)
+	}
+
+	// The model asks again, with another call id: no second question.
+	w.model.push(calls(refundCall("call-2", "ORDER-7")))
+	evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("please refund it anyway", genai.RoleUser))
+	if fc := confirmationCall(evs); fc != nil {
+		t.Errorf("the same intent was put to a human again: %v", fc.Args)
+	}
+	if res := result(t, evs, "call-2"); res.Code != guard.CodeApprovalRequired || res.Message != tgadk.DeniedMessage {
+		t.Errorf("repeated call = %s, want the same denial", res)
+	}
+	if n := w.svc.SideEffects(); n != 0 {
+		t.Errorf("side effects = %d, want 0", n)
+	}
+}
+
+// TestRetriedRunWritesOnce: the write runs once however the run is
+// retried or resumed: the confirmation answered twice, the model asking
+// again in the run, and the user retrying the whole turn with Gemini's
+// call ids absent (ADK makes up new ones) all replay the one draft.
+func TestRetriedRunWritesOnce(t *testing.T) {
+	w := newWorld(t)
+	w.model.push(calls(refundCall("call-1", "ORDER-7")))
+	evs := run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund ORDER-7", genai.RoleUser))
+	fc := confirmationCall(evs)
+	if fc == nil {
+		t.Fatal("the run did not pause on a confirmation request")
+	}
+	evs = run(t, w.r, "user-1", "s1", confirm(fc, true))
+	first := result(t, evs, "call-1")
+	if first.Code != guard.CodeOK {
+		t.Fatalf("approved call = %s, want OK", first)
+	}
+
+	// The client sends its yes again (a resume delivered twice).
+	evs = run(t, w.r, "user-1", "s1", confirm(fc, true))
+	for _, fr := range responses(evs) {
+		if res, err := tgadk.ModelResult(fr.Response); err == nil && res.Code == guard.CodeOK && res.Delivery == guard.DeliveryFresh {
+			t.Errorf("the resume sent again ran the write afresh: %s", res)
+		}
+	}
+
+	// The model repeats the call in a new turn, without a call id, twice
+	// in one reply; then the user retries the turn.
+	for range 2 {
+		w.model.push(calls(refundCall("", "ORDER-7"), refundCall("", "ORDER-7")))
+		evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund ORDER-7", genai.RoleUser))
+		if fc := confirmationCall(evs); fc != nil {
+			t.Errorf("a replayed write asked a human again")
+		}
+		rs := responses(evs)
+		if len(rs) != 2 {
+			t.Fatalf("function responses = %d, want 2", len(rs))
+		}
+		for _, fr := range rs {
+			res, err := tgadk.ModelResult(fr.Response)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay || string(res.Data) != string(first.Data) {
+				t.Errorf("repeated call %s = %s, want the first draft replayed", fr.ID, res)
+			}
+		}
+	}
+	if n := w.svc.SideEffects(); n != 1 {
+		t.Errorf("side effects = %d, want 1", n)
+	}
+
+	// Another session is another operation: it asks again.
+	w.model.push(calls(refundCall("call-x", "ORDER-7")))
+	evs = run(t, w.r, "user-1", "s2", genai.NewContentFromText("refund ORDER-7", genai.RoleUser))
+	if confirmationCall(evs) == nil {
+		t.Errorf("a new session's write did not ask for approval")
+	}
+}
+
+// TestOtherTenantNotFound: the model asks for another tenant's order, by
+// read and by write: NOT_FOUND both times, as if it did not exist, and no
+// human is asked to approve a refund the principal could not make.
+func TestOtherTenantNotFound(t *testing.T) {
+	w := newWorld(t)
+	w.model.push(calls(&genai.FunctionCall{ID: "read-9", Name: "get_order", Args: map[string]any{"order_ref": "ORDER-9"}},
+		refundCall("refund-9", "ORDER-9")))
+	evs := run(t, w.r, "user-1", "s1", genai.NewContentFromText("show me ORDER-9 and refund it", genai.RoleUser))
+	for _, id := range []string{"read-9", "refund-9"} {
+		if res := result(t, evs, id); res.Code != guard.CodeNotFound || len(res.Data) != 0 {
+			t.Errorf("%s = %s, want NOT_FOUND without data", id, res)
+		}
+	}
+	if fc := confirmationCall(evs); fc != nil {
+		t.Errorf("a human was asked about another tenant's order")
+	}
+	// The order's own tenant reads it.
+	w.model.push(calls(&genai.FunctionCall{ID: "read-9b", Name: "get_order", Args: map[string]any{"order_ref": "ORDER-9"}}))
+	evs = run(t, w.r, "user-9", "s9", genai.NewContentFromText("show me ORDER-9", genai.RoleUser))
+	if res := result(t, evs, "read-9b"); res.Code != guard.CodeOK {
+		t.Errorf("the owner's read = %s, want OK", res)
+	}
+	if n := w.svc.SideEffects(); n != 0 {
+		t.Errorf("side effects = %d, want 0", n)
+	}
+}
+
+// TestToolsDeclared: the model is offered every tool with the schema the
+// guard validates against, and the status tool.
+func TestToolsDeclared(t *testing.T) {
+	w := newWorld(t)
+	run(t, w.r, "user-1", "s1", genai.NewContentFromText("hello", genai.RoleUser))
+	req := w.model.lastRequest()
+	decls := map[string]*genai.FunctionDeclaration{}
+	for _, tl := range req.Config.Tools {
+		for _, d := range tl.FunctionDeclarations {
+			decls[d.Name] = d
+		}
+	}
+	for _, d := range orders.Tools(orders.NewService()).Tools() {
+		got, ok := decls[d.Name()]
+		if !ok {
+			t.Errorf("tool %s not offered", d.Name())
+			continue
+		}
+		b, _ := json.Marshal(got.ParametersJsonSchema)
+		if want := d.Schema().JSON(); canonicalJSON(t, b) != canonicalJSON(t, want) {
+			t.Errorf("%s schema = %s, want %s", d.Name(), b, want)
+		}
+	}
+	if _, ok := decls[toolset.StatusToolName]; !ok {
+		t.Errorf("the status tool is not offered")
+	}
+}
+
+func canonicalJSON(t *testing.T, b []byte) string {
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
+
+var _ = context.Background
