@@ -1,7 +1,6 @@
 package tgadk_test
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"testing"
@@ -104,18 +103,27 @@ func seenByModel(m *fakeModel, callID string) []map[string]any {
 	return out
 }
 
-// TestConfirmationApprove: a write that needs approval pauses the run on
-// ADK's confirmation, with nothing run; the yes resumes it, the call runs
-// once under a grant approved by the user, and the model sees the one
-// result.
-func TestConfirmationApprove(t *testing.T) {
-	w := newWorld(t)
+// pauseOnRefund runs a turn in which the model asks for a refund of
+// ORDER-7 (call-1) and returns its events and the confirmation request it
+// paused on.
+func pauseOnRefund(t *testing.T, w *world) ([]*session.Event, *genai.FunctionCall) {
+	t.Helper()
 	w.model.push(calls(refundCall("call-1", "ORDER-7")))
 	evs := run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund my duplicate order ORDER-7", genai.RoleUser))
 	fc := confirmationCall(evs)
 	if fc == nil {
 		t.Fatal("the run did not pause on a confirmation request")
 	}
+	return evs, fc
+}
+
+// TestConfirmationApprove: a write that needs approval pauses the run on
+// ADK's confirmation, with nothing run; the yes resumes it, the call runs
+// once under a grant approved by the user, and the model sees the one
+// result.
+func TestConfirmationApprove(t *testing.T) {
+	w := newWorld(t)
+	evs, fc := pauseOnRefund(t, w)
 	if res := result(t, evs, "call-1"); res.Code != guard.CodeApprovalRequired || res.Message != tgadk.PendingMessage {
 		t.Errorf("paused call's response = %s, want APPROVAL_REQUIRED pending", res)
 	}
@@ -162,12 +170,7 @@ func TestConfirmationApprove(t *testing.T) {
 // in the session is declined without a new confirmation.
 func TestConfirmationDeny(t *testing.T) {
 	w := newWorld(t)
-	w.model.push(calls(refundCall("call-1", "ORDER-7")))
-	evs := run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund ORDER-7", genai.RoleUser))
-	fc := confirmationCall(evs)
-	if fc == nil {
-		t.Fatal("the run did not pause on a confirmation request")
-	}
+	evs, fc := pauseOnRefund(t, w)
 	evs = run(t, w.r, "user-1", "s1", confirm(fc, false))
 	res := result(t, evs, "call-1")
 	if res.Code != guard.CodeApprovalRequired || res.Message != tgadk.DeniedMessage {
@@ -197,12 +200,7 @@ func TestConfirmationDeny(t *testing.T) {
 // call ids absent (ADK makes up new ones) all replay the one draft.
 func TestRetriedRunWritesOnce(t *testing.T) {
 	w := newWorld(t)
-	w.model.push(calls(refundCall("call-1", "ORDER-7")))
-	evs := run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund ORDER-7", genai.RoleUser))
-	fc := confirmationCall(evs)
-	if fc == nil {
-		t.Fatal("the run did not pause on a confirmation request")
-	}
+	evs, fc := pauseOnRefund(t, w)
 	evs = run(t, w.r, "user-1", "s1", confirm(fc, true))
 	first := result(t, evs, "call-1")
 	if first.Code != guard.CodeOK {
@@ -315,4 +313,3 @@ func canonicalJSON(t *testing.T, b []byte) string {
 	return string(out)
 }
 
-var _ = context.Background

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/tool"
@@ -161,8 +162,7 @@ func (t *Tool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMess
 	if err := dec.Decode(&args); err != nil {
 		return nil, guard.NotStarted(fmt.Errorf("tgadk: arguments: %w", err))
 	}
-	actx = actx.WithAgentContext(context.WithValue(ctx, invocationKey{}, inv))
-	out, err := t.run(actx, args)
+	out, err := t.run(&toolContext{Context: actx, ctx: context.WithValue(ctx, invocationKey{}, inv)}, args)
 	if err != nil {
 		if errors.Is(err, tool.ErrConfirmationRequired) || errors.Is(err, tool.ErrConfirmationRejected) {
 			return nil, guard.NotStarted(err)
@@ -197,6 +197,20 @@ func (t *Tool) LookupReceipt(ctx context.Context, inv *guard.Invocation) (json.R
 	}
 	return t.receipt(ctx, inv)
 }
+
+// toolContext is the ADK context of a call as an imported tool runs it:
+// ADK's, with the values, deadline and cancellation of the guard's
+// context, which carries the invocation. (ADK's tool context does not
+// support WithAgentContext.)
+type toolContext struct {
+	agent.Context
+	ctx context.Context
+}
+
+func (c *toolContext) Value(key any) any                       { return c.ctx.Value(key) }
+func (c *toolContext) Done() <-chan struct{}                   { return c.ctx.Done() }
+func (c *toolContext) Err() error                              { return c.ctx.Err() }
+func (c *toolContext) Deadline() (deadline time.Time, ok bool) { return c.ctx.Deadline() }
 
 // invocationKey keys the guard's invocation in an imported tool's context.
 type invocationKey struct{}
