@@ -176,3 +176,24 @@ func TestStatusToolSettlesUnknown(t *testing.T) {
 		t.Fatalf("%d drafts, want 1", n)
 	}
 }
+
+// The guard as an adk.ChatModelAgentMiddleware (WrapInvokableToolCall):
+// the same interrupt, the same single run after a yes, the same replay of
+// a repeat.
+func TestAgentMiddleware(t *testing.T) {
+	m := newScript(callTool("create_refund_draft", refundArgs), callTool("create_refund_draft", refundArgs),
+		callTool("get_order", `{"order_ref":"ORDER-9"}`), say("refund drafted"))
+	h := newHarnessVia(t, true, m, true)
+	o := h.run(t, "run-handler", "refund ORDER-7")
+	if len(o.interrupts) != 1 {
+		t.Fatalf("run ended %+v, want one approval interrupt", o)
+	}
+	yes := map[string]any{o.interrupts[0].InterruptID: agentloop.Decision{Approved: true, Approver: "manager-1"}}
+	if o := h.resume(t, "run-handler", yes); o.final != "refund drafted" || len(o.interrupts) != 0 {
+		t.Fatalf("resume ended %+v", o)
+	}
+	wantCodes(t, m.toolResults(t), "OK/fresh", "OK/local_replay", "NOT_FOUND/fresh")
+	if n := h.shop.sideEffects(); n != 1 {
+		t.Fatalf("%d drafts, want 1", n)
+	}
+}

@@ -243,6 +243,12 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, approval bool, m *script) *harness {
+	return newHarnessVia(t, approval, m, false)
+}
+
+// newHarnessVia is newHarness with the guard as the agent's
+// ChatModelAgentMiddleware (Handlers) instead of its ToolsNode middleware.
+func newHarnessVia(t *testing.T, approval bool, m *script, handler bool) *harness {
 	t.Helper()
 	ctx := context.Background()
 	h := &harness{shop: newShop(), model: m, store: memstore.New(memstore.Options{}), cps: newCheckpoints()}
@@ -255,10 +261,15 @@ func newHarness(t *testing.T, approval bool, m *script) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	agent, err := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{
+	conf := &adk.ChatModelAgentConfig{
 		Name: "refunds", Description: "Refunds orders.", Instruction: "Help the user with their orders.",
 		Model: m, ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: eg.ToolsNodeConfig()},
-	})
+	}
+	if handler {
+		conf.ToolsConfig.ToolCallMiddlewares = nil
+		conf.Handlers = []adk.ChatModelAgentMiddleware{eg.AgentMiddleware()}
+	}
+	agent, err := adk.NewChatModelAgent(ctx, conf)
 	if err != nil {
 		t.Fatal(err)
 	}
