@@ -7,6 +7,7 @@
 //	go run ./examples/refund-agent -approve=true
 //	go run ./examples/refund-agent -provider chat       # Chat Completions
 //	go run ./examples/refund-agent -provider anthropic  # Anthropic Messages
+//	go run ./examples/refund-agent -provider gemini     # Gemini (no call ids, as 2.x sends)
 //	go run ./examples/refund-agent -stream              # the model's text as it arrives
 //
 // Approval comes from the terminal when standard input is one, otherwise
@@ -15,7 +16,8 @@
 // the environment names the real service: OPENAI_API_KEY for responses and
 // chat (OPENAI_BASE_URL for a local OpenAI-compatible server with chat;
 // OPENAI_MODEL picks the model), ANTHROPIC_API_KEY for anthropic
-// (ANTHROPIC_MODEL). With
+// (ANTHROPIC_MODEL), GEMINI_API_KEY or GOOGLE_API_KEY for gemini
+// (GEMINI_MODEL). With
 // TOOLGUARD_REDIS_URL (or its alias REDIS_URL) set it keeps its records in
 // that Redis. Every run is a fresh run (a new run id and new call ids), so
 // running it again against the same Redis drafts the refund again rather
@@ -90,7 +92,7 @@ func script() []demo.Turn {
 
 // settings are the flags that pick the provider and the output.
 type settings struct {
-	provider string // "responses" (default), "chat" or "anthropic"
+	provider string // "responses" (default), "chat", "anthropic" or "gemini"
 	stream   bool   // print the model's text as it arrives
 }
 

@@ -103,10 +103,12 @@ func TestRefundAgentEveryProvider(t *testing.T) {
 	t.Setenv("OPENAI_API_KEY", "")
 	t.Setenv("OPENAI_BASE_URL", "")
 	t.Setenv("ANTHROPIC_API_KEY", "")
+	t.Setenv("GEMINI_API_KEY", "")
+	t.Setenv("GOOGLE_API_KEY", "")
 	t.Setenv("TOOLGUARD_REDIS_URL", "")
 	t.Setenv("REDIS_URL", "")
 	var first string
-	for _, p := range []string{"responses", "chat", "anthropic"} {
+	for _, p := range []string{"responses", "chat", "anthropic", "gemini"} {
 		for _, stream := range []bool{false, true} {
 			var out strings.Builder
 			if err := run(context.Background(), &out, nil, ptr(true), settings{provider: p, stream: stream}); err != nil {
@@ -126,15 +128,21 @@ func TestRefundAgentEveryProvider(t *testing.T) {
 			// Past the provider line, the transcripts agree.
 			_, body, _ := strings.Cut(s, "user:")
 			body, _, _ = strings.Cut(body, "run:")
+			want := first
+			if p == "gemini" {
+				// genai hands arguments over decoded: the model's member
+				// order is not kept.
+				want = strings.ReplaceAll(want, `{"reason":"duplicate","order_ref":"ORDER-7"}`, `{"order_ref":"ORDER-7","reason":"duplicate"}`)
+			}
 			if first == "" {
 				first = body
-			} else if body != first {
-				t.Errorf("%s stream %v transcript differs:\n%s\nwant\n%s", p, stream, body, first)
+			} else if body != want {
+				t.Errorf("%s stream %v transcript differs:\n%s\nwant\n%s", p, stream, body, want)
 			}
 		}
 	}
 	var out strings.Builder
-	if err := run(context.Background(), &out, nil, ptr(true), settings{provider: "gemini"}); err == nil {
+	if err := run(context.Background(), &out, nil, ptr(true), settings{provider: "bedrock"}); err == nil {
 		t.Error("an unknown provider ran")
 	}
 }

@@ -1,6 +1,7 @@
 package demo
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -17,10 +18,13 @@ import (
 	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
 	tgchat "github.com/toolguard/toolguard/adapters/chat"
 	"github.com/toolguard/toolguard/adapters/chat/chattest"
+	tggemini "github.com/toolguard/toolguard/adapters/gemini"
+	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
+	"google.golang.org/genai"
 )
 
 // Turn is one reply of a scripted model, written once for every provider.
@@ -52,7 +56,7 @@ type providerKind struct {
 	// environment names none.
 	real func(w io.Writer) provider.Provider
 	// fake starts the offline fake playing the turns.
-	fake func(turns []Turn) (provider.Provider, func())
+	fake func(turns []Turn) (provider.Provider, func(), error)
 }
 
 var providers = map[string]providerKind{
@@ -65,7 +69,7 @@ var providers = map[string]providerKind{
 			fmt.Fprintf(w, "provider:  OpenAI Responses API, model %s\n", model)
 			return tgopenai.NewModel(oai.NewClient(), tgopenai.ModelOptions{Name: model})
 		},
-		fake: func(turns []Turn) (provider.Provider, func()) {
+		fake: func(turns []Turn) (provider.Provider, func(), error) {
 			srv := openaitest.NewServer(convert(turns, func(t Turn) openaitest.Turn {
 				out := openaitest.Turn{Text: t.Text}
 				for _, c := range t.Calls {
@@ -82,7 +86,7 @@ var providers = map[string]providerKind{
 				return out
 			})...)
 			client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline"))
-			return tgopenai.NewModel(client, tgopenai.ModelOptions{Name: "scripted-model"}), srv.Close
+			return tgopenai.NewModel(client, tgopenai.ModelOptions{Name: "scripted-model"}), srv.Close, nil
 		},
 	},
 	"chat": {
@@ -98,7 +102,7 @@ var providers = map[string]providerKind{
 			fmt.Fprintf(w, "provider:  OpenAI Chat Completions at %s, model %s\n", envOr("OPENAI_BASE_URL", "api.openai.com"), model)
 			return tgchat.NewModel(oai.NewClient(opts...), tgchat.ModelOptions{Name: model})
 		},
-		fake: func(turns []Turn) (provider.Provider, func()) {
+		fake: func(turns []Turn) (provider.Provider, func(), error) {
 			srv := chattest.NewServer(convert(turns, func(t Turn) chattest.Turn {
 				out := chattest.Turn{Text: t.Text}
 				for _, c := range t.Calls {
@@ -115,7 +119,7 @@ var providers = map[string]providerKind{
 				return out
 			})...)
 			client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline"))
-			return tgchat.NewModel(client, tgchat.ModelOptions{Name: "scripted-model"}), srv.Close
+			return tgchat.NewModel(client, tgchat.ModelOptions{Name: "scripted-model"}), srv.Close, nil
 		},
 	},
 	"anthropic": {
@@ -127,7 +131,7 @@ var providers = map[string]providerKind{
 			fmt.Fprintf(w, "provider:  Anthropic Messages API, model %s\n", model)
 			return tganthropic.NewModel(sdk.NewClient(), tganthropic.ModelOptions{Name: model})
 		},
-		fake: func(turns []Turn) (provider.Provider, func()) {
+		fake: func(turns []Turn) (provider.Provider, func(), error) {
 			srv := anthropictest.NewServer(convert(turns, func(t Turn) anthropictest.Turn {
 				out := anthropictest.Turn{Text: t.Text}
 				for _, c := range t.Calls {
@@ -144,15 +148,61 @@ var providers = map[string]providerKind{
 				return out
 			})...)
 			client := sdk.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("offline"))
-			return tganthropic.NewModel(client, tganthropic.ModelOptions{Name: "scripted-model"}), srv.Close
+			return tganthropic.NewModel(client, tganthropic.ModelOptions{Name: "scripted-model"}), srv.Close, nil
+		},
+	},
+	"gemini": {
+		real: func(w io.Writer) provider.Provider {
+			if os.Getenv("GEMINI_API_KEY") == "" && os.Getenv("GOOGLE_API_KEY") == "" {
+				return nil
+			}
+			// The client reads the key (and GOOGLE_GENAI_USE_VERTEXAI,
+			// GOOGLE_CLOUD_PROJECT, GOOGLE_CLOUD_LOCATION) from the
+			// environment.
+			client, err := genai.NewClient(context.Background(), &genai.ClientConfig{})
+			if err != nil {
+				fmt.Fprintf(w, "provider:  Gemini client: %v\n", err)
+				return nil
+			}
+			model := envOr("GEMINI_MODEL", tggemini.DefaultModel)
+			fmt.Fprintf(w, "provider:  Gemini API, model %s\n", model)
+			return tggemini.NewModel(client, tggemini.ModelOptions{Name: model})
+		},
+		fake: func(turns []Turn) (provider.Provider, func(), error) {
+			srv := geminitest.NewServer(convert(turns, func(t Turn) geminitest.Turn {
+				out := geminitest.Turn{Text: t.Text}
+				for _, c := range t.Calls {
+					// No call ids, as Gemini 2.x sends: the adapter derives
+					// them from the response id and each call's position.
+					out.Calls = append(out.Calls, geminitest.Call{Name: c.Name, Args: c.Arguments})
+				}
+				return out
+			}, func(f func(req geminitest.Request) geminitest.Turn) geminitest.Turn {
+				return geminitest.Turn{Respond: func(req geminitest.Request) *geminitest.Turn { t := f(req); return &t }}
+			}, func(req geminitest.Request) []string {
+				var out []string
+				for _, r := range req.FunctionResponses() {
+					b, _ := json.Marshal(r.Response)
+					out = append(out, string(b))
+				}
+				return out
+			})...)
+			client, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "offline", Backend: genai.BackendGeminiAPI,
+				HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL()}})
+			if err != nil {
+				srv.Close()
+				return nil, nil, err
+			}
+			return tggemini.NewModel(client, tggemini.ModelOptions{Name: "scripted-model"}), srv.Close, nil
 		},
 	},
 }
 
-// Provider returns the named provider ("responses", "chat", "anthropic"):
+// Provider returns the named provider ("responses", "chat", "anthropic", "gemini"):
 // the real service when the environment has its key (OPENAI_API_KEY, or
 // OPENAI_BASE_URL for a local OpenAI-compatible server with chat;
-// ANTHROPIC_API_KEY; OPENAI_MODEL and ANTHROPIC_MODEL pick the model), and
+// ANTHROPIC_API_KEY; GEMINI_API_KEY or GOOGLE_API_KEY; OPENAI_MODEL,
+// ANTHROPIC_MODEL and GEMINI_MODEL pick the model), and
 // otherwise an offline fake server playing the turns through the real SDK
 // client. close releases the fake.
 func Provider(w io.Writer, name string, turns ...Turn) (p provider.Provider, close func(), err error) {
@@ -163,7 +213,10 @@ func Provider(w io.Writer, name string, turns ...Turn) (p provider.Provider, clo
 	if p := kind.real(w); p != nil {
 		return p, func() {}, nil
 	}
-	p, close = kind.fake(freshIDs(turns))
+	p, close, err = kind.fake(freshIDs(turns))
+	if err != nil {
+		return nil, nil, fmt.Errorf("the offline %s fake: %w", name, err)
+	}
 	fmt.Fprintf(w, "provider:  offline fake %s server (%s)\n", p.Info().APIFamily, realHint[name])
 	return p, close, nil
 }
@@ -172,6 +225,7 @@ var realHint = map[string]string{
 	"responses": "set OPENAI_API_KEY for the real API",
 	"chat":      "set OPENAI_API_KEY, or OPENAI_BASE_URL for a local OpenAI-compatible server",
 	"anthropic": "set ANTHROPIC_API_KEY for the real API",
+	"gemini":    "set GEMINI_API_KEY or GOOGLE_API_KEY for the real API",
 }
 
 // convert turns the neutral script into one fake's turns: plain turns
