@@ -4,10 +4,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"net/http"
+	"strings"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
+	"github.com/tidwall/gjson"
 
 	"github.com/toolguard/toolguard/agentloop/provider"
 )
@@ -94,11 +97,12 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 		m.opts.Params(&params)
 	}
 	var msg *sdk.Message
+	var failure *provider.APIError
 	var err error
 	if req.Text == nil {
 		msg, err = m.client.Messages.New(ctx, params, m.opts.RequestOptions...)
 	} else {
-		msg, err = m.stream(ctx, params, req.Text)
+		msg, failure, err = m.stream(ctx, params, req.Text)
 	}
 	if err != nil {
 		var apiErr *sdk.Error
@@ -106,6 +110,10 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 			err = provider.WrapError(err, apiErr.StatusCode)
 		}
 		return nil, err
+	}
+	if failure != nil {
+		return provider.Failed(&provider.Reply{ID: msg.ID, Model: string(msg.Model), InputTokens: msg.Usage.InputTokens,
+			OutputTokens: msg.Usage.OutputTokens, Text: text(msg)}, failure), nil
 	}
 	rep := &provider.Reply{ID: msg.ID, Model: string(msg.Model), InputTokens: msg.Usage.InputTokens,
 		OutputTokens: msg.Usage.OutputTokens, Text: text(msg), Items: []json.RawMessage{provider.Item(msg.ToParam())},
@@ -125,25 +133,83 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 }
 
 // stream reads a streamed message: text deltas to text, the message from
-// the accumulated events.
-func (m *Model) stream(ctx context.Context, params sdk.MessageNewParams, text func(string)) (*sdk.Message, error) {
+// the accumulated events. An error event inside the stream (overloaded_error,
+// api_error, ...), which the SDK ends the stream with, is returned as the
+// failure, with the message as it stood before it.
+//
+// A tool_use block's input is the concatenation of its input_json_delta
+// pieces, kept here as they came: the SDK's accumulator replaces the start
+// block's input only when it is exactly "{}", and appends the pieces to
+// any other spelling of the empty object (white space inside it), which
+// leaves it invalid and, once the SDK repairs it, empty.
+func (m *Model) stream(ctx context.Context, params sdk.MessageNewParams, text func(string)) (*sdk.Message, *provider.APIError, error) {
 	s := m.client.Messages.NewStreaming(ctx, params, m.opts.RequestOptions...)
 	defer s.Close()
 	var msg sdk.Message
+	inputs := map[int64]*strings.Builder{}
 	for s.Next() {
 		ev := s.Current()
-		if err := msg.Accumulate(ev); err != nil {
-			return nil, err
+		if ev.Type == "error" {
+			// An error event without its event name reads as an event.
+			return &msg, eventFailure(ev.RawJSON(), nil), nil
 		}
-		if ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta" {
+		if err := msg.Accumulate(ev); err != nil {
+			return nil, nil, err
+		}
+		switch {
+		case ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta":
 			text(ev.Delta.Text)
+		case ev.Type == "content_block_delta" && ev.Delta.Type == "input_json_delta":
+			b := inputs[ev.Index]
+			if b == nil {
+				b = &strings.Builder{}
+				inputs[ev.Index] = b
+			}
+			b.WriteString(ev.Delta.PartialJSON)
 		}
 	}
 	if err := s.Err(); err != nil {
-		return nil, err
+		var apiErr *sdk.Error
+		if errors.As(err, &apiErr) && apiErr.StatusCode == http.StatusOK {
+			return &msg, eventFailure(apiErr.RawJSON(), err), nil
+		}
+		return nil, nil, err
 	}
 	if msg.ID == "" || msg.StopReason == "" {
-		return nil, errors.New("anthropic: the message stream ended before the message did")
+		return nil, nil, errors.New("anthropic: the message stream ended before the message did")
 	}
-	return &msg, nil
+	for i, b := range inputs {
+		if in := b.String(); i < int64(len(msg.Content)) && msg.Content[i].Type == "tool_use" && strings.TrimSpace(in) != "" {
+			setInput(&msg.Content[i], in)
+		}
+	}
+	return &msg, nil, nil
+}
+
+// setInput gives a tool_use block the input its deltas spelled, in its
+// fields and in the raw JSON its ToParam sends back.
+func setInput(b *sdk.ContentBlockUnion, input string) {
+	if !json.Valid([]byte(input)) {
+		// A cut-off input: the call is not run, and the block goes back
+		// with the SDK's empty input.
+		return
+	}
+	var fields map[string]json.RawMessage
+	if json.Unmarshal([]byte(b.RawJSON()), &fields) != nil {
+		return
+	}
+	fields["input"] = json.RawMessage(input)
+	raw, err := json.Marshal(fields)
+	var fixed sdk.ContentBlockUnion
+	if err == nil && fixed.UnmarshalJSON(raw) == nil {
+		*b = fixed
+	}
+}
+
+// eventFailure reads an error event's data ({"type":"error","error":{"type",
+// "message"}}) as the API error that ended the stream; err is the SDK's
+// error for it, if any.
+func eventFailure(data string, err error) *provider.APIError {
+	e := gjson.Get(data, "error")
+	return &provider.APIError{StatusCode: http.StatusOK, Code: e.Get("type").String(), Message: e.Get("message").String(), Err: err}
 }

@@ -4,11 +4,15 @@
 // A [Server] is a real HTTP server (net/http/httptest) playing a scripted
 // model: every POST to /v1/messages consumes the next [Turn] and is
 // answered in the real wire format, a message object or, for "stream":
-// true, the server-sent events message_start, content_block_start,
-// content_block_delta (text_delta word by word, input_json_delta in two
-// pieces), content_block_stop, message_delta and message_stop. The real
-// anthropic-sdk-go client talks to it through option.WithBaseURL([Server.URL]);
-// nothing is mocked above HTTP.
+// true, the server-sent events message_start, a ping, content_block_start,
+// content_block_delta (thinking_delta and a signature_delta, text_delta
+// word by word, input_json_delta from an empty first piece, then in
+// pieces), content_block_stop, message_delta (with stop_details) and
+// message_stop, as the API sends them: tool_use blocks start with their
+// caller, and a [Turn] can send an error event mid-stream
+// (Turn.StreamError), data JSON with white space inside (Turn.Spaced), or a
+// gzip body (Turn.Gzip). The real anthropic-sdk-go client talks to it
+// through option.WithBaseURL([Server.URL]); nothing is mocked above HTTP.
 //
 // The server keeps nothing between requests, as the real API does: every
 // request carries the whole conversation and is checked as the real API
@@ -16,14 +20,20 @@
 // body, without consuming a turn, when it has no model, no max_tokens or no
 // messages, when an assistant message's tool_use blocks are not each
 // answered by a tool_result block in the user message right after it, or
-// when a tool_result answers no tool_use of the message before. A request
-// without an API key (X-Api-Key, or an Authorization bearer) gets 401.
+// when a tool_result answers no tool_use of the message before. With
+// thinking enabled, as the real API, it also rejects a tool-use turn whose
+// assistant message does not start with its thinking block, and any
+// thinking block whose signature is not the one the server gave it
+// ([Signature]; the server signs statelessly). A request without an API
+// key (X-Api-Key, or an Authorization bearer) gets 401.
 //
 // Once the script is exhausted every request is answered with the text
 // [ExhaustedText].
 package anthropictest
 
 import (
+	"crypto/sha256"
+	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -39,6 +49,9 @@ const ExhaustedText = "done"
 
 // Turn is one scripted reply of the fake model.
 type Turn struct {
+	// Thinking, if set, is a thinking block before the others, signed
+	// with [Signature].
+	Thinking string
 	// Text is a text block; with Calls it comes first.
 	Text string
 	// Calls are tool_use blocks, in order.
@@ -47,12 +60,51 @@ type Turn struct {
 	// "pause_turn", ...); by default "tool_use" with calls, else
 	// "end_turn".
 	StopReason string
+	// StopDetails, if set, is the message's stop_details (with
+	// StopReason "refusal"); otherwise it is null.
+	StopDetails *StopDetails
 	// Status, if non-zero, answers with this HTTP status and an error body
 	// instead.
 	Status int
+	// StreamError, if set, ends a streamed reply with an error event
+	// after the message started and its first block's first delta, as the
+	// API reports an overload mid-stream; a request that does not stream
+	// gets it as an error reply with status 529 (overloaded_error) or 500.
+	StreamError *StreamError
+	// Spaced writes each event's data JSON with white space inside, as
+	// some servers and proxies do: after every colon and comma, inside
+	// every brace and bracket (an empty input keeps a space inside), and at the end.
+	Spaced bool
+	// Gzip sends the body gzip-compressed, with Content-Encoding: gzip.
+	Gzip bool
 	// Respond, if set, decides the reply from the request; its result is
 	// used in place of this turn (nil: the exhausted reply).
 	Respond func(req Request) *Turn
+}
+
+// StopDetails is a refusal's stop_details.
+type StopDetails struct {
+	// Category is the policy category ("cyber", "bio", ...), "" for
+	// null.
+	Category string
+	// Explanation is the human-readable explanation, "" for null.
+	Explanation string
+}
+
+// StreamError is an error event inside a stream:
+// {"type":"error","error":{"type":Type,"message":Message}}.
+type StreamError struct {
+	// Type is the error type, e.g. "overloaded_error" or "api_error".
+	Type string
+	// Message is the error's message.
+	Message string
+}
+
+// Signature is the signature the server gives a thinking block, and
+// requires it back with: the text's SHA-256, base64-encoded.
+func Signature(thinking string) string {
+	sum := sha256.Sum256([]byte(thinking))
+	return base64.StdEncoding.EncodeToString(sum[:])
 }
 
 // Call is one tool_use block.
@@ -77,6 +129,9 @@ type Request struct {
 	System     string
 	Messages   []Message
 	Tools      []json.RawMessage
+	// Thinking is the thinking parameter's type ("enabled", "adaptive",
+	// "disabled"), "" when absent.
+	Thinking   string
 	StatusCode int
 }
 
@@ -87,6 +142,16 @@ type Message struct {
 	Text        string
 	ToolUses    []Call
 	ToolResults []ToolResult
+	// Thinking are the thinking blocks, in order.
+	Thinking []ThinkingBlock
+	// Types are the content blocks' types, in order.
+	Types []string
+}
+
+// ThinkingBlock is one thinking block of a request.
+type ThinkingBlock struct {
+	Thinking  string
+	Signature string
 }
 
 // ToolResult is one tool_result block.
@@ -188,11 +253,24 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		fail(turn.Status, typ, http.StatusText(turn.Status))
 		return
 	}
+	if turn.StreamError != nil && !req.Stream {
+		status := http.StatusInternalServerError
+		if turn.StreamError.Type == "overloaded_error" {
+			status = 529
+		}
+		fail(status, turn.StreamError.Type, turn.StreamError.Message)
+		return
+	}
 	req.StatusCode = http.StatusOK
 	s.script.Record(req)
 	m := s.message(turn, req.Model)
+	if turn.Gzip {
+		gz := fakeapi.Gzip(w)
+		defer gz.Close()
+		w = gz
+	}
 	if req.Stream {
-		writeStream(w, m)
+		writeStream(w, m, turn)
 		return
 	}
 	fakeapi.WriteJSON(w, http.StatusOK, m)
@@ -208,6 +286,21 @@ func check(req Request, maxTokens int) string {
 		return "max_tokens: Field required"
 	case len(req.Messages) == 0:
 		return "messages: at least one message is required"
+	}
+	for i, m := range req.Messages {
+		for j, th := range m.Thinking {
+			if th.Signature != Signature(th.Thinking) {
+				return fmt.Sprintf("messages.%d.content.%d: Invalid `signature` in `thinking` block", i, j)
+			}
+		}
+		if req.Thinking == "enabled" && m.Role == "assistant" && len(m.ToolUses) > 0 && i == lastAssistant(req.Messages) &&
+			(len(m.Types) == 0 || m.Types[0] != "thinking" && m.Types[0] != "redacted_thinking") {
+			first := ""
+			if len(m.Types) > 0 {
+				first = m.Types[0]
+			}
+			return fmt.Sprintf("messages.%d.content.0.type: Expected `thinking` or `redacted_thinking`, but found `%s`. When `thinking` is enabled, a final `assistant` message must start with a thinking block (preceeding the lastmost set of `tool_use` and `tool_result` blocks).", i, first)
+		}
 	}
 	var open map[string]bool
 	for i, m := range req.Messages {
@@ -231,6 +324,17 @@ func check(req Request, maxTokens int) string {
 	return ""
 }
 
+// lastAssistant returns the index of the last assistant message, -1 for
+// none.
+func lastAssistant(msgs []Message) int {
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i].Role == "assistant" {
+			return i
+		}
+	}
+	return -1
+}
+
 func decode(body []byte, req *Request) (int, error) {
 	var w struct {
 		Model     string            `json:"model"`
@@ -238,6 +342,9 @@ func decode(body []byte, req *Request) (int, error) {
 		Stream    bool              `json:"stream"`
 		System    json.RawMessage   `json:"system"`
 		Tools     []json.RawMessage `json:"tools"`
+		Thinking  struct {
+			Type string `json:"type"`
+		} `json:"thinking"`
 		Messages  []struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
@@ -246,7 +353,7 @@ func decode(body []byte, req *Request) (int, error) {
 	if err := json.Unmarshal(body, &w); err != nil {
 		return 0, err
 	}
-	req.Model, req.Stream, req.Tools = w.Model, w.Stream, w.Tools
+	req.Model, req.Stream, req.Tools, req.Thinking = w.Model, w.Stream, w.Tools, w.Thinking.Type
 	req.System, _ = blocksText(w.System)
 	for _, m := range w.Messages {
 		msg := Message{Role: m.Role}
@@ -266,12 +373,17 @@ func decode(body []byte, req *Request) (int, error) {
 			ToolUseID   string          `json:"tool_use_id"`
 			Content     json.RawMessage `json:"content"`
 			IsError     bool            `json:"is_error"`
+			Thinking    string          `json:"thinking"`
+			Signature   string          `json:"signature"`
 		}
 		if err := json.Unmarshal(m.Content, &blocks); err != nil {
 			return 0, err
 		}
 		for _, b := range blocks {
+			msg.Types = append(msg.Types, b.Type)
 			switch b.Type {
+			case "thinking":
+				msg.Thinking = append(msg.Thinking, ThinkingBlock{Thinking: b.Thinking, Signature: b.Signature})
 			case "text":
 				msg.Text += b.Text
 			case "tool_use":
@@ -314,22 +426,51 @@ type message struct {
 	Content      []json.RawMessage `json:"content"`
 	StopReason   *string           `json:"stop_reason"`
 	StopSequence *string           `json:"stop_sequence"`
+	StopDetails  *stopDetails      `json:"stop_details"`
 	Usage        map[string]int    `json:"usage"`
 	blocks       []block
 }
 
+type stopDetails struct {
+	Type        string  `json:"type"`
+	Category    *string `json:"category"`
+	Explanation *string `json:"explanation"`
+}
+
 type block struct {
 	Type        string          `json:"type"`
+	Thinking    *string         `json:"thinking,omitempty"`
+	Signature   *string         `json:"signature,omitempty"`
 	Text        *string         `json:"text,omitempty"`
 	ID          string          `json:"id,omitempty"`
 	Name        string          `json:"name,omitempty"`
 	Input       json.RawMessage `json:"input,omitempty"`
+	Caller      *caller         `json:"caller,omitempty"`
 	ToolsetName string          `json:"toolset_name,omitempty"`
+}
+
+// caller is who called a tool: "direct", the model itself.
+type caller struct {
+	Type string `json:"type"`
+}
+
+func orNull(s string) *string {
+	if s == "" {
+		return nil
+	}
+	return &s
 }
 
 func (s *Server) message(t Turn, model string) *message {
 	m := &message{ID: s.script.NewID("msg"), Type: "message", Role: "assistant", Model: model,
 		Usage: map[string]int{"input_tokens": 10, "output_tokens": 1 + len(t.Text)/4}}
+	if t.Thinking != "" {
+		thinking, sig := t.Thinking, Signature(t.Thinking)
+		m.blocks = append(m.blocks, block{Type: "thinking", Thinking: &thinking, Signature: &sig})
+	}
+	if t.StopDetails != nil {
+		m.StopDetails = &stopDetails{Type: "refusal", Category: orNull(t.StopDetails.Category), Explanation: orNull(t.StopDetails.Explanation)}
+	}
 	if t.Text != "" {
 		text := t.Text
 		m.blocks = append(m.blocks, block{Type: "text", Text: &text})
@@ -343,7 +484,8 @@ func (s *Server) message(t Turn, model string) *message {
 		if input == "" {
 			input = "{}"
 		}
-		m.blocks = append(m.blocks, block{Type: "tool_use", ID: id, Name: c.Name, Input: json.RawMessage(input), ToolsetName: c.Toolset})
+		m.blocks = append(m.blocks, block{Type: "tool_use", ID: id, Name: c.Name, Input: json.RawMessage(input),
+			Caller: &caller{Type: "direct"}, ToolsetName: c.Toolset})
 	}
 	stop := t.StopReason
 	if stop == "" {
@@ -361,36 +503,76 @@ func (s *Server) message(t Turn, model string) *message {
 	return m
 }
 
-// writeStream writes the message as the Messages API streams it.
-func writeStream(w http.ResponseWriter, m *message) {
+// writeStream writes the message as the Messages API streams it: a ping
+// after the first block starts, thinking as thinking_delta pieces and a
+// signature_delta, text word by word, a tool_use input from an empty
+// first piece, then in pieces; or, with t.StreamError, an error event
+// after the first block's first delta.
+func writeStream(w http.ResponseWriter, m *message, t Turn) {
 	sse := fakeapi.StartSSE(w)
 	event := func(typ string, fields map[string]any) {
 		fields["type"] = typ
-		sse.Event(typ, fields)
+		if !t.Spaced {
+			sse.Event(typ, fields)
+			return
+		}
+		b, _ := json.Marshal(fields)
+		sse.Event(typ, fakeapi.Spaced(b)+"   ")
 	}
 	start := *m
-	start.Content, start.StopReason = []json.RawMessage{}, nil
+	start.Content, start.StopReason, start.StopDetails = []json.RawMessage{}, nil, nil
 	start.Usage = map[string]int{"input_tokens": m.Usage["input_tokens"], "output_tokens": 1}
 	event("message_start", map[string]any{"message": start})
+	failed := func() bool {
+		if t.StreamError == nil {
+			return false
+		}
+		event("error", map[string]any{"error": map[string]any{"type": t.StreamError.Type, "message": t.StreamError.Message}})
+		return true
+	}
+	if len(m.blocks) == 0 && failed() {
+		return
+	}
 	for i, b := range m.blocks {
+		delta := func(d map[string]any) {
+			event("content_block_delta", map[string]any{"index": i, "delta": d})
+		}
+		var deltas []map[string]any
 		switch b.Type {
+		case "thinking":
+			empty := ""
+			event("content_block_start", map[string]any{"index": i, "content_block": block{Type: "thinking", Thinking: &empty, Signature: &empty}})
+			for _, part := range fakeapi.Chunks(*b.Thinking) {
+				deltas = append(deltas, map[string]any{"type": "thinking_delta", "thinking": part})
+			}
+			deltas = append(deltas, map[string]any{"type": "signature_delta", "signature": *b.Signature})
 		case "text":
 			empty := ""
 			event("content_block_start", map[string]any{"index": i, "content_block": block{Type: "text", Text: &empty}})
 			for _, part := range fakeapi.Chunks(*b.Text) {
-				event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "text_delta", "text": part}})
+				deltas = append(deltas, map[string]any{"type": "text_delta", "text": part})
 			}
 		case "tool_use":
 			open := b
 			open.Input = json.RawMessage("{}")
 			event("content_block_start", map[string]any{"index": i, "content_block": open})
-			for _, piece := range fakeapi.Halves(string(b.Input)) {
-				event("content_block_delta", map[string]any{"index": i, "delta": map[string]any{"type": "input_json_delta", "partial_json": piece}})
+			deltas = append(deltas, map[string]any{"type": "input_json_delta", "partial_json": ""})
+			for _, piece := range fakeapi.Pieces(string(b.Input), 4) {
+				deltas = append(deltas, map[string]any{"type": "input_json_delta", "partial_json": piece})
+			}
+		}
+		if i == 0 {
+			event("ping", map[string]any{})
+		}
+		for j, d := range deltas {
+			delta(d)
+			if i == 0 && j == 0 && failed() {
+				return
 			}
 		}
 		event("content_block_stop", map[string]any{"index": i})
 	}
-	event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": *m.StopReason, "stop_sequence": nil},
+	event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": *m.StopReason, "stop_sequence": nil, "stop_details": m.StopDetails},
 		"usage": map[string]int{"output_tokens": m.Usage["output_tokens"]}})
 	event("message_stop", map[string]any{})
 }

@@ -5,9 +5,11 @@
 package fakeapi
 
 import (
+	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strings"
 	"sync"
 	"unicode/utf8"
 )
@@ -171,3 +173,79 @@ func Halves(s string) []string {
 	}
 	return []string{s[:i], s[i:]}
 }
+
+// Pieces splits s into at most n pieces of about equal length at character
+// boundaries (for arguments streamed in many deltas, as the real APIs
+// stream them); a short s gives fewer pieces, "" none.
+func Pieces(s string, n int) []string {
+	var out []string
+	for len(s) > 0 && n > 0 {
+		i := (len(s) + n - 1) / n
+		for i < len(s) && !utf8.RuneStart(s[i]) {
+			i++
+		}
+		out = append(out, s[:i])
+		s, n = s[i:], n-1
+	}
+	return out
+}
+
+// Spaced returns the JSON text b with white space inside, as some servers
+// and proxies write it: a space after every colon and comma and inside
+// every brace and bracket, an empty object too. Strings are left alone.
+func Spaced(b []byte) string {
+	var out strings.Builder
+	in, escaped := false, false
+	for _, c := range b {
+		switch {
+		case in:
+			out.WriteByte(c)
+			switch {
+			case escaped:
+				escaped = false
+			case c == '\\':
+				escaped = true
+			case c == '"':
+				in = false
+			}
+		case c == '}' || c == ']':
+			out.WriteByte(' ')
+			out.WriteByte(c)
+		case c == ':' || c == ',' || c == '{' || c == '[':
+			out.WriteByte(c)
+			out.WriteByte(' ')
+		default:
+			in = c == '"'
+			out.WriteByte(c)
+		}
+	}
+	return out.String()
+}
+
+// GzipWriter is a response writer whose body goes out gzip-compressed,
+// with Content-Encoding: gzip. Close it to end the body.
+type GzipWriter struct {
+	http.ResponseWriter
+	zw *gzip.Writer
+}
+
+// Gzip returns w compressing what is written to it; call it before
+// anything is written.
+func Gzip(w http.ResponseWriter) *GzipWriter {
+	w.Header().Set("Content-Encoding", "gzip")
+	return &GzipWriter{ResponseWriter: w, zw: gzip.NewWriter(w)}
+}
+
+// Write compresses b into the body.
+func (g *GzipWriter) Write(b []byte) (int, error) { return g.zw.Write(b) }
+
+// Flush sends what was compressed so far, as an event stream needs.
+func (g *GzipWriter) Flush() {
+	_ = g.zw.Flush()
+	if f, ok := g.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// Close ends the compressed body.
+func (g *GzipWriter) Close() error { return g.zw.Close() }
