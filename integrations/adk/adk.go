@@ -120,7 +120,9 @@ func (a *Guarded) Tools() []tool.Tool { return append([]tool.Tool(nil), a.tools.
 
 // Toolset returns the same tools as an ADK toolset named name, for
 // llmagent.Config.Toolsets.
-func (a *Guarded) Toolset(name string) tool.Toolset { return &guardedToolset{name: name, tools: a.Tools()} }
+func (a *Guarded) Toolset(name string) tool.Toolset {
+	return &guardedToolset{name: name, tools: a.Tools()}
+}
 
 type guardedToolset struct {
 	name  string

@@ -312,4 +312,3 @@ func canonicalJSON(t *testing.T, b []byte) string {
 	out, _ := json.Marshal(v)
 	return string(out)
 }
-

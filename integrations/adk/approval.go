@@ -43,10 +43,8 @@ func denied() *guard.Result {
 func (a *Guarded) ask(ctx agent.Context, call guard.Call, fp string, res *guard.Result) (map[string]any, error) {
 	args := canonicalArgs(call.Proposal.Arguments)
 	what := ""
-	if d := a.set.Tools(); len(d) > 0 {
-		if t, ok := a.set.Lookup(call.Proposal.Name).(interface{ Description() string }); ok {
-			what = t.Description()
-		}
+	if t, ok := a.set.Lookup(call.Proposal.Name).(interface{ Description() string }); ok {
+		what = t.Description()
 	}
 	hint := fmt.Sprintf("Approve %s with arguments %s? %s If you approve, it runs once, for %s.",
 		call.Proposal.Name, args, what, call.Principal.SubjectID)
