@@ -65,6 +65,10 @@ type Options struct {
 	StatusTool string
 	// NoStatusTool leaves the status tool out.
 	NoStatusTool bool
+	// Toolsets are imported ADK toolsets (ImportToolset) the agent is
+	// given beside the set's tools (Guarded.Toolsets); the guard must find
+	// their tools too (guard.New over Join).
+	Toolsets []*Toolset
 }
 
 // Guarded is a guard's tools as ADK tools, and the callbacks that send the
@@ -99,6 +103,9 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 	}
 	a := &Guarded{g: g, set: set, opts: opts}
 	for _, d := range set.Tools() {
+		if g.Tools().Lookup(d.Name()) == nil {
+			return nil, fmt.Errorf("tgadk: the guard does not find the set's tool %q: make the guard over the set", d.Name())
+		}
 		a.tools = append(a.tools, &adkTool{a: a, d: d})
 	}
 	if !opts.NoStatusTool {
@@ -122,6 +129,17 @@ func (a *Guarded) Tools() []tool.Tool { return append([]tool.Tool(nil), a.tools.
 // llmagent.Config.Toolsets.
 func (a *Guarded) Toolset(name string) tool.Toolset {
 	return &guardedToolset{name: name, tools: a.Tools()}
+}
+
+// Toolsets returns the imported toolsets of Options.Toolsets as ADK
+// toolsets whose tools dispatch through the guard, for
+// llmagent.Config.Toolsets.
+func (a *Guarded) Toolsets() []tool.Toolset {
+	out := make([]tool.Toolset, 0, len(a.opts.Toolsets))
+	for _, ts := range a.opts.Toolsets {
+		out = append(out, &adkToolset{a: a, ts: ts})
+	}
+	return out
 }
 
 type guardedToolset struct {

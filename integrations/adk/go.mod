@@ -2,12 +2,15 @@ module github.com/toolguard/toolguard/integrations/adk
 
 go 1.26.5
 
-require github.com/toolguard/toolguard v0.0.0
+require (
+	github.com/modelcontextprotocol/go-sdk v1.8.0
+	github.com/toolguard/toolguard v0.0.0
+)
 
 require (
+	cloud.google.com/go/auth/oauth2adapt v0.2.8 // indirect
 	github.com/anthropics/anthropic-sdk-go/v2 v2.15.0 // indirect
 	github.com/coder/websocket v1.8.15 // indirect
-	github.com/modelcontextprotocol/go-sdk v1.8.0 // indirect
 	github.com/openai/openai-go/v3 v3.98.0 // indirect
 	github.com/segmentio/asm v1.1.3 // indirect
 	github.com/segmentio/encoding v0.5.4 // indirect

@@ -1,0 +1,126 @@
+package tgadk_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/adk/v2/agent/llmagent"
+	"google.golang.org/adk/v2/plugin"
+	"google.golang.org/adk/v2/runner"
+	"google.golang.org/adk/v2/session"
+	"google.golang.org/adk/v2/tool/mcptoolset"
+	"google.golang.org/genai"
+
+	"github.com/toolguard/toolguard/guard"
+	tgadk "github.com/toolguard/toolguard/integrations/adk"
+	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/toolset"
+
+	"google.golang.org/adk/v2/agent"
+)
+
+type noteIn struct {
+	Text string `json:"text" jsonschema:"the note"`
+}
+
+type noteOut struct {
+	Count int64 `json:"count"`
+}
+
+// TestImportedMCPToolset: the tools an ADK mcptoolset lists from an MCP
+// server run behind the guard: the server's schema is checked before
+// anything is sent, its write needs approval (ADK's confirmation) and runs
+// once, and its read runs freely.
+func TestImportedMCPToolset(t *testing.T) {
+	ctx := context.Background()
+	var notes atomic.Int64
+	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
+	mcp.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."},
+		func(context.Context, *mcp.CallToolRequest, noteIn) (*mcp.CallToolResult, noteOut, error) {
+			return nil, noteOut{Count: notes.Add(1)}, nil
+		})
+	mcp.AddTool(srv, &mcp.Tool{Name: "count_notes", Description: "Count the notes."},
+		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, noteOut, error) {
+			return nil, noteOut{Count: notes.Load()}, nil
+		})
+	st, ct := mcp.NewInMemoryTransports()
+	ss, err := srv.Connect(ctx, st, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ss.Close()
+	mts, err := mcptoolset.New(mcptoolset.Config{Transport: ct})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts, err := tgadk.ImportToolset(mts, func(name string) tgadk.ImportOptions {
+		return tgadk.ImportOptions{Read: name == "count_notes",
+			Authorize: func(context.Context, string, *guard.Invocation) error { return nil }}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := toolset.MustNew()
+	signer, _ := guard.NewSigner(key)
+	g := guard.New(tgadk.Join(set, ts), memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	a, err := tgadk.New(g, set, tgadk.Options{Signer: signer, Toolsets: []*tgadk.Toolset{ts},
+		Principal: func(ctx agent.Context) (guard.Principal, error) { return principals[ctx.UserID()], nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &fakeModel{}
+	ag, err := llmagent.New(llmagent.Config{Name: "agent", Model: m, Tools: a.Tools(), Toolsets: a.Toolsets()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := a.Plugin()
+	r, err := runner.New(runner.Config{AppName: "notes", Agent: ag, SessionService: session.InMemoryService(),
+		AutoCreateSession: true, PluginConfig: runner.PluginConfig{Plugins: []*plugin.Plugin{p}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	add := func(id string, text any) *genai.FunctionCall {
+		return &genai.FunctionCall{ID: id, Name: "add_note", Args: map[string]any{"text": text}}
+	}
+
+	m.push(calls(add("bad", 42)))
+	evs := run(t, r, "user-1", "s1", genai.NewContentFromText("note 42", genai.RoleUser))
+	if res := result(t, evs, "bad"); res.Code != guard.CodeInvalidArguments {
+		t.Errorf("bad = %s, want INVALID_ARGUMENTS", res)
+	}
+	m.push(calls(add("n1", "buy milk")))
+	evs = run(t, r, "user-1", "s1", genai.NewContentFromText("note: buy milk", genai.RoleUser))
+	fc := confirmationCall(evs)
+	if fc == nil {
+		t.Fatal("the remote write did not ask for approval")
+	}
+	if n := notes.Load(); n != 0 {
+		t.Fatalf("notes before approval = %d, want 0", n)
+	}
+	evs = run(t, r, "user-1", "s1", confirm(fc, true))
+	if res := result(t, evs, "n1"); res.Code != guard.CodeOK {
+		t.Fatalf("approved add_note = %s, want OK", res)
+	}
+	m.push(calls(add("n2", "buy milk"), &genai.FunctionCall{ID: "c1", Name: "count_notes", Args: map[string]any{}}))
+	evs = run(t, r, "user-1", "s1", genai.NewContentFromText("again, and count", genai.RoleUser))
+	if res := result(t, evs, "n2"); res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay {
+		t.Errorf("repeated add_note = %s, want a replay", res)
+	}
+	if res := result(t, evs, "c1"); res.Code != guard.CodeOK {
+		t.Errorf("count_notes = %s, want OK", res)
+	}
+	if n := notes.Load(); n != 1 {
+		t.Errorf("notes = %d, want 1", n)
+	}
+	offered := map[string]bool{}
+	for _, tl := range m.lastRequest().Config.Tools {
+		for _, d := range tl.FunctionDeclarations {
+			offered[d.Name] = d.ParametersJsonSchema != nil
+		}
+	}
+	if !offered["add_note"] || !offered["count_notes"] {
+		t.Errorf("offered tools with schemas = %v, want the server's two", offered)
+	}
+}
