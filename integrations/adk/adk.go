@@ -216,9 +216,13 @@ func (a *Guarded) call(ctx agent.Context, name string, args map[string]any, sche
 	if err != nil {
 		return guard.Call{}, err
 	}
+	var scope string
+	if err := safely(func() error { scope = a.opts.Scope(ctx); return nil }); err != nil {
+		return guard.Call{}, err
+	}
 	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: name, Arguments: raw},
 		Context: guard.ExecutionContext{Provider: Provider, APIFamily: APIFamily, ResponseID: guard.SafeID(ctx.InvocationID()),
-			CallID: guard.SafeID(ctx.FunctionCallID()), AdapterRevision: AdapterRevision, Scope: a.opts.Scope(ctx)}}
+			CallID: guard.SafeID(ctx.FunctionCallID()), AdapterRevision: AdapterRevision, Scope: scope}}
 	if a.opts.Call != nil {
 		if err := safely(func() error { a.opts.Call(ctx, &call); return nil }); err != nil {
 			return guard.Call{}, err

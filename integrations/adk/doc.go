@@ -14,10 +14,14 @@
 // (FunctionDeclaration.ParametersJsonSchema, the very schema the arguments
 // are validated against), and its Run dispatches a guard.Call. The status
 // tool (toolset.StatusTool, answered by guard.Guard.QueryStatus) is offered
-// beside them. ADK's own tools (functiontool, the tools an mcptoolset
-// lists) join the set through Import: their declared JSON schema is
-// compiled with toolset.CompileSchema and validates the arguments before
-// the tool runs, as adapters/mcp does for a remote MCP server's tools.
+// beside them. ADK's own tools join them: a functiontool (or any tool with
+// a declaration and a Run) through Import, into the set; an ADK toolset
+// whose tools are known only within a run (an mcptoolset) through
+// ImportToolset, given to the guard with Join and to the agent with
+// Guarded.Toolsets. Their declared JSON schema is compiled with
+// toolset.CompileSchema and validates the arguments before the tool runs,
+// as adapters/mcp does for a remote MCP server's tools, and the model is
+// offered their own declaration.
 //
 // # The call
 //

@@ -83,7 +83,11 @@ func (s *Toolset) list(ctx agent.ReadonlyContext) ([]*Tool, error) {
 			out = append(out, prev.t)
 			continue
 		}
-		it, err := Import(t, s.opts(r.Name()))
+		var opts ImportOptions
+		if err := safely(func() error { opts = s.opts(r.Name()); return nil }); err != nil {
+			return nil, err
+		}
+		it, err := Import(t, opts)
 		if err != nil {
 			return nil, err
 		}
