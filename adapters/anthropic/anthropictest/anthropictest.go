@@ -121,14 +121,14 @@ type Call struct {
 
 // Request is a request the server received, decoded.
 type Request struct {
-	Path       string
-	Header     http.Header
-	Body       json.RawMessage
-	Model      string
-	Stream     bool
-	System     string
-	Messages   []Message
-	Tools      []json.RawMessage
+	Path     string
+	Header   http.Header
+	Body     json.RawMessage
+	Model    string
+	Stream   bool
+	System   string
+	Messages []Message
+	Tools    []json.RawMessage
 	// Thinking is the thinking parameter's type ("enabled", "adaptive",
 	// "disabled"), "" when absent.
 	Thinking   string
@@ -345,7 +345,7 @@ func decode(body []byte, req *Request) (int, error) {
 		Thinking  struct {
 			Type string `json:"type"`
 		} `json:"thinking"`
-		Messages  []struct {
+		Messages []struct {
 			Role    string          `json:"role"`
 			Content json.RawMessage `json:"content"`
 		} `json:"messages"`

@@ -5,8 +5,15 @@
 // model: every POST to /v1/chat/completions consumes the next [Turn] and is
 // answered in the real wire format, a chat.completion object or, for
 // "stream": true, chat.completion.chunk server-sent events ending in
-// "data: [DONE]". The real openai-go client talks to it through
-// option.WithBaseURL([Server.BaseURL]); nothing is mocked above HTTP.
+// "data: [DONE]": the role, reasoning_content and content word by word, a
+// refusal in pieces, each call's id and name and then its arguments in
+// pieces, the finish reason, and the usage in a chunk of its own. A
+// [Turn]'s Shape cuts the chunks as other servers do (a null first
+// content, the role in the first call's delta, whole calls in one chunk,
+// usage null on every chunk or on the finish chunk too), StreamError sends
+// an error chunk mid-stream, and Gzip compresses the body. The real
+// openai-go client talks to it through option.WithBaseURL([Server.BaseURL]);
+// nothing is mocked above HTTP.
 //
 // The server keeps nothing between requests, as the real API does: every
 // request must carry the whole conversation, and it is checked like the
@@ -44,6 +51,10 @@ type Turn struct {
 	Calls []Call
 	// Refusal, if set, is the message's refusal text.
 	Refusal string
+	// Reasoning, if set, is the message's reasoning_content, as
+	// reasoning servers (Z.ai, DeepSeek, Kimi, vLLM) send it before the
+	// content.
+	Reasoning string
 	// Finish overrides finish_reason ("length", "content_filter", ...);
 	// by default it is "tool_calls" when there are calls, else "stop".
 	Finish string
@@ -51,9 +62,48 @@ type Turn struct {
 	// body instead (429 and 5xx are retried by openai-go at once: the
 	// reply carries retry-after-ms 0).
 	Status int
+	// StreamError, if set, ends a streamed reply with a chunk carrying
+	// this error ({"error":{"message","type","param","code"}}) after the
+	// first content delta, as servers report a failure mid-stream; a
+	// request that does not stream gets it as an error reply, status 500.
+	StreamError *ErrorBody
+	// Shape says how a streamed reply is cut into chunks; the zero value
+	// streams as OpenAI's API did before it sent usage null.
+	Shape Shape
+	// Gzip sends the body gzip-compressed, with Content-Encoding: gzip.
+	Gzip bool
 	// Respond, if set, decides the reply from the request; its result is
 	// used in place of this turn (nil: the exhausted reply).
 	Respond func(req Request) *Turn
+}
+
+// Shape says how a streamed reply is cut into chunks, as the servers the
+// recorded traffic comes from cut them.
+type Shape struct {
+	// NullContent starts with {"role":"assistant","content":null,
+	// "refusal":null} (OpenAI) instead of an empty content.
+	NullContent bool
+	// RoleWithCall sends the role in the first call's delta, without a
+	// delta of its own, when the reply starts with a call (xAI).
+	RoleWithCall bool
+	// WholeCalls sends each call's id, name and whole arguments in one
+	// chunk (xAI, Groq, Z.ai).
+	WholeCalls bool
+	// UsageNull sends "usage": null on every chunk but the usage chunk
+	// (OpenAI).
+	UsageNull bool
+	// UsageOnFinish sends the usage on the finish chunk too, before the
+	// usage chunk (Groq; Z.ai sends it there only): the same whole count
+	// twice.
+	UsageOnFinish bool
+}
+
+// ErrorBody is an OpenAI-style error: {"error":{"message","type","param",
+// "code"}}; an empty Code is null.
+type ErrorBody struct {
+	Message string
+	Type    string
+	Code    string
 }
 
 // Call is one tool call of a reply.
@@ -91,6 +141,8 @@ type Message struct {
 	Content    string
 	ToolCallID string
 	ToolCalls  []Call
+	// ReasoningContent is an assistant message's reasoning_content.
+	ReasoningContent string
 }
 
 // ToolResults returns the role "tool" messages after the last assistant
@@ -187,11 +239,23 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		fail(turn.Status, http.StatusText(turn.Status))
 		return
 	}
+	if turn.StreamError != nil && !req.Stream {
+		req.StatusCode = http.StatusInternalServerError
+		s.script.Record(req)
+		w.Header().Set("retry-after-ms", "0")
+		fakeapi.WriteJSON(w, http.StatusInternalServerError, errorJSON(turn.StreamError))
+		return
+	}
 	req.StatusCode = http.StatusOK
 	s.script.Record(req)
 	c := s.completion(turn, req.Model)
+	if turn.Gzip {
+		gz := fakeapi.Gzip(w)
+		defer gz.Close()
+		w = gz
+	}
 	if req.Stream {
-		writeStream(w, c)
+		writeStream(w, c, turn)
 		return
 	}
 	fakeapi.WriteJSON(w, http.StatusOK, c)
@@ -227,16 +291,26 @@ func check(req Request) string {
 	return ""
 }
 
+// errorJSON is the error body of e.
+func errorJSON(e *ErrorBody) map[string]any {
+	var code any
+	if e.Code != "" {
+		code = e.Code
+	}
+	return map[string]any{"error": map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": code}}
+}
+
 func decode(body []byte, req *Request) error {
 	var w struct {
 		Model    string            `json:"model"`
 		Stream   bool              `json:"stream"`
 		Tools    []json.RawMessage `json:"tools"`
 		Messages []struct {
-			Role       string          `json:"role"`
-			Content    json.RawMessage `json:"content"`
-			ToolCallID string          `json:"tool_call_id"`
-			ToolCalls  []struct {
+			Role             string          `json:"role"`
+			Content          json.RawMessage `json:"content"`
+			ToolCallID       string          `json:"tool_call_id"`
+			ReasoningContent string          `json:"reasoning_content"`
+			ToolCalls        []struct {
 				ID       string `json:"id"`
 				Type     string `json:"type"`
 				Function struct {
@@ -255,7 +329,7 @@ func decode(body []byte, req *Request) error {
 	}
 	req.Model, req.Stream, req.Tools = w.Model, w.Stream, w.Tools
 	for _, m := range w.Messages {
-		msg := Message{Role: m.Role, Content: text(m.Content), ToolCallID: m.ToolCallID}
+		msg := Message{Role: m.Role, Content: text(m.Content), ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
 		for _, tc := range m.ToolCalls {
 			c := Call{CallID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
 			if tc.Type == "custom" {
@@ -306,6 +380,7 @@ type message struct {
 	Role      string     `json:"role"`
 	Content   *string    `json:"content"`
 	Refusal   *string    `json:"refusal"`
+	Reasoning string     `json:"reasoning_content,omitempty"`
 	ToolCalls []toolCall `json:"tool_calls,omitempty"`
 }
 
@@ -341,6 +416,7 @@ func (s *Server) completion(t Turn, model string) completion {
 	if t.Refusal != "" {
 		m.Refusal = &t.Refusal
 	}
+	m.Reasoning = t.Reasoning
 	for _, c := range t.Calls {
 		id := c.CallID
 		if id == "" {
@@ -365,38 +441,83 @@ func (s *Server) completion(t Turn, model string) completion {
 		Usage:   usage{PromptTokens: 10, CompletionTokens: out, TotalTokens: 10 + out}}
 }
 
-// writeStream writes the completion as chunks: the role, the content word
-// by word, each tool call (id and name, then its arguments in two
-// pieces), the finish reason, the usage, and [DONE].
-func writeStream(w http.ResponseWriter, c completion) {
+// writeStream writes the completion as chunks: the role, the
+// reasoning_content and content word by word (an error chunk after the
+// first content delta, with t.StreamError), the refusal in pieces, each
+// tool call (id and name, then its arguments in pieces), the finish
+// reason, the usage, and [DONE]; t.Shape cuts them otherwise.
+func writeStream(w http.ResponseWriter, c completion, t Turn) {
 	sse := fakeapi.StartSSE(w)
+	shape := t.Shape
+	send := func(choices []any, usage any) {
+		ev := map[string]any{"id": c.ID, "object": "chat.completion.chunk", "created": c.Created, "model": c.Model, "choices": choices}
+		if usage != nil {
+			ev["usage"] = usage
+		} else if shape.UsageNull {
+			ev["usage"] = nil
+		}
+		sse.Event("", ev)
+	}
 	chunk := func(delta map[string]any, finish any) {
-		sse.Event("", map[string]any{"id": c.ID, "object": "chat.completion.chunk", "created": c.Created, "model": c.Model,
-			"choices": []any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}})
+		send([]any{map[string]any{"index": 0, "delta": delta, "logprobs": nil, "finish_reason": finish}}, nil)
 	}
 	m := c.Choices[0].Message
-	chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	startsWithCall := m.Content == nil && m.Refusal == nil && m.Reasoning == "" && len(m.ToolCalls) > 0
+	switch {
+	case shape.RoleWithCall && startsWithCall:
+	case shape.NullContent:
+		chunk(map[string]any{"role": "assistant", "content": nil, "refusal": nil}, nil)
+	default:
+		chunk(map[string]any{"role": "assistant", "content": ""}, nil)
+	}
+	for _, part := range fakeapi.Chunks(m.Reasoning) {
+		chunk(map[string]any{"reasoning_content": part}, nil)
+	}
 	if m.Content != nil {
-		for _, part := range fakeapi.Chunks(*m.Content) {
+		for i, part := range fakeapi.Chunks(*m.Content) {
 			chunk(map[string]any{"content": part}, nil)
+			if i == 0 && t.StreamError != nil {
+				sse.Event("", errorJSON(t.StreamError))
+				return
+			}
 		}
 	}
+	if t.StreamError != nil {
+		sse.Event("", errorJSON(t.StreamError))
+		return
+	}
 	if m.Refusal != nil {
-		chunk(map[string]any{"refusal": *m.Refusal}, nil)
+		for _, part := range fakeapi.Chunks(*m.Refusal) {
+			chunk(map[string]any{"refusal": part}, nil)
+		}
 	}
 	for i, tc := range m.ToolCalls {
 		i := i
-		if tc.Custom != nil {
-			chunk(map[string]any{"tool_calls": []toolCall{{Index: &i, ID: tc.ID, Type: "custom", Custom: tc.Custom}}}, nil)
-			continue
+		delta := func(call toolCall) map[string]any {
+			d := map[string]any{"tool_calls": []toolCall{call}}
+			if i == 0 && shape.RoleWithCall && startsWithCall {
+				d["role"] = "assistant"
+			}
+			return d
 		}
-		chunk(map[string]any{"tool_calls": []toolCall{{Index: &i, ID: tc.ID, Type: "function", Function: &function{Name: tc.Function.Name}}}}, nil)
-		for _, piece := range fakeapi.Halves(tc.Function.Arguments) {
-			chunk(map[string]any{"tool_calls": []toolCall{{Index: &i, Function: &function{Arguments: piece}}}}, nil)
+		switch {
+		case tc.Custom != nil:
+			chunk(delta(toolCall{Index: &i, ID: tc.ID, Type: "custom", Custom: tc.Custom}), nil)
+		case shape.WholeCalls:
+			chunk(delta(toolCall{Index: &i, ID: tc.ID, Type: "function", Function: tc.Function}), nil)
+		default:
+			chunk(delta(toolCall{Index: &i, ID: tc.ID, Type: "function", Function: &function{Name: tc.Function.Name}}), nil)
+			for _, piece := range fakeapi.Pieces(tc.Function.Arguments, 4) {
+				chunk(map[string]any{"tool_calls": []toolCall{{Index: &i, Function: &function{Arguments: piece}}}}, nil)
+			}
 		}
 	}
-	chunk(map[string]any{}, c.Choices[0].FinishReason)
-	sse.Event("", map[string]any{"id": c.ID, "object": "chat.completion.chunk", "created": c.Created, "model": c.Model,
-		"choices": []any{}, "usage": c.Usage})
+	finish := []any{map[string]any{"index": 0, "delta": map[string]any{}, "logprobs": nil, "finish_reason": c.Choices[0].FinishReason}}
+	if shape.UsageOnFinish {
+		send(finish, c.Usage)
+	} else {
+		send(finish, nil)
+	}
+	send([]any{}, c.Usage)
 	sse.Event("", "[DONE]")
 }
