@@ -147,8 +147,10 @@ type guardedToolset struct {
 	tools []tool.Tool
 }
 
+// Name implements tool.Toolset.
 func (s *guardedToolset) Name() string { return s.name }
 
+// Tools implements tool.Toolset: the guarded tools.
 func (s *guardedToolset) Tools(agent.ReadonlyContext) ([]tool.Tool, error) {
 	return append([]tool.Tool(nil), s.tools...), nil
 }

@@ -157,8 +157,8 @@ func TestConfirmationApprove(t *testing.T) {
 			approved = append(approved, string(r.Body))
 		}
 	}
-	if len(approved) != 1 || !strings.Contains(approved[0], `"approver":"user-1"`) {
-		t.Errorf("audit records with a side effect = %v, want one approved by user-1", approved)
+	if len(approved) != 1 || !strings.Contains(approved[0], `"approver":"user-1"`) || !strings.Contains(approved[0], `"`+tgadk.Provider+`"`) {
+		t.Errorf("audit records with a side effect = %v, want one approved by user-1, carried by %s", approved, tgadk.Provider)
 	}
 	if _, err := audit.Verify(t.Context(), w.store, "tenant-a"); err != nil {
 		t.Errorf("audit chain: %v", err)

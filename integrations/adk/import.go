@@ -207,6 +207,7 @@ type toolContext struct {
 	ctx context.Context
 }
 
+// Value, Done, Err and Deadline are the guard context's.
 func (c *toolContext) Value(key any) any                       { return c.ctx.Value(key) }
 func (c *toolContext) Done() <-chan struct{}                   { return c.ctx.Done() }
 func (c *toolContext) Err() error                              { return c.ctx.Err() }

@@ -55,8 +55,10 @@ func TestSeedSuite(t *testing.T) {
 
 // adkCarrier connects a case's guard to ADK: the case's tools become the
 // agent's tools through tgadk.New, and each step is one user turn whose
-// model reply is the step's function call. The step's execution context
-// and approval reach the guard call through Options.Call.
+// model reply is the step's function call. The step's
+// ids (operation id, idempotency key) and approval reach the guard call
+// through Options.Call; the call id is the function call's, which the fake
+// model gives the step's.
 func adkCarrier(t *testing.T) cases.Connect {
 	return func(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (cases.Carry, func(), error) {
 		var (
@@ -68,7 +70,9 @@ func adkCarrier(t *testing.T) cases.Connect {
 			Call: func(_ agent.Context, call *guard.Call) {
 				mu.Lock()
 				defer mu.Unlock()
-				call.Context = step.Context
+				// The case's ids and grant; the rest is the integration's.
+				call.Context.OperationID = step.Context.OperationID
+				call.Context.IdempotencyKey = step.Context.IdempotencyKey
 				call.Approval = step.Approval
 			},
 		})

@@ -22,6 +22,7 @@ type statusTool struct {
 
 var _ tool.Tool = (*statusTool)(nil)
 
+// Name, Description and IsLongRunning implement tool.Tool.
 func (t *statusTool) Name() string        { return t.d.Name() }
 func (t *statusTool) Description() string { return t.d.Description() }
 func (t *statusTool) IsLongRunning() bool { return false }

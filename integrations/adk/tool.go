@@ -19,6 +19,7 @@ type adkTool struct {
 
 var _ tool.Tool = (*adkTool)(nil)
 
+// Name, Description and IsLongRunning implement tool.Tool.
 func (t *adkTool) Name() string        { return t.d.Name() }
 func (t *adkTool) Description() string { return t.d.Description() }
 func (t *adkTool) IsLongRunning() bool { return false }

@@ -109,6 +109,7 @@ type joined struct {
 	toolsets []*Toolset
 }
 
+// Lookup implements guard.Tools.
 func (j joined) Lookup(name string) guard.Tool {
 	if j.set != nil {
 		if t := j.set.Lookup(name); t != nil {
@@ -130,6 +131,7 @@ type adkToolset struct {
 	ts *Toolset
 }
 
+// Name implements tool.Toolset: the imported toolset's name.
 func (s *adkToolset) Name() string { return s.ts.Name() }
 
 // Tools lists and imports the toolset's tools and returns them guarded. It
