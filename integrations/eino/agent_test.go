@@ -1,6 +1,7 @@
 package tgeino_test
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -183,7 +185,7 @@ func TestStatusToolSettlesUnknown(t *testing.T) {
 func TestAgentMiddleware(t *testing.T) {
 	m := newScript(callTool("create_refund_draft", refundArgs), callTool("create_refund_draft", refundArgs),
 		callTool("get_order", `{"order_ref":"ORDER-9"}`), say("refund drafted"))
-	h := newHarnessVia(t, true, m, true)
+	h := newHarnessWith(t, m, harnessOpts{approval: true, handler: true})
 	o := h.run(t, "run-handler", "refund ORDER-7")
 	if len(o.interrupts) != 1 {
 		t.Fatalf("run ended %+v, want one approval interrupt", o)
@@ -195,5 +197,27 @@ func TestAgentMiddleware(t *testing.T) {
 	wantCodes(t, m.toolResults(t), "OK/fresh", "OK/local_replay", "NOT_FOUND/fresh")
 	if n := h.shop.sideEffects(); n != 1 {
 		t.Fatalf("%d drafts, want 1", n)
+	}
+}
+
+// With an Approver that says no, the run is not interrupted: the model is
+// told a human declined, the same intent asked again in the run is denied
+// without asking again, and nothing runs.
+func TestApproverDenies(t *testing.T) {
+	asked := 0
+	m := newScript(callTool("create_refund_draft", refundArgs), callTool("create_refund_draft", refundArgs), say("not approved"))
+	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(_ *toolset.Set, o *tgeino.Options) {
+		o.Approver = agentloop.ApproverFunc(func(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+			asked++
+			return agentloop.Decision{Approver: "manager-1", Reason: "not a duplicate"}, nil
+		})
+	}})
+	if o := h.run(t, "run-approver", "refund ORDER-7"); o.final != "not approved" || len(o.interrupts) != 0 {
+		t.Fatalf("run ended %+v", o)
+	}
+	got := m.toolResults(t)
+	wantCodes(t, got, "APPROVAL_REQUIRED/fresh", "APPROVAL_REQUIRED/fresh")
+	if asked != 1 || h.shop.sideEffects() != 0 || !strings.Contains(got[0].Message, "(not a duplicate)") {
+		t.Fatalf("asked %d times, %d drafts, message %q", asked, h.shop.sideEffects(), got[0].Message)
 	}
 }

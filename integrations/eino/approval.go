@@ -98,16 +98,27 @@ func denied(reason string) *guard.Result {
 	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: msg}
 }
 
-// mayInterrupt reports whether a dispatch's result is a write that waits
-// for a human's approval, which interrupts the run: APPROVAL_REQUIRED for a
-// tool that needs approval, asked without a grant, with a signer to mint
-// the grant on resume.
-func (eg *Guard) mayInterrupt(call guard.Call, res *guard.Result) bool {
-	if res.Code != guard.CodeApprovalRequired || call.Approval != "" || eg.opts.Signer == nil || eg.opts.NoInterrupt {
+// needsHuman reports whether a dispatch's result is a write that waits
+// for a human's approval, who is then asked (an interrupt of the run, or
+// Options.Approver): APPROVAL_REQUIRED for a tool that needs approval,
+// asked without a grant, with a signer to mint the grant.
+func (eg *Guard) needsHuman(call guard.Call, res *guard.Result) bool {
+	if res.Code != guard.CodeApprovalRequired || call.Approval != "" || eg.opts.Signer == nil ||
+		eg.opts.NoInterrupt && eg.opts.Approver == nil {
 		return false
 	}
 	t := eg.g.Tools().Lookup(call.Proposal.Name)
 	return t != nil && t.Spec().Effect == guard.Write && t.Spec().NeedsApproval
+}
+
+// grant mints and signs the grant of a human's yes to the request: bound
+// to exactly its principal and proposal.
+func (eg *Guard) grant(req agentloop.ApprovalRequest, approver string) (string, error) {
+	if approver == "" {
+		approver = "human"
+	}
+	g := guard.NewGrant(req.Principal, guard.Proposal{Name: req.Tool, Arguments: req.Arguments}, approver, eg.opts.Clock.Now(), eg.opts.GrantTTL)
+	return eg.opts.Signer.Sign(g)
 }
 
 // request describes the call for a human: the operation the guard will run
@@ -132,20 +143,20 @@ func (eg *Guard) request(call guard.Call) agentloop.ApprovalRequest {
 }
 
 // resume handles a call at an approval interrupt the run resumes from. A
-// call that was not interrupted is left alone (resumed false). One that was,
-// but is not the resume's target, interrupts again, keeping its place. The
-// target's decision either becomes a signed grant on the call (resumed
-// true, answer "", the dispatch goes on) or, for a no, the answer the model
-// gets, once, with nothing run.
-func (eg *Guard) resume(ctx context.Context, call *guard.Call) (answer string, resumed bool, err error) {
+// call that was not interrupted is left alone. One that was, but is not the
+// resume's target, interrupts again, keeping its place. The target's
+// decision either becomes a signed grant on the call (answer "": the
+// dispatch goes on) or, for a no, the answer the model gets, once, with
+// nothing run.
+func (eg *Guard) resume(ctx context.Context, call *guard.Call) (answer string, err error) {
 	was, has, st := compose.GetInterruptState[*pendingState](ctx)
 	if !was {
-		return "", false, nil
+		return "", nil
 	}
 	req := eg.request(*call)
 	target, _, data := compose.GetResumeContext[any](ctx)
 	if !target {
-		return "", false, compose.StatefulInterrupt(ctx, req, st)
+		return "", compose.StatefulInterrupt(ctx, req, st)
 	}
 	var d agentloop.Decision
 	switch v := data.(type) {
@@ -153,46 +164,27 @@ func (eg *Guard) resume(ctx context.Context, call *guard.Call) (answer string, r
 		d = v
 	case *agentloop.Decision:
 		if v == nil {
-			return "", false, ErrNoDecision
+			return "", ErrNoDecision
 		}
 		d = *v
 	default:
-		return "", false, ErrNoDecision
+		return "", ErrNoDecision
 	}
 	p := call.Principal
 	if !has || st == nil || st.TenantID != p.TenantID || st.SubjectID != p.SubjectID || st.Fingerprint != req.Fingerprint {
-		return "", false, ErrOtherCall
+		return "", ErrOtherCall
 	}
 	if !d.Approved {
 		if !d.Expired {
 			eg.denials.add(req)
 		}
-		return denied(d.Reason).String(), true, nil
+		return denied(d.Reason).String(), nil
 	}
-	approver := d.Approver
-	if approver == "" {
-		approver = "human"
+	if eg.opts.Signer == nil {
+		return "", errors.New("tgeino: a run resumed with an approval needs Options.Signer")
 	}
-	g := guard.NewGrant(p, guard.Proposal{Name: req.Tool, Arguments: req.Arguments}, approver, eg.opts.Clock.Now(), eg.opts.GrantTTL)
-	tok, err := eg.opts.Signer.Sign(g)
-	if err != nil {
-		return "", false, err
-	}
-	call.Approval = tok
-	return "", true, nil
-}
-
-// deniedBefore answers a write a human already declined in this scope with
-// the same denial, without asking again (contract section 8).
-func (eg *Guard) deniedBefore(call guard.Call) *guard.Result {
-	if call.Context.Scope == "" || call.Approval != "" {
-		return nil
-	}
-	t := eg.g.Tools().Lookup(call.Proposal.Name)
-	if t == nil || !t.Spec().NeedsApproval || !eg.denials.has(eg.request(call)) {
-		return nil
-	}
-	return denied("")
+	call.Approval, err = eg.grant(req, d.Approver)
+	return "", err
 }
 
 // denials remembers, in this process, the intents humans declined, per

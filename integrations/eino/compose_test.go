@@ -97,7 +97,8 @@ func results(t *testing.T, msgs []*schema.Message) map[string]guard.Result {
 // run, a write runs once per intent in the scope (Invoke and Stream alike)
 // with the downstream key on its context, a stream-only tool runs through
 // Eino's streaming endpoint, and neither an invented tool nor an Eino tool
-// the guard was not given ever runs.
+// the guard was not given ever runs; a write that panics is an unknown
+// outcome for the model, not a panic for the host.
 func TestWrappedEinoTools(t *testing.T) {
 	ctx := context.Background()
 	mb := &mailbox{}
@@ -110,7 +111,12 @@ func TestWrappedEinoTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	set := toolset.MustNew(ws, wn)
+	boom, _ := utils.InferTool("explode", "Panics.", func(context.Context, notesIn) (string, error) { panic("boom") })
+	wb, err := tgeino.Wrap(ctx, boom, tgeino.WrapOptions{Write: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set := toolset.MustNew(ws, wn, wb)
 	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{})
 	eg, err := tgeino.New(g, set, tgeino.Options{})
 	if err != nil {
@@ -138,13 +144,14 @@ func TestWrappedEinoTools(t *testing.T) {
 		[3]string{"c3", "stream_notes", `{"topic":"refunds"}`},
 		[3]string{"c4", "delete_everything", `{}`},
 		[3]string{"c5", "stray", `{"topic":"x"}`},
+		[3]string{"c7", "explode", `{"topic":"x"}`},
 	))
 	if err != nil {
 		t.Fatal(err)
 	}
 	got := results(t, out)
 	for id, want := range map[string]guard.Code{"c1": guard.CodeOK, "c2": guard.CodeInvalidArguments, "c3": guard.CodeOK,
-		"c4": guard.CodeUnknownTool, "c5": guard.CodeUnknownTool} {
+		"c4": guard.CodeUnknownTool, "c5": guard.CodeUnknownTool, "c7": guard.CodeOutcomeUnknown} {
 		if got[id].Code != want {
 			t.Errorf("call %s: %s %s, want %s", id, got[id].Code, got[id].Message, want)
 		}
@@ -230,17 +237,16 @@ func TestToolsCarryTheirSchemas(t *testing.T) {
 	}
 }
 
-// The approval interrupt of a compose graph with a checkpoint store:
-// ApprovalsOf reads the request from Invoke's error, Resume carries the
-// decision; a resume by another principal runs nothing, the right one's
-// yes runs the write once.
-func TestComposeApprovalInterrupt(t *testing.T) {
+// approvalGraph is a compiled graph, with a checkpoint store, whose
+// ToolsNode runs the shop's tools (the refund needs approval) through the
+// guard.
+func approvalGraph(t *testing.T) (*shop, compose.Runnable[*schema.Message, []*schema.Message]) {
+	t.Helper()
 	ctx := context.Background()
 	shop := newShop()
 	set := shop.tools(true)
 	signer, _ := guard.NewSigner([]byte(strings.Repeat("k", 32)))
-	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
-	eg, err := tgeino.New(g, set, tgeino.Options{Signer: signer})
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer}), set, tgeino.Options{Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,11 +260,21 @@ func TestComposeApprovalInterrupt(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	return shop, run
+}
+
+// The approval interrupt of a compose graph with a checkpoint store:
+// ApprovalsOf reads the request from Invoke's error, Resume carries the
+// decision; a resume by another principal runs nothing, the right one's
+// yes runs the write once.
+func TestComposeApprovalInterrupt(t *testing.T) {
+	ctx := context.Background()
+	shop, run := approvalGraph(t)
 	msg := toolCalls([3]string{"c1", "create_refund_draft", refundArgs}, [3]string{"c2", "get_order", `{"order_ref":"ORDER-7"}`})
 	at := func(p guard.Principal) context.Context {
 		return tgeino.WithScope(tgeino.WithPrincipal(ctx, p), "cp-1")
 	}
-	_, err = run.Invoke(at(acme), msg, compose.WithCheckPointID("cp-1"))
+	_, err := run.Invoke(at(acme), msg, compose.WithCheckPointID("cp-1"))
 	pending := tgeino.ApprovalsOf(err)
 	if len(pending) != 1 || pending[0].Request.CallID != "c1" {
 		t.Fatalf("Invoke: %v, approvals %+v", err, pending)
@@ -279,5 +295,38 @@ func TestComposeApprovalInterrupt(t *testing.T) {
 	got := results(t, out)
 	if got["c1"].Code != guard.CodeOK || got["c2"].Code != guard.CodeOK || shop.sideEffects() != 1 {
 		t.Fatalf("after the yes: %+v, %d drafts", got, shop.sideEffects())
+	}
+}
+
+// Two writes of one reply wait for approval: resumed with a decision for
+// one, that one is answered and the other interrupts again, keeping its
+// place, until its own decision comes.
+func TestComposeTwoApprovals(t *testing.T) {
+	ctx := context.Background()
+	shop, run := approvalGraph(t)
+	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, acme), "cp-2")
+	msg := toolCalls([3]string{"c1", "create_refund_draft", refundArgs},
+		[3]string{"c2", "create_refund_draft", `{"order_ref":"ORDER-7","reason":"damaged"}`})
+	_, err := run.Invoke(ctx, msg, compose.WithCheckPointID("cp-2"))
+	pending := tgeino.ApprovalsOf(err)
+	if len(pending) != 2 {
+		t.Fatalf("Invoke: %v, approvals %+v", err, pending)
+	}
+	byCall := map[string]string{}
+	for _, a := range pending {
+		byCall[a.Request.CallID] = a.InterruptID
+	}
+	_, err = run.Invoke(tgeino.Resume(ctx, map[string]agentloop.Decision{byCall["c1"]: {Approved: true, Approver: "m"}}), msg, compose.WithCheckPointID("cp-2"))
+	again := tgeino.ApprovalsOf(err)
+	if len(again) != 1 || again[0].Request.CallID != "c2" || shop.sideEffects() != 1 {
+		t.Fatalf("after c1's yes: %v, approvals %+v, %d drafts", err, again, shop.sideEffects())
+	}
+	out, err := run.Invoke(tgeino.Resume(ctx, map[string]agentloop.Decision{again[0].InterruptID: {Approver: "m"}}), msg, compose.WithCheckPointID("cp-2"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	got := results(t, out)
+	if got["c1"].Code != guard.CodeOK || got["c2"].Code != guard.CodeApprovalRequired || shop.sideEffects() != 1 {
+		t.Fatalf("after c2's no: %+v, %d drafts", got, shop.sideEffects())
 	}
 }

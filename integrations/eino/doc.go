@@ -63,19 +63,24 @@
 // Options.Signer) presented on the re-run of that call, which then runs,
 // once. A no is the result the model gets, once, APPROVAL_REQUIRED saying a
 // human declined, and nothing runs; within the scope the same intent is
-// not put to a human again while this process remembers it. Without a
-// Signer (or with Options.NoInterrupt) the run is not interrupted and the
-// model gets APPROVAL_REQUIRED as a result.
+// not put to a human again while this process remembers it. A host that
+// prefers the call to wait sets Options.Approver (an agentloop.Approver)
+// instead: it is asked in place of the interrupt, and its answer is used
+// the same way. Without a Signer (or with Options.NoInterrupt and no
+// Approver) nobody is asked and the model gets APPROVAL_REQUIRED as a
+// result.
 //
-// Can the approvals inbox (package approvals) hold these requests? The
-// requests, yes: each is an agentloop.ApprovalRequest, which
-// approvals.Queue.Ask stores and the inbox shows and decides like any
-// other; the host reads the decision back (Queue.Get) and resumes the Eino
-// run with it. The rest of the package, no: Queue.Park keeps an agentloop
-// run's State and approvals.Worker resumes it with agentloop.Loop.Resume,
-// while an Eino run's state lives in Eino's CheckPointStore and only the
-// host's Runner or graph can resume it; nor can Queue.Denied see these
-// denials, which use this package's own memory.
+// Can the approvals inbox (package approvals) hold these requests? Yes:
+// each is an agentloop.ApprovalRequest, the type approvals.Queue.Ask
+// stores and the inbox shows and decides like any other. With
+// Options.Approver an approvals.Waiter, a call waits in the inbox until an
+// approver decides (the denial is then also remembered in Redis, by
+// operation id). With interrupts, the host asks (Queue.Ask, RunID the
+// scope), reads the decision back (Queue.Get) and resumes the Eino run
+// with it. What the inbox cannot do is resume the run itself: Queue.Park
+// keeps an agentloop run's State and approvals.Worker resumes it with
+// agentloop.Loop.Resume, while an Eino run's state lives in Eino's
+// CheckPointStore and only the host's Runner or graph can resume it.
 //
 // # Contract notes
 //

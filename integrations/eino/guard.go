@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"time"
 
 	"github.com/cloudwego/eino/adk"
@@ -56,8 +57,14 @@ type Options struct {
 	// Clock is the time grants are minted at; use the guard's. Default
 	// guard.SystemClock.
 	Clock guard.Clock
+	// Approver, if set, is asked while the call waits instead of
+	// interrupting the run: its yes becomes the grant the call runs with,
+	// its no (or its error) the denial the model gets. approvals.Waiter is
+	// one: the request waits in the approvals inbox. Needs Signer.
+	Approver agentloop.Approver
 	// NoInterrupt answers APPROVAL_REQUIRED to the model instead of
-	// interrupting the run, for hosts that obtain grants out of band.
+	// interrupting the run (when there is no Approver), for hosts that
+	// obtain grants out of band.
 	NoInterrupt bool
 	// StatusTool names the status tool offered to the model; default
 	// toolset.StatusToolName.
@@ -113,7 +120,7 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guard, error) {
 		decls = append(decls, st)
 	}
 	for _, d := range decls {
-		if d.Name() != eg.status && g.Tools().Lookup(d.Name()) != guard.Tool(d) {
+		if d.Name() != eg.status && !sameTool(g.Tools().Lookup(d.Name()), d) {
 			return nil, fmt.Errorf("tgeino: the guard does not run tool %q of the set: build the guard over the same set", d.Name())
 		}
 		if d.Schema().Strict() {
@@ -130,6 +137,18 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guard, error) {
 		eg.offered = append(eg.offered, et)
 	}
 	return eg, nil
+}
+
+// sameTool reports whether the guard's tool is the set's; tools of a type
+// that cannot be compared are taken on trust rather than panicking.
+func sameTool(a guard.Tool, b toolset.Declared) bool {
+	if a == nil {
+		return false
+	}
+	if ta, tb := reflect.TypeOf(a), reflect.TypeOf(b); ta != tb || !ta.Comparable() {
+		return ta == tb
+	}
+	return a == guard.Tool(b)
 }
 
 // Tools returns the Eino tools to give the model and the ToolsNode (or a
@@ -331,14 +350,8 @@ func (eg *Guard) answer(ctx context.Context, name, args, callID string, run runF
 	if eg.status != "" && name == eg.status {
 		return eg.queryStatus(ctx, call), nil
 	}
-	answer, resumed, err := eg.resume(ctx, &call)
-	switch {
-	case err != nil || answer != "":
+	if answer, err := eg.resume(ctx, &call); err != nil || answer != "" {
 		return answer, err
-	case !resumed:
-		if res := eg.deniedBefore(call); res != nil {
-			return res.String(), nil
-		}
 	}
 	if run != nil {
 		ctx = context.WithValue(ctx, endpointKey{}, &endpoint{name: name, run: run})
@@ -347,9 +360,30 @@ func (eg *Guard) answer(ctx context.Context, name, args, callID string, run runF
 	if err != nil {
 		return "", fmt.Errorf("tgeino: tool call %q: %w", name, err)
 	}
-	if eg.mayInterrupt(call, res) {
-		req := eg.request(call)
+	if !eg.needsHuman(call, res) {
+		return res.String(), nil
+	}
+	req := eg.request(call)
+	if eg.denials.has(req) {
+		// A human already said no to this very intent in this scope: the
+		// same answer, without asking again (contract section 8).
+		return denied("").String(), nil
+	}
+	if eg.opts.Approver == nil {
 		return "", compose.StatefulInterrupt(ctx, req, &pendingState{TenantID: p.TenantID, SubjectID: p.SubjectID, Fingerprint: req.Fingerprint})
+	}
+	d, err := eg.opts.Approver.Approve(ctx, req)
+	if err != nil || !d.Approved {
+		if err == nil && !d.Expired {
+			eg.denials.add(req)
+		}
+		return denied(d.Reason).String(), nil
+	}
+	if call.Approval, err = eg.grant(req, d.Approver); err != nil {
+		return "", err
+	}
+	if res, err = eg.g.Dispatch(ctx, call); err != nil {
+		return "", fmt.Errorf("tgeino: tool call %q: %w", name, err)
 	}
 	return res.String(), nil
 }

@@ -243,21 +243,32 @@ type harness struct {
 }
 
 func newHarness(t *testing.T, approval bool, m *script) *harness {
-	return newHarnessVia(t, approval, m, false)
+	return newHarnessWith(t, m, harnessOpts{approval: approval})
 }
 
-// newHarnessVia is newHarness with the guard as the agent's
-// ChatModelAgentMiddleware (Handlers) instead of its ToolsNode middleware.
-func newHarnessVia(t *testing.T, approval bool, m *script, handler bool) *harness {
+// harnessOpts vary the harness: approval makes the refund need one,
+// handler puts the guard in the agent's Handlers (an
+// adk.ChatModelAgentMiddleware) instead of its ToolsNode middleware, and
+// options adjusts tgeino's options.
+type harnessOpts struct {
+	approval, handler bool
+	options           func(set *toolset.Set, o *tgeino.Options)
+}
+
+func newHarnessWith(t *testing.T, m *script, ho harnessOpts) *harness {
 	t.Helper()
 	ctx := context.Background()
 	h := &harness{shop: newShop(), model: m, store: memstore.New(memstore.Options{}), cps: newCheckpoints()}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	h.signer, _ = guard.NewSigner(key)
-	set := h.shop.tools(approval)
+	set := h.shop.tools(ho.approval)
 	g := guard.New(set, h.store, guard.Options{Signer: h.signer})
-	eg, err := tgeino.New(g, set, tgeino.Options{Signer: h.signer})
+	opts := tgeino.Options{Signer: h.signer}
+	if ho.options != nil {
+		ho.options(set, &opts)
+	}
+	eg, err := tgeino.New(g, set, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -265,7 +276,7 @@ func newHarnessVia(t *testing.T, approval bool, m *script, handler bool) *harnes
 		Name: "refunds", Description: "Refunds orders.", Instruction: "Help the user with their orders.",
 		Model: m, ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: eg.ToolsNodeConfig()},
 	}
-	if handler {
+	if ho.handler {
 		conf.ToolsConfig.ToolCallMiddlewares = nil
 		conf.Handlers = []adk.ChatModelAgentMiddleware{eg.AgentMiddleware()}
 	}
