@@ -204,9 +204,11 @@ func InvocationScope(ctx agent.Context) string {
 	return guard.SafeID("adk-invocation:" + ctx.InvocationID())
 }
 
-// errNoPrincipal is the host error of a call whose principal the host's
-// Principal function could not give.
-var errNoPrincipal = errors.New("tgadk: the host could not tell who this call acts for; nothing was run")
+// ErrNoPrincipal is the error of a call whose principal the host's
+// Principal function did not give (an error, a panic, or a principal
+// guard.Principal.Validate refuses): the tool's Run returns it, ADK puts
+// its text in the function response, and nothing runs.
+var ErrNoPrincipal = errors.New("tgadk: the host could not tell who this call acts for; nothing was run")
 
 // call builds the guard call of a function call.
 func (a *Guarded) call(ctx agent.Context, name string, args map[string]any, schema *toolset.Schema) (guard.Call, error) {
@@ -239,11 +241,10 @@ func (a *Guarded) principal(ctx agent.Context) (p guard.Principal, err error) {
 		p, perr = a.opts.Principal(ctx)
 		return perr
 	})
-	if err != nil {
-		return guard.Principal{}, fmt.Errorf("%w (%v)", errNoPrincipal, err)
-	}
-	if err := p.Validate(); err != nil {
-		return guard.Principal{}, fmt.Errorf("%w (%v)", errNoPrincipal, err)
+	if err != nil || p.Validate() != nil {
+		// The host's reason stays with the host: ADK shows a tool's error
+		// to the model.
+		return guard.Principal{}, ErrNoPrincipal
 	}
 	return p, nil
 }
@@ -318,11 +319,16 @@ func (a *Guarded) grant(ctx agent.Context, c *toolconfirmation.ToolConfirmation,
 	return a.opts.Signer.Sign(g)
 }
 
-// safely runs a host function, turning a panic into an error.
+// ErrHostPanic is the error of a call whose host function (Scope, Call,
+// Approver, a toolset's import options) panicked: nothing runs, and the
+// panic's value, which ADK would show the model, is not in it.
+var ErrHostPanic = errors.New("tgadk: a host function panicked; nothing was run")
+
+// safely runs a host function, turning a panic into ErrHostPanic.
 func safely(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("tgadk: host function panicked: %v", r)
+			err = ErrHostPanic
 		}
 	}()
 	return f()
