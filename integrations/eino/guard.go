@@ -21,8 +21,11 @@ import (
 // The names every call carried through Eino has in its execution context
 // and audit record.
 const (
-	Provider        = "eino"
-	APIFamily       = "eino-tools"
+	// Provider names Eino as the provider of the call.
+	Provider = "eino"
+	// APIFamily names the path the call took: Eino's tool execution.
+	APIFamily = "eino-tools"
+	// AdapterRevision names this package's revision, for the audit.
 	AdapterRevision = "eino-v0.9-tgeino-v1"
 )
 
@@ -177,13 +180,9 @@ func (eg *Guard) ToolMiddleware() compose.ToolMiddleware {
 	return compose.ToolMiddleware{
 		Invokable: func(next compose.InvokableToolEndpoint) compose.InvokableToolEndpoint {
 			return func(ctx context.Context, in *compose.ToolInput) (*compose.ToolOutput, error) {
-				out, err := eg.answer(ctx, in.Name, in.Arguments, in.CallID, func(ctx context.Context, args string) (string, error) {
-					o, err := next(ctx, &compose.ToolInput{Name: in.Name, Arguments: args, CallID: in.CallID, CallOptions: in.CallOptions})
-					if err != nil {
-						return "", err
-					}
+				out, err := eg.answer(ctx, in.Name, in.Arguments, in.CallID, through(in, next, func(o *compose.ToolOutput) (string, error) {
 					return o.Result, nil
-				})
+				}))
 				if err != nil {
 					return nil, err
 				}
@@ -192,13 +191,9 @@ func (eg *Guard) ToolMiddleware() compose.ToolMiddleware {
 		},
 		Streamable: func(next compose.StreamableToolEndpoint) compose.StreamableToolEndpoint {
 			return func(ctx context.Context, in *compose.ToolInput) (*compose.StreamToolOutput, error) {
-				out, err := eg.answer(ctx, in.Name, in.Arguments, in.CallID, func(ctx context.Context, args string) (string, error) {
-					o, err := next(ctx, &compose.ToolInput{Name: in.Name, Arguments: args, CallID: in.CallID, CallOptions: in.CallOptions})
-					if err != nil {
-						return "", err
-					}
+				out, err := eg.answer(ctx, in.Name, in.Arguments, in.CallID, through(in, next, func(o *compose.StreamToolOutput) (string, error) {
 					return concat(o.Result)
-				})
+				}))
 				if err != nil {
 					return nil, err
 				}
@@ -223,6 +218,18 @@ func (eg *Guard) ToolMiddleware() compose.ToolMiddleware {
 				return &compose.EnhancedStreamableToolOutput{Result: schema.StreamReaderFromArray([]*schema.ToolResult{textResult(out)})}, nil
 			}
 		},
+	}
+}
+
+// through runs a call through Eino's endpoint next, with the arguments the
+// guard checked, and reads the tool's text from its output.
+func through[O any](in *compose.ToolInput, next func(context.Context, *compose.ToolInput) (O, error), text func(O) (string, error)) runFunc {
+	return func(ctx context.Context, args string) (string, error) {
+		o, err := next(ctx, &compose.ToolInput{Name: in.Name, Arguments: args, CallID: in.CallID, CallOptions: in.CallOptions})
+		if err != nil {
+			return "", err
+		}
+		return text(o)
 	}
 }
 

@@ -260,6 +260,7 @@ type checkpoints struct {
 	m  map[string][]byte
 }
 
+// Get implements compose.CheckPointStore.
 func (c *checkpoints) Get(_ context.Context, id string) ([]byte, bool, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -267,6 +268,7 @@ func (c *checkpoints) Get(_ context.Context, id string) ([]byte, bool, error) {
 	return b, ok, nil
 }
 
+// Set implements compose.CheckPointStore.
 func (c *checkpoints) Set(_ context.Context, id string, b []byte) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
