@@ -47,6 +47,10 @@ import (
 // DefaultMaxTurns bounds the model turns of one run.
 const DefaultMaxTurns = 12
 
+// DefaultParallel bounds how many calls of one reply are dispatched at
+// once when Options.Parallel is 0.
+const DefaultParallel = 8
+
 // DefaultGrantTTL is how long a grant minted from an Approver's yes is
 // valid.
 const DefaultGrantTTL = 5 * time.Minute
@@ -73,6 +77,14 @@ type Options struct {
 	// MaxTurns bounds the model turns of one run; 0 means
 	// DefaultMaxTurns.
 	MaxTurns int
+	// Parallel bounds how many calls of one reply are dispatched at once;
+	// 0 means DefaultParallel, 1 dispatches them one after another. Their
+	// results go back, and their events reach the transcript, in the
+	// provider's order whatever order they finish in; calls of one
+	// operation (the same intent of a write) run one after another; the
+	// Approver is asked for one call at a time, once the calls before it
+	// have finished.
+	Parallel int
 	// StatusTool names the built-in status tool the model may call to
 	// settle an unknown outcome; "" means toolset.StatusToolName, and "-"
 	// offers none.
@@ -121,6 +133,7 @@ type Loop struct {
 	approver   Approver
 	instr      string
 	maxTurns   int
+	parallel   int
 	statusTool string
 	keys       KeyFunc
 	clock      guard.Clock
@@ -137,7 +150,7 @@ const tracerName = "github.com/toolguard/toolguard/agentloop"
 // Configuration errors are reported by Run (and Err).
 func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 	l := &Loop{provider: p, tools: tools, signer: opts.Signer, approver: opts.Approver, instr: opts.Instructions,
-		maxTurns: opts.MaxTurns, statusTool: opts.StatusTool, keys: opts.Keys, clock: opts.Clock,
+		maxTurns: opts.MaxTurns, parallel: opts.Parallel, statusTool: opts.StatusTool, keys: opts.Keys, clock: opts.Clock,
 		grantTTL: opts.GrantTTL, observer: opts.Observer, agentName: opts.AgentName, store: opts.Store}
 	if p == nil || tools == nil {
 		l.err = errors.New("agentloop: New needs a provider and a tool set")
@@ -146,6 +159,9 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 	l.info = p.Info()
 	if l.maxTurns <= 0 {
 		l.maxTurns = DefaultMaxTurns
+	}
+	if l.parallel <= 0 {
+		l.parallel = DefaultParallel
 	}
 	switch l.statusTool {
 	case "":

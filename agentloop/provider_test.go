@@ -136,6 +136,8 @@ func TestCancelledBeforeRun(t *testing.T) {
 
 // Cancelling the run from inside an approver, a tool or while the model
 // answers ends the run promptly with the context's error; nothing runs after.
+// (Calls run one after another here, Parallel 1: with calls at once, the
+// calls of the reply that started before the cancel still finish.)
 func TestCancelledMidRun(t *testing.T) {
 	t.Run("approver", func(t *testing.T) {
 		w := newWorld(t,
@@ -144,7 +146,7 @@ func TestCancelledMidRun(t *testing.T) {
 		)
 		ctx, cancel := context.WithCancel(testCtx(t))
 		defer cancel()
-		loop := w.loop(agentloop.Options{Approver: agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
+		loop := w.loop(agentloop.Options{Parallel: 1, Approver: agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
 			cancel()
 			return agentloop.Decision{Approved: true, Approver: "ann"}, nil
 		})})
@@ -184,7 +186,7 @@ func TestCancelledMidRun(t *testing.T) {
 			calls(call("c1", "cancel_run", `{}`), call("r1", readTool, readArgs), call("c2", "cancel_run", `{}`)),
 			openaitest.Turn{Text: "never"},
 		)
-		loop := agentloop.New(model(w.client), tools, agentloop.Options{Store: w.store()})
+		loop := agentloop.New(model(w.client), tools, agentloop.Options{Store: w.store(), Parallel: 1})
 		start := time.Now()
 		res, err := loop.Run(ctx, user1, "cancel")
 		if !errors.Is(err, context.Canceled) {

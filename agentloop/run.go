@@ -9,6 +9,7 @@ import (
 	"fmt"
 	"iter"
 	"slices"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -121,6 +122,8 @@ type run struct {
 	p    guard.Principal
 	st   *State
 	sink func(Event) // Stream's consumer, nil for Run
+	// mu guards st.Unknown while a reply's calls run at once (dispatch.go).
+	mu sync.Mutex
 }
 
 func (l *Loop) start(ctx context.Context, p guard.Principal, input string, opts []RunOptions, sink func(Event)) (*RunResult, error) {
@@ -351,52 +354,6 @@ func resultOK(result string) bool {
 	return r.UnmarshalJSON([]byte(result)) == nil && r.Code == guard.CodeOK
 }
 
-// handleCalls dispatches the calls of one reply in order and records their
-// answers in st.Calls; writes waiting for approval are left in st.Pending.
-func (r *run) handleCalls(ctx context.Context, respID string, calls []provider.ToolCall) error {
-	st := r.st
-	st.Calls = st.Calls[:0]
-	seen := map[string]bool{}
-	for _, c := range calls {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		r.emit(Event{Kind: EventCall, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments})
-		if seen[c.ID] {
-			// One output per call id: a repeated id is answered once.
-			continue
-		}
-		seen[c.ID] = true
-		cs := CallState{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Kind: c.Kind, ResponseID: respID}
-		var res *guard.Result
-		switch {
-		case c.Answer != nil:
-			res = c.Answer
-		case r.l.statusTool != "" && c.Name == r.l.statusTool:
-			res = r.l.status(ctx, r.p, st, r.l.info.Context(respID, c.ID), c.Arguments)
-		default:
-			var err error
-			if res, err = r.dispatch(ctx, respID, c, ""); err != nil {
-				return err
-			}
-			if res.Code == guard.CodeApprovalRequired {
-				var pending bool
-				if res, pending, err = r.approve(ctx, respID, c); err != nil {
-					return err
-				}
-				if pending {
-					st.Calls = append(st.Calls, cs)
-					continue
-				}
-			}
-		}
-		r.emit(Event{Kind: EventResult, CallID: c.ID, Tool: c.Name, Result: []byte(res.String())})
-		cs.Output = res.String()
-		st.Calls = append(st.Calls, cs)
-	}
-	return nil
-}
-
 // operation derives a call's identity within the run: its proposal with
 // canonical arguments (the raw text when they do not parse), fingerprint,
 // operation id and idempotency key ("" for a read, and for a Repeatable
@@ -440,9 +397,12 @@ func (r *run) dispatch(ctx context.Context, respID string, c provider.ToolCall, 
 	call.Context.OperationID, call.Context.IdempotencyKey = op.id, op.key
 	res, err := l.guard.Dispatch(ctx, call)
 	if err == nil && res.Code.Recovery() == guard.RecoveryQueryStatus {
+		// Calls of one reply run at once: the run's state is shared.
+		r.mu.Lock()
 		if _, ok := st.unknown(op.id); !ok {
 			st.Unknown = append(st.Unknown, UnknownOperation{OperationID: op.id, Tool: c.Name, IdempotencyKey: call.Context.IdempotencyKey})
 		}
+		r.mu.Unlock()
 	}
 	return res, err
 }
@@ -465,24 +425,23 @@ func orDefault(s, def string) string {
 // approve handles APPROVAL_REQUIRED: with an Approver, ask now and dispatch
 // again with the grant (or tell the model it was denied); without, leave
 // the call pending.
-func (r *run) approve(ctx context.Context, respID string, c provider.ToolCall) (*guard.Result, bool, error) {
+func (r *run) approve(ctx context.Context, respID string, c provider.ToolCall, emit func(Event)) (*guard.Result, *ApprovalRequest, error) {
 	l, st := r.l, r.st
 	op := l.operation(st.RunID, c)
 	if !op.canonical {
-		return nil, false, errors.New("agentloop: approval asked for unparsable arguments")
+		return nil, nil, errors.New("agentloop: approval asked for unparsable arguments")
 	}
 	if slices.Contains(st.Denied, op.fingerprint) {
 		// A human already said no to this very intent in this run: the
 		// same answer, without asking again.
-		r.emit(Event{Kind: EventDenied, CallID: c.ID, Tool: c.Name, Text: "the human's earlier answer in this run"})
-		return denied(""), false, nil
+		emit(Event{Kind: EventDenied, CallID: c.ID, Tool: c.Name, Text: "the human's earlier answer in this run"})
+		return denied(""), nil, nil
 	}
 	req := ApprovalRequest{RunID: st.RunID, CallID: c.ID, Tool: c.Name, Arguments: op.prop.Arguments, Principal: r.p,
 		Fingerprint: op.fingerprint, OperationID: op.id}
-	r.emit(Event{Kind: EventApprovalRequested, CallID: c.ID, Tool: c.Name, Arguments: string(op.prop.Arguments)})
+	emit(Event{Kind: EventApprovalRequested, CallID: c.ID, Tool: c.Name, Arguments: string(op.prop.Arguments)})
 	if l.approver == nil {
-		st.Pending = append(st.Pending, req)
-		return nil, true, nil
+		return nil, &req, nil
 	}
 	d, err := l.approver.Approve(ctx, req)
 	if err != nil || !d.Approved {
@@ -490,18 +449,18 @@ func (r *run) approve(ctx context.Context, respID string, c provider.ToolCall) (
 		if err != nil {
 			who = "nobody (" + err.Error() + ")"
 		}
-		r.emit(Event{Kind: EventDenied, CallID: c.ID, Tool: c.Name, Text: who})
+		emit(Event{Kind: EventDenied, CallID: c.ID, Tool: c.Name, Text: who})
 		if err == nil && !d.Expired {
 			// A human said no (not a failed or unanswered request).
 			st.Denied = append(st.Denied, op.fingerprint)
 		}
-		return denied(d.Reason), false, nil
+		return denied(d.Reason), nil, nil
 	}
-	r.emit(Event{Kind: EventApproved, CallID: c.ID, Tool: c.Name, Text: d.Approver})
+	emit(Event{Kind: EventApproved, CallID: c.ID, Tool: c.Name, Text: d.Approver})
 	tok, err := l.Grant(req, d.Approver)
 	if err != nil {
-		return nil, false, err
+		return nil, nil, err
 	}
 	res, err := r.dispatch(ctx, respID, c, tok)
-	return res, false, err
+	return res, nil, err
 }

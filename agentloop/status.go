@@ -12,13 +12,13 @@ import (
 // runs for the run's principal (never one the model names). For a write of
 // this run whose outcome was unknown, the query names its tool and key, so a
 // record the store lost is still settled from the tool's receipt.
-func (l *Loop) status(ctx context.Context, p guard.Principal, st *State, c guard.ExecutionContext, args string) *guard.Result {
+func (l *Loop) status(ctx context.Context, p guard.Principal, unknown func(string) (UnknownOperation, bool), c guard.ExecutionContext, args string) *guard.Result {
 	in, bad := toolset.ParseStatus([]byte(args))
 	if bad != nil {
 		return bad
 	}
 	sc := guard.StatusCall{Principal: p, OperationID: in.OperationID, Context: c}
-	if u, ok := st.unknown(in.OperationID); ok {
+	if u, ok := unknown(in.OperationID); ok {
 		// The run's own: the loop knows its tool and key, whatever the
 		// model says.
 		sc.Tool, sc.Context.IdempotencyKey = u.Tool, u.IdempotencyKey
