@@ -5,6 +5,8 @@ go 1.26.5
 require (
 	github.com/modelcontextprotocol/go-sdk v1.8.0
 	github.com/toolguard/toolguard v0.0.0
+	google.golang.org/adk/v2 v2.2.0
+	google.golang.org/genai v1.77.0
 )
 
 require (
@@ -57,9 +59,7 @@ require (
 	golang.org/x/net v0.60.0 // indirect
 	golang.org/x/sys v0.50.0 // indirect
 	golang.org/x/text v0.42.0 // indirect
-	google.golang.org/adk/v2 v2.2.0
 	google.golang.org/api v0.291.0 // indirect
-	google.golang.org/genai v1.77.0
 	google.golang.org/genproto/googleapis/rpc v0.0.0-20260724162435-b2f20204f0df // indirect
 	google.golang.org/grpc v1.83.0 // indirect
 	google.golang.org/protobuf v1.36.11 // indirect
@@ -69,6 +69,10 @@ require (
 
 replace github.com/toolguard/toolguard => ../..
 
+// ADK v2.2.0's telemetry is written against otel/log v0.20.0 (log.Value,
+// log.KeyValue) and does not compile against otel/log v1, which otel
+// v1.47.0 (the core's) requires: OpenTelemetry is held at the versions ADK
+// v2.2.0 is built with. The core's code compiles against them.
 replace go.opentelemetry.io/otel => go.opentelemetry.io/otel v1.44.0
 
 replace go.opentelemetry.io/otel/trace => go.opentelemetry.io/otel/trace v1.44.0
