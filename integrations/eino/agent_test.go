@@ -81,8 +81,16 @@ func TestOtherTenantNotFound(t *testing.T) {
 // runs once. A host that resumes again from the same checkpoint (its
 // process died before the checkpoint moved on) does not run it again.
 func TestApprovalResumeApprove(t *testing.T) {
+	for _, streaming := range []bool{false, true} {
+		t.Run(map[bool]string{false: "invoke", true: "stream"}[streaming], func(t *testing.T) {
+			testApprovalResumeApprove(t, streaming)
+		})
+	}
+}
+
+func testApprovalResumeApprove(t *testing.T, streaming bool) {
 	m := newScript(callTool("create_refund_draft", refundArgs), say("refund drafted"))
-	h := newHarness(t, true, m)
+	h := newHarnessWith(t, m, harnessOpts{approval: true, streaming: streaming})
 	o := h.run(t, "run-approve", "refund ORDER-7")
 	if len(o.interrupts) != 1 || o.final != "" {
 		t.Fatalf("run ended %+v, want one approval interrupt", o)

@@ -247,12 +247,12 @@ func newHarness(t *testing.T, approval bool, m *script) *harness {
 }
 
 // harnessOpts vary the harness: approval makes the refund need one,
-// handler puts the guard in the agent's Handlers (an
+// streaming runs the agent in Eino's streaming mode, handler puts the guard in the agent's Handlers (an
 // adk.ChatModelAgentMiddleware) instead of its ToolsNode middleware, and
 // options adjusts tgeino's options.
 type harnessOpts struct {
-	approval, handler bool
-	options           func(set *toolset.Set, o *tgeino.Options)
+	approval, handler, streaming bool
+	options                      func(set *toolset.Set, o *tgeino.Options)
 }
 
 func newHarnessWith(t *testing.T, m *script, ho harnessOpts) *harness {
@@ -284,7 +284,7 @@ func newHarnessWith(t *testing.T, m *script, ho harnessOpts) *harness {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h.runner = adk.NewRunner(ctx, adk.RunnerConfig{Agent: agent, CheckPointStore: h.cps})
+	h.runner = adk.NewRunner(ctx, adk.RunnerConfig{Agent: agent, CheckPointStore: h.cps, EnableStreaming: ho.streaming})
 	return h
 }
 
@@ -308,8 +308,12 @@ func drain(t *testing.T, it *adk.AsyncIterator[*adk.AgentEvent]) outcome {
 		if ev.Action != nil && ev.Action.Interrupted != nil {
 			o.interrupts = append(o.interrupts, tgeino.Approvals(ev.Action.Interrupted.InterruptContexts)...)
 		}
-		if ev.Output != nil && ev.Output.MessageOutput != nil && ev.Output.MessageOutput.Message != nil {
-			if msg := ev.Output.MessageOutput.Message; msg.Role == schema.Assistant && len(msg.ToolCalls) == 0 {
+		if ev.Output != nil && ev.Output.MessageOutput != nil {
+			msg, err := ev.Output.MessageOutput.GetMessage()
+			if err != nil {
+				t.Fatalf("reading an event's message: %v", err)
+			}
+			if msg != nil && msg.Role == schema.Assistant && len(msg.ToolCalls) == 0 {
 				o.final = msg.Content
 			}
 		}
