@@ -130,6 +130,15 @@ func (m *Model) stream(ctx context.Context, params responses.ResponseNewParams, 
 		case "response.completed", "response.incomplete", "response.failed":
 			r := ev.Response
 			resp = &r
+		case "error":
+			// The documented flat error event ({"code","message"}),
+			// which openai-go reads as an event: it ends the response
+			// as the recorded nested one does.
+			code := ev.Code
+			if code == "" {
+				code = "error"
+			}
+			return failedResponse(started, code, ev.Message), nil
 		}
 	}
 	if err := s.Err(); err != nil {
@@ -226,11 +235,17 @@ func streamFailure(err error, started *responses.Response) (*responses.Response,
 	if !ok {
 		return nil, false
 	}
+	return failedResponse(started, apiErr.Code, apiErr.Message), true
+}
+
+// failedResponse is the response that started (an empty one when none
+// did), failed with the API's error code and message.
+func failedResponse(started *responses.Response, code, message string) *responses.Response {
 	resp := &responses.Response{}
 	if started != nil {
 		*resp = *started
 	}
 	resp.Status = responses.ResponseStatusFailed
-	resp.Error = responses.ResponseError{Code: responses.ResponseErrorCode(apiErr.Code), Message: apiErr.Message}
-	return resp, true
+	resp.Error = responses.ResponseError{Code: responses.ResponseErrorCode(code), Message: message}
+	return resp
 }

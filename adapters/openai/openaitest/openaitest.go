@@ -50,7 +50,10 @@
 //     custom_tool_call_output answers count alike. Disable this last group
 //     with [Server.SetValidateToolOutputs].
 //   - a reasoning input item without encrypted_content in a request with
-//     "store": false (400), as nothing was stored to find it by.
+//     "store": false (400), as nothing was stored to find it by, or with an
+//     encrypted_content the server did not give that item in a response
+//     (400, code "invalid_encrypted_content"; a stream's provisional one
+//     in response.output_item.added is not it).
 //
 // # Errors and retries
 //
@@ -70,10 +73,15 @@
 // then for each output item response.output_item.added, its content or
 // argument events (response.content_part.added, response.output_text.delta,
 // response.output_text.done, response.content_part.done, or
-// response.function_call_arguments.delta and .done),
-// response.output_item.done, and finally response.completed carrying the full
-// response. Scripted errors are returned as plain HTTP errors before the
-// stream starts, as the real API does for rate limits.
+// response.function_call_arguments.delta in several pieces and .done,
+// a reasoning item's response.reasoning_summary_part and
+// response.reasoning_summary_text events, a refusal's response.refusal
+// events), response.output_item.done, and finally response.completed
+// carrying the full response, which holds fields beyond those the SDK
+// knows, as the real API's does. Scripted errors are returned as plain HTTP
+// errors before the stream starts, as the real API does for rate limits;
+// Turn.StreamError sends an error event mid-stream instead, and Turn.Gzip
+// compresses the body.
 package openaitest
 
 import (
@@ -128,9 +136,33 @@ type Turn struct {
 	Incomplete string
 	// Reasoning, if set, puts a reasoning item before the output; when
 	// the request includes "reasoning.encrypted_content" it carries
-	// encrypted_content (this text, base64-encoded, so that a request
-	// sending it back can be checked without the server keeping it).
+	// encrypted_content (this text and the item's id, sealed so that a
+	// request sending it back can be checked without the server keeping
+	// it: see [Server]). As the real API, a stream's
+	// response.output_item.added carries another, provisional
+	// encrypted_content, which the server refuses back.
 	Reasoning string
+	// Summary, if set, is the reasoning item's summary text (the item is
+	// there even without Reasoning), streamed as reasoning summary
+	// events.
+	Summary string
+	// Refusal, if set, is a refusal part in the assistant message, after
+	// its text, streamed as response.refusal events.
+	Refusal string
+	// Commentary gives the assistant message the phase "commentary": a
+	// preamble to the calls after it, not a final answer.
+	Commentary bool
+	// StreamError, if set, makes a stream fail after the response starts
+	// and its first text delta: an "error" event carrying it, as
+	// {"error":{"type","code","message","param"}} (the API's recorded
+	// shape), then response.failed. With ErrorFlat the event is the
+	// documented flat shape, {"code","message","param"}, and the stream
+	// ends with it. A request that does not stream gets a failed response.
+	StreamError *ErrorBody
+	// ErrorFlat sends StreamError in the flat shape; see StreamError.
+	ErrorFlat bool
+	// Gzip sends the body gzip-compressed, with Content-Encoding: gzip.
+	Gzip bool
 	// Respond, if set, decides the reply dynamically from the request. The
 	// returned turn is used in place of this one (its own Respond is
 	// ignored); a nil result yields the exhausted-script reply (a message
@@ -415,8 +447,13 @@ func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
 	h.Set("x-request-id", reqID)
 	h.Set("openai-processing-ms", "1")
 	setHeaders(h, turn.Header)
+	if turn.Gzip {
+		gz := fakeapi.Gzip(w)
+		defer gz.Close()
+		w = gz
+	}
 	if req.Stream {
-		writeStream(w, resp)
+		writeStream(w, resp, turn)
 		return
 	}
 	fakeapi.WriteJSON(w, http.StatusOK, resp)
@@ -515,8 +552,37 @@ func checkReasoning(req Request) *ErrorBody {
 				Param:   fmt.Sprintf("input[%d]", i),
 			}
 		}
+		if _, ok := unseal(r.Encrypted, r.ID); !ok {
+			return &ErrorBody{
+				Message: "The encrypted content for item " + r.ID + " could not be verified.",
+				Type:    "invalid_request_error",
+				Param:   fmt.Sprintf("input[%d].encrypted_content", i),
+				Code:    "invalid_encrypted_content",
+			}
+		}
 	}
 	return nil
+}
+
+// seal is a reasoning item's encrypted_content: its text and id, so that
+// it comes back to the item it was issued for.
+func seal(text, id string) string {
+	b, _ := json.Marshal(map[string]string{"reasoning": text, "id": id})
+	return base64.StdEncoding.EncodeToString(b)
+}
+
+// unseal returns the text sealed for item id, and false when enc is not
+// a seal for that item (another item's, a provisional one, or tampered).
+func unseal(enc, id string) (string, bool) {
+	b, err := base64.StdEncoding.DecodeString(enc)
+	if err != nil {
+		return "", false
+	}
+	var v struct{ Reasoning, ID string }
+	if json.Unmarshal(b, &v) != nil || v.ID != id || v.ID == "" {
+		return "", false
+	}
+	return v.Reasoning, true
 }
 
 // checkToolOutputs reports the first function-call bookkeeping error, as the
@@ -793,7 +859,7 @@ type wireResponse struct {
 	Status             string            `json:"status"`
 	CompletedAt        *int64            `json:"completed_at"`
 	Background         bool              `json:"background"`
-	Error              *struct{}         `json:"error"`
+	Error              *wireError        `json:"error"`
 	IncompleteDetails  *wireIncomplete   `json:"incomplete_details"`
 	Instructions       json.RawMessage   `json:"instructions"`
 	MaxOutputTokens    json.RawMessage   `json:"max_output_tokens"`
@@ -812,10 +878,23 @@ type wireResponse struct {
 	Usage              *wireUsage        `json:"usage"`
 	User               *string           `json:"user"`
 	Metadata           json.RawMessage   `json:"metadata"`
+	// Fields the real API sends that the SDK does not name.
+	Billing              map[string]string `json:"billing"`
+	PromptCacheKey       *string           `json:"prompt_cache_key"`
+	PromptCacheRetention *string           `json:"prompt_cache_retention"`
+	SafetyIdentifier     *string           `json:"safety_identifier"`
+	Conversation         *struct{}         `json:"conversation"`
+	FrequencyPenalty     float64           `json:"frequency_penalty"`
+	PresencePenalty      float64           `json:"presence_penalty"`
 
 	// items mirrors Output for streaming; callIDs lists the function calls.
 	items   []wireItem
 	callIDs []string
+}
+
+type wireError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
 }
 
 type wireIncomplete struct {
@@ -857,16 +936,30 @@ type wireItem struct {
 	Namespace string           `json:"namespace,omitempty"`
 	Arguments *string          `json:"arguments,omitempty"`
 	Input     *string          `json:"input,omitempty"`
-	Summary   []any            `json:"summary,omitempty"`
+	Phase     string           `json:"phase,omitempty"`
+	Summary   []wireSummary    `json:"summary,omitempty"`
 	Encrypted string           `json:"encrypted_content,omitempty"`
 	text      string           // message text, for streaming
+	refusal   string           // message refusal, for streaming
 }
 
+type wireSummary struct {
+	Type string `json:"type"`
+	Text string `json:"text"`
+}
+
+// wireOutputText is a message's content part: output_text (Text,
+// Annotations, Logprobs) or refusal (Refusal).
 type wireOutputText struct {
 	Type        string            `json:"type"`
-	Text        string            `json:"text"`
-	Annotations []json.RawMessage `json:"annotations"`
-	Logprobs    []json.RawMessage `json:"logprobs"`
+	Text        *string           `json:"text,omitempty"`
+	Refusal     *string           `json:"refusal,omitempty"`
+	Annotations []json.RawMessage `json:"annotations,omitempty"`
+	Logprobs    []json.RawMessage `json:"logprobs,omitempty"`
+}
+
+func outputText(text string) wireOutputText {
+	return wireOutputText{Type: "output_text", Text: &text, Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}
 }
 
 func (it wireItem) marshal() json.RawMessage {
@@ -934,29 +1027,37 @@ func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputB
 		resp.Status, resp.CompletedAt = "incomplete", nil
 		resp.IncompleteDetails = &wireIncomplete{Reason: turn.Incomplete}
 	}
-	if turn.Reasoning != "" && !turn.Empty {
-		it := wireItem{Type: "reasoning", ID: s.newID("rs"), Summary: []any{}}
+	if turn.StreamError != nil {
+		resp.Status, resp.CompletedAt = "failed", nil
+		resp.Error = &wireError{Code: turn.StreamError.Code, Message: turn.StreamError.Message}
+	}
+	resp.Billing = map[string]string{"payer": "developer"}
+	if (turn.Reasoning != "" || turn.Summary != "") && !turn.Empty {
+		it := wireItem{Type: "reasoning", ID: s.newID("rs"), Summary: []wireSummary{}}
+		if turn.Summary != "" {
+			it.Summary = []wireSummary{{Type: "summary_text", Text: turn.Summary}}
+		}
 		if includes(wr.Include, "reasoning.encrypted_content") {
-			it.Encrypted = base64.StdEncoding.EncodeToString([]byte(turn.Reasoning))
+			it.Encrypted = seal(turn.Reasoning, it.ID)
 		}
 		resp.items = append(resp.items, it)
 	}
 	if !turn.Empty {
-		if turn.Text != "" {
-			resp.items = append(resp.items, wireItem{
-				Type:   "message",
-				ID:     s.newID("msg"),
-				Status: "completed",
-				Role:   "assistant",
-				Content: []wireOutputText{{
-					Type:        "output_text",
-					Text:        turn.Text,
-					Annotations: []json.RawMessage{},
-					Logprobs:    []json.RawMessage{},
-				}},
-				text: turn.Text,
-			})
-			outTokens += tokens(len(turn.Text))
+		if turn.Text != "" || turn.Refusal != "" {
+			msg := wireItem{Type: "message", ID: s.newID("msg"), Status: "completed", Role: "assistant",
+				Content: []wireOutputText{}, text: turn.Text, refusal: turn.Refusal}
+			if turn.Text != "" {
+				msg.Content = append(msg.Content, outputText(turn.Text))
+			}
+			if turn.Refusal != "" {
+				refusal := turn.Refusal
+				msg.Content = append(msg.Content, wireOutputText{Type: "refusal", Refusal: &refusal})
+			}
+			if turn.Commentary {
+				msg.Phase = "commentary"
+			}
+			resp.items = append(resp.items, msg)
+			outTokens += tokens(len(turn.Text) + len(turn.Refusal))
 		}
 		for _, c := range turn.Calls {
 			callID := c.CallID
@@ -1003,8 +1104,12 @@ func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputB
 // tokens is a rough token estimate for n bytes of text.
 func tokens(n int) int { return (n + 3) / 4 }
 
-// writeStream writes resp as a server-sent event stream.
-func writeStream(w http.ResponseWriter, resp *wireResponse) {
+// writeStream writes resp as a server-sent event stream: for each item
+// its added event, its content (text deltas word by word, refusal deltas,
+// summary deltas, argument deltas in pieces) and its done event, then the
+// event that ends the response; with t.StreamError an error event after
+// the first text delta (or the first item) ends it instead.
+func writeStream(w http.ResponseWriter, resp *wireResponse, t *Turn) {
 	sse := fakeapi.StartSSE(w)
 	seq := 0
 	emit := func(typ string, fields map[string]any) {
@@ -1013,10 +1118,28 @@ func writeStream(w http.ResponseWriter, resp *wireResponse) {
 		seq++
 		sse.Event(typ, fields)
 	}
+	// fail sends the scripted error event and reports whether the stream
+	// ended there.
+	failed := false
+	fail := func() bool {
+		if t.StreamError == nil || failed {
+			return failed
+		}
+		failed = true
+		e := t.StreamError
+		if t.ErrorFlat {
+			emit("error", map[string]any{"code": nullable(e.Code), "message": e.Message, "param": nullable(e.Param)})
+			return true
+		}
+		emit("error", map[string]any{"error": map[string]any{"type": e.Type, "code": nullable(e.Code), "message": e.Message, "param": nullable(e.Param)}})
+		emit("response.failed", map[string]any{"response": resp})
+		return true
+	}
 
 	pending := *resp
 	pending.Status = "in_progress"
 	pending.CompletedAt = nil
+	pending.Error = nil
 	pending.Output = []json.RawMessage{}
 	pending.Usage = nil
 	emit("response.created", map[string]any{"response": &pending})
@@ -1029,33 +1152,55 @@ func writeStream(w http.ResponseWriter, resp *wireResponse) {
 		case "message":
 			added.Content = nil
 			emit("response.output_item.added", map[string]any{"output_index": i, "item": added.marshal()})
-			emptyPart := wireOutputText{Type: "output_text", Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}
-			emit("response.content_part.added", map[string]any{
-				"item_id": it.ID, "output_index": i, "content_index": 0, "part": emptyPart,
-			})
-			for _, chunk := range strings.SplitAfter(it.text, " ") {
-				if chunk == "" {
+			for ci, part := range it.Content {
+				with := func(kv ...any) map[string]any {
+					return fields(kv, "item_id", it.ID, "output_index", i, "content_index", ci)
+				}
+				if part.Type == "refusal" {
+					empty := ""
+					emit("response.content_part.added", with("part", wireOutputText{Type: "refusal", Refusal: &empty}))
+					for _, chunk := range fakeapi.Chunks(it.refusal) {
+						emit("response.refusal.delta", with("delta", chunk))
+					}
+					emit("response.refusal.done", with("refusal", it.refusal))
+					emit("response.content_part.done", with("part", part))
 					continue
 				}
-				emit("response.output_text.delta", map[string]any{
-					"item_id": it.ID, "output_index": i, "content_index": 0,
-					"delta": chunk, "logprobs": []any{},
-				})
+				emit("response.content_part.added", with("part", outputText("")))
+				for _, chunk := range fakeapi.Chunks(it.text) {
+					emit("response.output_text.delta", with("delta", chunk, "logprobs", []any{}))
+					if fail() {
+						return
+					}
+				}
+				emit("response.output_text.done", with("text", it.text, "logprobs", []any{}))
+				emit("response.content_part.done", with("part", part))
 			}
-			emit("response.output_text.done", map[string]any{
-				"item_id": it.ID, "output_index": i, "content_index": 0,
-				"text": it.text, "logprobs": []any{},
-			})
-			emit("response.content_part.done", map[string]any{
-				"item_id": it.ID, "output_index": i, "content_index": 0, "part": it.Content[0],
-			})
+		case "reasoning":
+			if added.Encrypted != "" {
+				// provisional, as the real API's added event carries
+				added.Encrypted = seal("", "provisional")
+			}
+			added.Summary = []wireSummary{}
+			emit("response.output_item.added", map[string]any{"output_index": i, "item": added.marshal()})
+			for si, sum := range it.Summary {
+				ev := func(kv ...any) map[string]any {
+					return fields(kv, "item_id", it.ID, "output_index", i, "summary_index", si)
+				}
+				emit("response.reasoning_summary_part.added", ev("part", wireSummary{Type: "summary_text"}))
+				for _, chunk := range fakeapi.Chunks(sum.Text) {
+					emit("response.reasoning_summary_text.delta", ev("delta", chunk))
+				}
+				emit("response.reasoning_summary_text.done", ev("text", sum.Text))
+				emit("response.reasoning_summary_part.done", ev("part", sum))
+			}
 		case "function_call":
 			empty := ""
 			added.Arguments = &empty
 			emit("response.output_item.added", map[string]any{"output_index": i, "item": added.marshal()})
-			if *it.Arguments != "" {
+			for _, piece := range fakeapi.Pieces(*it.Arguments, 4) {
 				emit("response.function_call_arguments.delta", map[string]any{
-					"item_id": it.ID, "output_index": i, "delta": *it.Arguments,
+					"item_id": it.ID, "output_index": i, "delta": piece,
 				})
 			}
 			emit("response.function_call_arguments.done", map[string]any{
@@ -1064,11 +1209,29 @@ func writeStream(w http.ResponseWriter, resp *wireResponse) {
 		default:
 			emit("response.output_item.added", map[string]any{"output_index": i, "item": added.marshal()})
 		}
+		if fail() {
+			return
+		}
 		emit("response.output_item.done", map[string]any{"output_index": i, "item": it.marshal()})
+	}
+	if fail() {
+		return
 	}
 	if resp.Status == "incomplete" {
 		emit("response.incomplete", map[string]any{"response": resp})
 		return
 	}
 	emit("response.completed", map[string]any{"response": resp})
+}
+
+// fields returns an event's fields: the key-value pairs of base, then of
+// kv.
+func fields(kv []any, base ...any) map[string]any {
+	m := map[string]any{}
+	for _, pairs := range [][]any{base, kv} {
+		for j := 0; j+1 < len(pairs); j += 2 {
+			m[pairs[j].(string)] = pairs[j+1]
+		}
+	}
+	return m
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
@@ -645,5 +646,49 @@ func TestConcurrentRequests(t *testing.T) {
 	}
 	if len(got) != n || srv.Remaining() != 0 || len(srv.Requests()) != n {
 		t.Errorf("got %v, remaining %d", got, srv.Remaining())
+	}
+}
+
+// A stateless request may send back a reasoning item only with the
+// encrypted_content the server gave that item in the response: the
+// provisional one of a stream's output_item.added, or another item's, is
+// refused, without consuming a turn.
+func TestReasoningSealChecked(t *testing.T) {
+	srv := openaitest.NewServer(openaitest.Turn{Reasoning: "r", Summary: "s", Text: "a"}, openaitest.Turn{Text: "b"})
+	defer srv.Close()
+	client := newClient(srv)
+	params := responses.ResponseNewParams{Model: openai.ChatModelGPT4o, Input: userInput("hi"), Store: openai.Bool(false),
+		Include: []responses.ResponseIncludable{responses.ResponseIncludableReasoningEncryptedContent}}
+	s := client.Responses.NewStreaming(ctx(t), params)
+	var added, done string
+	for s.Next() {
+		ev := s.Current()
+		if ev.Item.Type != "reasoning" {
+			continue
+		}
+		switch ev.Type {
+		case "response.output_item.added":
+			added = ev.Item.RawJSON()
+		case "response.output_item.done":
+			done = ev.Item.RawJSON()
+		}
+	}
+	if err := s.Err(); err != nil || added == "" || done == "" {
+		t.Fatalf("stream: %v, added %s, done %s", err, added, done)
+	}
+	send := func(item string) error {
+		_, err := client.Responses.New(ctx(t), responses.ResponseNewParams{Model: openai.ChatModelGPT4o, Store: openai.Bool(false),
+			Input: responses.ResponseNewParamsInputUnion{OfInputItemList: []responses.ResponseInputItemUnionParam{
+				param.Override[responses.ResponseInputItemUnionParam](json.RawMessage(item))}}})
+		return err
+	}
+	if err := send(added); err == nil || apiError(t, err).StatusCode != 400 {
+		t.Errorf("the provisional encrypted_content was accepted back: %v", err)
+	}
+	if err := send(done); err != nil {
+		t.Errorf("the item as the response gave it was refused: %v", err)
+	}
+	if srv.Remaining() != 0 {
+		t.Errorf("%d turns left", srv.Remaining())
 	}
 }
