@@ -149,10 +149,6 @@ func (m *Model) stream(ctx context.Context, params sdk.MessageNewParams, text fu
 	inputs := map[int64]*strings.Builder{}
 	for s.Next() {
 		ev := s.Current()
-		if ev.Type == "error" {
-			// An error event without its event name reads as an event.
-			return &msg, eventFailure(ev.RawJSON(), nil), nil
-		}
 		if err := msg.Accumulate(ev); err != nil {
 			return nil, nil, err
 		}
@@ -208,7 +204,7 @@ func setInput(b *sdk.ContentBlockUnion, input string) {
 
 // eventFailure reads an error event's data ({"type":"error","error":{"type",
 // "message"}}) as the API error that ended the stream; err is the SDK's
-// error for it, if any.
+// error for it.
 func eventFailure(data string, err error) *provider.APIError {
 	e := gjson.Get(data, "error")
 	return &provider.APIError{StatusCode: http.StatusOK, Code: e.Get("type").String(), Message: e.Get("message").String(), Err: err}

@@ -3,7 +3,10 @@
 // (real HTTP responses of the provider APIs, recorded by other public
 // projects) and serves each recording's responses, byte for byte with their
 // status, content type and encoding, from a local httptest server that
-// keeps the request bodies it received.
+// keeps the request bodies it received. [Drive] plays a recording through
+// an adapter's provider.Provider, turn by turn, as package agentloop
+// would, checking each reply against the recording and handing each
+// follow-up request, with the recorded one, to the adapter's own checks.
 //
 // The recordings stay outside the repository; [ForAPI] skips a test, naming
 // the path, where they are absent.
