@@ -16,6 +16,7 @@ import (
 	"google.golang.org/adk/v2/tool/toolconfirmation"
 	"google.golang.org/genai"
 
+	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/toolset"
@@ -52,9 +53,16 @@ type Options struct {
 	// one, a write that needs approval is answered APPROVAL_REQUIRED and
 	// no confirmation is asked. Use the guard's signer (the same key).
 	Signer *guard.Signer
-	// Approver names who said yes, for the grant and the audit record.
-	// Default: the ADK user id of the run that carried the confirmation.
-	Approver func(ctx agent.Context, c *toolconfirmation.ToolConfirmation) string
+	// Decide turns the human's answer to a confirmation into the host's
+	// decision, the shape agentloop uses: approved or not, by whom (the
+	// grant's and the audit record's approver), a reason told to the
+	// model on a denial, and Expired for a denial that should not stop
+	// the intent being asked again. req is what was asked, computed from
+	// the call ADK runs again, not from the client's answer. Default: as
+	// the answer says (ToolConfirmation.Confirmed), approved by the ADK
+	// user who answered (ctx.UserID()). A host whose approver must not
+	// be the requester, or must hold a role, refuses here.
+	Decide func(ctx agent.Context, answer *toolconfirmation.ToolConfirmation, req ConfirmationPayload) agentloop.Decision
 	// GrantTTL is how long a grant minted from a confirmation is valid;
 	// default 5 minutes.
 	GrantTTL time.Duration
@@ -276,15 +284,22 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 	}
 	fp := guard.Fingerprint(call.Proposal.Name, call.Proposal.Arguments)
 	if c := ctx.ToolConfirmation(); c != nil && call.Approval == "" && a.opts.Signer != nil {
-		if !c.Confirmed {
-			a.rememberDenial(ctx, fp)
-			return Response(denied()), nil
-		}
+		req := payloadOf(call, fp)
 		if !payloadMatches(c.Payload, fp) {
 			// The answer is to another question than this call's: ask again.
-			return a.ask(ctx, call, fp, nil)
+			return a.ask(ctx, call, req, nil)
 		}
-		tok, err := a.grant(ctx, c, call)
+		d, err := a.decide(ctx, c, req)
+		if err != nil {
+			return nil, err
+		}
+		if !d.Approved {
+			if !d.Expired {
+				a.rememberDenial(ctx, fp)
+			}
+			return Response(denied(d.Reason)), nil
+		}
+		tok, err := a.grant(call, d.Approver)
 		if err != nil {
 			return nil, err
 		}
@@ -296,22 +311,32 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 	}
 	if res.Code == guard.CodeApprovalRequired && call.Approval == "" && a.opts.Signer != nil {
 		if a.deniedBefore(ctx, fp) {
-			return Response(denied()), nil
+			return Response(denied("")), nil
 		}
-		return a.ask(ctx, call, fp, res)
+		return a.ask(ctx, call, payloadOf(call, fp), res)
 	}
 	return Response(res), nil
 }
 
-// grant mints and signs the grant of a confirmed call: this principal,
-// this exact proposal, the approver's name.
-func (a *Guarded) grant(ctx agent.Context, c *toolconfirmation.ToolConfirmation, call guard.Call) (string, error) {
-	approver := ctx.UserID()
-	if a.opts.Approver != nil {
-		if err := safely(func() error { approver = a.opts.Approver(ctx, c); return nil }); err != nil {
-			return "", err
+// decide is the host's decision on a confirmation answer (Options.Decide),
+// approved by the answering user unless the host names another.
+func (a *Guarded) decide(ctx agent.Context, c *toolconfirmation.ToolConfirmation, req ConfirmationPayload) (agentloop.Decision, error) {
+	d := agentloop.Decision{Approved: c.Confirmed}
+	if a.opts.Decide != nil {
+		if err := safely(func() error { d = a.opts.Decide(ctx, c, req); return nil }); err != nil {
+			return agentloop.Decision{}, err
 		}
 	}
+	if d.Approver == "" {
+		d.Approver = ctx.UserID()
+	}
+	return d, nil
+}
+
+// grant mints and signs the grant of an approved call: this principal,
+// this exact proposal, the approver's name (the principal's subject when
+// none is known).
+func (a *Guarded) grant(call guard.Call, approver string) (string, error) {
 	if approver == "" {
 		approver = call.Principal.SubjectID
 	}
@@ -320,7 +345,7 @@ func (a *Guarded) grant(ctx agent.Context, c *toolconfirmation.ToolConfirmation,
 }
 
 // ErrHostPanic is the error of a call whose host function (Scope, Call,
-// Approver, a toolset's import options) panicked: nothing runs, and the
+// Decide, a toolset's import options) panicked: nothing runs, and the
 // panic's value, which ADK would show the model, is not in it.
 var ErrHostPanic = errors.New("tgadk: a host function panicked; nothing was run")
 

@@ -8,8 +8,10 @@ import (
 	"google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/runner"
 	"google.golang.org/adk/v2/session"
+	"google.golang.org/adk/v2/tool/toolconfirmation"
 	"google.golang.org/genai"
 
+	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
@@ -37,7 +39,10 @@ var principals = map[string]guard.Principal{
 	"user-9": {TenantID: "tenant-b", SubjectID: "user-1"},
 }
 
-func newWorld(t *testing.T) *world {
+func newWorld(t *testing.T) *world { return newWorldWith(t, nil) }
+
+// newWorldWith is newWorld with options changed by set.
+func newWorldWith(t *testing.T, set func(*tgadk.Options)) *world {
 	t.Helper()
 	w := &world{svc: orders.NewService(), store: memstore.New(memstore.Options{}), model: &fakeModel{}}
 	signer, err := guard.NewSigner(key)
@@ -46,14 +51,18 @@ func newWorld(t *testing.T) *world {
 	}
 	tools := orders.Tools(w.svc)
 	g := guard.New(tools, w.store, guard.Options{Signer: signer})
-	a, err := tgadk.New(g, tools, tgadk.Options{Signer: signer,
+	opts := tgadk.Options{Signer: signer,
 		Principal: func(ctx agent.Context) (guard.Principal, error) {
 			p, ok := principals[ctx.UserID()]
 			if !ok {
 				return guard.Principal{}, guard.ErrBadPrincipal
 			}
 			return p, nil
-		}})
+		}}
+	if set != nil {
+		set(&opts)
+	}
+	a, err := tgadk.New(g, tools, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -311,4 +320,62 @@ func canonicalJSON(t *testing.T, b []byte) string {
 	}
 	out, _ := json.Marshal(v)
 	return string(out)
+}
+
+// TestDecide: the host's decision overrides the answer. A refusal (here:
+// nobody approves their own refund) is told to the model with its reason,
+// and nothing runs; an Expired one lets the intent be asked again; an
+// approval names the host's approver in the audit record.
+func TestDecide(t *testing.T) {
+	var expired bool
+	w := newWorldWith(t, func(o *tgadk.Options) {
+		o.Decide = func(ctx agent.Context, answer *toolconfirmation.ToolConfirmation, req tgadk.ConfirmationPayload) agentloop.Decision {
+			if req.Tool != "create_refund_draft" || req.Fingerprint == "" {
+				t.Errorf("Decide asked about %+v", req)
+			}
+			if expired {
+				return agentloop.Decision{Expired: true, Reason: "nobody decided in time"}
+			}
+			return agentloop.Decision{Approved: false, Approver: "policy", Reason: "a second person must approve"}
+		}
+	})
+	_, fc := pauseOnRefund(t, w)
+	evs := run(t, w.r, "user-1", "s1", confirm(fc, true))
+	if res := result(t, evs, "call-1"); res.Code != guard.CodeApprovalRequired || !strings.Contains(res.Message, "a second person must approve") {
+		t.Errorf("refused call = %s, want APPROVAL_REQUIRED with the reason", res)
+	}
+	if n := w.svc.SideEffects(); n != 0 {
+		t.Errorf("side effects = %d, want 0", n)
+	}
+
+	w = newWorldWith(t, func(o *tgadk.Options) {
+		o.Decide = func(ctx agent.Context, answer *toolconfirmation.ToolConfirmation, req tgadk.ConfirmationPayload) agentloop.Decision {
+			if expired {
+				return agentloop.Decision{Expired: true, Reason: "nobody decided in time"}
+			}
+			return agentloop.Decision{Approved: answer.Confirmed, Approver: "manager-7"}
+		}
+	})
+	expired = true
+	_, fc = pauseOnRefund(t, w)
+	run(t, w.r, "user-1", "s1", confirm(fc, true))
+	expired = false
+	w.model.push(calls(refundCall("call-2", "ORDER-7")))
+	evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("try again", genai.RoleUser))
+	fc = confirmationCall(evs)
+	if fc == nil {
+		t.Fatal("after an expired decision the intent was not asked again")
+	}
+	evs = run(t, w.r, "user-1", "s1", confirm(fc, true))
+	if res := result(t, evs, "call-2"); res.Code != guard.CodeOK {
+		t.Fatalf("approved call = %s, want OK", res)
+	}
+	recs, _, _ := w.store.Audit(t.Context(), "tenant-a", 0, 100)
+	found := false
+	for _, r := range recs {
+		found = found || (r.SideEffect == guard.SideEffectYes && strings.Contains(string(r.Body), `"approver":"manager-7"`))
+	}
+	if !found || w.svc.SideEffects() != 1 {
+		t.Errorf("want one draft approved by manager-7; side effects %d", w.svc.SideEffects())
+	}
 }

@@ -33,23 +33,33 @@ const DeniedMessage = "A human declined this action. Do not retry it or ask agai
 // and the call runs again with the answer.
 const PendingMessage = "A human has been asked to approve this action; the run continues once they decide."
 
-func denied() *guard.Result {
-	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: DeniedMessage}
+// denied is the model result of a denial, with the host's reason if any
+// (agentloop's wording).
+func denied(reason string) *guard.Result {
+	msg := DeniedMessage
+	if reason != "" {
+		msg = "A human declined this action (" + reason + "). Do not retry it or ask again; tell the user it was not approved."
+	}
+	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: msg}
+}
+
+// payloadOf is what a human is asked to approve of a call.
+func payloadOf(call guard.Call, fp string) ConfirmationPayload {
+	return ConfirmationPayload{Tool: call.Proposal.Name, Arguments: canonicalArgs(call.Proposal.Arguments),
+		Fingerprint: fp, OperationID: call.Context.OperationID}
 }
 
 // ask puts the call to a human through ADK's confirmation: the run pauses
 // with an adk_request_confirmation call, and the call's function response
 // meanwhile says approval is pending.
-func (a *Guarded) ask(ctx agent.Context, call guard.Call, fp string, res *guard.Result) (map[string]any, error) {
-	args := canonicalArgs(call.Proposal.Arguments)
+func (a *Guarded) ask(ctx agent.Context, call guard.Call, req ConfirmationPayload, res *guard.Result) (map[string]any, error) {
 	what := ""
-	if t, ok := a.set.Lookup(call.Proposal.Name).(interface{ Description() string }); ok {
+	if t, ok := a.g.Tools().Lookup(call.Proposal.Name).(interface{ Description() string }); ok {
 		what = t.Description()
 	}
 	hint := fmt.Sprintf("Approve %s with arguments %s? %s If you approve, it runs once, for %s.",
-		call.Proposal.Name, args, what, call.Principal.SubjectID)
-	payload := ConfirmationPayload{Tool: call.Proposal.Name, Arguments: args, Fingerprint: fp, OperationID: call.Context.OperationID}
-	if err := ctx.RequestConfirmation(hint, payload); err != nil {
+		call.Proposal.Name, req.Arguments, what, call.Principal.SubjectID)
+	if err := ctx.RequestConfirmation(hint, req); err != nil {
 		return nil, fmt.Errorf("tgadk: asking for confirmation: %w", err)
 	}
 	pending := &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: PendingMessage}

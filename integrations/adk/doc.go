@@ -58,13 +58,16 @@
 // host's client answers it with ADK's confirmation response (a
 // FunctionResponse to that call, {"confirmed": true|false}); ADK then runs
 // the original call again with the decision (agent.Context.ToolConfirmation).
-// A yes becomes a grant (guard.NewGrant, bound to the exact principal and
-// proposal, approved by Options.Approver's name, signed by Options.Signer)
-// presented with the call, which runs once. A no is answered, without a
-// dispatch, with APPROVAL_REQUIRED and a message that says a human
-// declined; the model is told once, and the same intent asked again in the
-// session gets the same answer without a human being asked (the denial is
-// kept in the session state, contract section 8). Without a Signer, the
+// The answer becomes the host's decision (Options.Decide, an
+// agentloop.Decision: by default the answer as given, approved by the ADK
+// user who answered). A yes becomes a grant (guard.NewGrant, bound to the
+// exact principal and proposal, naming the approver, signed by
+// Options.Signer) presented with the call, which runs once. A no is
+// answered, without a dispatch, with APPROVAL_REQUIRED and a message that
+// says a human declined (with the decision's reason); the model is told
+// once, and the same intent asked again in the session gets the same
+// answer without a human being asked (the denial is kept in the session
+// state, contract section 8), unless the decision was Expired. Without a Signer, the
 // APPROVAL_REQUIRED result goes to the model as it is.
 //
 // The approvals inbox (package approvals) cannot hold these requests. Its
