@@ -150,7 +150,9 @@ type Message struct {
 
 // ThinkingBlock is one thinking block of a request.
 type ThinkingBlock struct {
-	Thinking  string
+	// Thinking is the block's text.
+	Thinking string
+	// Signature is its signature, as sent.
 	Signature string
 }
 

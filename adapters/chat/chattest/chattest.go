@@ -101,9 +101,12 @@ type Shape struct {
 // ErrorBody is an OpenAI-style error: {"error":{"message","type","param",
 // "code"}}; an empty Code is null.
 type ErrorBody struct {
+	// Message is the error's message.
 	Message string
-	Type    string
-	Code    string
+	// Type is the error type, e.g. "server_error".
+	Type string
+	// Code is the error code, e.g. "rate_limit_exceeded"; "" sends null.
+	Code string
 }
 
 // Call is one tool call of a reply.

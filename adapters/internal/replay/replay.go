@@ -73,7 +73,9 @@ type Recording struct {
 
 // Tool is a tool a recorded request offered.
 type Tool struct {
-	Name       string          `json:"name"`
+	// Name is the tool's name.
+	Name string `json:"name"`
+	// Parameters is its parameters' JSON Schema.
 	Parameters json.RawMessage `json:"parameters"`
 }
 
@@ -97,6 +99,7 @@ type Turn struct {
 	// name (Gemini's signatures, chunks, usage).
 	Raw json.RawMessage `json:"-"`
 
+	// ResponseID is the response's id (a completion's, a message's).
 	ResponseID string `json:"response_id"`
 	// Stop is the API's stop or finish reason.
 	Stop string `json:"stop"`
@@ -128,7 +131,8 @@ type Call struct {
 	Raw json.RawMessage `json:"-"`
 
 	// ID is the call id as the API sent it, "" where it sent none.
-	ID   string `json:"id"`
+	ID string `json:"id"`
+	// Name is the tool called.
 	Name string `json:"name"`
 	// Arguments are the arguments as the API sent them (assembled from
 	// the deltas of a stream).
@@ -247,6 +251,7 @@ func ForAPI(t testing.TB, dir, api string) []*Recording {
 
 // Received is one request the server received.
 type Received struct {
+	// Method is the HTTP method.
 	Method string
 	// Path is the URL path, Query its raw query.
 	Path  string
