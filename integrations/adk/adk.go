@@ -124,9 +124,24 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 		if set.Lookup(a.status) != nil {
 			return nil, fmt.Errorf("tgadk: the set already has a tool named %q, the status tool's name", a.status)
 		}
-		a.tools = append(a.tools, &statusTool{a: a, d: toolset.StatusTool(a.status)})
+		st, err := declareStatus(a.status)
+		if err != nil {
+			return nil, err
+		}
+		a.tools = append(a.tools, &statusTool{a: a, d: st})
 	}
 	return a, nil
+}
+
+// declareStatus declares the status tool under name, refusing a name
+// toolset refuses (it panics on one) with an error.
+func declareStatus(name string) (st *toolset.Tool[toolset.StatusInput, struct{}], err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("tgadk: Options.StatusTool %q is not a tool name: %v", name, r)
+		}
+	}()
+	return toolset.StatusTool(name), nil
 }
 
 // Tools returns the ADK tools, in the set's order, the status tool last:
@@ -173,10 +188,13 @@ func (a *Guarded) Plugin() (*plugin.Plugin, error) {
 
 // OnToolError is an llmagent.OnToolErrorCallback. ADK calls it, with a
 // stand-in tool that has no declaration, for a function call naming a tool
-// the agent does not have; OnToolError dispatches that call to the guard,
-// which answers UNKNOWN_TOOL and audits it, and returns the model result
-// as the function response. Errors of real tools are left as they are
-// (nil, nil): the guarded tools answer with model results, not errors.
+// the agent does not have, and OnToolError answers it UNKNOWN_TOOL as the
+// function response: through the guard, which audits it, when the guard
+// knows no such tool either; without a dispatch when the guard has a tool
+// of that name that this agent was not given (another agent's, or one the
+// host left out), so that it never runs. Errors of real tools are left as
+// they are (nil, nil): the guarded tools answer with model results, not
+// errors.
 func (a *Guarded) OnToolError(ctx agent.Context, t tool.Tool, args map[string]any, err error) (map[string]any, error) {
 	if t == nil {
 		return nil, nil
@@ -185,6 +203,10 @@ func (a *Guarded) OnToolError(ctx agent.Context, t tool.Tool, args map[string]an
 		Declaration() *genai.FunctionDeclaration
 	}); declared {
 		return nil, nil
+	}
+	if a.g.Tools().Lookup(t.Name()) != nil || t.Name() == a.status {
+		return Response(&guard.Result{Code: guard.CodeUnknownTool, Delivery: guard.DeliveryFresh,
+			Message: guard.CodeUnknownTool.DefaultMessage()}), nil
 	}
 	return a.dispatch(ctx, t.Name(), args, nil)
 }

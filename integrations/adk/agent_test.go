@@ -6,8 +6,11 @@ import (
 	"testing"
 
 	"google.golang.org/adk/v2/agent"
+	"google.golang.org/adk/v2/agent/llmagent"
+	"google.golang.org/adk/v2/plugin"
 	"google.golang.org/adk/v2/runner"
 	"google.golang.org/adk/v2/session"
+	"google.golang.org/adk/v2/tool"
 	"google.golang.org/adk/v2/tool/toolconfirmation"
 	"google.golang.org/genai"
 
@@ -377,5 +380,51 @@ func TestDecide(t *testing.T) {
 	}
 	if !found || w.svc.SideEffects() != 1 {
 		t.Errorf("want one draft approved by manager-7; side effects %d", w.svc.SideEffects())
+	}
+}
+
+// TestToolNotGivenNeverRuns: a tool the guard has but this agent was not
+// given (the host gave it only get_order) is UNKNOWN_TOOL for the model,
+// and neither runs nor asks a human; a tool nobody has is UNKNOWN_TOOL
+// from the guard, audited.
+func TestToolNotGivenNeverRuns(t *testing.T) {
+	svc, store := orders.NewService(), memstore.New(memstore.Options{})
+	tools := orders.Tools(svc)
+	signer, _ := guard.NewSigner(key)
+	a, err := tgadk.New(guard.New(tools, store, guard.Options{Signer: signer}), tools, tgadk.Options{Signer: signer,
+		Principal: func(ctx agent.Context) (guard.Principal, error) { return principals[ctx.UserID()], nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var only []tool.Tool
+	for _, tl := range a.Tools() {
+		if tl.Name() == "get_order" {
+			only = append(only, tl)
+		}
+	}
+	m := &fakeModel{}
+	ag, err := llmagent.New(llmagent.Config{Name: "reader", Model: m, Tools: only})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, _ := a.Plugin()
+	r, err := runner.New(runner.Config{AppName: "shop", Agent: ag, SessionService: session.InMemoryService(),
+		AutoCreateSession: true, PluginConfig: runner.PluginConfig{Plugins: []*plugin.Plugin{p}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.push(calls(refundCall("w1", "ORDER-7"), &genai.FunctionCall{ID: "x1", Name: "drop_tables", Args: map[string]any{}}))
+	evs := run(t, r, "user-1", "s1", genai.NewContentFromText("refund ORDER-7", genai.RoleUser))
+	for _, id := range []string{"w1", "x1"} {
+		if res := result(t, evs, id); res.Code != guard.CodeUnknownTool {
+			t.Errorf("%s = %s, want UNKNOWN_TOOL", id, res)
+		}
+	}
+	if confirmationCall(evs) != nil || svc.SideEffects() != 0 {
+		t.Errorf("a tool the agent was not given asked a human or ran (%d side effects)", svc.SideEffects())
+	}
+	recs, _, _ := store.Audit(t.Context(), "tenant-a", 0, 10)
+	if len(recs) != 1 || !strings.Contains(string(recs[0].Body), "drop_tables") {
+		t.Errorf("audit records = %d, want the one of drop_tables", len(recs))
 	}
 }

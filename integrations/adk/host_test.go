@@ -77,4 +77,7 @@ func TestNewRefuses(t *testing.T) {
 	if _, err := tgadk.New(g, tools, tgadk.Options{Principal: p, StatusTool: "get_order"}); err == nil {
 		t.Error("New with a status tool named like a set tool")
 	}
+	if _, err := tgadk.New(g, tools, tgadk.Options{Principal: p, StatusTool: "no spaces, please"}); err == nil {
+		t.Error("New with a status tool name toolset refuses")
+	}
 }
