@@ -7,7 +7,6 @@ import (
 
 	"google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/agent/llmagent"
-	"google.golang.org/adk/v2/plugin"
 	"google.golang.org/adk/v2/runner"
 	"google.golang.org/adk/v2/session"
 	"google.golang.org/adk/v2/tool"
@@ -403,16 +402,7 @@ func TestToolNotGivenNeverRuns(t *testing.T) {
 		}
 	}
 	m := &fakeModel{}
-	ag, err := llmagent.New(llmagent.Config{Name: "reader", Model: m, Tools: only})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := a.Plugin()
-	r, err := runner.New(runner.Config{AppName: "shop", Agent: ag, SessionService: session.InMemoryService(),
-		AutoCreateSession: true, PluginConfig: runner.PluginConfig{Plugins: []*plugin.Plugin{p}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunnerFor(t, a, llmagent.Config{Name: "reader", Model: m, Tools: only})
 	m.push(calls(refundCall("w1", "ORDER-7"), &genai.FunctionCall{ID: "x1", Name: "drop_tables", Args: map[string]any{}}))
 	evs := run(t, r, "user-1", "s1", genai.NewContentFromText("refund ORDER-7", genai.RoleUser))
 	for _, id := range []string{"w1", "x1"} {

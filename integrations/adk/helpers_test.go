@@ -75,8 +75,16 @@ func calls(fcs ...*genai.FunctionCall) *genai.Content {
 // and the fake model, the integration's plugin installed, on an
 // in-memory session service.
 func newRunner(t testing.TB, a *tgadk.Guarded, m model.LLM) *runner.Runner {
+	return newRunnerFor(t, a, llmagent.Config{Model: m, Instruction: "Help the user.", Tools: a.Tools()})
+}
+
+// newRunnerFor is newRunner with the agent's configuration given.
+func newRunnerFor(t testing.TB, a *tgadk.Guarded, cfg llmagent.Config) *runner.Runner {
 	t.Helper()
-	ag, err := llmagent.New(llmagent.Config{Name: "agent", Model: m, Instruction: "Help the user.", Tools: a.Tools()})
+	if cfg.Name == "" {
+		cfg.Name = "agent"
+	}
+	ag, err := llmagent.New(cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

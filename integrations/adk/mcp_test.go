@@ -6,10 +6,8 @@ import (
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
+	"google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/agent/llmagent"
-	"google.golang.org/adk/v2/plugin"
-	"google.golang.org/adk/v2/runner"
-	"google.golang.org/adk/v2/session"
 	"google.golang.org/adk/v2/tool/mcptoolset"
 	"google.golang.org/genai"
 
@@ -17,8 +15,6 @@ import (
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
-
-	"google.golang.org/adk/v2/agent"
 )
 
 type noteIn struct {
@@ -71,16 +67,7 @@ func TestImportedMCPToolset(t *testing.T) {
 		t.Fatal(err)
 	}
 	m := &fakeModel{}
-	ag, err := llmagent.New(llmagent.Config{Name: "agent", Model: m, Tools: a.Tools(), Toolsets: a.Toolsets()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, _ := a.Plugin()
-	r, err := runner.New(runner.Config{AppName: "notes", Agent: ag, SessionService: session.InMemoryService(),
-		AutoCreateSession: true, PluginConfig: runner.PluginConfig{Plugins: []*plugin.Plugin{p}}})
-	if err != nil {
-		t.Fatal(err)
-	}
+	r := newRunnerFor(t, a, llmagent.Config{Model: m, Tools: a.Tools(), Toolsets: a.Toolsets()})
 	add := func(id string, text any) *genai.FunctionCall {
 		return &genai.FunctionCall{ID: id, Name: "add_note", Args: map[string]any{"text": text}}
 	}
