@@ -418,3 +418,33 @@ func TestToolNotGivenNeverRuns(t *testing.T) {
 		t.Errorf("audit records = %d, want the one of drop_tables", len(recs))
 	}
 }
+
+// TestStatusToolSettlesUnknown: the draft is made but its reply is lost
+// (OUTCOME_UNKNOWN, with the operation id); the model asks the status
+// tool with the operation id alone (Gemini omits the nullable tool), and
+// the receipt settles it: OK, receipt_reconciled, one draft.
+func TestStatusToolSettlesUnknown(t *testing.T) {
+	w := newWorld(t)
+	_, fc := pauseOnRefund(t, w)
+	w.svc.SetFailure(orders.FailAfterCommit)
+	evs := run(t, w.r, "user-1", "s1", confirm(fc, true))
+	w.svc.SetFailure(orders.NoFailure)
+	lost := result(t, evs, "call-1")
+	if lost.Code != guard.CodeOutcomeUnknown || lost.OperationID == "" {
+		t.Fatalf("lost reply = %s, want OUTCOME_UNKNOWN with an operation id", lost)
+	}
+	w.model.push(calls(&genai.FunctionCall{ID: "q1", Name: toolset.StatusToolName, Args: map[string]any{"operation_id": lost.OperationID}}))
+	evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("did it work?", genai.RoleUser))
+	res := result(t, evs, "q1")
+	if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryReceiptReconciled {
+		t.Errorf("status query = %s, want OK receipt_reconciled", res)
+	}
+	if n := w.svc.SideEffects(); n != 1 {
+		t.Errorf("side effects = %d, want 1", n)
+	}
+	w.model.push(calls(&genai.FunctionCall{ID: "q2", Name: toolset.StatusToolName, Args: map[string]any{"operation": lost.OperationID}}))
+	evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("and?", genai.RoleUser))
+	if res := result(t, evs, "q2"); res.Code != guard.CodeInvalidArguments {
+		t.Errorf("status query with a wrong member = %s, want INVALID_ARGUMENTS", res)
+	}
+}
