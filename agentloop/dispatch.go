@@ -36,6 +36,9 @@ type slot struct {
 	after <-chan struct{}
 	done  chan struct{}
 
+	// early is the call's dispatch while the reply streamed, if any.
+	early *earlyCall
+
 	cs      CallState
 	pending *ApprovalRequest
 	err     error
@@ -44,7 +47,7 @@ type slot struct {
 // handleCalls dispatches the calls of one reply and records their answers
 // in st.Calls, in the provider's order; writes waiting for approval are
 // left in st.Pending, in order.
-func (r *run) handleCalls(ctx context.Context, respID string, calls []provider.ToolCall) error {
+func (r *run) handleCalls(ctx context.Context, respID string, calls []provider.ToolCall, ahead *early) error {
 	st := r.st
 	st.Calls = st.Calls[:0]
 	slots := make([]*slot, len(calls))
@@ -53,6 +56,9 @@ func (r *run) handleCalls(ctx context.Context, respID string, calls []provider.T
 	for i, c := range calls {
 		s := &slot{c: c, dup: seen[c.ID], done: make(chan struct{})}
 		seen[c.ID] = true
+		if !s.dup {
+			s.early = ahead.take(c)
+		}
 		if !s.dup && c.Answer == nil && !r.isStatus(c) {
 			id := r.l.operation(st.RunID, c).id
 			if prev := latest[id]; prev != nil {
@@ -69,15 +75,22 @@ func (r *run) handleCalls(ctx context.Context, respID string, calls []provider.T
 		failed atomic.Bool
 	)
 	for i, s := range slots {
-		sem <- struct{}{}
+		// A read dispatched early holds no place: it only waits.
+		if s.early == nil {
+			sem <- struct{}{}
+		}
 		if failed.Load() || ctx.Err() != nil {
-			<-sem
+			if s.early == nil {
+				<-sem
+			}
 			break
 		}
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			defer func() { <-sem }()
+			if s.early == nil {
+				defer func() { <-sem }()
+			}
 			if r.handle(ctx, respID, i, s, o); s.err != nil {
 				failed.Store(true)
 			}
@@ -113,6 +126,15 @@ func (r *run) handle(ctx context.Context, respID string, i int, s *slot, o *orde
 	defer o.finish(i)
 	defer close(s.done)
 	c := s.c
+	if ec := s.early; ec != nil {
+		// Dispatched while the reply streamed; its events are out.
+		<-ec.done
+		s.cs = CallState{CallID: c.ID, Name: c.Name, Arguments: c.Arguments, Kind: c.Kind, ResponseID: respID}
+		if s.err = ec.err; s.err == nil {
+			s.cs.Output = ec.res.String()
+		}
+		return
+	}
 	emit := func(e Event) { o.emit(i, e) }
 	emit(Event{Kind: EventCall, CallID: c.ID, Tool: c.Name, Arguments: c.Arguments})
 	if s.dup {

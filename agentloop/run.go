@@ -124,6 +124,8 @@ type run struct {
 	sink func(Event) // Stream's consumer, nil for Run
 	// mu guards st.Unknown while a reply's calls run at once (dispatch.go).
 	mu sync.Mutex
+	// emitMu makes one event at a time reach the transcript and the sink.
+	emitMu sync.Mutex
 }
 
 func (l *Loop) start(ctx context.Context, p guard.Principal, input string, opts []RunOptions, sink func(Event)) (*RunResult, error) {
@@ -242,7 +244,23 @@ func (l *Loop) resume(ctx context.Context, p guard.Principal, st *State, approva
 }
 
 func (r *run) emit(e Event) {
-	e.Turn = r.st.Turn
+	// Events come from the reply's stream, its calls running at once and
+	// its early reads: one at a time.
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	r.emitLocked(r.st.Turn, e)
+}
+
+// emitTurn emits an event of the given turn: an early read's, whose reply
+// is still streaming when it runs.
+func (r *run) emitTurn(turn int, e Event) {
+	r.emitMu.Lock()
+	defer r.emitMu.Unlock()
+	r.emitLocked(turn, e)
+}
+
+func (r *run) emitLocked(turn int, e Event) {
+	e.Turn = turn
 	if e.Kind != EventText {
 		r.st.Transcript = append(r.st.Transcript, e)
 		if r.l.observer != nil {
@@ -293,18 +311,24 @@ func (r *run) drive(ctx context.Context) (*RunResult, error) {
 func (r *run) turn(ctx context.Context) (*RunResult, error) {
 	l, st := r.l, r.st
 	req := provider.Request{Instructions: l.instr, Tools: l.offered, Items: st.Items, Chain: st.Chain}
+	var ahead *early
 	if r.sink != nil {
 		req.Text = func(delta string) { r.emit(Event{Kind: EventText, Text: delta}) }
+		ahead = newEarly(ctx, r)
+		req.Ready = ahead.ready
 	}
 	rep, err := l.provider.Turn(ctx, req)
 	if err != nil {
+		ahead.settle("the reply failed")
 		return l.result(st, "", ""), fmt.Errorf("agentloop: turn %d: %w", st.Turn+1, err)
 	}
 	trace.SpanFromContext(ctx).SetAttributes(attribute.String("gen_ai.response.id", rep.ID),
 		attribute.String("gen_ai.response.model", rep.Model),
 		attribute.Int64("gen_ai.usage.input_tokens", rep.InputTokens),
 		attribute.Int64("gen_ai.usage.output_tokens", rep.OutputTokens))
+	r.emitMu.Lock() // early reads emit meanwhile
 	st.Turn++
+	r.emitMu.Unlock()
 	if rep.Chain != "" {
 		st.Chain, st.Items = rep.Chain, nil
 	} else {
@@ -315,6 +339,7 @@ func (r *run) turn(ctx context.Context) (*RunResult, error) {
 		r.emit(Event{Kind: EventMessage, Text: rep.Text})
 	}
 	if rep.End != provider.EndNormal {
+		ahead.settle("the reply ended " + string(rep.End))
 		res := l.result(st, RunStatus(rep.End), rep.Text)
 		res.Reason = rep.Reason
 		if rep.End == provider.EndFailed && rep.Err != nil {
@@ -322,13 +347,16 @@ func (r *run) turn(ctx context.Context) (*RunResult, error) {
 		}
 		return res, nil
 	}
-	if rep.Continue {
-		return nil, nil
-	}
-	if len(rep.Calls) == 0 {
+	if rep.Continue || len(rep.Calls) == 0 {
+		ahead.settle("the reply carried no such call")
+		if rep.Continue {
+			return nil, nil
+		}
 		return l.result(st, StatusCompleted, rep.Text), nil
 	}
-	if err := r.handleCalls(ctx, rep.ID, rep.Calls); err != nil {
+	err = r.handleCalls(ctx, rep.ID, rep.Calls, ahead)
+	ahead.settle("the reply carried no such call")
+	if err != nil {
 		return l.result(st, "", ""), err
 	}
 	if len(st.Pending) > 0 {

@@ -17,13 +17,11 @@ func (l *Loop) status(ctx context.Context, p guard.Principal, unknown func(strin
 	if bad != nil {
 		return bad
 	}
-	sc := guard.StatusCall{Principal: p, OperationID: in.OperationID, Context: c}
+	sc := in.Call(p, c)
 	if u, ok := unknown(in.OperationID); ok {
 		// The run's own: the loop knows its tool and key, whatever the
 		// model says.
 		sc.Tool, sc.Context.IdempotencyKey = u.Tool, u.IdempotencyKey
-	} else if in.Tool != nil {
-		sc.Tool = *in.Tool
 	}
 	res, err := l.guard.QueryStatus(ctx, sc)
 	if err != nil {

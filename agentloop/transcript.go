@@ -20,6 +20,10 @@ const (
 	EventApproved          EventKind = "approved"
 	EventDenied            EventKind = "denied"
 	EventMessage           EventKind = "message" // the model's text
+	// EventUnanswered says that a read dispatched while its reply streamed
+	// answers no one: the reply did not end normally, or did not carry
+	// the call after all. Text says why.
+	EventUnanswered EventKind = "unanswered"
 	// EventText is a delta of the model's text as it streams; Stream
 	// yields it, transcripts and observers do not get it (they get the
 	// whole EventMessage).
@@ -72,6 +76,8 @@ func (e Event) String() string {
 		return fmt.Sprintf("approval:  %s denied by %s", e.Tool, e.Text)
 	case EventMessage:
 		return "assistant: " + e.Text
+	case EventUnanswered:
+		return fmt.Sprintf("model:     %s ran while the reply streamed; its result reaches no one: %s", e.Tool, e.Text)
 	case EventText:
 		return e.Text
 	case EventEnd:

@@ -160,16 +160,26 @@ func Arguments(fc *genai.FunctionCall) []byte {
 func Calls(resp *genai.GenerateContentResponse, tools []toolset.Declared) []provider.ToolCall {
 	fcs := functionCalls(resp)
 	answer := callAnswer(finishReason(resp))
+	responseID := ""
+	if resp != nil {
+		responseID = resp.ResponseID
+	}
 	out := make([]provider.ToolCall, 0, len(fcs))
 	for i, fc := range fcs {
-		id, derived := CallID(resp, i)
-		c := provider.ToolCall{ID: id, Name: fc.Name, Arguments: string(provider.FillArgs(tools, fc.Name, Arguments(fc))), Answer: answer}
-		if derived {
-			c.Kind = KindDerived
-		}
+		c := toolCall(responseID, i, fc, tools)
+		c.Answer = answer
 		out = append(out, c)
 	}
 	return out
+}
+
+// toolCall is the call at position of the response with responseID.
+func toolCall(responseID string, position int, fc *genai.FunctionCall, tools []toolset.Declared) provider.ToolCall {
+	c := provider.ToolCall{ID: fc.ID, Name: fc.Name, Arguments: string(provider.FillArgs(tools, fc.Name, Arguments(fc)))}
+	if c.ID == "" && responseID != "" {
+		c.ID, c.Kind = responseID+"/"+strconv.Itoa(position), KindDerived
+	}
+	return c
 }
 
 // callAnswer is the answer a call gets, unrun, in a reply that ended for

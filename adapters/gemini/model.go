@@ -10,6 +10,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 // DefaultModel is the model a Model asks for when ModelOptions.Name is "".
@@ -94,7 +95,7 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 	if m.opts.Config != nil {
 		m.opts.Config(config)
 	}
-	var acc accumulator
+	acc := accumulator{ready: req.Ready, tools: req.Tools}
 	if req.Text == nil {
 		resp, err := m.client.Models.GenerateContent(ctx, m.opts.Name, contents, config)
 		if err != nil {
@@ -202,6 +203,21 @@ type accumulator struct {
 	open  *genai.Part    // the call whose arguments are streaming
 	args  map[string]any // its arguments so far
 	bad   bool           // a piece of them could not be placed
+
+	// ready, when set, hears of each call as soon as its chunk (or, for
+	// streamed arguments, its closing) arrives: provider.Request.Ready.
+	ready   func(string, provider.ToolCall)
+	tools   []toolset.Declared
+	ncalls  int // function calls so far: the next one's position
+	openPos int // the streaming call's position
+}
+
+// announce tells ready of the call fc at position, complete now.
+func (a *accumulator) announce(position int, fc *genai.FunctionCall) {
+	if a.ready == nil || fc.ID == "" && a.resp.ResponseID == "" {
+		return
+	}
+	a.ready(a.resp.ResponseID, toolCall(a.resp.ResponseID, position, fc, a.tools))
 }
 
 func (a *accumulator) add(chunk *genai.GenerateContentResponse, text func(string)) {
@@ -250,6 +266,10 @@ func (a *accumulator) add(chunk *genai.GenerateContentResponse, text func(string
 			text(p.Text)
 		}
 		a.parts = append(a.parts, p)
+		if p.FunctionCall != nil {
+			a.ncalls++
+			a.announce(a.ncalls-1, p.FunctionCall)
+		}
 	}
 }
 
@@ -265,6 +285,8 @@ func (a *accumulator) streamed(p *genai.Part) bool {
 		opened.FunctionCall = &genai.FunctionCall{ID: fc.ID, Name: fc.Name}
 		a.open, a.args, a.bad = &opened, map[string]any{}, false
 		a.parts = append(a.parts, a.open)
+		a.openPos = a.ncalls
+		a.ncalls++
 		return true
 	case a.open == nil && fc.Name == "" && len(fc.Args) == 0 && len(fc.PartialArgs) == 0:
 		return true // a closing with nothing open: no call
@@ -295,7 +317,9 @@ func (a *accumulator) close() {
 	} else {
 		a.open.FunctionCall.Args = map[string]any{}
 	}
+	fc := a.open.FunctionCall
 	a.open, a.args = nil, nil
+	a.announce(a.openPos, fc)
 }
 
 // setPartial places one streamed argument piece at its jsonPath: "$.name"

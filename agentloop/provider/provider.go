@@ -51,6 +51,14 @@ type Request struct {
 	// Text, when set, asks for a streamed reply: it is called with every
 	// text delta as it arrives.
 	Text func(delta string)
+	// Ready, when set on a streamed request, is called with each tool
+	// call as soon as the stream says its arguments are complete, before
+	// the reply ends (Responses' response.output_item.done, Anthropic's
+	// content_block_stop, a Gemini chunk's whole functionCall), with the
+	// id of the response that carries it. Reply.Calls holds the same
+	// call, with the same id and arguments. A provider that cannot tell
+	// never calls it. It must not block.
+	Ready func(responseID string, c ToolCall)
 }
 
 // Ending says how a reply ended when it did not end normally.

@@ -71,6 +71,10 @@ type Turn struct {
 	// StreamArgs streams each call's arguments as partialArgs pieces (top
 	// level members only; strings in two pieces).
 	StreamArgs bool
+	// Hold, if set, holds a stream open after its content chunks until it
+	// is closed, then sends the finishing chunk: a test's way to keep a
+	// reply streaming while something else happens.
+	Hold <-chan struct{}
 	// StreamError, if set, ends a stream after its content with this error
 	// chunk instead of the finishing chunk.
 	StreamError *Error
@@ -242,6 +246,27 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	if req.Stream {
 		sse := fakeapi.StartSSE(w)
 		chunks, fail := streamChunks(turn, responseID, model)
+		if turn.Hold != nil && fail == nil {
+			// The finish reason rides alone, after the hold.
+			last := chunks[len(chunks)-1]
+			cand := last["candidates"].([]any)[0].(map[string]any)
+			finish := map[string]any{"candidates": []any{map[string]any{"finishReason": cand["finishReason"], "index": 0}},
+				"usageMetadata": last["usageMetadata"], "modelVersion": model}
+			if responseID != "" {
+				finish["responseId"] = responseID
+			}
+			delete(cand, "finishReason")
+			for _, c := range chunks {
+				sse.Event("", c)
+			}
+			select {
+			case <-turn.Hold:
+			case <-r.Context().Done():
+				return
+			}
+			sse.Event("", finish)
+			return
+		}
 		for _, c := range chunks {
 			sse.Event("", c)
 		}
