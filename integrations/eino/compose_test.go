@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/cloudwego/eino/callbacks"
+	"github.com/cloudwego/eino/components"
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/components/tool/utils"
 	"github.com/cloudwego/eino/compose"
@@ -78,6 +80,31 @@ func toolCalls(calls ...[3]string) *schema.Message {
 	return schema.AssistantMessage("", tc)
 }
 
+// toolsGraph compiles a graph whose only node is a ToolsNode of cfg.
+func toolsGraph(t *testing.T, cfg compose.ToolsNodeConfig, opts ...compose.GraphCompileOption) compose.Runnable[*schema.Message, []*schema.Message] {
+	t.Helper()
+	ctx := context.Background()
+	node, err := compose.NewToolNode(ctx, &cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, err := compose.NewChain[*schema.Message, []*schema.Message]().AppendToolsNode(node).Compile(ctx, opts...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+// mustWrap puts an Eino tool behind the guard.
+func mustWrap(t *testing.T, et tool.BaseTool, opts tgeino.WrapOptions) *tgeino.Tool {
+	t.Helper()
+	w, err := tgeino.Wrap(context.Background(), et, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
 // results decodes a ToolsNode's answer by call id.
 func results(t *testing.T, msgs []*schema.Message) map[string]guard.Result {
 	t.Helper()
@@ -103,19 +130,10 @@ func TestWrappedEinoTools(t *testing.T) {
 	ctx := context.Background()
 	mb := &mailbox{}
 	send, notes := mb.einoTools(t)
-	ws, err := tgeino.Wrap(ctx, send, tgeino.WrapOptions{Write: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wn, err := tgeino.Wrap(ctx, notes, tgeino.WrapOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
+	ws := mustWrap(t, send, tgeino.WrapOptions{Write: true})
+	wn := mustWrap(t, notes, tgeino.WrapOptions{})
 	boom, _ := utils.InferTool("explode", "Panics.", func(context.Context, notesIn) (string, error) { panic("boom") })
-	wb, err := tgeino.Wrap(ctx, boom, tgeino.WrapOptions{Write: true})
-	if err != nil {
-		t.Fatal(err)
-	}
+	wb := mustWrap(t, boom, tgeino.WrapOptions{Write: true})
 	set := toolset.MustNew(ws, wn, wb)
 	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{})
 	eg, err := tgeino.New(g, set, tgeino.Options{})
@@ -129,14 +147,7 @@ func TestWrappedEinoTools(t *testing.T) {
 		return "ran", nil
 	})
 	cfg.Tools = append(cfg.Tools, extra)
-	node, err := compose.NewToolNode(ctx, &cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := compose.NewChain[*schema.Message, []*schema.Message]().AppendToolsNode(node).Compile(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
+	run := toolsGraph(t, cfg)
 	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, acme), "run-wrapped")
 	out, err := run.Invoke(ctx, toolCalls(
 		[3]string{"c1", "send_message", `{"to":"bob","text":"hi"}`},
@@ -242,7 +253,6 @@ func TestToolsCarryTheirSchemas(t *testing.T) {
 // guard.
 func approvalGraph(t *testing.T) (*shop, compose.Runnable[*schema.Message, []*schema.Message]) {
 	t.Helper()
-	ctx := context.Background()
 	shop := newShop()
 	set := shop.tools(true)
 	signer, _ := guard.NewSigner([]byte(strings.Repeat("k", 32)))
@@ -250,17 +260,7 @@ func approvalGraph(t *testing.T) (*shop, compose.Runnable[*schema.Message, []*sc
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg := eg.ToolsNodeConfig()
-	node, err := compose.NewToolNode(ctx, &cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, err := compose.NewChain[*schema.Message, []*schema.Message]().AppendToolsNode(node).
-		Compile(ctx, compose.WithCheckPointStore(newCheckpoints()))
-	if err != nil {
-		t.Fatal(err)
-	}
-	return shop, run
+	return shop, toolsGraph(t, eg.ToolsNodeConfig(), compose.WithCheckPointStore(newCheckpoints()))
 }
 
 // The approval interrupt of a compose graph with a checkpoint store:
@@ -328,5 +328,56 @@ func TestComposeTwoApprovals(t *testing.T) {
 	got := results(t, out)
 	if got["c1"].Code != guard.CodeOK || got["c2"].Code != guard.CodeApprovalRequired || shop.sideEffects() != 1 {
 		t.Fatalf("after c2's no: %+v, %d drafts", got, shop.sideEffects())
+	}
+}
+
+// Eino's tool callbacks fire once per call: around a toolset tool's
+// answer (with the model result) and around a wrapped Eino tool's run.
+func TestToolCallbacks(t *testing.T) {
+	ctx := context.Background()
+	mb := &mailbox{}
+	send, _ := mb.einoTools(t)
+	ws := mustWrap(t, send, tgeino.WrapOptions{Write: true})
+	set, err := newShop().tools(false).With(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := eg.ToolsNodeConfig()
+	run := toolsGraph(t, cfg)
+	var mu sync.Mutex
+	starts, ends := map[string]int{}, map[string]string{}
+	h := callbacks.NewHandlerBuilder().
+		OnStartFn(func(ctx context.Context, info *callbacks.RunInfo, in callbacks.CallbackInput) context.Context {
+			if info.Component == components.ComponentOfTool {
+				mu.Lock()
+				starts[info.Name]++
+				mu.Unlock()
+			}
+			return ctx
+		}).
+		OnEndFn(func(ctx context.Context, info *callbacks.RunInfo, out callbacks.CallbackOutput) context.Context {
+			if info.Component == components.ComponentOfTool {
+				mu.Lock()
+				ends[info.Name] = tool.ConvCallbackOutput(out).Response
+				mu.Unlock()
+			}
+			return ctx
+		}).Build()
+	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, acme), "run-callbacks")
+	if _, err := run.Invoke(ctx, toolCalls([3]string{"c1", "get_order", `{"order_ref":"ORDER-7"}`},
+		[3]string{"c2", "send_message", `{"to":"bob","text":"hi"}`}), compose.WithCallbacks(h)); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if starts["get_order"] != 1 || starts["send_message"] != 1 {
+		t.Errorf("callbacks started %v, want once per tool", starts)
+	}
+	if !strings.Contains(ends["get_order"], `"contract":"tool-model-result-v2"`) || ends["send_message"] != `{"sent":true}` {
+		t.Errorf("callbacks ended with %v", ends)
 	}
 }

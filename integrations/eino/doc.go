@@ -90,5 +90,12 @@
 // Eino tool's text is its output: as JSON when it is a JSON object or
 // array, as a JSON string otherwise; its error is, for a write, an unknown
 // outcome (OUTCOME_UNKNOWN) unless it is a guard error that says otherwise.
-// Interrupts raised inside a wrapped tool are not supported.
+// Interrupts raised inside a wrapped tool are not supported. A ToolsNode's
+// name aliases (ToolsNodeConfig.ToolAliases) are not resolved: the guard
+// sees the name the model wrote, so a call by an alias is UNKNOWN_TOOL;
+// argument aliases and ToolArgumentsHandler apply before the guard sees the
+// arguments. Eino's tool callbacks fire once per call: for a wrapped Eino
+// tool around its run through Eino's endpoint (with the tool's own
+// output), for a toolset tool or the status tool around the guard's
+// answer (with the model result).
 package tgeino

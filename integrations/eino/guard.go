@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/cloudwego/eino/adk"
+	"github.com/cloudwego/eino/callbacks"
 	"github.com/cloudwego/eino/components/tool"
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
@@ -89,6 +90,7 @@ type Guard struct {
 	status  string
 	offered []tool.BaseTool
 	nulls   map[string]map[string]any // strict schemas, by tool name, for absent nullable members
+	own     map[string]bool           // tools the guard runs itself (toolset tools, the status tool), by name
 	denials *denials
 }
 
@@ -112,7 +114,8 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guard, error) {
 	if opts.Clock == nil {
 		opts.Clock = guard.SystemClock
 	}
-	eg := &Guard{g: g, set: set, opts: opts, nulls: map[string]map[string]any{}, denials: newDenials()}
+	eg := &Guard{g: g, set: set, opts: opts, nulls: map[string]map[string]any{},
+		own: map[string]bool{}, denials: newDenials()}
 	decls := set.Tools()
 	if !opts.NoStatusTool {
 		st := toolset.StatusTool(opts.StatusTool)
@@ -126,6 +129,9 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guard, error) {
 		if d.Name() != eg.status && !sameTool(g.Tools().Lookup(d.Name()), d) {
 			return nil, fmt.Errorf("tgeino: the guard does not run tool %q of the set: build the guard over the same set", d.Name())
 		}
+		if d.Schema() == nil {
+			return nil, fmt.Errorf("tgeino: tool %q has no schema to offer the model", d.Name())
+		}
 		if d.Schema().Strict() {
 			eg.nulls[d.Name()] = d.Schema().Map()
 		}
@@ -133,6 +139,7 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guard, error) {
 			eg.offered = append(eg.offered, w.eino)
 			continue
 		}
+		eg.own[d.Name()] = true
 		et, err := newDeclaredTool(d)
 		if err != nil {
 			return nil, err
@@ -339,6 +346,18 @@ func (eg *Guard) answer(ctx context.Context, name, args, callID string, run runF
 			out, err = "", fmt.Errorf("tgeino: tool call %q: panic: %v", name, r)
 		}
 	}()
+	if eg.own[name] {
+		// Eino's endpoint, and so its tool callbacks, never run for the
+		// guard's own tools: they fire here, with the model result.
+		ctx = callbacks.OnStart(ctx, args)
+		defer func() {
+			if err != nil {
+				callbacks.OnError(ctx, err)
+			} else {
+				callbacks.OnEnd(ctx, out)
+			}
+		}()
+	}
 	p, err := eg.opts.Principal(ctx)
 	if err != nil {
 		return "", fmt.Errorf("tgeino: no principal for tool call %q: %w", name, err)
