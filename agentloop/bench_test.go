@@ -6,6 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"google.golang.org/genai"
+
+	tggemini "github.com/toolguard/toolguard/adapters/gemini"
+	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
@@ -80,4 +84,48 @@ func BenchmarkTurn(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkStreamFirstResult streams a Gemini reply of three reads, one
+// call a chunk, 20 ms apart (as a model writes them), and measures when
+// the first read's result is out against when the fake server finished
+// writing the reply: first/reply below 1 means the read ran while the
+// reply still streamed (one after the other it would be above 1).
+func BenchmarkStreamFirstResult(b *testing.B) {
+	const pace = 20 * time.Millisecond
+	srv := geminitest.NewServer()
+	defer srv.Close()
+	client, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "bench", Backend: genai.BackendGeminiAPI,
+		HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL()}})
+	if err != nil {
+		b.Fatal(err)
+	}
+	loop := agentloop.New(tggemini.NewModel(client, tggemini.ModelOptions{}), sleepTools(0), agentloop.Options{Store: memstore.New(memstore.Options{})})
+	var first, end time.Duration
+	b.ResetTimer()
+	for b.Loop() {
+		var cs []geminitest.Call
+		for i := range 3 {
+			cs = append(cs, geminitest.Call{Name: "lookup", Args: fmt.Sprintf(`{"n":%d}`, i)})
+		}
+		srv.Enqueue(geminitest.Turn{Calls: cs, Pace: pace}, geminitest.Turn{Text: "done"})
+		start := time.Now()
+		var firstAt time.Duration
+		for ev, err := range loop.Stream(context.Background(), user1, "look them up") {
+			if err != nil {
+				b.Fatal(err)
+			}
+			if ev.Kind == agentloop.EventResult && firstAt == 0 {
+				firstAt = time.Since(start)
+			}
+		}
+		// The reply ended when the server finished writing it.
+		reqs := srv.Requests()
+		first += firstAt
+		end += reqs[len(reqs)-2].Done.Sub(start)
+	}
+	runs := time.Duration(b.N)
+	b.ReportMetric(float64(first/runs)/1e6, "ms/first-result")
+	b.ReportMetric(float64(end/runs)/1e6, "ms/reply")
+	b.ReportMetric(float64(first)/float64(end), "first/reply")
 }

@@ -36,6 +36,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"time"
 
 	"google.golang.org/genai"
 
@@ -71,6 +72,9 @@ type Turn struct {
 	// StreamArgs streams each call's arguments as partialArgs pieces (top
 	// level members only; strings in two pieces).
 	StreamArgs bool
+	// Pace, if set, is the pause before each chunk of a stream after the
+	// first, as a model takes time to write.
+	Pace time.Duration
 	// Hold, if set, holds a stream open after its content chunks until it
 	// is closed, then sends the finishing chunk: a test's way to keep a
 	// reply streaming while something else happens.
@@ -114,6 +118,8 @@ type Request struct {
 	Contents   []*genai.Content
 	Tools      []*genai.FunctionDeclaration
 	StatusCode int
+	// Done is when the server finished writing the response.
+	Done time.Time
 }
 
 // FunctionResponses returns the functionResponse parts of the last content.
@@ -239,6 +245,7 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	status(http.StatusOK)
+	defer s.script.Update(i, func(rq *Request) { rq.Done = time.Now() })
 	responseID := s.script.NewID("resp")
 	if turn.NoResponseID {
 		responseID = ""
@@ -256,7 +263,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 				finish["responseId"] = responseID
 			}
 			delete(cand, "finishReason")
-			for _, c := range chunks {
+			for i, c := range chunks {
+				pace(r, turn.Pace, i)
 				sse.Event("", c)
 			}
 			select {
@@ -267,7 +275,8 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 			sse.Event("", finish)
 			return
 		}
-		for _, c := range chunks {
+		for i, c := range chunks {
+			pace(r, turn.Pace, i)
 			sse.Event("", c)
 		}
 		if fail != nil {
@@ -515,6 +524,19 @@ func (c Call) streamed(signed bool) [][]map[string]any {
 		out = append(out, []map[string]any{{"functionCall": map[string]any{"partialArgs": []any{p}, "willContinue": true}}})
 	}
 	return append(out, []map[string]any{{"functionCall": map[string]any{}}})
+}
+
+// pace waits d before every chunk but the first, or until the request ends.
+func pace(r *http.Request, d time.Duration, i int) {
+	if d <= 0 || i == 0 {
+		return
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+	case <-r.Context().Done():
+	}
 }
 
 func writeError(w http.ResponseWriter, code int, status, msg string) {
