@@ -63,6 +63,12 @@ type Options struct {
 	// user who answered (ctx.UserID()). A host whose approver must not
 	// be the requester, or must hold a role, refuses here.
 	Decide func(ctx agent.Context, answer *toolconfirmation.ToolConfirmation, req ConfirmationPayload) agentloop.Decision
+	// Approver, if set (with Signer), is asked instead of ADK's
+	// confirmation, and the call waits for its decision, as agentloop's
+	// Options.Approver: approvals.Waiter puts the request in the
+	// approvals inbox and waits for a person there. The request's RunID
+	// is the call's scope.
+	Approver agentloop.Approver
 	// GrantTTL is how long a grant minted from a confirmation is valid;
 	// default 5 minutes.
 	GrantTTL time.Duration
@@ -306,7 +312,7 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 	}
 	fp := guard.Fingerprint(call.Proposal.Name, call.Proposal.Arguments)
 	if c := ctx.ToolConfirmation(); c != nil && call.Approval == "" && a.opts.Signer != nil {
-		req := payloadOf(call, fp)
+		req := a.payloadOf(call, fp)
 		if !payloadMatches(c.Payload, fp) {
 			// The answer is to another question than this call's: ask again.
 			return a.ask(ctx, call, req, nil)
@@ -335,7 +341,42 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 		if a.deniedBefore(ctx, fp) {
 			return Response(denied("")), nil
 		}
-		return a.ask(ctx, call, payloadOf(call, fp), res)
+		req := a.payloadOf(call, fp)
+		if a.opts.Approver != nil {
+			return a.approveInline(ctx, call, req)
+		}
+		return a.ask(ctx, call, req, res)
+	}
+	return Response(res), nil
+}
+
+// approveInline asks Options.Approver and waits for its decision, as
+// agentloop does with an Approver: a yes dispatches the call again with a
+// grant, anything else is a denial (remembered in the session unless it
+// expired or the approver failed).
+func (a *Guarded) approveInline(ctx agent.Context, call guard.Call, req ConfirmationPayload) (map[string]any, error) {
+	ar := agentloop.ApprovalRequest{RunID: call.Context.Scope, CallID: call.Context.CallID, Tool: req.Tool,
+		Arguments: req.Arguments, Principal: call.Principal, Fingerprint: req.Fingerprint, OperationID: req.OperationID}
+	var d agentloop.Decision
+	err := safely(func() error {
+		var aerr error
+		d, aerr = a.opts.Approver.Approve(ctx, ar)
+		return aerr
+	})
+	if err != nil || !d.Approved {
+		if err == nil && !d.Expired {
+			a.rememberDenial(ctx, req.Fingerprint)
+		}
+		return Response(denied(d.Reason)), nil
+	}
+	tok, err := a.grant(call, d.Approver)
+	if err != nil {
+		return nil, err
+	}
+	call.Approval = tok
+	res, err := a.g.Dispatch(withAgent(ctx), call)
+	if err != nil {
+		return nil, fmt.Errorf("tgadk: %w", err)
 	}
 	return Response(res), nil
 }

@@ -19,8 +19,8 @@ type ConfirmationPayload struct {
 	Arguments json.RawMessage `json:"arguments"`
 	// Fingerprint is guard.Fingerprint of the tool and arguments.
 	Fingerprint string `json:"fingerprint"`
-	// OperationID is the operation the grant will pay for, when the
-	// call's ids name one.
+	// OperationID is the operation the grant will pay for, as the guard
+	// names it (the host's, the scope's, or the call id).
 	OperationID string `json:"operation_id,omitempty"`
 }
 
@@ -44,9 +44,26 @@ func denied(reason string) *guard.Result {
 }
 
 // payloadOf is what a human is asked to approve of a call.
-func payloadOf(call guard.Call, fp string) ConfirmationPayload {
+func (a *Guarded) payloadOf(call guard.Call, fp string) ConfirmationPayload {
 	return ConfirmationPayload{Tool: call.Proposal.Name, Arguments: canonicalArgs(call.Proposal.Arguments),
-		Fingerprint: fp, OperationID: call.Context.OperationID}
+		Fingerprint: fp, OperationID: a.operationID(call, fp)}
+}
+
+// operationID is the operation a write's grant pays for, as the guard
+// names it: the host's operation id, else the scope's (guard.ScopeIDs)
+// unless the host gave a key or the tool is Repeatable, else the call id.
+func (a *Guarded) operationID(call guard.Call, fp string) string {
+	c := call.Context
+	if c.OperationID != "" {
+		return c.OperationID
+	}
+	if c.Scope != "" && c.IdempotencyKey == "" {
+		if t := a.g.Tools().Lookup(call.Proposal.Name); t != nil && t.Spec().Effect == guard.Write && !t.Spec().Repeatable {
+			id, _ := guard.ScopeIDs(c.Scope, fp)
+			return id
+		}
+	}
+	return c.CallID
 }
 
 // ask puts the call to a human through ADK's confirmation: the run pauses

@@ -67,18 +67,25 @@
 // says a human declined (with the decision's reason); the model is told
 // once, and the same intent asked again in the session gets the same
 // answer without a human being asked (the denial is kept in the session
-// state, contract section 8), unless the decision was Expired. Without a Signer, the
-// APPROVAL_REQUIRED result goes to the model as it is.
+// state, contract section 8), unless the decision was Expired. Without a
+// Signer, the APPROVAL_REQUIRED result goes to the model as it is.
 //
-// The approvals inbox (package approvals) cannot hold these requests. Its
-// queue parks agentloop runs: a request is an agentloop.ApprovalRequest of
-// a run whose whole state (agentloop.State) the queue keeps, and its worker
-// resumes that run with agentloop.Loop.Resume. An ADK run's state is its
-// session, kept by ADK's session service, and it resumes only by a new
-// runner.Run carrying the confirmation response; the inbox's worker can do
-// neither. A host that wants the inbox for ADK needs a queue that stores
-// the session, user and confirmation call ids and a worker that answers
-// through runner.Run; package approvals has no such hook today.
+// With Options.Approver set, the call does not pause: the approver is
+// asked and the call waits for its decision, as in agentloop.
+//
+// The approvals inbox (package approvals) can hold these requests when the
+// call waits: with Options.Approver = &approvals.Waiter{Queue: q}, each
+// write that needs approval is put in the tenant's inbox (Queue.Ask, the
+// request's RunID the call's scope, its operation id the one the grant
+// pays for), waits there for a person (the inbox's rules: the approver
+// role, nobody approves their own request), and the decision becomes the
+// grant or the denial. It cannot hold an ADK confirmation pause: Queue.Park
+// and Worker keep and resume agentloop runs (agentloop.State,
+// Loop.Resume), while a paused ADK run lives in ADK's session service and
+// continues only by a new runner.Run carrying the confirmation response,
+// which nothing in package approvals sends. A host that wants both can
+// put the request in the inbox itself (Queue.Ask), read its decision
+// (Queue.Get), and answer the confirmation through runner.Run.
 //
 // Nothing here panics into the host: the guard recovers panics of tools,
 // and an ADK tool's panic is caught by functiontool, or by Import's Execute.

@@ -1,0 +1,90 @@
+package tgadk_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	"google.golang.org/genai"
+
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/approvals"
+	"github.com/toolguard/toolguard/guard"
+	tgadk "github.com/toolguard/toolguard/integrations/adk"
+	"github.com/toolguard/toolguard/internal/orders"
+)
+
+// TestInboxApprover: with approvals.Waiter as Options.Approver, the
+// refund waits for a person in the approvals inbox instead of pausing the
+// run: the request is there for the tenant, with the operation the grant
+// pays for; another person's yes runs the write once, approved by them;
+// their no is told to the model.
+func TestInboxApprover(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
+	t.Cleanup(func() { _ = rdb.Close() })
+	q, err := approvals.NewQueue(rdb, approvals.Options{Tools: orders.Tools(orders.NewService())})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := newWorldWith(t, func(o *tgadk.Options) {
+		o.Approver = &approvals.Waiter{Queue: q, Poll: 5 * time.Millisecond, Wait: 10 * time.Second}
+	})
+	manager := guard.Principal{TenantID: "tenant-a", SubjectID: "manager-3", Roles: []string{"approver"}}
+	decide := func(approve bool) <-chan *approvals.Request {
+		done := make(chan *approvals.Request, 1)
+		go func() {
+			defer close(done)
+			for range 2000 {
+				pending, err := q.Pending(t.Context(), "tenant-a", 10)
+				if err == nil && len(pending) == 1 {
+					d := agentloop.Decision{Approved: approve, Approver: manager.SubjectID, Reason: "not this one"}
+					if _, err := q.Decide(t.Context(), manager, pending[0].ID, d, false); err != nil {
+						t.Errorf("decide: %v", err)
+					}
+					done <- pending[0]
+					return
+				}
+				time.Sleep(5 * time.Millisecond)
+			}
+			t.Error("no request reached the inbox")
+		}()
+		return done
+	}
+
+	asked := decide(true)
+	w.model.push(calls(refundCall("call-1", "ORDER-7")))
+	evs := run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund ORDER-7", genai.RoleUser))
+	req := <-asked
+	if confirmationCall(evs) != nil {
+		t.Error("the run paused on ADK's confirmation although an Approver was set")
+	}
+	res := result(t, evs, "call-1")
+	if res.Code != guard.CodeOK || w.svc.SideEffects() != 1 {
+		t.Fatalf("approved in the inbox = %s with %d side effects, want OK and 1", res, w.svc.SideEffects())
+	}
+	if req == nil || req.Tool != "create_refund_draft" || req.RequestedBy != "user-1" || !strings.HasPrefix(req.OperationID, "op_") {
+		t.Errorf("inbox request = %+v, want the refund asked by user-1, for its scope's operation", req)
+	}
+	recs, _, _ := w.store.Audit(t.Context(), "tenant-a", 0, 100)
+	approved := false
+	for _, r := range recs {
+		approved = approved || (r.SideEffect == guard.SideEffectYes && strings.Contains(string(r.Body), `"approver":"manager-3"`))
+	}
+	if !approved {
+		t.Error("the write's audit record does not name the inbox's approver")
+	}
+
+	asked = decide(false)
+	w.model.push(calls(&genai.FunctionCall{ID: "call-2", Name: "create_refund_draft", Args: map[string]any{"order_ref": "ORDER-7", "reason": "damaged"}}))
+	evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("and for damage", genai.RoleUser))
+	<-asked
+	if res := result(t, evs, "call-2"); res.Code != guard.CodeApprovalRequired || !strings.Contains(res.Message, "not this one") {
+		t.Errorf("denied in the inbox = %s, want APPROVAL_REQUIRED with the reason", res)
+	}
+	if n := w.svc.SideEffects(); n != 1 {
+		t.Errorf("side effects = %d, want 1", n)
+	}
+}
