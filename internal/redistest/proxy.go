@@ -2,8 +2,11 @@ package redistest
 
 import (
 	"errors"
+	"fmt"
+	"io"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 )
@@ -17,14 +20,20 @@ const proxyDialTimeout = 5 * time.Second
 //   - Cut drops every connection (with a TCP reset) and resets new ones
 //     until Restore;
 //   - Pause holds all bytes in both directions, keeping connections open so
-//     clients run into their read timeouts, until Resume or Restore.
+//     clients run into their read timeouts, until Resume or Restore;
+//   - Delay models a network's latency: each chunk of bytes is forwarded a
+//     fixed time after it arrived, in each direction.
 //
 // Point a client at Addr instead of the server. A Proxy is safe for
-// concurrent use and is closed, with all its goroutines, when the test ends.
+// concurrent use and is closed, with all its goroutines, when the test ends
+// (or, from StartProxy, by Close).
 type Proxy struct {
 	target string
 	ln     net.Listener
 	wg     sync.WaitGroup
+	clock  clock // when a delayed chunk was read, and waiting for its time
+
+	delay [2]atomic.Int64 // toServer, toClient: nanoseconds
 
 	mu      sync.Mutex
 	closed  bool
@@ -63,15 +72,51 @@ func resetClose(c net.Conn) {
 // tb's test ends.
 func NewProxy(tb testing.TB, target string) *Proxy {
 	tb.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	p, err := StartProxy(target)
 	if err != nil {
-		tb.Fatalf("redistest: proxy listen: %v", err)
+		tb.Fatalf("redistest: %v", err)
 	}
-	p := &Proxy{target: target, ln: ln, links: make(map[*link]struct{})}
-	p.wg.Go(p.acceptLoop)
 	tb.Cleanup(p.Close)
 	return p
 }
+
+// StartProxy is NewProxy outside a test (cmd/toolbench's -rtt runs its
+// Redis clients through one): the caller closes the proxy.
+func StartProxy(target string) (*Proxy, error) {
+	return startProxy(target, realClock{})
+}
+
+func startProxy(target string, clk clock) (*Proxy, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, fmt.Errorf("proxy listen: %w", err)
+	}
+	p := &Proxy{target: target, ln: ln, clock: clk, links: make(map[*link]struct{})}
+	p.wg.Go(p.acceptLoop)
+	return p, nil
+}
+
+// Delay makes the proxy forward each chunk of bytes it reads from a client
+// toServer after it arrived, and each chunk from the server toClient after,
+// on every connection, old and new, from the next chunk read on; zero (the
+// default) forwards at once. It models a network's latency, not its
+// bandwidth: a chunk waits for its own time only, not behind the delay of
+// the chunks before it, so a pipeline of many commands costs one delay,
+// and a round trip toServer + toClient more. Bytes keep their order, and
+// the proxy buffers what is in flight, however much. A chunk is what one
+// read of the socket returned; on Linux it is forwarded within about
+// 50 µs of its time (a timerfd wakes the proxy), elsewhere Go's timers are
+// as precise as the scheduler makes them (often 1 ms).
+func (p *Proxy) Delay(toServer, toClient time.Duration) {
+	p.delay[toServerDir].Store(int64(max(toServer, 0)))
+	p.delay[toClientDir].Store(int64(max(toClient, 0)))
+}
+
+// The directions of a link, indexes of Proxy.delay.
+const (
+	toServerDir = 0
+	toClientDir = 1
+)
 
 // Addr returns the host:port clients should connect to.
 func (p *Proxy) Addr() string { return p.ln.Addr().String() }
@@ -192,35 +237,199 @@ func (p *Proxy) serve(c net.Conn) {
 	p.links[l] = struct{}{}
 	p.mu.Unlock()
 
-	p.wg.Go(func() { p.pump(l, up, c) })
-	p.pump(l, c, up)
+	p.wg.Go(func() { p.pump(l, up, c, toClientDir) })
+	p.pump(l, c, up, toServerDir)
 }
 
 // pump copies src to dst, holding data while the proxy is paused. Any error
-// on either side tears down the whole link.
-func (p *Proxy) pump(l *link, src, dst net.Conn) {
+// on either side tears down the whole link. While the direction has no
+// delay, each chunk is written as soon as it is read; from the first chunk
+// that has one, chunks go through a delay line (for the link's life, so
+// that none overtakes another).
+func (p *Proxy) pump(l *link, src, dst net.Conn, dir int) {
 	defer func() {
 		l.close()
 		p.mu.Lock()
 		delete(p.links, l)
 		p.mu.Unlock()
 	}()
+	var line *delayLine
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
 		if n > 0 {
-			if !p.waitRunning(l) {
-				return
+			d := time.Duration(p.delay[dir].Load())
+			if line == nil && d > 0 {
+				line = newDelayLine()
+				p.wg.Go(func() { p.deliver(l, line, dst) })
 			}
-			if _, werr := dst.Write(buf[:n]); werr != nil {
-				return
+			if line != nil {
+				line.put(append([]byte(nil), buf[:n]...), p.clock.now().Add(d))
+			} else {
+				if !p.waitRunning(l) {
+					return
+				}
+				if _, werr := dst.Write(buf[:n]); werr != nil {
+					return
+				}
 			}
 		}
 		if err != nil {
+			if line != nil && errors.Is(err, io.EOF) {
+				// An orderly close: what is in flight arrives first.
+				line.end()
+				select {
+				case <-line.drained:
+				case <-l.done:
+				}
+			}
 			return
 		}
 	}
 }
+
+// delayLine holds the chunks of one direction of a link until their time.
+type delayLine struct {
+	mu      sync.Mutex
+	chunks  []chunk
+	ended   bool          // no more chunks will come
+	wake    chan struct{} // (buffered) a chunk was put, or the line ended
+	drained chan struct{} // closed when the line ended and every chunk was delivered
+}
+
+// chunk is what one read returned, and when it is to be forwarded.
+type chunk struct {
+	data []byte
+	at   time.Time
+}
+
+func newDelayLine() *delayLine {
+	return &delayLine{wake: make(chan struct{}, 1), drained: make(chan struct{})}
+}
+
+// put queues data to be forwarded at at.
+func (q *delayLine) put(data []byte, at time.Time) {
+	q.mu.Lock()
+	q.chunks = append(q.chunks, chunk{data, at})
+	q.mu.Unlock()
+	q.signal()
+}
+
+// end says no more chunks will come.
+func (q *delayLine) end() {
+	q.mu.Lock()
+	q.ended = true
+	q.mu.Unlock()
+	q.signal()
+}
+
+func (q *delayLine) signal() {
+	select {
+	case q.wake <- struct{}{}:
+	default:
+	}
+}
+
+// due takes the chunks whose time is at or before now, and reports the
+// time of the first chunk left (zero if none) and whether the line ended.
+func (q *delayLine) due(now time.Time) (data net.Buffers, next time.Time, ended bool) {
+	q.mu.Lock()
+	defer q.mu.Unlock()
+	n := 0
+	for n < len(q.chunks) && !q.chunks[n].at.After(now) {
+		data = append(data, q.chunks[n].data)
+		n++
+	}
+	rest := copy(q.chunks, q.chunks[n:])
+	clear(q.chunks[rest:])
+	q.chunks = q.chunks[:rest]
+	if rest > 0 {
+		next = q.chunks[0].at
+	}
+	return data, next, q.ended && rest == 0
+}
+
+// deliver writes line's chunks to dst, each at its time, all that are due
+// at once in one write, until the link closes or the line ends and is
+// empty.
+func (p *Proxy) deliver(l *link, line *delayLine, dst net.Conn) {
+	w := p.clock.waiter()
+	defer w.close()
+	for {
+		data, next, ended := line.due(w.now())
+		if len(data) > 0 {
+			if !p.waitRunning(l) {
+				return
+			}
+			if _, err := data.WriteTo(dst); err != nil {
+				return
+			}
+			continue // more may have come due meanwhile
+		}
+		if ended {
+			close(line.drained)
+			return
+		}
+		if next.IsZero() {
+			select {
+			case <-line.wake:
+			case <-l.done:
+				return
+			}
+			continue
+		}
+		if !w.until(next, l.done) {
+			return
+		}
+	}
+}
+
+// clock is the proxy's time: real, or a test's.
+type clock interface {
+	// now is when a chunk was read.
+	now() time.Time
+	// waiter returns a waiter for one goroutine.
+	waiter() waiter
+}
+
+// waiter is a delivering goroutine's time: it reads it and waits for it.
+type waiter interface {
+	now() time.Time
+	// until returns at t, or false as soon as done is closed.
+	until(t time.Time, done <-chan struct{}) bool
+	close()
+}
+
+// realClock is the system's clock, with a precise waiter where there is
+// one (proxy_linux.go).
+type realClock struct{}
+
+func (realClock) now() time.Time { return time.Now() }
+
+func (realClock) waiter() waiter {
+	if w := preciseWaiter(); w != nil {
+		return w
+	}
+	return timerWaiter{}
+}
+
+// timerWaiter waits on a Go timer.
+type timerWaiter struct{}
+
+func (timerWaiter) now() time.Time { return time.Now() }
+
+func (timerWaiter) until(t time.Time, done <-chan struct{}) bool {
+	tm := time.NewTimer(time.Until(t))
+	defer tm.Stop()
+	select {
+	case <-tm.C:
+		return true
+	case <-done:
+		return false
+	}
+}
+
+func (timerWaiter) close() {}
 
 // waitRunning blocks while the proxy is paused. It reports false if the link
 // was closed in the meantime.
