@@ -43,8 +43,9 @@ type Approval struct {
 	// InterruptID is Eino's id of the interrupt: the key of the decision
 	// given to Resume (or to adk's ResumeParams.Targets).
 	InterruptID string
-	// Request is the exact intent: tool, canonical arguments, principal,
-	// fingerprint, operation id; RunID is the call's scope.
+	// Request is the exact intent: tool, arguments (compact, members
+	// sorted), principal, fingerprint, operation id; RunID is the call's
+	// scope.
 	Request agentloop.ApprovalRequest
 }
 
@@ -124,11 +125,7 @@ func (eg *Guard) grant(req agentloop.ApprovalRequest, approver string) (string, 
 // request describes the call for a human: the operation the guard will run
 // it as, so that the request names what the grant pays for.
 func (eg *Guard) request(call guard.Call) agentloop.ApprovalRequest {
-	args := []byte(call.Proposal.Arguments)
-	var b bytes.Buffer
-	if json.Compact(&b, args) == nil {
-		args = b.Bytes()
-	}
+	args := sortedJSON(call.Proposal.Arguments)
 	fp := guard.Fingerprint(call.Proposal.Name, args)
 	op := call.Context.OperationID
 	if op == "" {
@@ -140,6 +137,26 @@ func (eg *Guard) request(call guard.Call) agentloop.ApprovalRequest {
 	}
 	return agentloop.ApprovalRequest{RunID: call.Context.Scope, CallID: call.Context.CallID, Tool: call.Proposal.Name,
 		Arguments: json.RawMessage(args), Principal: call.Principal, Fingerprint: fp, OperationID: op}
+}
+
+// sortedJSON returns JSON arguments compact, with their object members
+// sorted and numbers as written, for a human to read; arguments that are
+// not JSON are returned as they are. The fingerprint, which binds the
+// grant, is the guard's canonical one whatever the spelling.
+func sortedJSON(raw []byte) []byte {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	dec.UseNumber()
+	var v any
+	if dec.Decode(&v) != nil || dec.More() {
+		return raw
+	}
+	var b bytes.Buffer
+	enc := json.NewEncoder(&b)
+	enc.SetEscapeHTML(false)
+	if enc.Encode(v) != nil {
+		return raw
+	}
+	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
 }
 
 // resume handles a call at an approval interrupt the run resumes from. A

@@ -306,7 +306,7 @@ func TestComposeTwoApprovals(t *testing.T) {
 	shop, run := approvalGraph(t)
 	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, acme), "cp-2")
 	msg := toolCalls([3]string{"c1", "create_refund_draft", refundArgs},
-		[3]string{"c2", "create_refund_draft", `{"order_ref":"ORDER-7","reason":"damaged"}`})
+		[3]string{"c2", "create_refund_draft", `{ "reason": "damaged", "order_ref": "ORDER-7" }`})
 	_, err := run.Invoke(ctx, msg, compose.WithCheckPointID("cp-2"))
 	pending := tgeino.ApprovalsOf(err)
 	if len(pending) != 2 {
@@ -318,7 +318,8 @@ func TestComposeTwoApprovals(t *testing.T) {
 	}
 	_, err = run.Invoke(tgeino.Resume(ctx, map[string]agentloop.Decision{byCall["c1"]: {Approved: true, Approver: "m"}}), msg, compose.WithCheckPointID("cp-2"))
 	again := tgeino.ApprovalsOf(err)
-	if len(again) != 1 || again[0].Request.CallID != "c2" || shop.sideEffects() != 1 {
+	if len(again) != 1 || again[0].Request.CallID != "c2" || string(again[0].Request.Arguments) != `{"order_ref":"ORDER-7","reason":"damaged"}` ||
+		shop.sideEffects() != 1 {
 		t.Fatalf("after c1's yes: %v, approvals %+v, %d drafts", err, again, shop.sideEffects())
 	}
 	out, err := run.Invoke(tgeino.Resume(ctx, map[string]agentloop.Decision{again[0].InterruptID: {Approver: "m"}}), msg, compose.WithCheckPointID("cp-2"))

@@ -52,9 +52,9 @@
 // A write whose tool needs approval, asked without a grant, is
 // APPROVAL_REQUIRED from the guard; with Options.Signer set, the middleware
 // then interrupts the run with compose.StatefulInterrupt, its info an
-// agentloop.ApprovalRequest (the exact tool, canonical arguments,
-// principal, fingerprint and operation id), its state who was asked about
-// which intent. Eino saves the run in its CheckPointStore (a compose graph
+// agentloop.ApprovalRequest (the exact tool, arguments with their members
+// sorted, principal, fingerprint and operation id), its state who was
+// asked about which intent. Eino saves the run in its CheckPointStore (a compose graph
 // compiled WithCheckPointStore, an adk Runner's CheckPointStore). Approvals
 // and ApprovalsOf read the requests from the interrupt; the host resumes
 // with each human's agentloop.Decision as the resume data (Resume, or adk's
@@ -87,8 +87,8 @@
 // Eino hands a tool the model's arguments without saying whether the model
 // was held to the strict schema, so for a toolset tool an absent member
 // whose schema allows null reads as null (contract section 8). A wrapped
-// Eino tool's text is its output: as JSON when it is a JSON object or
-// array, as a JSON string otherwise; its error is, for a write, an unknown
+// Eino tool's text is its output: as is when it is JSON (as Eino's
+// utils.InferTool writes every output), as a JSON string otherwise; its error is, for a write, an unknown
 // outcome (OUTCOME_UNKNOWN) unless it is a guard error that says otherwise.
 // Interrupts raised inside a wrapped tool are not supported. A ToolsNode's
 // name aliases (ToolsNodeConfig.ToolAliases) are not resolved: the guard

@@ -30,8 +30,8 @@ const (
 	AdapterRevision = "eino-v0.9-tgeino-v1"
 )
 
-// Options configure a Guard. Principal is required; the zero value of
-// every other field means its default.
+// Options configure a Guard. The zero value of every field means its
+// default.
 type Options struct {
 	// Principal returns who the run acts for, from the host's context (its
 	// session, its token), never from the model. An error fails the tool
@@ -50,10 +50,10 @@ type Options struct {
 	// does not carry, such as an operation id, an idempotency key, a
 	// response id or an approval grant it obtained elsewhere.
 	Call func(ctx context.Context, call *guard.Call)
-	// Signer signs the grants minted from a human's yes when a run resumes
-	// after an approval interrupt; it must be the guard's (guard.Options
-	// Signer). Without one no run is interrupted: APPROVAL_REQUIRED reaches
-	// the model as a result, and grants come only through Call.
+	// Signer signs the grants minted from a human's yes (on resume after
+	// an approval interrupt, or from Approver); it must be the guard's
+	// (guard.Options.Signer). Without one nobody is asked: APPROVAL_REQUIRED
+	// reaches the model as a result, and grants come only through Call.
 	Signer *guard.Signer
 	// GrantTTL is how long a grant minted on resume is valid; default
 	// agentloop.DefaultGrantTTL.
@@ -85,7 +85,6 @@ type Options struct {
 // concurrent use.
 type Guard struct {
 	g       *guard.Guard
-	set     *toolset.Set
 	opts    Options
 	status  string
 	offered []tool.BaseTool
@@ -114,11 +113,14 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guard, error) {
 	if opts.Clock == nil {
 		opts.Clock = guard.SystemClock
 	}
-	eg := &Guard{g: g, set: set, opts: opts, nulls: map[string]map[string]any{},
+	eg := &Guard{g: g, opts: opts, nulls: map[string]map[string]any{},
 		own: map[string]bool{}, denials: newDenials()}
 	decls := set.Tools()
 	if !opts.NoStatusTool {
-		st := toolset.StatusTool(opts.StatusTool)
+		st, err := statusTool(opts.StatusTool)
+		if err != nil {
+			return nil, err
+		}
 		eg.status = st.Name()
 		if set.Lookup(eg.status) != nil {
 			return nil, fmt.Errorf("tgeino: the tool set already has a tool named %q, the status tool's name", eg.status)
@@ -147,6 +149,17 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guard, error) {
 		eg.offered = append(eg.offered, et)
 	}
 	return eg, nil
+}
+
+// statusTool declares the status tool under name, refusing a name model
+// providers do not accept instead of panicking as toolset does.
+func statusTool(name string) (st toolset.Declared, err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			st, err = nil, fmt.Errorf("tgeino: status tool name %q: %v", name, r)
+		}
+	}()
+	return toolset.StatusTool(name), nil
 }
 
 // sameTool reports whether the guard's tool is the set's; tools of a type

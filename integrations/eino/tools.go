@@ -175,8 +175,8 @@ func (t *Tool) AuthorizeCall(ctx context.Context, inv *guard.Invocation) error {
 // arguments, through Eino's endpoint when the middleware dispatched the
 // call, directly otherwise. The context carries the invocation
 // (InvocationFrom), whose IdempotencyKey is the key to hand the downstream
-// system. The output is the tool's text: as JSON when it is a JSON object
-// or array, else as a JSON string. An error is the tool's failure: for a
+// system. The output is the tool's text: as is when it is JSON, else as a
+// JSON string. An error is the tool's failure: for a
 // write, an unknown outcome, unless it is a guard error that says
 // otherwise (guard.NotStarted, guard.ErrNotFound, …).
 func (t *Tool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
@@ -236,9 +236,11 @@ func concat(sr *schema.StreamReader[string]) (string, error) {
 	}
 }
 
-// textOutput is an Eino tool's text as the guard's JSON output.
+// textOutput is an Eino tool's text as the guard's JSON output: the text
+// itself when it is JSON (Eino's utils.InferTool encodes every output so),
+// else the text as a JSON string.
 func textOutput(s string) json.RawMessage {
-	if t := strings.TrimSpace(s); t != "" && (t[0] == '{' || t[0] == '[') && json.Valid([]byte(t)) {
+	if t := strings.TrimSpace(s); t != "" && json.Valid([]byte(t)) {
 		return json.RawMessage(t)
 	}
 	b, _ := json.Marshal(s)
