@@ -322,10 +322,7 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 			return nil, err
 		}
 		if !d.Approved {
-			if !d.Expired {
-				a.rememberDenial(ctx, fp)
-			}
-			return Response(denied(d.Reason)), nil
+			return a.refuse(ctx, call, d)
 		}
 		tok, err := a.grant(call, d.Approver)
 		if err != nil {
@@ -348,6 +345,26 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 		return a.ask(ctx, call, req, res)
 	}
 	return Response(res), nil
+}
+
+// refuse answers a call whose confirmation was refused. The call is
+// dispatched without a grant, so nothing can run: an operation that ran
+// already (a yes answered before this no) replays its outcome, which the
+// model is told instead of a denial; otherwise the guard says
+// APPROVAL_REQUIRED, and the model is told a human declined, once, and
+// the denial is kept for the session unless it expired.
+func (a *Guarded) refuse(ctx agent.Context, call guard.Call, d agentloop.Decision) (map[string]any, error) {
+	res, err := a.g.Dispatch(withAgent(ctx), call)
+	if err != nil {
+		return nil, fmt.Errorf("tgadk: %w", err)
+	}
+	if res.Code != guard.CodeApprovalRequired {
+		return Response(res), nil
+	}
+	if !d.Expired {
+		a.rememberDenial(ctx, guard.Fingerprint(call.Proposal.Name, call.Proposal.Arguments))
+	}
+	return Response(denied(d.Reason)), nil
 }
 
 // approveInline asks Options.Approver and waits for its decision, as

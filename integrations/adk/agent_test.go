@@ -218,6 +218,13 @@ func TestRetriedRunWritesOnce(t *testing.T) {
 		t.Fatalf("approved call = %s, want OK", first)
 	}
 
+	// The client answers no after its yes: the draft exists, and the
+	// model is told so, not that a human declined.
+	evs = run(t, w.r, "user-1", "s1", confirm(fc, false))
+	if res := result(t, evs, "call-1"); res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay {
+		t.Errorf("a no after the yes = %s, want the draft replayed", res)
+	}
+
 	// The client sends its yes again (a resume delivered twice).
 	evs = run(t, w.r, "user-1", "s1", confirm(fc, true))
 	for _, fr := range responses(evs) {

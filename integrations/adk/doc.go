@@ -63,9 +63,10 @@
 // user who answered). A yes becomes a grant (guard.NewGrant, bound to the
 // exact principal and proposal, naming the approver, signed by
 // Options.Signer) presented with the call, which runs once. A no is
-// answered, without a dispatch, with APPROVAL_REQUIRED and a message that
-// says a human declined (with the decision's reason); the model is told
-// once, and the same intent asked again in the session gets the same
+// answered with APPROVAL_REQUIRED and a message that says a human declined
+// (with the decision's reason): the call goes to the guard without a
+// grant, so nothing runs (and an operation a yes already ran replays
+// instead of being called declined); the model is told once, and the same intent asked again in the session gets the same
 // answer without a human being asked (the denial is kept in the session
 // state, contract section 8), unless the decision was Expired. Without a
 // Signer, the APPROVAL_REQUIRED result goes to the model as it is.
