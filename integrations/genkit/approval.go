@@ -1,0 +1,251 @@
+package tggenkit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"maps"
+	"sync"
+
+	"github.com/firebase/genkit/go/ai"
+
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/guard"
+)
+
+// InterruptKey is the member of an interrupted tool request's interrupt
+// metadata (ai.Part.Metadata["interrupt"]) that holds the approval request,
+// and of a restart's resumed metadata that holds the human's decision.
+const InterruptKey = "toolguard"
+
+// DeniedMessage is the message of the APPROVAL_REQUIRED result the model
+// gets when a human said no; agentloop's words.
+const DeniedMessage = "A human declined this action. Do not retry it or ask again; tell the user it was not approved."
+
+// ErrNotApproval is Resume's error for a part that is not a tool request
+// this package interrupted for a human's approval.
+var ErrNotApproval = errors.New("tggenkit: the part is not a tool request interrupted for approval")
+
+// ErrOtherCall is returned, as the tool call's error, when a generation is
+// resumed with a decision for another principal, or for other arguments
+// than the call's; nothing runs.
+var ErrOtherCall = errors.New("tggenkit: the resumed call is not the one put to a human (another principal or other arguments)")
+
+// Approval is one tool request of an interrupted generation that waits for
+// a human: the interrupted part, to resume it by, and what the human is
+// asked.
+type Approval struct {
+	// Part is the interrupted tool request (ai.ModelResponse.Interrupts):
+	// give it to Resume with the human's decision.
+	Part *ai.Part
+	// Request is the exact intent: tool, canonical arguments, principal,
+	// fingerprint, operation id; RunID is the call's scope.
+	Request agentloop.ApprovalRequest
+}
+
+// Approvals returns the approval requests among an interrupted
+// generation's interrupts: pass resp.Interrupts()... (FinishReason
+// "interrupted"). Other interrupts are left out.
+func Approvals(parts ...*ai.Part) []Approval {
+	var out []Approval
+	for _, p := range parts {
+		if req, ok := requestOf(p); ok {
+			out = append(out, Approval{Part: p, Request: req})
+		}
+	}
+	return out
+}
+
+// Resume returns the restart of an interrupted tool request (an
+// Approval's Part) carrying the human's decision, for ai.WithToolRestarts
+// on the generation resumed from the interrupted response's history
+// (ai.WithMessages(resp.History()...)), with the middleware and the same
+// principal and scope. There a yes becomes a grant (guard.NewGrant, bound
+// to exactly the principal and proposal the human was asked about, signed
+// by Options.Signer) presented with the call, which runs once; a no is
+// the result the model gets, once, and nothing runs.
+func Resume(p *ai.Part, d agentloop.Decision) (*ai.Part, error) {
+	req, ok := requestOf(p)
+	if !ok {
+		return nil, ErrNotApproval
+	}
+	decision := map[string]any{"approved": d.Approved, "approver": d.Approver, "reason": d.Reason, "expired": d.Expired,
+		"tenant_id": req.Principal.TenantID, "subject_id": req.Principal.SubjectID, "fingerprint": req.Fingerprint}
+	meta := maps.Clone(p.Metadata)
+	delete(meta, "interrupt")
+	meta["resumed"] = map[string]any{InterruptKey: decision}
+	out := ai.NewToolRequestPart(&ai.ToolRequest{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Input: p.ToolRequest.Input})
+	out.Metadata = meta
+	return out, nil
+}
+
+// resumed is the decision Resume put in a restart's resumed metadata.
+type resumed struct {
+	Approved    bool   `json:"approved"`
+	Approver    string `json:"approver"`
+	Reason      string `json:"reason"`
+	Expired     bool   `json:"expired"`
+	TenantID    string `json:"tenant_id"`
+	SubjectID   string `json:"subject_id"`
+	Fingerprint string `json:"fingerprint"`
+}
+
+// requestOf reads the approval request of an interrupted tool request.
+func requestOf(p *ai.Part) (agentloop.ApprovalRequest, bool) {
+	var req agentloop.ApprovalRequest
+	if p == nil || !p.IsToolRequest() || p.Metadata == nil {
+		return req, false
+	}
+	meta, ok := p.Metadata["interrupt"].(map[string]any)
+	if !ok || meta[InterruptKey] == nil {
+		return req, false
+	}
+	if !convert(meta[InterruptKey], &req) || req.Tool == "" || req.Fingerprint == "" {
+		return agentloop.ApprovalRequest{}, false
+	}
+	return req, true
+}
+
+// convert reads a JSON-shaped value (a map, or the value itself) into v.
+func convert(from any, v any) bool {
+	b, err := json.Marshal(from)
+	if err != nil {
+		return false
+	}
+	return json.Unmarshal(b, v) == nil
+}
+
+// interruptMetadata is the interrupt metadata of a call put to a human.
+func interruptMetadata(req agentloop.ApprovalRequest) map[string]any {
+	var m map[string]any
+	b, _ := json.Marshal(req)
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.UseNumber()
+	_ = dec.Decode(&m)
+	return map[string]any{InterruptKey: m}
+}
+
+// resume handles a call Genkit restarts with a decision (Resume). A call
+// without one is left alone (answer nil, the dispatch goes on). A yes
+// becomes a signed grant on the call (answer nil: the dispatch goes on
+// with it); a no is the answer the model gets, with nothing run.
+func (a *Guarded) resume(ctx context.Context, call *guard.Call) (*guard.Result, error) {
+	v, ok := ai.ResumedValue[any](ctx, InterruptKey)
+	if !ok || v == nil {
+		return nil, nil
+	}
+	var d resumed
+	if !convert(v, &d) {
+		return nil, ErrOtherCall
+	}
+	req := a.request(*call)
+	p := call.Principal
+	if d.TenantID != p.TenantID || d.SubjectID != p.SubjectID || d.Fingerprint != req.Fingerprint {
+		return nil, ErrOtherCall
+	}
+	if !d.Approved {
+		if !d.Expired {
+			a.denials.add(req)
+		}
+		return denied(d.Reason), nil
+	}
+	if a.opts.Signer == nil {
+		return nil, errors.New("tggenkit: a generation resumed with an approval needs Options.Signer")
+	}
+	tok, err := a.grant(req, d.Approver)
+	if err != nil {
+		return nil, err
+	}
+	call.Approval = tok
+	return nil, nil
+}
+
+// denied is the model result of a denial, with the human's reason if any.
+func denied(reason string) *guard.Result {
+	msg := DeniedMessage
+	if reason != "" {
+		msg = "A human declined this action (" + reason + "). Do not retry it or ask again; tell the user it was not approved."
+	}
+	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: msg}
+}
+
+// needsHuman reports whether a dispatch's result is a write that waits for
+// a human's approval, who is then asked (an interrupt of the generation,
+// or Options.Approver): APPROVAL_REQUIRED for a tool that needs approval,
+// asked without a grant, with a signer to mint the grant.
+func (a *Guarded) needsHuman(call guard.Call, res *guard.Result) bool {
+	if res.Code != guard.CodeApprovalRequired || call.Approval != "" || a.opts.Signer == nil ||
+		a.opts.NoInterrupt && a.opts.Approver == nil {
+		return false
+	}
+	t := a.g.Tools().Lookup(call.Proposal.Name)
+	return t != nil && t.Spec().Effect == guard.Write && t.Spec().NeedsApproval
+}
+
+// grant mints and signs the grant of a human's yes to the request: bound
+// to exactly its principal and proposal.
+func (a *Guarded) grant(req agentloop.ApprovalRequest, approver string) (string, error) {
+	if approver == "" {
+		approver = "human"
+	}
+	g := guard.NewGrant(req.Principal, guard.Proposal{Name: req.Tool, Arguments: req.Arguments}, approver, a.opts.Clock.Now(), a.opts.GrantTTL)
+	return a.opts.Signer.Sign(g)
+}
+
+// request describes the call for a human: the operation the guard will run
+// it as, so that the request names what the grant pays for.
+func (a *Guarded) request(call guard.Call) agentloop.ApprovalRequest {
+	args := []byte(call.Proposal.Arguments)
+	var b bytes.Buffer
+	if json.Compact(&b, args) == nil {
+		args = b.Bytes()
+	}
+	fp := guard.Fingerprint(call.Proposal.Name, args)
+	op := call.Context.OperationID
+	if op == "" {
+		op = call.Context.CallID
+		t := a.g.Tools().Lookup(call.Proposal.Name)
+		if c := call.Context; c.Scope != "" && c.IdempotencyKey == "" && t != nil && !t.Spec().Repeatable {
+			op, _ = guard.ScopeIDs(c.Scope, fp)
+		}
+	}
+	return agentloop.ApprovalRequest{RunID: call.Context.Scope, CallID: call.Context.CallID, Tool: call.Proposal.Name,
+		Arguments: json.RawMessage(args), Principal: call.Principal, Fingerprint: fp, OperationID: op}
+}
+
+// denials remembers, in this process, the intents humans declined, per
+// principal and scope. It is bounded: when full it forgets everything, and
+// a forgotten denial is asked again.
+type denials struct {
+	mu   sync.Mutex
+	seen map[string]struct{}
+}
+
+const maxDenials = 4096
+
+func newDenials() *denials { return &denials{seen: map[string]struct{}{}} }
+
+func denialKey(r agentloop.ApprovalRequest) string {
+	b, _ := json.Marshal([4]string{r.Principal.TenantID, r.Principal.SubjectID, r.RunID, r.Fingerprint})
+	return string(b)
+}
+
+func (d *denials) add(r agentloop.ApprovalRequest) {
+	if r.RunID == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if len(d.seen) >= maxDenials {
+		clear(d.seen)
+	}
+	d.seen[denialKey(r)] = struct{}{}
+}
+
+func (d *denials) has(r agentloop.ApprovalRequest) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.seen[denialKey(r)]
+	return ok
+}

@@ -1,0 +1,3 @@
+// Package tggenkit runs Firebase Genkit for Go's tool calls through
+// toolguard.
+package tggenkit

@@ -1,0 +1,379 @@
+package tggenkit
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"reflect"
+	"sync"
+	"time"
+
+	"github.com/firebase/genkit/go/ai"
+	"github.com/firebase/genkit/go/core/api"
+
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// The names every call carried through Genkit has in its execution context
+// and audit record.
+const (
+	// Provider names Genkit as the provider of the call.
+	Provider = "genkit"
+	// APIFamily names the path the call took: Genkit's tool loop.
+	APIFamily = "genkit-tools"
+	// AdapterRevision names this package's revision, for the audit.
+	AdapterRevision = "genkit-go-v1.12-tggenkit-v1"
+	// MiddlewareName is the guard's name as an ai.Middleware.
+	MiddlewareName = "toolguard"
+)
+
+// Options configure a Guarded. The zero value of every field means its
+// default.
+type Options struct {
+	// Principal returns who the generation acts for, from the host's
+	// context (its session, its token; in a flow, the action context its
+	// context provider made), never from the model. An error fails the
+	// tool call, and so the generation, as a host error: nothing runs.
+	// Default: PrincipalFrom, the principal WithPrincipal put on the
+	// context.
+	Principal func(ctx context.Context) (guard.Principal, error)
+	// Scope names where the same intent is one operation: the host's
+	// session, conversation or flow run id (guard.ExecutionContext.Scope).
+	// Genkit's tool request refs may be absent (Genkit then makes up one)
+	// or change when a generation is retried; within the scope a write
+	// repeated with the same arguments replays its first outcome instead
+	// of running again. Default: ScopeFrom, the scope WithScope put on the
+	// context; "" applies no scope (each ref is its own operation).
+	Scope func(ctx context.Context) string
+	// Call, if set, sees each guard call before it is dispatched (and the
+	// execution context of each status query): the host may set fields
+	// Genkit does not carry, such as an operation id, an idempotency key,
+	// a response id or an approval grant it obtained elsewhere.
+	Call func(ctx context.Context, call *guard.Call)
+	// Signer signs the grants minted from a human's yes when a generation
+	// is resumed after an approval interrupt; it must be the guard's
+	// (guard.Options.Signer). Without one no generation is interrupted:
+	// APPROVAL_REQUIRED reaches the model as a result, and grants come
+	// only through Call.
+	Signer *guard.Signer
+	// GrantTTL is how long a grant minted on resume is valid; default
+	// agentloop.DefaultGrantTTL.
+	GrantTTL time.Duration
+	// Clock is the time grants are minted at; use the guard's. Default
+	// guard.SystemClock.
+	Clock guard.Clock
+	// Approver, if set, is asked while the tool call waits instead of
+	// interrupting the generation: its yes becomes the grant the call runs
+	// with, its no (or its error) the denial the model gets.
+	// approvals.Waiter is one: the request waits in the approvals inbox.
+	// Needs Signer.
+	Approver agentloop.Approver
+	// NoInterrupt answers APPROVAL_REQUIRED to the model instead of
+	// interrupting the generation (when there is no Approver), for hosts
+	// that obtain grants out of band.
+	NoInterrupt bool
+	// StatusTool names the status tool offered to the model; default
+	// toolset.StatusToolName.
+	StatusTool string
+	// NoStatusTool leaves the status tool out: the model cannot settle an
+	// unknown outcome itself.
+	NoStatusTool bool
+}
+
+// Guarded is a guard.Guard as a Genkit middleware (ai.Middleware, for
+// ai.WithUse): its hooks offer the model the guard's tools and send every
+// tool call of the generation through the guard. It is safe for
+// concurrent use; each generation gets hooks of its own.
+type Guarded struct {
+	g       *guard.Guard
+	set     *toolset.Set
+	opts    Options
+	status  string
+	offered []*ai.ToolAction[any, any] // the set's toolset tools and the status tool, as Genkit declares them
+	nulls   map[string]map[string]any  // strict schemas, by tool name, for absent nullable members
+	denials *denials
+}
+
+var _ ai.Middleware = (*Guarded)(nil)
+
+// New returns the middleware that runs a generation's tool calls through
+// g, whose tools are set: tools declared with package toolset, which the
+// middleware offers the model itself, and Genkit tools imported with
+// Import, which the generation is given as usual (ai.WithTools). Every
+// tool of set must be the one g looks up by its name.
+func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
+	if g == nil || set == nil {
+		return nil, errors.New("tggenkit: New needs a guard and its tool set")
+	}
+	if opts.Principal == nil {
+		opts.Principal = PrincipalFrom
+	}
+	if opts.Scope == nil {
+		opts.Scope = ScopeFrom
+	}
+	if opts.GrantTTL <= 0 {
+		opts.GrantTTL = agentloop.DefaultGrantTTL
+	}
+	if opts.Clock == nil {
+		opts.Clock = guard.SystemClock
+	}
+	if opts.Approver != nil && opts.Signer == nil {
+		return nil, errors.New("tggenkit: Options.Approver needs Options.Signer to mint the grants")
+	}
+	a := &Guarded{g: g, set: set, opts: opts, nulls: map[string]map[string]any{}, denials: newDenials()}
+	decls := set.Tools()
+	if !opts.NoStatusTool {
+		st := toolset.StatusTool(opts.StatusTool)
+		a.status = st.Name()
+		if set.Lookup(a.status) != nil {
+			return nil, fmt.Errorf("tggenkit: the tool set already has a tool named %q, the status tool's name", a.status)
+		}
+		decls = append(decls, st)
+	}
+	for _, d := range decls {
+		if d.Name() != a.status && !sameTool(g.Tools().Lookup(d.Name()), d) {
+			return nil, fmt.Errorf("tggenkit: the guard does not run tool %q of the set: build the guard over the same set", d.Name())
+		}
+		if d.Schema() == nil {
+			return nil, fmt.Errorf("tggenkit: tool %q has no schema to offer the model", d.Name())
+		}
+		if d.Schema().Strict() {
+			a.nulls[d.Name()] = d.Schema().Map()
+		}
+		if _, imported := d.(*Tool); imported {
+			continue // a Genkit tool: the generation names it itself
+		}
+		a.offered = append(a.offered, declare(d))
+	}
+	return a, nil
+}
+
+// sameTool reports whether the guard's tool is the set's; tools of a type
+// that cannot be compared are taken on trust rather than panicking.
+func sameTool(a guard.Tool, b toolset.Declared) bool {
+	if a == nil {
+		return false
+	}
+	if ta, tb := reflect.TypeOf(a), reflect.TypeOf(b); ta != tb || !ta.Comparable() {
+		return ta == tb
+	}
+	return a == guard.Tool(b)
+}
+
+// Name implements ai.Middleware: MiddlewareName.
+func (a *Guarded) Name() string { return MiddlewareName }
+
+// New implements ai.Middleware: the hooks of one generation. Tools are
+// the set's toolset tools and the status tool, declared with the schemas
+// their arguments are validated against; WrapTool answers every tool call
+// through the guard; WrapModel lets a call of a tool the generation does
+// not have reach WrapTool too (the guard answers UNKNOWN_TOOL) instead of
+// failing the generation.
+func (a *Guarded) New(context.Context) (*ai.Hooks, error) {
+	gen := &generation{a: a}
+	tools := make([]ai.Tool, 0, len(a.offered))
+	for _, t := range a.offered {
+		tools = append(tools, &offeredTool{ToolAction: t, gen: gen})
+	}
+	return &ai.Hooks{Tools: tools, WrapTool: gen.wrapTool, WrapModel: gen.wrapModel}, nil
+}
+
+// generation is the state the hooks of one generation share: the
+// registry Genkit registered the offered tools in, where stand-ins for
+// unknown tools go.
+type generation struct {
+	a        *Guarded
+	mu       sync.Mutex
+	registry api.Registry
+}
+
+func (gen *generation) setRegistry(r api.Registry) {
+	gen.mu.Lock()
+	defer gen.mu.Unlock()
+	gen.registry = r
+}
+
+// wrapModel lets Genkit find a tool for every tool request of the model's
+// reply: a name the generation has no tool for gets a stand-in, in the
+// generation's own registry, that only WrapTool runs (the guard answers
+// UNKNOWN_TOOL, audited like every call).
+func (gen *generation) wrapModel(ctx context.Context, params *ai.ModelParams, next ai.ModelNext) (*ai.ModelResponse, error) {
+	resp, err := next(ctx, params)
+	if err != nil || resp == nil || resp.Message == nil {
+		return resp, err
+	}
+	gen.mu.Lock()
+	defer gen.mu.Unlock()
+	if gen.registry == nil {
+		return resp, nil
+	}
+	for _, p := range resp.Message.Content {
+		if p == nil || !p.IsToolRequest() || p.ToolRequest.Name == "" {
+			continue
+		}
+		if ai.LookupTool(gen.registry, p.ToolRequest.Name) == nil {
+			registerUnknown(gen.registry, p.ToolRequest.Name)
+		}
+	}
+	return resp, nil
+}
+
+// wrapTool answers one tool call through the guard: a status query for
+// the status tool, else a dispatch, with the approval interrupt and
+// resume around it. A Genkit tool the guard lets through runs through
+// next. The response's Output is the model result; an error is the
+// host's (no principal, a programming error the guard reported, a resume
+// for another call) and fails the generation; no panic leaves it.
+func (gen *generation) wrapTool(ctx context.Context, params *ai.ToolParams, next ai.ToolNext) (resp *ai.MultipartToolResponse, err error) {
+	name := ""
+	if params != nil && params.Request != nil {
+		name = params.Request.Name
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			resp, err = nil, fmt.Errorf("tggenkit: tool call %q: panic: %v", name, r)
+		}
+	}()
+	if params == nil || params.Request == nil {
+		return nil, errors.New("tggenkit: a tool call without a request")
+	}
+	res, err := gen.a.answer(ctx, params, next)
+	if err != nil {
+		return nil, err
+	}
+	return &ai.MultipartToolResponse{Output: Output(res)}, nil
+}
+
+// answer is the model result of one tool call, or the interrupt that
+// pauses the generation for a human, or a host error.
+func (a *Guarded) answer(ctx context.Context, params *ai.ToolParams, next ai.ToolNext) (*guard.Result, error) {
+	req := params.Request
+	call, err := a.call(ctx, req)
+	if err != nil {
+		return nil, err
+	}
+	if a.status != "" && req.Name == a.status {
+		return a.queryStatus(ctx, call), nil
+	}
+	if answer, err := a.resume(ctx, &call); err != nil || answer != nil {
+		return answer, err
+	}
+	ctx = context.WithValue(ctx, endpointKey{}, &endpoint{params: params, next: next})
+	res, err := a.g.Dispatch(ctx, call)
+	if err != nil {
+		return nil, fmt.Errorf("tggenkit: tool call %q: %w", req.Name, err)
+	}
+	if !a.needsHuman(call, res) {
+		return res, nil
+	}
+	areq := a.request(call)
+	if a.denials.has(areq) {
+		// A human already said no to this very intent in this scope: the
+		// same answer, without asking again (contract section 8).
+		return denied(""), nil
+	}
+	if a.opts.Approver == nil {
+		return nil, ai.NewToolInterruptError(interruptMetadata(areq))
+	}
+	var d agentloop.Decision
+	err = safely(func() (err error) { d, err = a.opts.Approver.Approve(ctx, areq); return err })
+	if err != nil || !d.Approved {
+		if err == nil && !d.Expired {
+			a.denials.add(areq)
+		}
+		return denied(d.Reason), nil
+	}
+	if call.Approval, err = a.grant(areq, d.Approver); err != nil {
+		return nil, err
+	}
+	if res, err = a.g.Dispatch(ctx, call); err != nil {
+		return nil, fmt.Errorf("tggenkit: tool call %q: %w", req.Name, err)
+	}
+	return res, nil
+}
+
+// call builds the guard call of a tool request: its name, its input as
+// JSON, its ref as the call id; the principal and the scope from the
+// host's functions.
+func (a *Guarded) call(ctx context.Context, req *ai.ToolRequest) (guard.Call, error) {
+	var p guard.Principal
+	if err := safely(func() (err error) { p, err = a.opts.Principal(ctx); return err }); err != nil {
+		return guard.Call{}, fmt.Errorf("tggenkit: no principal for tool call %q: %w", req.Name, err)
+	}
+	args, err := arguments(req.Input)
+	if err != nil {
+		return guard.Call{}, fmt.Errorf("tggenkit: tool call %q: %w", req.Name, err)
+	}
+	if m, ok := a.nulls[req.Name]; ok {
+		// Genkit does not say whether the model was held to the strict
+		// schema: an absent nullable member reads as null (contract
+		// section 8).
+		args = provider.FillNulls(m, args)
+	}
+	var scope string
+	if err := safely(func() error { scope = a.opts.Scope(ctx); return nil }); err != nil {
+		return guard.Call{}, fmt.Errorf("tggenkit: scope of tool call %q: %w", req.Name, err)
+	}
+	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: req.Name, Arguments: args},
+		Context: guard.ExecutionContext{Provider: Provider, APIFamily: APIFamily, AdapterRevision: AdapterRevision,
+			CallID: guard.SafeID(req.Ref), Scope: scope}}
+	if a.opts.Call != nil {
+		if err := safely(func() error { a.opts.Call(ctx, &call); return nil }); err != nil {
+			return guard.Call{}, fmt.Errorf("tggenkit: Options.Call for tool call %q: %w", req.Name, err)
+		}
+	}
+	return call, nil
+}
+
+// arguments is a tool request's input as JSON; a request without one has
+// no arguments, an empty object.
+func arguments(input any) (json.RawMessage, error) {
+	if input == nil {
+		return json.RawMessage(`{}`), nil
+	}
+	if raw, ok := input.(json.RawMessage); ok {
+		return raw, nil
+	}
+	b, err := json.Marshal(input)
+	if err != nil {
+		return nil, fmt.Errorf("the input is not JSON: %w", err)
+	}
+	return b, nil
+}
+
+// queryStatus answers a call of the status tool: its arguments checked
+// against its schema, then the guard's status query for the generation's
+// principal, never one the model names.
+func (a *Guarded) queryStatus(ctx context.Context, call guard.Call) *guard.Result {
+	in, bad := toolset.ParseStatus(call.Proposal.Arguments)
+	if bad != nil {
+		return bad
+	}
+	sc := guard.StatusCall{Principal: call.Principal, OperationID: in.OperationID, Context: call.Context}
+	if in.Tool != nil {
+		sc.Tool = *in.Tool
+	}
+	res, err := a.g.QueryStatus(ctx, sc)
+	if err != nil {
+		res = &guard.Result{Code: guard.CodeUnavailable, Delivery: guard.DeliveryFresh, Message: guard.CodeUnavailable.DefaultMessage()}
+	}
+	return res
+}
+
+// errHostPanic is the error of a host function (Principal, Scope, Call,
+// Approver) that panicked: nothing runs.
+var errHostPanic = errors.New("a host function panicked; nothing was run")
+
+// safely runs a host function, turning a panic into an error.
+func safely(f func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("%w: %v", errHostPanic, r)
+		}
+	}()
+	return f()
+}

@@ -1,0 +1,255 @@
+package tggenkit
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+
+	"github.com/firebase/genkit/go/ai"
+	"github.com/firebase/genkit/go/core/api"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// errNotGuarded is what a tool the middleware offers answers when Genkit
+// runs it without the middleware's WrapTool: nothing runs unguarded.
+var errNotGuarded = errors.New("tggenkit: the tool ran without the toolguard middleware (ai.WithUse); nothing was executed")
+
+// declare is a toolset tool as Genkit declares it to the model: its name,
+// description and the very schema its arguments are validated against.
+// Its function never runs: WrapTool answers every call of it through the
+// guard.
+func declare(d toolset.Declared) *ai.ToolAction[any, any] {
+	return ai.NewTool(d.Name(), d.Description(), func(*ai.ToolContext, any) (any, error) {
+		return nil, errNotGuarded
+	}, ai.WithInputSchema(d.Schema().Map()))
+}
+
+// offeredTool is an offered tool as one generation's hooks give it to
+// Genkit: registering it in the generation's registry records that
+// registry for the generation (where stand-ins for unknown tools go).
+// It registers the shared tool action without changing it, so concurrent
+// generations share it safely.
+type offeredTool struct {
+	*ai.ToolAction[any, any]
+	gen *generation
+}
+
+// Register implements ai.Tool: the tool's action under its tool key in r,
+// the generation's registry.
+func (t *offeredTool) Register(r api.Registry) {
+	t.gen.setRegistry(r)
+	provider, id := api.ParseName(t.Name())
+	key := api.NewKey(api.ActionTypeToolV2, provider, id)
+	defer func() { _ = recover() }() // a name the registry has already: the generation's lookups find that one, which WrapTool guards too
+	if r.LookupAction(key) == nil {
+		r.RegisterAction(key, t.ToolAction)
+	}
+}
+
+// registerUnknown registers, in a generation's registry, a stand-in for a
+// tool the model named but the generation does not have, so that Genkit
+// runs the call through WrapTool, where the guard answers UNKNOWN_TOOL,
+// instead of failing the generation. The stand-in itself never runs.
+func registerUnknown(r api.Registry, name string) {
+	defer func() { _ = recover() }() // a name Genkit cannot hold: Genkit fails the generation, as without the guard
+	ai.NewTool(name, "", func(*ai.ToolContext, any) (any, error) {
+		return nil, errNotGuarded
+	}, ai.WithInputSchema(map[string]any{"type": "object"})).Register(r)
+}
+
+// ImportOptions configure Import.
+type ImportOptions struct {
+	// Authorize decides whether inv.Principal may make this call of the
+	// Genkit tool named tool; it returns guard.ErrNotFound when not (any
+	// error fails closed as NOT_FOUND). It is required: a Genkit tool
+	// knows nothing of the guard's principals.
+	Authorize func(ctx context.Context, tool string, inv *guard.Invocation) error
+	// Read marks the tool as having no side effects. By default an
+	// imported tool is a write: it runs at most once per operation.
+	Read bool
+	// NoApproval lets a write run without a human's approval. By default
+	// every write needs one.
+	NoApproval bool
+	// Repeatable marks a write whose identical repeats are meant
+	// (guard.ToolSpec.Repeatable).
+	Repeatable bool
+	// LoggedArguments names top-level argument members safe to copy into
+	// the audit record; the others are only fingerprinted.
+	LoggedArguments []string
+	// Receipt asks the downstream system for the result of the operation
+	// with inv.IdempotencyKey, to settle an unknown outcome (see
+	// guard.Tool.LookupReceipt). Nil: outcomes stay unknown until an
+	// operator settles them.
+	Receipt func(ctx context.Context, inv *guard.Invocation) (out json.RawMessage, found bool, err error)
+}
+
+// Tool is one of Genkit's own tools (genkit.DefineTool, ai.NewTool, any
+// ai.Tool) behind the guard: its input schema, from its Definition, is
+// compiled once (toolset.CompileSchema) and validates the model's
+// arguments before the tool runs, as adapters/mcp does for a remote MCP
+// tool. It implements toolset.Declared, so it joins a toolset.Set next to
+// toolset tools. The generation is given the Genkit tool itself
+// (ai.WithTools), as Genkit declares it; the middleware runs it through
+// Genkit's own tool runner once the guard let the call through.
+type Tool struct {
+	inner     ai.Tool
+	desc      string
+	schema    *toolset.Schema
+	spec      guard.ToolSpec
+	authorize func(ctx context.Context, tool string, inv *guard.Invocation) error
+	receipt   func(ctx context.Context, inv *guard.Invocation) (json.RawMessage, bool, error)
+}
+
+var _ toolset.Declared = (*Tool)(nil)
+
+// Import puts a Genkit tool behind the guard. Its Definition's input
+// schema is its schema (none: any JSON object), not Strict: the model is
+// given it as Genkit gives it. Import fails without an Authorize, for a
+// tool without a definition, and for a schema that does not compile;
+// toolset.New refuses a name model providers do not accept. Declare the
+// Genkit tool without interrupts of its own: the guard asks for approval.
+func Import(t ai.Tool, opts ImportOptions) (*Tool, error) {
+	if opts.Authorize == nil {
+		return nil, errors.New("tggenkit: Import needs ImportOptions.Authorize")
+	}
+	if t == nil {
+		return nil, errors.New("tggenkit: Import needs a tool")
+	}
+	var def *ai.ToolDefinition
+	if err := safely(func() error { def = t.Definition(); return nil }); err != nil || def == nil {
+		return nil, fmt.Errorf("tggenkit: tool %q has no definition", t.Name())
+	}
+	raw := json.RawMessage(`{"type":"object"}`)
+	if len(def.InputSchema) > 0 {
+		b, err := json.Marshal(def.InputSchema)
+		if err != nil {
+			return nil, fmt.Errorf("tggenkit: tool %q schema: %w", def.Name, err)
+		}
+		raw = b
+	}
+	schema, err := toolset.CompileSchema(raw)
+	if err != nil {
+		return nil, fmt.Errorf("tggenkit: tool %q schema: %w", def.Name, err)
+	}
+	it := &Tool{inner: t, desc: def.Description, schema: schema, authorize: opts.Authorize, receipt: opts.Receipt,
+		spec: guard.ToolSpec{Name: t.Name(), Effect: guard.Write, LoggedArguments: append([]string(nil), opts.LoggedArguments...)}}
+	if opts.Read {
+		it.spec.Effect = guard.Read
+	}
+	it.spec.NeedsApproval = it.spec.Effect == guard.Write && !opts.NoApproval
+	it.spec.Repeatable = it.spec.Effect == guard.Write && opts.Repeatable
+	return it, nil
+}
+
+// Spec implements guard.Tool.
+func (t *Tool) Spec() *guard.ToolSpec { return &t.spec }
+
+// Name returns the tool's name.
+func (t *Tool) Name() string { return t.spec.Name }
+
+// Description returns the Genkit tool's description.
+func (t *Tool) Description() string { return t.desc }
+
+// Schema returns the tool's input schema compiled, the one its arguments
+// are validated against; it is not Strict.
+func (t *Tool) Schema() *toolset.Schema { return t.schema }
+
+// Genkit returns the imported Genkit tool, for ai.WithTools.
+func (t *Tool) Genkit() ai.Tool { return t.inner }
+
+// Decode implements guard.Tool: the arguments must be a JSON object the
+// tool's schema accepts; the input is their canonical JSON.
+func (t *Tool) Decode(canonical []byte, parsed any) (any, error) {
+	if _, ok := parsed.(map[string]any); !ok {
+		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments must be a JSON object.")
+	}
+	if err := t.schema.Validate(parsed); err != nil {
+		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments do not match the tool's schema.")
+	}
+	return json.RawMessage(canonical), nil
+}
+
+// AuthorizeCall implements guard.Tool with ImportOptions.Authorize.
+func (t *Tool) AuthorizeCall(ctx context.Context, inv *guard.Invocation) error {
+	return t.authorize(ctx, t.spec.Name, inv)
+}
+
+// Execute implements guard.Tool: the Genkit tool runs with the canonical
+// arguments, through Genkit's tool runner (the WrapTool hooks inside this
+// one, then the tool's action) when the middleware dispatched the call,
+// directly otherwise. The context carries the invocation
+// (InvocationFrom), whose IdempotencyKey is the key to hand the downstream
+// system. The output is the tool's output as JSON. An interrupt the tool
+// raises means it did not do its work (Genkit re-runs an interrupted tool
+// from the start): the call did not start. Any other error is the tool's
+// failure: for a write, an unknown outcome, unless it is a guard error
+// that says otherwise (guard.NotStarted, guard.ErrNotFound, …).
+func (t *Tool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
+	ctx = context.WithValue(ctx, invocationKey{}, inv)
+	var input any
+	dec := json.NewDecoder(bytes.NewReader(inv.Arguments))
+	dec.UseNumber()
+	if err := dec.Decode(&input); err != nil {
+		return nil, guard.NotStarted(fmt.Errorf("tggenkit: arguments: %w", err))
+	}
+	var (
+		resp *ai.MultipartToolResponse
+		err  error
+	)
+	if ep, ok := ctx.Value(endpointKey{}).(*endpoint); ok && ep.next != nil && ep.params.Tool != nil && ep.params.Request.Name == t.spec.Name {
+		req := &ai.ToolRequest{Name: ep.params.Request.Name, Ref: ep.params.Request.Ref, Input: input}
+		resp, err = ep.next(ctx, &ai.ToolParams{Request: req, Tool: ep.params.Tool})
+	} else {
+		resp, err = t.inner.RunRawMultipart(ctx, input)
+	}
+	if err != nil {
+		if interrupted, _ := ai.IsToolInterruptError(err); interrupted {
+			return nil, guard.NotStarted(fmt.Errorf("tggenkit: tool %q interrupted the generation; interrupts inside guarded tools are not supported", t.spec.Name))
+		}
+		return nil, err
+	}
+	if resp == nil {
+		return json.RawMessage(`null`), nil
+	}
+	out, err := json.Marshal(resp.Output)
+	if err != nil {
+		return nil, guard.UnknownOutcome(fmt.Errorf("tggenkit: tool %q output: %w", t.spec.Name, err))
+	}
+	return out, nil
+}
+
+// LookupReceipt implements guard.Tool with ImportOptions.Receipt; without
+// one, every lookup is inconclusive.
+func (t *Tool) LookupReceipt(ctx context.Context, inv *guard.Invocation) (json.RawMessage, bool, error) {
+	if t.receipt == nil {
+		return nil, false, errors.New("tggenkit: the imported tool has no receipt lookup")
+	}
+	return t.receipt(ctx, inv)
+}
+
+// endpointKey keys the Genkit tool runner of the call being dispatched, for
+// Tool.Execute.
+type endpointKey struct{}
+
+// endpoint is the rest of Genkit's tool runner for the call WrapTool is
+// answering.
+type endpoint struct {
+	params *ai.ToolParams
+	next   ai.ToolNext
+}
+
+type invocationKey struct{}
+
+// InvocationFrom returns the guard's invocation of the call an imported
+// Genkit tool runs for: its principal, its canonical arguments and, above
+// all, IdempotencyKey, the key to hand the downstream system so that a
+// retry the guard cannot see is deduplicated there. A tool function calls
+// it with its *ai.ToolContext. It is nil outside a guarded run of a Tool.
+func InvocationFrom(ctx context.Context) *guard.Invocation {
+	inv, _ := ctx.Value(invocationKey{}).(*guard.Invocation)
+	return inv
+}
