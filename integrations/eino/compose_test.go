@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"strings"
 	"sync"
@@ -380,5 +381,34 @@ func TestToolCallbacks(t *testing.T) {
 	}
 	if !strings.Contains(ends["get_order"], `"contract":"tool-model-result-v2"`) || ends["send_message"] != `{"sent":true}` {
 		t.Errorf("callbacks ended with %v", ends)
+	}
+}
+
+// Two identical writes in one reply, run in parallel by the ToolsNode, are
+// one operation in the scope: one draft; the second call either waits on
+// the first (IN_PROGRESS) or replays it.
+func TestParallelRepeatRunsOnce(t *testing.T) {
+	shop := newShop()
+	set := shop.tools(false)
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := toolsGraph(t, eg.ToolsNodeConfig())
+	ctx := tgeino.WithScope(tgeino.WithPrincipal(context.Background(), acme), "run-parallel")
+	for i := 0; i < 20; i++ {
+		out, err := run.Invoke(ctx, toolCalls([3]string{fmt.Sprintf("a%d", i), "create_refund_draft", refundArgs},
+			[3]string{fmt.Sprintf("b%d", i), "create_refund_draft", refundArgs}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for id, r := range results(t, out) {
+			if r.Code != guard.CodeOK && r.Code != guard.CodeInProgress {
+				t.Fatalf("call %s: %s", id, r.Code)
+			}
+		}
+	}
+	if n := shop.sideEffects(); n != 1 {
+		t.Fatalf("%d drafts, want 1", n)
 	}
 }

@@ -30,6 +30,9 @@
 // output string, guard.Result.String(), for every outcome: an error goes
 // back to Eino only for the host's own failures (no principal, a
 // programming error the guard reports), and no panic leaves the package.
+// A ToolsNode runs a reply's calls in parallel unless ExecuteSequentially:
+// two identical writes of one reply are still one operation, the second
+// IN_PROGRESS while the first runs, or its replay.
 //
 // # Tools
 //
