@@ -455,3 +455,28 @@ func TestStatusToolSettlesUnknown(t *testing.T) {
 		t.Errorf("status query with a wrong member = %s, want INVALID_ARGUMENTS", res)
 	}
 }
+
+// TestInvocationScope: with the invocation as the scope, a confirmation's
+// resume is still the same operation (ADK keeps the invocation id), and
+// the model repeating itself within the invocation replays; a later user
+// turn is another operation, put to a human again.
+func TestInvocationScope(t *testing.T) {
+	w := newWorldWith(t, func(o *tgadk.Options) { o.Scope = tgadk.InvocationScope })
+	_, fc := pauseOnRefund(t, w)
+	w.model.push(calls(refundCall("", "ORDER-7")))
+	evs := run(t, w.r, "user-1", "s1", confirm(fc, true))
+	if res := result(t, evs, "call-1"); res.Code != guard.CodeOK || res.Delivery != guard.DeliveryFresh {
+		t.Fatalf("approved call = %s, want OK fresh", res)
+	}
+	if res := result(t, evs, ""); res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay {
+		t.Errorf("the repeat within the invocation = %s, want a replay", res)
+	}
+	w.model.push(calls(refundCall("call-2", "ORDER-7")))
+	evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund it again", genai.RoleUser))
+	if confirmationCall(evs) == nil {
+		t.Error("a later turn's write was not put to a human: it should be another operation")
+	}
+	if n := w.svc.SideEffects(); n != 1 {
+		t.Errorf("side effects = %d, want 1", n)
+	}
+}
