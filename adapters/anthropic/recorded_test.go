@@ -29,9 +29,47 @@ func TestRecordedTraffic(t *testing.T) {
 			srv := replay.Start(t, rec)
 			client := sdk.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("replay"), option.WithMaxRetries(0))
 			m := tganthropic.NewModel(client, tganthropic.ModelOptions{Name: "recorded"})
-			replay.Drive(t, rec, srv, m, replay.Driver{Results: resultContents, Check: checkFollowUp})
+			replay.Drive(t, rec, srv, m, replay.Driver{Results: resultContents, Check: checkFollowUp, Usage: recordedUsage})
 		})
 	}
+}
+
+// recordedUsage returns the usage a recorded response reports: the
+// message's, or a stream's, message_start's input tokens and the last
+// message_delta's counts (whole counts, each replacing the one before).
+func recordedUsage(t *testing.T, it replay.Interaction) (in, out int64) {
+	payloads, err := it.Payloads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type usage struct {
+		In  *int64 `json:"input_tokens"`
+		Out *int64 `json:"output_tokens"`
+	}
+	read := func(u *usage) {
+		if u != nil && u.In != nil {
+			in = *u.In
+		}
+		if u != nil && u.Out != nil {
+			out = *u.Out
+		}
+	}
+	for _, p := range payloads {
+		var ev struct {
+			Usage   *usage `json:"usage"`
+			Message *struct {
+				Usage *usage `json:"usage"`
+			} `json:"message"`
+		}
+		if json.Unmarshal(p, &ev) != nil {
+			continue
+		}
+		if ev.Message != nil {
+			read(ev.Message.Usage)
+		}
+		read(ev.Usage)
+	}
+	return in, out
 }
 
 // messages returns a request's messages, each with its content as blocks

@@ -3,6 +3,7 @@ package tgopenai_test
 import (
 	"encoding/json"
 	"fmt"
+	"strings"
 	"testing"
 
 	oai "github.com/openai/openai-go/v3"
@@ -35,10 +36,43 @@ func TestRecordedTraffic(t *testing.T) {
 				srv := replay.Start(t, rec)
 				client := oai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("replay"), option.WithMaxRetries(0))
 				m := tgopenai.NewModel(client, tgopenai.ModelOptions{Name: "recorded", Stateless: mode == "stateless"})
-				replay.Drive(t, rec, srv, m, replay.Driver{Results: recordedOutputs, Check: checkFollowUp})
+				replay.Drive(t, rec, srv, m, replay.Driver{Results: recordedOutputs, Check: checkFollowUp, Usage: recordedUsage})
 			})
 		}
 	}
+}
+
+// recordedUsage returns the usage a recorded response reports: the
+// response's, or the one of the event that ends a stream.
+func recordedUsage(t *testing.T, it replay.Interaction) (in, out int64) {
+	payloads, err := it.Payloads()
+	if err != nil {
+		t.Fatal(err)
+	}
+	type usage struct {
+		In  int64 `json:"input_tokens"`
+		Out int64 `json:"output_tokens"`
+	}
+	for _, p := range payloads {
+		var ev struct {
+			Type     string `json:"type"`
+			Usage    *usage `json:"usage"`
+			Response *struct {
+				Usage *usage `json:"usage"`
+			} `json:"response"`
+		}
+		if json.Unmarshal(p, &ev) != nil {
+			continue
+		}
+		u := ev.Usage
+		if ev.Response != nil && strings.HasPrefix(ev.Type, "response.") && ev.Type != "response.created" && ev.Type != "response.in_progress" {
+			u = ev.Response.Usage
+		}
+		if u != nil {
+			in, out = u.In, u.Out
+		}
+	}
+	return in, out
 }
 
 // inputItems returns a request's input items as objects.

@@ -58,6 +58,9 @@ type Driver struct {
 	// Check compares request i (i ≥ 1) that the adapter sent, after reply
 	// prev, with the recorded request i (nil where none was recorded).
 	Check func(t *testing.T, i int, sent, recorded map[string]any, prev *provider.Reply)
+	// Usage, if set, returns the input and output tokens a recorded
+	// response reports, which each reply must carry.
+	Usage func(t *testing.T, it Interaction) (in, out int64)
 }
 
 // Drive plays rec through p, whose client talks to srv: one Turn per
@@ -65,7 +68,8 @@ type Driver struct {
 // conversation so far (the reply's Items, or its Chain, as package
 // agentloop keeps it) and OutputItems answering the reply's calls. It
 // checks each reply's id, calls (ids, names, arguments), text (streamed
-// too, when the recording streams) and ending against the recording,
+// too, when the recording streams), usage (with d.Usage) and ending
+// against the recording,
 // and hands each request after the first to d.Check. It returns the
 // replies.
 func Drive(t *testing.T, rec *Recording, srv *Server, p provider.Provider, d Driver) []*provider.Reply {
@@ -102,6 +106,11 @@ func Drive(t *testing.T, rec *Recording, srv *Server, p provider.Provider, d Dri
 		replies = append(replies, rep)
 		if i > 0 && d.Check != nil {
 			d.Check(t, i, srv.Body(t, i), rec.Request(i), replies[i-1])
+		}
+		if d.Usage != nil {
+			if in, out := d.Usage(t, rec.Interactions[i]); rep.InputTokens != in || rep.OutputTokens != out {
+				t.Errorf("turn %d: usage %d in %d out, the API said %d and %d", i, rep.InputTokens, rep.OutputTokens, in, out)
+			}
 		}
 		if want.ResponseID != "" && rep.ID != want.ResponseID {
 			t.Errorf("turn %d: reply id %q, want %q", i, rep.ID, want.ResponseID)

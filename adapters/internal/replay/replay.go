@@ -13,6 +13,7 @@
 package replay
 
 import (
+	"bufio"
 	"bytes"
 	"compress/gzip"
 	"encoding/base64"
@@ -26,6 +27,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 )
@@ -361,4 +363,31 @@ func (s *Server) Remaining() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return max(0, len(s.rec.Interactions)-s.next)
+}
+
+// Payloads returns the JSON payloads of a recorded response, gunzipped: a
+// stream's data lines, in order, or the whole body of a JSON response.
+func (it Interaction) Payloads() ([][]byte, error) {
+	body := it.Body
+	if it.ContentEncoding == "gzip" {
+		zr, err := gzip.NewReader(bytes.NewReader(body))
+		if err != nil {
+			return nil, err
+		}
+		if body, err = io.ReadAll(zr); err != nil {
+			return nil, err
+		}
+	}
+	if !strings.HasPrefix(it.ContentType, "text/event-stream") {
+		return [][]byte{body}, nil
+	}
+	var out [][]byte
+	sc := bufio.NewScanner(bytes.NewReader(body))
+	sc.Buffer(nil, 16<<20)
+	for sc.Scan() {
+		if data, ok := bytes.CutPrefix(sc.Bytes(), []byte("data:")); ok {
+			out = append(out, bytes.Clone(bytes.TrimSpace(data)))
+		}
+	}
+	return out, sc.Err()
 }

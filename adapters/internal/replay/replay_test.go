@@ -15,10 +15,11 @@ import (
 	"github.com/toolguard/toolguard/adapters/internal/replay"
 )
 
-// TestServerServesInOrder checks that the server answers each request with
-// the next interaction's status, headers and exact bytes (gzip left
-// compressed on the wire), keeps the request bodies, and refuses requests
-// beyond the recording.
+// TestServerServesInOrder checks that an interaction's payloads are its
+// body gunzipped or its stream's data, and that the server answers each
+// request with the next interaction's status, headers and exact bytes
+// (gzip left compressed on the wire), keeps the request bodies, and
+// refuses requests beyond the recording.
 func TestServerServesInOrder(t *testing.T) {
 	var gz bytes.Buffer
 	zw := gzip.NewWriter(&gz)
@@ -43,6 +44,12 @@ func TestServerServesInOrder(t *testing.T) {
 	}
 	if !strings.Contains(string(rec.Expect[0].Calls[0].Raw), `"extra":1`) {
 		t.Errorf("call raw %s lost a field", rec.Expect[0].Calls[0].Raw)
+	}
+	for i, want := range []string{`{"ok":true}`, `{}`} {
+		p, err := rec.Interactions[i].Payloads()
+		if err != nil || len(p) != 1 || string(p[0]) != want {
+			t.Errorf("interaction %d payloads %q, %v; want %s", i, p, err, want)
+		}
 	}
 	srv := replay.Start(t, rec)
 	tr := &http.Transport{DisableCompression: true}
