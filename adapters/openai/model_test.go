@@ -25,7 +25,8 @@ func model(srv *openaitest.Server, stateless bool) *tgopenai.Model {
 // the API was recorded sending (nested "error", which openai-go ends the
 // stream at, then response.failed) and in the documented flat shape
 // (which openai-go reads as an event, and nothing follows). The text
-// before it was streamed; the call after it never runs.
+// before it was streamed; the call after it never runs. Not streamed, it
+// is a failed response, which ends the run the same way.
 func TestStreamErrorEndsRunFailed(t *testing.T) {
 	for _, flat := range []bool{false, true} {
 		e := &openaitest.ErrorBody{Type: "insufficient_quota", Code: "insufficient_quota", Message: "You exceeded your current quota."}
@@ -42,6 +43,13 @@ func TestStreamErrorEndsRunFailed(t *testing.T) {
 			t.Errorf("flat %v: %d calls ran", flat, n)
 		}
 		srv.Close()
+	}
+	// Not streamed, the same error is a failed response.
+	srv := openaitest.NewServer(openaitest.Turn{Text: "Let me look that up.",
+		StreamError: &openaitest.ErrorBody{Type: "server_error", Code: "server_error", Message: "The server had an error."}})
+	defer srv.Close()
+	if apiErr := runtest.Once(t, model(srv, false), "hi").Failed(t, "server_error"); apiErr.Message != "The server had an error." {
+		t.Errorf("message %q", apiErr.Message)
 	}
 }
 
