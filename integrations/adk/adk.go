@@ -314,15 +314,17 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 	if c := ctx.ToolConfirmation(); c != nil && call.Approval == "" && a.opts.Signer != nil {
 		req := a.payloadOf(call, fp)
 		if !payloadMatches(c.Payload, fp) {
-			// The answer is to another question than this call's: ask again.
-			return a.ask(ctx, call, req, nil)
+			// The answer is to another question than this call's: no
+			// decision on this one, which may be asked again.
+			return a.refuse(ctx, call, false, &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh,
+				Message: OtherAnswerMessage})
 		}
 		d, err := a.decide(ctx, c, req)
 		if err != nil {
 			return nil, err
 		}
 		if !d.Approved {
-			return a.refuse(ctx, call, d)
+			return a.refuse(ctx, call, !d.Expired, denied(d.Reason))
 		}
 		tok, err := a.grant(call, d.Approver)
 		if err != nil {
@@ -350,10 +352,10 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 // refuse answers a call whose confirmation was refused. The call is
 // dispatched without a grant, so nothing can run: an operation that ran
 // already (a yes answered before this no) replays its outcome, which the
-// model is told instead of a denial; otherwise the guard says
-// APPROVAL_REQUIRED, and the model is told a human declined, once, and
-// the denial is kept for the session unless it expired.
-func (a *Guarded) refuse(ctx agent.Context, call guard.Call, d agentloop.Decision) (map[string]any, error) {
+// model is told instead of the refusal; otherwise the guard says
+// APPROVAL_REQUIRED, and the model is told answer, once, and a denial
+// is kept for the session when remember says so.
+func (a *Guarded) refuse(ctx agent.Context, call guard.Call, remember bool, answer *guard.Result) (map[string]any, error) {
 	res, err := a.g.Dispatch(withAgent(ctx), call)
 	if err != nil {
 		return nil, fmt.Errorf("tgadk: %w", err)
@@ -361,10 +363,10 @@ func (a *Guarded) refuse(ctx agent.Context, call guard.Call, d agentloop.Decisio
 	if res.Code != guard.CodeApprovalRequired {
 		return Response(res), nil
 	}
-	if !d.Expired {
+	if remember {
 		a.rememberDenial(ctx, guard.Fingerprint(call.Proposal.Name, call.Proposal.Arguments))
 	}
-	return Response(denied(d.Reason)), nil
+	return Response(answer), nil
 }
 
 // approveInline asks Options.Approver and waits for its decision, as

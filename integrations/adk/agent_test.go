@@ -480,3 +480,24 @@ func TestInvocationScope(t *testing.T) {
 		t.Errorf("side effects = %d, want 1", n)
 	}
 }
+
+// TestConfirmationForAnotherIntent: a yes whose payload names another
+// intent's fingerprint approves nothing, and is not taken for a denial.
+func TestConfirmationForAnotherIntent(t *testing.T) {
+	w := newWorld(t)
+	_, fc := pauseOnRefund(t, w)
+	answer := confirm(fc, true)
+	answer.Parts[0].FunctionResponse.Response["payload"] = map[string]any{"fingerprint": guard.Fingerprint("create_refund_draft", []byte(`{"order_ref":"ORDER-8","reason":"duplicate"}`))}
+	evs := run(t, w.r, "user-1", "s1", answer)
+	if res := result(t, evs, "call-1"); res.Code != guard.CodeApprovalRequired || res.Message != tgadk.OtherAnswerMessage {
+		t.Errorf("answer for another intent = %s, want APPROVAL_REQUIRED saying so", res)
+	}
+	if n := w.svc.SideEffects(); n != 0 {
+		t.Errorf("side effects = %d, want 0", n)
+	}
+	w.model.push(calls(refundCall("call-2", "ORDER-7")))
+	evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund it", genai.RoleUser))
+	if confirmationCall(evs) == nil {
+		t.Error("the intent was not asked again")
+	}
+}

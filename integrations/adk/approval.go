@@ -12,7 +12,8 @@ import (
 // ConfirmationPayload is the Payload of the ToolConfirmation a guarded
 // write asks ADK for: what a human approves, exactly. A client may send it
 // back in its confirmation response; when it does, its fingerprint must be
-// the call's, or the answer is taken for another question and asked again.
+// the call's, or the answer is taken for another question's: the call is
+// not approved, the model is told so, and the intent may be asked again.
 type ConfirmationPayload struct {
 	Tool string `json:"tool"`
 	// Arguments are the canonical JSON of the call's arguments.
@@ -27,6 +28,12 @@ type ConfirmationPayload struct {
 // DeniedMessage is the message of the APPROVAL_REQUIRED result the model
 // gets when a human answered the confirmation with no.
 const DeniedMessage = "A human declined this action. Do not retry it or ask again; tell the user it was not approved."
+
+// OtherAnswerMessage is the message of the APPROVAL_REQUIRED result a
+// write gets when the confirmation response names another intent than the
+// call's (ConfirmationPayload.Fingerprint): nothing is approved, and the
+// call may be asked again.
+const OtherAnswerMessage = "The approval that came back was for another request; nothing was run. Call the tool again to ask a human for this one."
 
 // PendingMessage is the message of the APPROVAL_REQUIRED result recorded
 // for a write while a human is asked: the run pauses on the confirmation,
