@@ -114,13 +114,20 @@ func seenByModel(m *fakeModel, callID string) []map[string]any {
 	return out
 }
 
+// refundTurn runs a user turn in which the model asks for a refund of
+// ORDER-7 under callID, and returns its events.
+func refundTurn(t *testing.T, w *world, sess, callID string) []*session.Event {
+	t.Helper()
+	w.model.push(calls(refundCall(callID, "ORDER-7")))
+	return run(t, w.r, "user-1", sess, genai.NewContentFromText("refund ORDER-7", genai.RoleUser))
+}
+
 // pauseOnRefund runs a turn in which the model asks for a refund of
 // ORDER-7 (call-1) and returns its events and the confirmation request it
 // paused on.
 func pauseOnRefund(t *testing.T, w *world) ([]*session.Event, *genai.FunctionCall) {
 	t.Helper()
-	w.model.push(calls(refundCall("call-1", "ORDER-7")))
-	evs := run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund my duplicate order ORDER-7", genai.RoleUser))
+	evs := refundTurn(t, w, "s1", "call-1")
 	fc := confirmationCall(evs)
 	if fc == nil {
 		t.Fatal("the run did not pause on a confirmation request")
@@ -192,8 +199,7 @@ func TestConfirmationDeny(t *testing.T) {
 	}
 
 	// The model asks again, with another call id: no second question.
-	w.model.push(calls(refundCall("call-2", "ORDER-7")))
-	evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("please refund it anyway", genai.RoleUser))
+	evs = refundTurn(t, w, "s1", "call-2")
 	if fc := confirmationCall(evs); fc != nil {
 		t.Errorf("the same intent was put to a human again: %v", fc.Args)
 	}
@@ -260,8 +266,7 @@ func TestRetriedRunWritesOnce(t *testing.T) {
 	}
 
 	// Another session is another operation: it asks again.
-	w.model.push(calls(refundCall("call-x", "ORDER-7")))
-	evs = run(t, w.r, "user-1", "s2", genai.NewContentFromText("refund ORDER-7", genai.RoleUser))
+	evs = refundTurn(t, w, "s2", "call-x")
 	if confirmationCall(evs) == nil {
 		t.Errorf("a new session's write did not ask for approval")
 	}
@@ -369,8 +374,7 @@ func TestDecide(t *testing.T) {
 	_, fc = pauseOnRefund(t, w)
 	run(t, w.r, "user-1", "s1", confirm(fc, true))
 	expired = false
-	w.model.push(calls(refundCall("call-2", "ORDER-7")))
-	evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("try again", genai.RoleUser))
+	evs = refundTurn(t, w, "s1", "call-2")
 	fc = confirmationCall(evs)
 	if fc == nil {
 		t.Fatal("after an expired decision the intent was not asked again")
@@ -471,8 +475,7 @@ func TestInvocationScope(t *testing.T) {
 	if res := result(t, evs, ""); res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay {
 		t.Errorf("the repeat within the invocation = %s, want a replay", res)
 	}
-	w.model.push(calls(refundCall("call-2", "ORDER-7")))
-	evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund it again", genai.RoleUser))
+	evs = refundTurn(t, w, "s1", "call-2")
 	if confirmationCall(evs) == nil {
 		t.Error("a later turn's write was not put to a human: it should be another operation")
 	}
@@ -495,8 +498,7 @@ func TestConfirmationForAnotherIntent(t *testing.T) {
 	if n := w.svc.SideEffects(); n != 0 {
 		t.Errorf("side effects = %d, want 0", n)
 	}
-	w.model.push(calls(refundCall("call-2", "ORDER-7")))
-	evs = run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund it", genai.RoleUser))
+	evs = refundTurn(t, w, "s1", "call-2")
 	if confirmationCall(evs) == nil {
 		t.Error("the intent was not asked again")
 	}
