@@ -412,3 +412,27 @@ func TestParallelRepeatRunsOnce(t *testing.T) {
 		t.Fatalf("%d drafts, want 1", n)
 	}
 }
+
+// A host that configures the middleware twice (say, in ToolsNodeConfig and
+// again as an agent's handler) still gets one dispatch per call: the inner
+// one lets the guarded call through.
+func TestMiddlewareTwice(t *testing.T) {
+	mb := &mailbox{}
+	send, _ := mb.einoTools(t)
+	set := toolset.MustNew(mustWrap(t, send, tgeino.WrapOptions{Write: true}))
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg := eg.ToolsNodeConfig()
+	cfg.ToolCallMiddlewares = append(cfg.ToolCallMiddlewares, eg.ToolMiddleware())
+	run := toolsGraph(t, cfg)
+	ctx := tgeino.WithScope(tgeino.WithPrincipal(context.Background(), acme), "run-twice")
+	out, err := run.Invoke(ctx, toolCalls([3]string{"c1", "send_message", `{"to":"bob","text":"hi"}`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := results(t, out)["c1"]; r.Code != guard.CodeOK || string(r.Data) != `{"sent":true}` || len(mb.sent) != 1 {
+		t.Fatalf("result %s %s, %d sent", r.Code, r.Data, len(mb.sent))
+	}
+}

@@ -359,6 +359,11 @@ func (eg *Guard) answer(ctx context.Context, name, args, callID string, run runF
 			out, err = "", fmt.Errorf("tgeino: tool call %q: panic: %v", name, r)
 		}
 	}()
+	if inv := InvocationFrom(ctx); inv != nil && inv.Proposal.Name == name && run != nil {
+		// The call is already the guard's: a wrapped tool running through
+		// Eino's endpoint, which a second toolguard middleware wraps too.
+		return run(ctx, args)
+	}
 	if eg.own[name] {
 		// Eino's endpoint, and so its tool callbacks, never run for the
 		// guard's own tools: they fire here, with the model result.
