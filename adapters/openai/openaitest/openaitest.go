@@ -928,7 +928,7 @@ type wireUsage struct {
 type wireItem struct {
 	Type      string           `json:"type"`
 	ID        string           `json:"id"`
-	Status    string           `json:"status"`
+	Status    string           `json:"status,omitempty"` // none on reasoning items
 	Role      string           `json:"role,omitempty"`
 	Content   []wireOutputText `json:"content,omitempty"`
 	CallID    string           `json:"call_id,omitempty"`
@@ -948,18 +948,25 @@ type wireSummary struct {
 	Text string `json:"text"`
 }
 
-// wireOutputText is a message's content part: output_text (Text,
-// Annotations, Logprobs) or refusal (Refusal).
+// wireOutputText is a message's content part: output_text (Text, with
+// empty annotations and logprobs) or refusal (Refusal).
 type wireOutputText struct {
-	Type        string            `json:"type"`
-	Text        *string           `json:"text,omitempty"`
-	Refusal     *string           `json:"refusal,omitempty"`
-	Annotations []json.RawMessage `json:"annotations,omitempty"`
-	Logprobs    []json.RawMessage `json:"logprobs,omitempty"`
+	Type    string
+	Text    string
+	Refusal string
+}
+
+// MarshalJSON writes the part as the API does: a refusal part has only
+// its refusal, an output_text part its text, annotations and logprobs.
+func (p wireOutputText) MarshalJSON() ([]byte, error) {
+	if p.Type == "refusal" {
+		return json.Marshal(map[string]string{"type": p.Type, "refusal": p.Refusal})
+	}
+	return json.Marshal(map[string]any{"type": p.Type, "text": p.Text, "annotations": []any{}, "logprobs": []any{}})
 }
 
 func outputText(text string) wireOutputText {
-	return wireOutputText{Type: "output_text", Text: &text, Annotations: []json.RawMessage{}, Logprobs: []json.RawMessage{}}
+	return wireOutputText{Type: "output_text", Text: text}
 }
 
 func (it wireItem) marshal() json.RawMessage {
@@ -1050,8 +1057,7 @@ func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputB
 				msg.Content = append(msg.Content, outputText(turn.Text))
 			}
 			if turn.Refusal != "" {
-				refusal := turn.Refusal
-				msg.Content = append(msg.Content, wireOutputText{Type: "refusal", Refusal: &refusal})
+				msg.Content = append(msg.Content, wireOutputText{Type: "refusal", Refusal: turn.Refusal})
 			}
 			if turn.Commentary {
 				msg.Phase = "commentary"
@@ -1147,7 +1153,9 @@ func writeStream(w http.ResponseWriter, resp *wireResponse, t *Turn) {
 
 	for i, it := range resp.items {
 		added := it
-		added.Status = "in_progress"
+		if it.Status != "" {
+			added.Status = "in_progress"
+		}
 		switch it.Type {
 		case "message":
 			added.Content = nil
@@ -1157,8 +1165,7 @@ func writeStream(w http.ResponseWriter, resp *wireResponse, t *Turn) {
 					return fields(kv, "item_id", it.ID, "output_index", i, "content_index", ci)
 				}
 				if part.Type == "refusal" {
-					empty := ""
-					emit("response.content_part.added", with("part", wireOutputText{Type: "refusal", Refusal: &empty}))
+					emit("response.content_part.added", with("part", wireOutputText{Type: "refusal"}))
 					for _, chunk := range fakeapi.Chunks(it.refusal) {
 						emit("response.refusal.delta", with("delta", chunk))
 					}
