@@ -79,6 +79,13 @@ type Options struct {
 	StatusTool string
 	// NoStatusTool leaves the status tool out.
 	NoStatusTool bool
+	// AllowUnguarded, if set, makes Plugin fail closed: a tool that does
+	// not dispatch through a guard (an ADK tool the host did not Import)
+	// runs only if AllowUnguarded returns true for it, and is otherwise
+	// answered UNKNOWN_TOOL without running. Allow ADK's own control
+	// tools the agents need (transfer_to_agent, exit_loop, agent tools).
+	// Nil: Plugin leaves unguarded tools to run as ADK runs them.
+	AllowUnguarded func(t tool.Tool) bool
 	// Toolsets are imported ADK toolsets (ImportToolset) the agent is
 	// given beside the set's tools (Guarded.Toolsets); the guard must find
 	// their tools too (guard.New over Join).
@@ -189,8 +196,37 @@ func (s *guardedToolset) Tools(agent.ReadonlyContext) ([]tool.Tool, error) {
 // have are answered by the guard (UNKNOWN_TOOL) for every agent the runner
 // runs.
 func (a *Guarded) Plugin() (*plugin.Plugin, error) {
-	return plugin.New(plugin.Config{Name: "toolguard", OnToolErrorCallback: a.OnToolError})
+	cfg := plugin.Config{Name: "toolguard", OnToolErrorCallback: a.OnToolError}
+	if a.opts.AllowUnguarded != nil {
+		cfg.BeforeToolCallback = a.BeforeTool
+	}
+	return plugin.New(cfg)
 }
+
+// BeforeTool is an llmagent.BeforeToolCallback that refuses unguarded
+// tools: a tool that does not dispatch through a guard runs only when
+// Options.AllowUnguarded allows it, and is otherwise answered
+// UNKNOWN_TOOL without running. Guarded tools pass (nil, nil) and run.
+// Plugin installs it when AllowUnguarded is set.
+func (a *Guarded) BeforeTool(ctx agent.Context, t tool.Tool, args map[string]any) (map[string]any, error) {
+	switch t.(type) {
+	case *adkTool, *statusTool:
+		return nil, nil
+	}
+	allowed := false
+	if a.opts.AllowUnguarded != nil && t != nil {
+		if err := safely(func() error { allowed = a.opts.AllowUnguarded(t); return nil }); err != nil {
+			allowed = false
+		}
+	}
+	if allowed {
+		return nil, nil
+	}
+	return Response(&guard.Result{Code: guard.CodeUnknownTool, Delivery: guard.DeliveryFresh,
+		Message: guard.CodeUnknownTool.DefaultMessage()}), nil
+}
+
+var _ llmagent.BeforeToolCallback = (*Guarded)(nil).BeforeTool
 
 // OnToolError is an llmagent.OnToolErrorCallback. ADK calls it, with a
 // stand-in tool that has no declaration, for a function call naming a tool

@@ -45,7 +45,11 @@
 // reaches the OnToolError callbacks. Plugin (or OnToolError, for
 // llmagent.Config.OnToolErrorCallbacks) dispatches it to the guard, which
 // answers UNKNOWN_TOOL, audited like every call, so the model gets a
-// model result and not ADK's error text.
+// model result and not ADK's error text. A tool the guard has but the
+// agent was not given is UNKNOWN_TOOL too, and never runs. With
+// Options.AllowUnguarded, Plugin also fails closed on ADK tools the host
+// did not import: they run only if allowed (ADK's control tools), and are
+// otherwise UNKNOWN_TOOL.
 //
 // # Approvals
 //

@@ -4,9 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"sync"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/adk/v2/agent"
+	"google.golang.org/adk/v2/agent/llmagent"
+	"google.golang.org/adk/v2/tool"
 	"google.golang.org/adk/v2/tool/functiontool"
 	"google.golang.org/genai"
 
@@ -148,5 +151,48 @@ func TestImportRefuses(t *testing.T) {
 	}
 	if _, err := tgadk.Import(nil, tgadk.ImportOptions{Authorize: allow}); err == nil {
 		t.Error("a nil tool was imported")
+	}
+}
+
+// TestUnguardedRefused: with AllowUnguarded, an ADK tool the host gave the
+// agent without importing it is UNKNOWN_TOOL and never runs, unless
+// allowed; guarded tools run as ever.
+func TestUnguardedRefused(t *testing.T) {
+	var ran atomic.Int32
+	raw, err := functiontool.New(functiontool.Config{Name: "wipe_orders", Description: "Wipe the orders."},
+		func(agent.Context, voucherIn) (voucherOut, error) { ran.Add(1); return voucherOut{}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	allowed, err := functiontool.New(functiontool.Config{Name: "say_hello", Description: "Say hello."},
+		func(agent.Context, struct{}) (voucherOut, error) {
+			ran.Add(1)
+			return voucherOut{VoucherID: "hello"}, nil
+		})
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := &vouchers{}
+	set := toolset.MustNew(v.tool(t))
+	a, err := tgadk.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgadk.Options{
+		Principal:      func(ctx agent.Context) (guard.Principal, error) { return principals[ctx.UserID()], nil },
+		AllowUnguarded: func(t tool.Tool) bool { return t.Name() == "say_hello" }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &fakeModel{}
+	r := newRunnerFor(t, a, llmagent.Config{Model: m, Tools: append(a.Tools(), raw, allowed)})
+	m.push(calls(&genai.FunctionCall{ID: "w", Name: "wipe_orders", Args: map[string]any{"order_ref": "ORDER-7", "cents": 1}},
+		&genai.FunctionCall{ID: "h", Name: "say_hello", Args: map[string]any{}},
+		&genai.FunctionCall{ID: "v", Name: "issue_voucher", Args: map[string]any{"order_ref": "ORDER-7", "cents": 1}}))
+	evs := run(t, r, "user-1", "s1", genai.NewContentFromText("go", genai.RoleUser))
+	if res := result(t, evs, "w"); res.Code != guard.CodeUnknownTool {
+		t.Errorf("unguarded tool = %s, want UNKNOWN_TOOL", res)
+	}
+	if res := result(t, evs, "v"); res.Code != guard.CodeOK {
+		t.Errorf("guarded tool = %s, want OK", res)
+	}
+	if ran.Load() != 1 || len(v.issued()) != 1 {
+		t.Errorf("raw tools ran %d times (want 1: say_hello), vouchers %d (want 1)", ran.Load(), len(v.issued()))
 	}
 }
