@@ -359,9 +359,11 @@ func (eg *Guard) answer(ctx context.Context, name, args, callID string, run runF
 			out, err = "", fmt.Errorf("tgeino: tool call %q: panic: %v", name, r)
 		}
 	}()
-	if inv := InvocationFrom(ctx); inv != nil && inv.Proposal.Name == name && run != nil {
-		// The call is already the guard's: a wrapped tool running through
-		// Eino's endpoint, which a second toolguard middleware wraps too.
+	if inv := InvocationFrom(ctx); inv != nil && run != nil && inv.Proposal.Name == name &&
+		inv.Context.CallID == guard.SafeID(callID) && string(inv.Arguments) == args {
+		// This very call is already the guard's: a wrapped tool running
+		// through Eino's endpoint, which a second toolguard middleware
+		// wraps too. Any other call (a nested agent's) is dispatched.
 		return run(ctx, args)
 	}
 	if eg.own[name] {
