@@ -64,8 +64,9 @@ type Turn struct {
 	Status int
 	// StreamError, if set, ends a streamed reply with a chunk carrying
 	// this error ({"error":{"message","type","param","code"}}) after the
-	// first content delta, as servers report a failure mid-stream; a
-	// request that does not stream gets it as an error reply, status 500.
+	// first content delta (without content, after the role and
+	// reasoning), as servers report a failure mid-stream; a request that
+	// does not stream gets it as an error reply, status 500.
 	StreamError *ErrorBody
 	// Shape says how a streamed reply is cut into chunks; the zero value
 	// streams as OpenAI's API did before it sent usage null.

@@ -152,8 +152,9 @@ type Turn struct {
 	// Commentary gives the assistant message the phase "commentary": a
 	// preamble to the calls after it, not a final answer.
 	Commentary bool
-	// StreamError, if set, makes a stream fail after the response starts
-	// and its first text delta: an "error" event carrying it, as
+	// StreamError, if set, makes a stream fail after the response starts,
+	// at its first text delta (without text, at the end of the first
+	// item, or of the response): an "error" event carrying it, as
 	// {"error":{"type","code","message","param"}} (the API's recorded
 	// shape), then response.failed. With ErrorFlat the event is the
 	// documented flat shape, {"code","message","param"}, and the stream
