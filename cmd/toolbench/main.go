@@ -27,7 +27,17 @@
 //
 //	guard/peer = X.XX
 //
-// the guard's wall time per dispatch over the peer's.
+// the guard's wall time per dispatch over the peer's. The table also
+// splits the guard's dispatches: how long its store calls took (Finish,
+// Reserve, Commit: the batcher's queue, the round trip and the script),
+// and the rest of each dispatch, outside the store.
+//
+// With -rtt D1,D2,… the three runs go through a loopback proxy that delays
+// each direction by D (redistest.Proxy.Delay: a round trip costs 2·D more,
+// a pipeline one round trip), once per D and per -c (a comma-separated
+// list), and a table of every run closes the output:
+//
+//	go run ./cmd/toolbench -redis redis://127.0.0.1:6379/0 -c 8,64 -n 20000 -rtt 0,250us,1ms
 package main
 
 import (
@@ -66,7 +76,10 @@ func main() {
 type config struct {
 	addr          string
 	c, n          int
-	reads, writes int // percentages; the rest are replays
+	cs            []int           // -c: each a run
+	rtts          []time.Duration // -rtt: each a run through a delaying proxy
+	rtt           bool            // -rtt given
+	reads, writes int             // percentages; the rest are replays
 	tenants       int
 	pool          int
 	keepKeys      bool
@@ -81,7 +94,8 @@ func run(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("toolbench", flag.ContinueOnError)
 	var cfg config
 	fs.StringVar(&cfg.addr, "redis", "redis://127.0.0.1:6379/0", "a redis:// URL, or a comma-separated host:port list for a cluster")
-	fs.IntVar(&cfg.c, "c", 64, "concurrent agents")
+	cList := fs.String("c", "64", "concurrent agents; a comma-separated list runs each in turn")
+	rttList := fs.String("rtt", "", "a comma-separated list of delays D (0,250us,1ms): for each, the guard, the peer and the floor run through a loopback proxy that delays each direction by D (a round trip 2·D more); implies -peer, and a table of all runs closes the output")
 	fs.IntVar(&cfg.n, "n", 100000, "dispatches in all (with -peer: each for the guard and the peer)")
 	fs.IntVar(&cfg.reads, "reads", 50, "percent of dispatches that are reads")
 	fs.IntVar(&cfg.writes, "writes", 30, "percent that are fresh writes (the rest replay an earlier write)")
@@ -95,18 +109,51 @@ func run(args []string, w io.Writer) error {
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
+	for _, f := range strings.Split(*cList, ",") {
+		c, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			return fmt.Errorf("-c %q: %v", *cList, err)
+		}
+		cfg.cs = append(cfg.cs, c)
+	}
+	if *rttList != "" {
+		cfg.rtt, cfg.peer = true, true
+		for _, f := range strings.Split(*rttList, ",") {
+			d, err := time.ParseDuration(strings.TrimSpace(f))
+			if err != nil || d < 0 {
+				return fmt.Errorf("-rtt %q: want delays such as 0,250us,1ms", *rttList)
+			}
+			cfg.rtts = append(cfg.rtts, d)
+		}
+	}
 	if cfg.rounds == 0 {
 		cfg.rounds = 1
 		if cfg.peer {
 			cfg.rounds = 10
 		}
 	}
-	if cfg.c < 1 || cfg.n < cfg.c || cfg.reads < 0 || cfg.writes < 0 || cfg.reads+cfg.writes > 100 || cfg.tenants < 1 || cfg.rounds < 1 || cfg.rounds > cfg.n {
-		return errors.New("need -c >= 1, -n >= -c, 0 <= -reads + -writes <= 100, -tenants >= 1, 1 <= -rounds <= -n")
+	for _, c := range cfg.cs {
+		if c < 1 || cfg.n < c || cfg.reads < 0 || cfg.writes < 0 || cfg.reads+cfg.writes > 100 || cfg.tenants < 1 || cfg.rounds < 1 || cfg.rounds > cfg.n {
+			return errors.New("need -c >= 1, -n >= -c, 0 <= -reads + -writes <= 100, -tenants >= 1, 1 <= -rounds <= -n")
+		}
 	}
+	if cfg.rtt && !strings.Contains(cfg.addr, "://") {
+		return errors.New("-rtt needs a standalone server's redis:// URL")
+	}
+	if len(cfg.cs) == 1 && !cfg.rtt {
+		cfg.c = cfg.cs[0]
+		_, err := bench(cfg, w)
+		return err
+	}
+	return sweep(cfg, w)
+}
+
+// bench runs the workload once, at cfg.c agents against cfg.addr, prints
+// what it measured and returns its phases.
+func bench(cfg config, w io.Writer) (*outcome, error) {
 	rdb, err := redisconn.Open(cfg.addr, cfg.pool)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	defer rdb.Close()
 	rt := &redisconn.RoundTrips{}
@@ -116,11 +163,12 @@ func run(args []string, w io.Writer) error {
 	cfg.prefix = "tb" + strconv.FormatInt(time.Now().UnixNano()%(36*36*36*36*36), 36) + ":"
 	store, err := idem.New(rdb, idem.Options{Prefix: cfg.prefix, TTL: time.Hour})
 	if err != nil {
-		return err
+		return nil, err
 	}
 	ctx := context.Background()
 	signer, _ := guard.NewSigner([]byte("toolbench-approval-key-0123456789abcdef"))
-	g := guard.New(orders.NoopTools(), store, guard.Options{Signer: signer})
+	gph, pph, fph := newPhase("guard", cfg), newPhase("peer", cfg), newPhase("floor", cfg)
+	g := guard.New(orders.NoopTools(), &timedStore{Store: store, ph: gph}, guard.Options{Signer: signer})
 	// The peer keeps its keys in a database of its own on a standalone
 	// server: Redis grows each database's key table as keys are added, and
 	// that growth, charged to whichever run's batch crosses a size, belongs
@@ -137,13 +185,12 @@ func run(args []string, w io.Writer) error {
 	pr := &peer{rdb: peerRdb, prefix: cfg.prefix + "peer:", lease: time.Minute, ttl: time.Hour, reads: cfg.peerReads, tools: map[string]peerTool{
 		"get_order": typed(orders.NoopGetOrder), "create_refund_draft": typed(orders.NoopCreateDraft)}}
 	if err := floorScript.Load(ctx, rdb).Err(); err != nil {
-		return err
+		return nil, err
 	}
 
 	// Everything the run keeps is allocated before the heap is measured:
 	// fixed-size latency histograms and bounded key lists per agent, the
 	// peer's agents with the same seeds as the guard's, so the same mix.
-	gph, pph, fph := newPhase("guard", cfg), newPhase("peer", cfg), newPhase("floor", cfg)
 	agents, peerAgents := make([]*agent, cfg.c), make([]*agent, cfg.c)
 	for a := range agents {
 		agents[a], peerAgents[a] = newAgent(a, cfg, signer), newAgent(a, cfg, signer)
@@ -173,11 +220,18 @@ func run(args []string, w io.Writer) error {
 		fmt.Fprintf(w, "with -peer: the guard, the peer and the floor in %d interleaved rounds; the peer wraps reads: %v\n", cfg.rounds, cfg.peerReads)
 	}
 
+	agentCtx := make([]context.Context, cfg.c)
+	for a := range agentCtx {
+		agentCtx[a] = context.WithValue(ctx, agentKey{}, a)
+	}
 	guardDo := func(a, i int) {
 		call, k := agents[a].next(i)
 		t0 := time.Now()
-		res, err := g.Dispatch(ctx, call)
-		gph.done(a, k, time.Since(t0), err != nil || res.Code != guard.CodeOK)
+		res, err := g.Dispatch(agentCtx[a], call)
+		d := time.Since(t0)
+		gph.done(a, k, d, err != nil || res.Code != guard.CodeOK)
+		gph.outside[a][k].add(d - gph.inStore[a])
+		gph.inStore[a] = 0
 		if res != nil {
 			codes[a][res.Code]++
 		}
@@ -191,11 +245,11 @@ func run(args []string, w io.Writer) error {
 	if cfg.cpuProfile != "" {
 		f, err := os.Create(cfg.cpuProfile)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		defer f.Close()
 		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for r := range cfg.rounds {
@@ -216,13 +270,13 @@ func run(args []string, w io.Writer) error {
 		}
 		for _, b := range batches {
 			if err := b(); err != nil {
-				return err
+				return nil, err
 			}
 		}
 		// The floor: this round's guard script calls, each alone, no guard.
 		trips := gph.lastCommands
 		if err := fph.add(ctx, rdb, rt, func() (time.Duration, error) { return floor(ctx, rdb, cfg.c, trips) }); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	if cfg.cpuProfile != "" {
@@ -288,7 +342,7 @@ func run(args []string, w io.Writer) error {
 	if cfg.peer {
 		fmt.Fprintf(w, "guard/peer = %.2f\n", float64(guardTime)/float64(pph.time))
 	}
-	return nil
+	return &outcome{c: cfg.c, guard: gph, peer: pph, floor: fph}, nil
 }
 
 // kind is what a dispatch of the workload is.
@@ -313,6 +367,12 @@ type phase struct {
 	// dispatches of each kind.
 	hists  [][nKinds]histogram
 	counts [][nKinds]int64
+	// The guard's run: per agent, its store calls' latencies, and per
+	// kind the rest of each dispatch (the guard's own work and waiting
+	// for the CPU); inStore adds up the current dispatch's store calls.
+	store   [][nOps]histogram
+	outside [][nKinds]histogram
+	inStore []time.Duration
 
 	failures     atomic.Int64
 	time         time.Duration
@@ -323,7 +383,78 @@ type phase struct {
 }
 
 func newPhase(name string, cfg config) *phase {
-	return &phase{name: name, peerReads: cfg.peerReads, hists: make([][nKinds]histogram, cfg.c), counts: make([][nKinds]int64, cfg.c)}
+	ph := &phase{name: name, peerReads: cfg.peerReads, hists: make([][nKinds]histogram, cfg.c), counts: make([][nKinds]int64, cfg.c)}
+	if name == "guard" {
+		ph.store, ph.outside, ph.inStore = make([][nOps]histogram, cfg.c), make([][nKinds]histogram, cfg.c), make([]time.Duration, cfg.c)
+	}
+	return ph
+}
+
+// The store calls of a guarded dispatch: a read's Finish, a write's
+// Reserve and Commit (a replay is a Reserve answered from the store).
+const (
+	opFinish = iota
+	opReserve
+	opCommit
+	nOps
+)
+
+var opNames = [nOps]string{"finish", "reserve", "commit"}
+
+// agentKey is the context key of the agent a guarded dispatch is for, so
+// that timedStore counts its store calls in that agent's histograms.
+type agentKey struct{}
+
+// timedStore times the store calls the guard makes, per agent: how long a
+// dispatch waits for Redis (the batcher's queue, the round trip, the
+// script) as against its own work.
+type timedStore struct {
+	*idem.Store
+	ph *phase
+}
+
+func (s *timedStore) time(ctx context.Context, op int, t0 time.Time) {
+	if a, ok := ctx.Value(agentKey{}).(int); ok {
+		d := time.Since(t0)
+		s.ph.store[a][op].add(d)
+		s.ph.inStore[a] += d
+	}
+}
+
+// Finish implements guard.Store, timed.
+func (s *timedStore) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
+	defer s.time(ctx, opFinish, time.Now())
+	return s.Store.Finish(ctx, e)
+}
+
+// Reserve implements guard.Store, timed.
+func (s *timedStore) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration) (*guard.Result, error) {
+	defer s.time(ctx, opReserve, time.Now())
+	return s.Store.Reserve(ctx, e, lease)
+}
+
+// Commit implements guard.Store, timed.
+func (s *timedStore) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
+	defer s.time(ctx, opCommit, time.Now())
+	return s.Store.Commit(ctx, e)
+}
+
+// storeLatency merges the agents' latencies of store call op.
+func (ph *phase) storeLatency(op int) *histogram {
+	var h histogram
+	for a := range ph.store {
+		h.merge(&ph.store[a][op])
+	}
+	return &h
+}
+
+// outsideLatency merges the agents' time outside the store, for a kind.
+func (ph *phase) outsideLatency(k kind) *histogram {
+	var h histogram
+	for a := range ph.outside {
+		h.merge(&ph.outside[a][k])
+	}
+	return &h
 }
 
 // done records agent a's dispatch of kind k.
@@ -432,6 +563,12 @@ func printPhases(w io.Writer, n int, gph, pph, fph *phase) {
 	row("p50/p99", q(gph.latency()), q(pph.latency()), "-")
 	for k := range nKinds {
 		row("p50/p99 "+kindNames[k], q(gph.latency(k)), q(pph.latency(k)), "-")
+	}
+	for op := range nOps {
+		row("p50/p99 store "+opNames[op], q(gph.storeLatency(op)), "-", "-")
+	}
+	for k := range nKinds {
+		row("p50/p99 "+kindNames[k]+" outside store", q(gph.outsideLatency(k)), "-", "-")
 	}
 	row("client cpu per dispatch", per(gph.cost.client), per(pph.cost.client), per(fph.cost.client))
 	row("redis cpu per dispatch", per(gph.cost.redis), per(pph.cost.redis), per(fph.cost.redis))

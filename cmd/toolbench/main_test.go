@@ -87,3 +87,39 @@ func TestPeerRun(t *testing.T) {
 		})
 	}
 }
+
+// TestRTTRun runs a short -rtt sweep on miniredis, two delays at two
+// concurrencies, and checks that each run went through the proxy and
+// completed, and that the closing table has a row per run with a
+// guard/peer ratio. It makes no timing assertion.
+func TestRTTRun(t *testing.T) {
+	addr := "redis://" + miniredis.RunT(t).Addr() + "/0"
+	var out strings.Builder
+	if err := run([]string{"-redis", addr, "-c", "2,4", "-n", "120", "-rounds", "2", "-rtt", "0,200us"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	t.Log("\n" + text)
+	if strings.Contains(text, "unexpected:") {
+		t.Error("some dispatches failed")
+	}
+	if got := strings.Count(text, "results:     OK 120\n"); got != 4 {
+		t.Errorf("%d runs of 120 OK, want 4", got)
+	}
+	if got := strings.Count(text, "Redis through a proxy that delays each direction by"); got != 4 {
+		t.Errorf("%d runs through the proxy, want 4", got)
+	}
+	lines := strings.Split(strings.TrimSpace(text), "\n")
+	if len(lines) < 5 || !strings.HasPrefix(lines[len(lines)-5], "agents") {
+		t.Fatalf("the output does not end with the table of runs: %q", lines[max(0, len(lines)-5):])
+	}
+	for i, want := range []string{"2 0s", "2 200µs", "4 0s", "4 200µs"} {
+		f := strings.Fields(lines[len(lines)-4+i])
+		if len(f) < 3 || f[0]+" "+f[1] != want {
+			t.Fatalf("row %d = %q, want it to start %q", i, lines[len(lines)-4+i], want)
+		}
+		if r, err := strconv.ParseFloat(f[2], 64); err != nil || r <= 0 {
+			t.Errorf("row %q: guard/peer %q", want, f[2])
+		}
+	}
+}
