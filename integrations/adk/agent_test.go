@@ -503,3 +503,29 @@ func TestConfirmationForAnotherIntent(t *testing.T) {
 		t.Error("the intent was not asked again")
 	}
 }
+
+// TestTwoConfirmations: two writes of one reply each pause on their own
+// confirmation; one answer approves the first and declines the second:
+// one draft, and each call's own result.
+func TestTwoConfirmations(t *testing.T) {
+	w := newWorld(t)
+	damaged := &genai.FunctionCall{ID: "call-2", Name: "create_refund_draft", Args: map[string]any{"order_ref": "ORDER-7", "reason": "damaged"}}
+	w.model.push(calls(refundCall("call-1", "ORDER-7"), damaged))
+	evs := run(t, w.r, "user-1", "s1", genai.NewContentFromText("refund both", genai.RoleUser))
+	asks := confirmationCalls(evs)
+	if len(asks) != 2 {
+		t.Fatalf("confirmation requests = %d, want 2", len(asks))
+	}
+	answer := confirm(asks[0], true)
+	answer.Parts = append(answer.Parts, confirm(asks[1], false).Parts...)
+	evs = run(t, w.r, "user-1", "s1", answer)
+	if res := result(t, evs, "call-1"); res.Code != guard.CodeOK {
+		t.Errorf("approved call = %s, want OK", res)
+	}
+	if res := result(t, evs, "call-2"); res.Code != guard.CodeApprovalRequired || res.Message != tgadk.DeniedMessage {
+		t.Errorf("declined call = %s, want the denial", res)
+	}
+	if n := w.svc.SideEffects(); n != 1 {
+		t.Errorf("side effects = %d, want 1", n)
+	}
+}

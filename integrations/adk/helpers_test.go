@@ -130,18 +130,28 @@ func responses(evs []*session.Event) []*genai.FunctionResponse {
 	return out
 }
 
-// confirmationCall returns the adk_request_confirmation call in the
-// events, or nil.
-func confirmationCall(evs []*session.Event) *genai.FunctionCall {
+// confirmationCalls returns the adk_request_confirmation calls in the
+// events, in order.
+func confirmationCalls(evs []*session.Event) []*genai.FunctionCall {
+	var out []*genai.FunctionCall
 	for _, ev := range evs {
 		if ev == nil || ev.Content == nil {
 			continue
 		}
 		for _, p := range ev.Content.Parts {
 			if p.FunctionCall != nil && p.FunctionCall.Name == "adk_request_confirmation" {
-				return p.FunctionCall
+				out = append(out, p.FunctionCall)
 			}
 		}
+	}
+	return out
+}
+
+// confirmationCall returns the first adk_request_confirmation call in the
+// events, or nil.
+func confirmationCall(evs []*session.Event) *genai.FunctionCall {
+	if cs := confirmationCalls(evs); len(cs) > 0 {
+		return cs[0]
 	}
 	return nil
 }
