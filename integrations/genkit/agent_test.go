@@ -1,0 +1,345 @@
+package tggenkit_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/firebase/genkit/go/ai"
+	"github.com/firebase/genkit/go/genkit"
+
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/audit"
+	"github.com/toolguard/toolguard/guard"
+	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
+	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// world is what the generation tests run against: the conformance order
+// service (ORDER-7 is tenant-a/user-1's, ORDER-9 tenant-b's), its tools
+// behind a guard on memstore, and Genkit with a scripted model.
+type world struct {
+	svc   *orders.Service
+	store *memstore.Store
+	model *script
+	gk    *genkit.Genkit
+	gd    *tggenkit.Guarded
+}
+
+var key = []byte("tggenkit-test-approval-key-32-bytes!")
+
+var (
+	userA = guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
+	userB = guard.Principal{TenantID: "tenant-b", SubjectID: "user-1"}
+)
+
+func newWorld(t *testing.T, configure ...func(*tggenkit.Options)) *world {
+	t.Helper()
+	w := &world{svc: orders.NewService(), store: memstore.New(memstore.Options{}), model: &script{}}
+	signer, err := guard.NewSigner(key)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tools := orders.Tools(w.svc)
+	g := guard.New(tools, w.store, guard.Options{Signer: signer})
+	opts := tggenkit.Options{Signer: signer}
+	for _, c := range configure {
+		c(&opts)
+	}
+	if w.gd, err = tggenkit.New(g, tools, opts); err != nil {
+		t.Fatal(err)
+	}
+	w.gk = newGenkit(t.Context(), w.model)
+	return w
+}
+
+// session is the host's context of a generation: who it acts for, and the
+// session that is its scope.
+func session(p guard.Principal, scope string) context.Context {
+	return tggenkit.WithScope(tggenkit.WithPrincipal(context.Background(), p), scope)
+}
+
+func refundReq(ref, order string) *ai.ToolRequest {
+	return &ai.ToolRequest{Name: "create_refund_draft", Ref: ref, Input: map[string]any{"order_ref": order, "reason": "duplicate"}}
+}
+
+// result reads the model result of the tool response answering ref.
+func result(t *testing.T, msgs []*ai.Message, ref string) *guard.Result {
+	t.Helper()
+	tr := resultOf(t, msgs, ref)
+	res, err := tggenkit.ModelResult(tr.Output)
+	if err != nil {
+		t.Fatalf("tool output %v: %v", tr.Output, err)
+	}
+	return res
+}
+
+// seenByModel returns the outputs the model was sent in its latest
+// request for ref.
+func seenByModel(m *script, ref string) []map[string]any {
+	req := m.lastRequest()
+	if req == nil {
+		return nil
+	}
+	var out []map[string]any
+	for _, r := range toolResponses(req.Messages) {
+		if r.Ref == ref {
+			o, _ := r.Output.(map[string]any)
+			out = append(out, o)
+		}
+	}
+	return out
+}
+
+// pauseOnRefund runs a generation in which the model asks for a refund of
+// ORDER-7 (ref call-1) and returns the interrupted response and its one
+// approval request.
+func pauseOnRefund(t *testing.T, w *world, ctx context.Context) (*ai.ModelResponse, tggenkit.Approval) {
+	t.Helper()
+	w.model.push(calls(refundReq("call-1", "ORDER-7")))
+	resp, err := generate(ctx, w.gk, w.gd, ai.WithPrompt("refund my duplicate order ORDER-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if resp.FinishReason != ai.FinishReasonInterrupted {
+		t.Fatalf("finish reason %q, want interrupted", resp.FinishReason)
+	}
+	as := tggenkit.Approvals(resp.Interrupts()...)
+	if len(as) != 1 {
+		t.Fatalf("approvals = %d, want 1", len(as))
+	}
+	return resp, as[0]
+}
+
+// resume resumes an interrupted generation with the human's decision.
+func resume(t *testing.T, w *world, ctx context.Context, resp *ai.ModelResponse, a tggenkit.Approval, d agentloop.Decision) *ai.ModelResponse {
+	t.Helper()
+	restart, err := tggenkit.Resume(a.Part, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := generate(ctx, w.gk, w.gd, ai.WithMessages(resp.History()...), ai.WithToolRestarts(restart))
+	if err != nil {
+		t.Fatalf("resume: %v", err)
+	}
+	return out
+}
+
+// TestInterruptApprove: a write that needs approval interrupts the
+// generation, with nothing run, and the interrupt names the exact intent;
+// the resume with a yes runs it once under a grant approved by that human,
+// and the model sees the one result.
+func TestInterruptApprove(t *testing.T) {
+	w := newWorld(t)
+	ctx := session(userA, "session-1")
+	resp, a := pauseOnRefund(t, w, ctx)
+	if n := w.svc.SideEffects(); n != 0 {
+		t.Fatalf("side effects while interrupted = %d, want 0", n)
+	}
+	req := a.Request
+	if req.Tool != "create_refund_draft" || req.Principal.TenantID != "tenant-a" || req.RunID != "session-1" ||
+		req.Fingerprint != guard.Fingerprint("create_refund_draft", []byte(`{"order_ref":"ORDER-7","reason":"duplicate"}`)) ||
+		!strings.HasPrefix(req.OperationID, "op_") {
+		t.Errorf("approval request = %+v, want the exact intent in the session's scope", req)
+	}
+
+	out := resume(t, w, ctx, resp, a, agentloop.Decision{Approved: true, Approver: "manager-1"})
+	if out.Text() != "done" {
+		t.Errorf("resumed generation ended %q, want the model's answer", out.Text())
+	}
+	res := result(t, out.History(), "call-1")
+	if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryFresh {
+		t.Fatalf("approved call = %s, want OK fresh", res)
+	}
+	if n := w.svc.SideEffects(); n != 1 {
+		t.Errorf("side effects = %d, want 1", n)
+	}
+	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["code"] != "OK" {
+		t.Errorf("the model was sent %v for call-1, want the one OK result", got)
+	}
+	recs, _, err := w.store.Audit(t.Context(), "tenant-a", 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var approved []string
+	for _, r := range recs {
+		if r.SideEffect == guard.SideEffectYes {
+			approved = append(approved, string(r.Body))
+		}
+	}
+	if len(approved) != 1 || !strings.Contains(approved[0], `"approver":"manager-1"`) || !strings.Contains(approved[0], `"`+tggenkit.Provider+`"`) {
+		t.Errorf("audit records with a side effect = %v, want one approved by manager-1, carried by %s", approved, tggenkit.Provider)
+	}
+	if _, err := audit.Verify(t.Context(), w.store, "tenant-a"); err != nil {
+		t.Errorf("audit chain: %v", err)
+	}
+}
+
+// TestInterruptDeny: a no reaches the model once, as APPROVAL_REQUIRED
+// saying a human declined; nothing runs, and the same intent asked again
+// in the session is declined without a new interrupt.
+func TestInterruptDeny(t *testing.T) {
+	w := newWorld(t)
+	ctx := session(userA, "session-1")
+	resp, a := pauseOnRefund(t, w, ctx)
+	out := resume(t, w, ctx, resp, a, agentloop.Decision{Approved: false})
+	res := result(t, out.History(), "call-1")
+	if res.Code != guard.CodeApprovalRequired || res.Message != tggenkit.DeniedMessage {
+		t.Fatalf("denied call = %s, want APPROVAL_REQUIRED, declined", res)
+	}
+	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["message"] != tggenkit.DeniedMessage {
+		t.Errorf("the model was sent %v for call-1, want the denial once", got)
+	}
+
+	// The model asks again, with another ref: no second interrupt.
+	w.model.push(calls(refundReq("call-2", "ORDER-7")))
+	again, err := generate(ctx, w.gk, w.gd, ai.WithMessages(out.History()...), ai.WithPrompt("please refund it anyway"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.FinishReason == ai.FinishReasonInterrupted {
+		t.Errorf("the same intent was put to a human again: %v", again.Interrupts())
+	}
+	if res := result(t, again.History(), "call-2"); res.Code != guard.CodeApprovalRequired || res.Message != tggenkit.DeniedMessage {
+		t.Errorf("repeated call = %s, want the same denial", res)
+	}
+	if n := w.svc.SideEffects(); n != 0 {
+		t.Errorf("side effects = %d, want 0", n)
+	}
+}
+
+// TestRetriedGenerationWritesOnce: the write runs once however the
+// generation is retried or resumed: the resume delivered twice, the model
+// asking again without refs (Genkit makes up new ones), twice in one
+// reply, and the whole generation retried all replay the one draft.
+func TestRetriedGenerationWritesOnce(t *testing.T) {
+	w := newWorld(t)
+	ctx := session(userA, "session-1")
+	resp, a := pauseOnRefund(t, w, ctx)
+	out := resume(t, w, ctx, resp, a, agentloop.Decision{Approved: true, Approver: "manager-1"})
+	first := result(t, out.History(), "call-1")
+	if first.Code != guard.CodeOK {
+		t.Fatalf("approved call = %s, want OK", first)
+	}
+
+	// The host resumes from the same interrupted history again.
+	again := resume(t, w, ctx, resp, a, agentloop.Decision{Approved: true, Approver: "manager-1"})
+	if res := result(t, again.History(), "call-1"); res.Code != guard.CodeOK || res.Delivery == guard.DeliveryFresh || string(res.Data) != string(first.Data) {
+		t.Errorf("the resume sent again = %s, want the first draft replayed", res)
+	}
+
+	// The model repeats the call without refs, twice in one reply; then
+	// the user retries the whole generation.
+	for range 2 {
+		w.model.push(calls(refundReq("", "ORDER-7"), refundReq("", "ORDER-7")))
+		out, err := generate(ctx, w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if out.FinishReason == ai.FinishReasonInterrupted {
+			t.Errorf("a replayed write asked a human again")
+		}
+		rs := toolResponses(out.History())
+		if len(rs) != 2 {
+			t.Fatalf("tool responses = %d, want 2", len(rs))
+		}
+		for _, r := range rs {
+			res, err := tggenkit.ModelResult(r.Output)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay || string(res.Data) != string(first.Data) {
+				t.Errorf("repeated call %s = %s, want the first draft replayed", r.Ref, res)
+			}
+		}
+	}
+	if n := w.svc.SideEffects(); n != 1 {
+		t.Errorf("side effects = %d, want 1", n)
+	}
+
+	// Another session is another operation: it asks again.
+	w.model.push(calls(refundReq("call-x", "ORDER-7")))
+	other, err := generate(session(userA, "session-2"), w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if other.FinishReason != ai.FinishReasonInterrupted {
+		t.Errorf("a new session's write did not ask for approval")
+	}
+}
+
+// TestOtherTenantNotFound: the model asks for another tenant's order, by
+// read and by write: NOT_FOUND both times, as if it did not exist, and no
+// human is asked to approve a refund the principal could not make.
+func TestOtherTenantNotFound(t *testing.T) {
+	w := newWorld(t)
+	w.model.push(calls(&ai.ToolRequest{Name: "get_order", Ref: "read-9", Input: map[string]any{"order_ref": "ORDER-9"}},
+		refundReq("refund-9", "ORDER-9")))
+	out, err := generate(session(userA, "s1"), w.gk, w.gd, ai.WithPrompt("show me ORDER-9 and refund it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.FinishReason == ai.FinishReasonInterrupted {
+		t.Errorf("a human was asked about another tenant's order")
+	}
+	for _, ref := range []string{"read-9", "refund-9"} {
+		if res := result(t, out.History(), ref); res.Code != guard.CodeNotFound || len(res.Data) != 0 {
+			t.Errorf("%s = %s, want NOT_FOUND without data", ref, res)
+		}
+	}
+	// The order's own tenant reads it.
+	w.model.push(calls(&ai.ToolRequest{Name: "get_order", Ref: "read-9b", Input: map[string]any{"order_ref": "ORDER-9"}}))
+	out, err = generate(session(userB, "s9"), w.gk, w.gd, ai.WithPrompt("show me ORDER-9"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := result(t, out.History(), "read-9b"); res.Code != guard.CodeOK {
+		t.Errorf("the owner's read = %s, want OK", res)
+	}
+	if n := w.svc.SideEffects(); n != 0 {
+		t.Errorf("side effects = %d, want 0", n)
+	}
+}
+
+// TestToolsDeclared: the model is offered every tool with the schema the
+// guard validates against, and the status tool.
+func TestToolsDeclared(t *testing.T) {
+	w := newWorld(t)
+	if _, err := generate(session(userA, "s1"), w.gk, w.gd, ai.WithPrompt("hello")); err != nil {
+		t.Fatal(err)
+	}
+	decls := map[string]*ai.ToolDefinition{}
+	for _, d := range w.model.lastRequest().Tools {
+		decls[d.Name] = d
+	}
+	for _, d := range orders.Tools(orders.NewService()).Tools() {
+		got, ok := decls[d.Name()]
+		if !ok {
+			t.Errorf("tool %s not offered", d.Name())
+			continue
+		}
+		b, _ := json.Marshal(got.InputSchema)
+		if want := d.Schema().JSON(); canonicalJSON(t, b) != canonicalJSON(t, want) {
+			t.Errorf("%s schema = %s, want %s", d.Name(), b, want)
+		}
+	}
+	if _, ok := decls[toolset.StatusToolName]; !ok {
+		t.Errorf("the status tool is not offered")
+	}
+	if len(decls) != 3 {
+		t.Errorf("offered %d tools, want 3", len(decls))
+	}
+}
+
+func canonicalJSON(t *testing.T, b []byte) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
