@@ -3,6 +3,7 @@ package tgadk_test
 import (
 	"encoding/json"
 	"strings"
+	"sync/atomic"
 	"testing"
 
 	"google.golang.org/adk/v2/agent"
@@ -10,6 +11,7 @@ import (
 	"google.golang.org/adk/v2/runner"
 	"google.golang.org/adk/v2/session"
 	"google.golang.org/adk/v2/tool"
+	"google.golang.org/adk/v2/tool/functiontool"
 	"google.golang.org/adk/v2/tool/toolconfirmation"
 	"google.golang.org/genai"
 
@@ -527,5 +529,45 @@ func TestTwoConfirmations(t *testing.T) {
 	}
 	if n := w.svc.SideEffects(); n != 1 {
 		t.Errorf("side effects = %d, want 1", n)
+	}
+}
+
+// TestAgentCallbacks: without the plugin, the agent's own callbacks do
+// the same: OnToolError answers a call of an unknown tool UNKNOWN_TOOL
+// through the guard (audited), and BeforeTool refuses an unguarded tool.
+func TestAgentCallbacks(t *testing.T) {
+	svc, store := orders.NewService(), memstore.New(memstore.Options{})
+	tools := orders.Tools(svc)
+	a, err := tgadk.New(guard.New(tools, store, guard.Options{}), tools, tgadk.Options{
+		AllowUnguarded: func(tool.Tool) bool { return false },
+		Principal:      func(ctx agent.Context) (guard.Principal, error) { return principals[ctx.UserID()], nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wiped atomic.Bool
+	wipe, err := functiontool.New(functiontool.Config{Name: "wipe", Description: "Wipe everything."},
+		func(agent.Context, struct{}) (struct{}, error) { wiped.Store(true); return struct{}{}, nil })
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &fakeModel{}
+	r := newRunnerFor(t, a, llmagent.Config{Model: m, Tools: append(a.Tools(), wipe),
+		OnToolErrorCallbacks: []llmagent.OnToolErrorCallback{a.OnToolError},
+		BeforeToolCallbacks:  []llmagent.BeforeToolCallback{a.BeforeTool}})
+	m.push(calls(&genai.FunctionCall{ID: "x", Name: "drop_tables", Args: map[string]any{}},
+		&genai.FunctionCall{ID: "w", Name: "wipe", Args: map[string]any{}},
+		&genai.FunctionCall{ID: "r", Name: "get_order", Args: map[string]any{"order_ref": "ORDER-7"}}))
+	evs := run(t, r, "user-1", "s1", genai.NewContentFromText("go", genai.RoleUser))
+	for id, want := range map[string]guard.Code{"x": guard.CodeUnknownTool, "w": guard.CodeUnknownTool, "r": guard.CodeOK} {
+		if res := result(t, evs, id); res.Code != want {
+			t.Errorf("%s = %s, want %s", id, res, want)
+		}
+	}
+	if wiped.Load() {
+		t.Error("the unguarded tool ran")
+	}
+	recs, _, _ := store.Audit(t.Context(), "tenant-a", 0, 10)
+	if len(recs) != 2 {
+		t.Errorf("audit records = %d, want 2 (the unknown tool and the read)", len(recs))
 	}
 }

@@ -78,7 +78,8 @@ func newRunner(t testing.TB, a *tgadk.Guarded, m model.LLM) *runner.Runner {
 	return newRunnerFor(t, a, llmagent.Config{Model: m, Instruction: "Help the user.", Tools: a.Tools()})
 }
 
-// newRunnerFor is newRunner with the agent's configuration given.
+// newRunnerFor is newRunner with the agent's configuration given; an
+// agent configured with callbacks of its own gets no plugin.
 func newRunnerFor(t testing.TB, a *tgadk.Guarded, cfg llmagent.Config) *runner.Runner {
 	t.Helper()
 	if cfg.Name == "" {
@@ -88,12 +89,16 @@ func newRunnerFor(t testing.TB, a *tgadk.Guarded, cfg llmagent.Config) *runner.R
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := a.Plugin()
-	if err != nil {
-		t.Fatal(err)
+	var plugins []*plugin.Plugin
+	if cfg.OnToolErrorCallbacks == nil && cfg.BeforeToolCallbacks == nil {
+		p, err := a.Plugin()
+		if err != nil {
+			t.Fatal(err)
+		}
+		plugins = append(plugins, p)
 	}
 	r, err := runner.New(runner.Config{AppName: "tgadk-test", Agent: ag, SessionService: session.InMemoryService(),
-		AutoCreateSession: true, PluginConfig: runner.PluginConfig{Plugins: []*plugin.Plugin{p}}})
+		AutoCreateSession: true, PluginConfig: runner.PluginConfig{Plugins: plugins}})
 	if err != nil {
 		t.Fatal(err)
 	}
