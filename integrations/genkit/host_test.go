@@ -1,0 +1,107 @@
+package tggenkit_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/firebase/genkit/go/ai"
+
+	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/guard"
+	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
+	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/memstore"
+)
+
+// TestHostFailures: a host function that fails or panics (Principal,
+// Scope, Call) stops the call before the guard: the generation ends with
+// the host's error, nothing runs, nothing is audited, and no panic reaches
+// the host.
+func TestHostFailures(t *testing.T) {
+	fails := map[string]func(*tggenkit.Options){
+		"principal error": func(o *tggenkit.Options) {
+			o.Principal = func(context.Context) (guard.Principal, error) { return guard.Principal{}, errors.New("session expired") }
+		},
+		"principal panic": func(o *tggenkit.Options) {
+			o.Principal = func(context.Context) (guard.Principal, error) { panic("session store down") }
+		},
+		"no principal": func(o *tggenkit.Options) {
+			o.Principal = nil // PrincipalFrom, and the context carries none
+		},
+		"scope panic": func(o *tggenkit.Options) {
+			o.Scope = func(context.Context) string { panic("no session") }
+		},
+		"call panic": func(o *tggenkit.Options) {
+			o.Call = func(context.Context, *guard.Call) { panic("hook bug") }
+		},
+	}
+	for name, configure := range fails {
+		t.Run(name, func(t *testing.T) {
+			w := newWorld(t, configure)
+			ctx := session(userA, "s1")
+			if name == "no principal" {
+				ctx = tggenkit.WithScope(context.Background(), "s1")
+			}
+			w.model.push(calls(refundReq("call-1", "ORDER-7")))
+			_, err := generate(ctx, w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
+			if err == nil || !strings.Contains(err.Error(), "tggenkit:") {
+				t.Fatalf("generation error = %v, want the host's failure", err)
+			}
+			recs, _, _ := w.store.Audit(t.Context(), "tenant-a", 0, 10)
+			if len(recs) != 0 || w.svc.SideEffects() != 0 {
+				t.Errorf("%d audit records, %d side effects; want none", len(recs), w.svc.SideEffects())
+			}
+		})
+	}
+}
+
+// TestResumeForAnotherCall: a decision presented for another principal
+// than the one asked runs nothing; Resume refuses a part that is not an
+// approval interrupt.
+func TestResumeForAnotherCall(t *testing.T) {
+	w := newWorld(t)
+	resp, a := pauseOnRefund(t, w, session(userA, "s1"))
+	restart, err := tggenkit.Resume(a.Part, agentloop.Decision{Approved: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := guard.Principal{TenantID: "tenant-a", SubjectID: "user-2"}
+	_, err = generate(session(other, "s1"), w.gk, w.gd, ai.WithMessages(resp.History()...), ai.WithToolRestarts(restart))
+	if !errors.Is(err, tggenkit.ErrOtherCall) {
+		t.Errorf("resume by another principal: %v, want ErrOtherCall", err)
+	}
+	if n := w.svc.SideEffects(); n != 0 {
+		t.Errorf("side effects = %d, want 0", n)
+	}
+	if _, err := tggenkit.Resume(ai.NewTextPart("hi"), agentloop.Decision{Approved: true}); !errors.Is(err, tggenkit.ErrNotApproval) {
+		t.Errorf("Resume of a text part: %v, want ErrNotApproval", err)
+	}
+}
+
+// TestNewRefuses: New refuses what would leave calls unguarded or
+// approvals unsigned.
+func TestNewRefuses(t *testing.T) {
+	tools := orders.Tools(orders.NewService())
+	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{})
+	if _, err := tggenkit.New(nil, tools, tggenkit.Options{}); err == nil {
+		t.Error("New without a guard")
+	}
+	other := guard.New(orders.NoopTools(), memstore.New(memstore.Options{}), guard.Options{})
+	if _, err := tggenkit.New(other, tools, tggenkit.Options{}); err == nil {
+		t.Error("New with a guard over other tools")
+	}
+	if _, err := tggenkit.New(g, tools, tggenkit.Options{StatusTool: "get_order"}); err == nil {
+		t.Error("New with a status tool named like a set tool")
+	}
+	approver := agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
+		return agentloop.Decision{Approved: true}, nil
+	})
+	if _, err := tggenkit.New(g, tools, tggenkit.Options{Approver: approver}); err == nil {
+		t.Error("New with an Approver and no Signer")
+	}
+	if _, err := tggenkit.Import(nil, tggenkit.ImportOptions{}); err == nil {
+		t.Error("Import without Authorize")
+	}
+}
