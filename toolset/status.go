@@ -28,6 +28,20 @@ type StatusInput struct {
 	Tool        *string `json:"tool" jsonschema:"description=The tool of that operation\\, or null if not known."`
 }
 
+// Call returns the status query the input asks for, for principal p (the
+// host's, never one the model names) and the query's own execution
+// context: the operation id through guard.SafeID (an id the guard would
+// refuse names no operation it ran, so it is NOT_FOUND, not a host error),
+// and the tool when the input names one. Every entry point (agentloop, the
+// MCP server, the framework integrations) builds its query with it.
+func (in StatusInput) Call(p guard.Principal, ec guard.ExecutionContext) guard.StatusCall {
+	sc := guard.StatusCall{Principal: p, OperationID: guard.SafeID(in.OperationID), Context: ec}
+	if in.Tool != nil {
+		sc.Tool = *in.Tool
+	}
+	return sc
+}
+
 // StatusTool returns the status tool declared under name (StatusToolName
 // when name is ""): a read tool whose schema is StatusInput's, strict like
 // every toolset tool, the schema its calls are validated against
