@@ -380,7 +380,7 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 		if a.opts.Approver != nil {
 			return a.approveInline(ctx, call, req)
 		}
-		return a.ask(ctx, call, req, res)
+		return a.ask(ctx, call, req)
 	}
 	return Response(res), nil
 }

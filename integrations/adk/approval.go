@@ -15,6 +15,7 @@ import (
 // the call's, or the answer is taken for another question's: the call is
 // not approved, the model is told so, and the intent may be asked again.
 type ConfirmationPayload struct {
+	// Tool is the tool's name.
 	Tool string `json:"tool"`
 	// Arguments are the canonical JSON of the call's arguments.
 	Arguments json.RawMessage `json:"arguments"`
@@ -76,7 +77,7 @@ func (a *Guarded) operationID(call guard.Call, fp string) string {
 // ask puts the call to a human through ADK's confirmation: the run pauses
 // with an adk_request_confirmation call, and the call's function response
 // meanwhile says approval is pending.
-func (a *Guarded) ask(ctx agent.Context, call guard.Call, req ConfirmationPayload, res *guard.Result) (map[string]any, error) {
+func (a *Guarded) ask(ctx agent.Context, call guard.Call, req ConfirmationPayload) (map[string]any, error) {
 	what := ""
 	if t, ok := a.g.Tools().Lookup(call.Proposal.Name).(interface{ Description() string }); ok {
 		what = t.Description()
@@ -86,11 +87,7 @@ func (a *Guarded) ask(ctx agent.Context, call guard.Call, req ConfirmationPayloa
 	if err := ctx.RequestConfirmation(hint, req); err != nil {
 		return nil, fmt.Errorf("tgadk: asking for confirmation: %w", err)
 	}
-	pending := &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: PendingMessage}
-	if res != nil {
-		pending.Delivery = res.Delivery
-	}
-	return Response(pending), nil
+	return Response(&guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: PendingMessage}), nil
 }
 
 // canonicalArgs returns the arguments' canonical JSON (as the fingerprint
