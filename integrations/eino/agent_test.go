@@ -229,3 +229,15 @@ func TestApproverDenies(t *testing.T) {
 		t.Fatalf("asked %d times, %d drafts, message %q", asked, h.shop.sideEffects(), got[0].Message)
 	}
 }
+
+// A status query for an operation id the guard would refuse (too long)
+// names no operation: NOT_FOUND, not a failed run.
+func TestStatusOfABadID(t *testing.T) {
+	args, _ := json.Marshal(map[string]any{"operation_id": strings.Repeat("x", 600), "tool": nil})
+	m := newScript(callTool(toolset.StatusToolName, string(args)), say("nothing"))
+	h := newHarness(t, false, m)
+	if o := h.run(t, "run-bad-id", "what happened?"); o.final != "nothing" {
+		t.Fatalf("run ended %+v", o)
+	}
+	wantCodes(t, m.toolResults(t), "NOT_FOUND/fresh")
+}

@@ -442,7 +442,9 @@ func (eg *Guard) queryStatus(ctx context.Context, call guard.Call) string {
 	if bad != nil {
 		return bad.String()
 	}
-	sc := guard.StatusCall{Principal: call.Principal, OperationID: in.OperationID, Context: call.Context}
+	// An id the guard would refuse names no operation it ran: NOT_FOUND,
+	// not a host error.
+	sc := guard.StatusCall{Principal: call.Principal, OperationID: guard.SafeID(in.OperationID), Context: call.Context}
 	if in.Tool != nil {
 		sc.Tool = *in.Tool
 	}
