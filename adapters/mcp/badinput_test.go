@@ -26,14 +26,14 @@ var user2b = guard.Principal{TenantID: "tenant-b", SubjectID: "user-1"}
 // "token-a" for tenant-a/user-1 and "token-b" for tenant-b/user-1.
 func (w *world) serveHTTP(t *testing.T, port int, limit int64) string {
 	t.Helper()
-	verify := func(_ context.Context, tok string, _ *http.Request) (guard.Principal, time.Time, error) {
+	verify := func(_ context.Context, tok string, _ *http.Request) (tgmcp.Token, error) {
 		switch tok {
 		case "token-a":
-			return user1, time.Now().Add(time.Hour), nil
+			return tgmcp.Token{Principal: user1, Expiry: time.Now().Add(time.Hour)}, nil
 		case "token-b":
-			return user2b, time.Now().Add(time.Hour), nil
+			return tgmcp.Token{Principal: user2b, Expiry: time.Now().Add(time.Hour)}, nil
 		}
-		return guard.Principal{}, time.Time{}, errors.New("unknown token")
+		return tgmcp.Token{}, errors.New("unknown token")
 	}
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {

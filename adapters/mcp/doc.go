@@ -4,9 +4,13 @@
 // # Serving a guarded toolset
 //
 // NewServer serves a toolset.Set through a guard. tools/list gives each
-// tool with its toolset schema as inputSchema (the very schema the guard
-// validates arguments against) and the tool-model-result-v2 object schema
-// (ResultSchema) as outputSchema, plus a status tool (toolset.StatusTool).
+// tool with its input schema (InputSchema) and the tool-model-result-v2
+// object schema (ResultSchema) as outputSchema, plus a status tool
+// (toolset.StatusTool). MCP has no strict mode, so the server reads
+// arguments as contract section 8 says for providers without one: an
+// absent member whose schema allows null is null (provider.FillNulls), and
+// the listed inputSchema is the toolset schema with those members not
+// required; it accepts exactly the arguments the guard then accepts.
 // tools/call goes through guard.Dispatch and is answered with a
 // CallToolResult whose structuredContent is the model result, whose content
 // is its JSON text, and whose isError is set when the code is not OK. A call
@@ -14,11 +18,37 @@
 // dispatch, not with a protocol error.
 //
 // The principal comes from the host, never from the request: over
-// streamable HTTP (Server.Handler) from the bearer token, verified by go-sdk's
-// auth.RequireBearerToken with the host's PrincipalVerifier; over stdio or in
-// memory (Server.Run, Server.Connect), Options.Principal, the process's
-// configured user.
+// streamable HTTP (Server.Handler, Server.Mount) from the bearer token,
+// verified by go-sdk's auth.RequireBearerToken with the host's
+// TokenVerifier; over stdio or in memory (Server.Run, Server.Connect),
+// Options.Principal, the process's configured user.
 //
+// # Authorization over HTTP
+//
+// Server.Mount makes the endpoint an OAuth 2.1 resource server as the MCP
+// authorization specification (2025-06-18 and later) has it: its Protected
+// Resource Metadata (RFC 9728, Resource) at
+// /.well-known/oauth-protected-resource and the endpoint's path under it,
+// naming the host's authorization servers; 401 with WWW-Authenticate:
+// Bearer resource_metadata="…" for a request without a valid token.
+// JWTVerifier accepts the JWT access tokens of one authorization server:
+// signature against its JWK Set (fetched and cached), issuer, audience (the
+// endpoint's canonical URI, RFC 8707), expiry; the host's
+// JWTOptions.Principal maps the claims to the principal. A host may write
+// its own TokenVerifier instead, e.g. a static token for development.
+//
+// Options.ToolScopes names the scopes each tool needs. A tools/call whose
+// token lacks one is answered 403 with WWW-Authenticate: Bearer
+// error="insufficient_scope", scope="…", resource_metadata="…", before the
+// guard, as the specification's scope challenge has it, rather than with a
+// NOT_FOUND-like tool result: a 403 is what a client reads to ask its
+// authorization server for the scope (step-up) and send the call again,
+// while a tool result would reach the model as a failure no one can fix.
+// The cost: the call leaves no audit record (it never became a dispatch),
+// and a client that cannot step up ends its session there (go-sdk's client
+// v1.8.0 does). tools/list lists every tool whatever the token's scopes,
+// so that a client can learn what to ask for.
+
 // # Call identity
 //
 // A client may send, in the tools/call request's _meta, the JSON strings

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -73,6 +74,15 @@ type Options struct {
 	Clock guard.Clock
 	// StatusTool names the status tool; default toolset.StatusToolName.
 	StatusTool string
+	// ToolScopes are the OAuth scopes a bearer token must grant to call
+	// each tool over HTTP (Handler, Mount), by tool name (the status
+	// tool's too). A call whose token lacks one is answered 403 with
+	// WWW-Authenticate error="insufficient_scope" and the scopes it needs,
+	// and never reaches the guard; a tool not named needs none beyond the
+	// token. tools/list lists every tool whatever the token, so that a
+	// client learns what to ask for. Connections without a token (Connect,
+	// Run) act for Options.Principal and are not scoped.
+	ToolScopes map[string][]string
 }
 
 // Server serves a guarded toolset over MCP: tools/list gives every tool
@@ -85,7 +95,8 @@ type Server struct {
 	srv     *sdk.Server
 	tools   map[string]toolset.Declared
 	status  string
-	pending pendingSet // approval questions awaiting their answer
+	statusT toolset.Declared // the status tool's declaration
+	pending pendingSet       // approval questions awaiting their answer
 }
 
 // NewServer returns a server of the tools of set, dispatched through g. The
@@ -115,7 +126,18 @@ func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) 
 		s.tools[t.Name()] = t
 		s.srv.AddTool(toolDef(t), s.callTool)
 	}
-	s.srv.AddTool(toolDef(toolset.StatusTool(s.status)), s.callTool) // a read: readOnlyHint
+	s.statusT = toolset.StatusTool(s.status)
+	s.srv.AddTool(toolDef(s.statusT), s.callTool) // a read: readOnlyHint
+	for name, scopes := range opts.ToolScopes {
+		if name != s.status && s.tools[name] == nil {
+			return nil, fmt.Errorf("mcp: ToolScopes names %q, which is not a tool of the set", name)
+		}
+		for _, sc := range scopes {
+			if !validScope(sc) {
+				return nil, fmt.Errorf("mcp: tool %q: scope %q is not an OAuth scope token", name, sc)
+			}
+		}
+	}
 	// A call of a tool that does not exist is still a dispatch: the guard
 	// answers it UNKNOWN_TOOL (audited), instead of the SDK's protocol
 	// error, so the model can correct itself.
@@ -136,7 +158,7 @@ func toolDef(t toolset.Declared) *sdk.Tool {
 	return &sdk.Tool{
 		Name:         t.Name(),
 		Description:  t.Description(),
-		InputSchema:  t.Schema().JSON(),
+		InputSchema:  InputSchema(t),
 		OutputSchema: ResultSchema(),
 		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: t.Spec().Effect == guard.Read},
 	}
@@ -224,6 +246,11 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if err != nil {
 		return nil, err
 	}
+	if missing := s.missingScopes(req.Params.Name, req.Extra); len(missing) > 0 {
+		// Only where the HTTP layer could not answer 403 (a JSON-RPC
+		// batch): refused all the same, before the guard.
+		return nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "insufficient scope: the token lacks " + strings.Join(missing, " ")}
+	}
 	meta, err := readMeta(req.Params.Meta)
 	if err != nil {
 		return nil, err
@@ -249,10 +276,11 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if req.Params.Name == s.status {
 		return s.queryStatus(ctx, p, ec, req.Params.Arguments)
 	}
-	args := req.Params.Arguments
+	args := []byte(req.Params.Arguments)
 	if len(args) == 0 {
-		args = json.RawMessage("{}") // arguments are optional in MCP: none is an empty object
+		args = []byte("{}") // arguments are optional in MCP: none is an empty object
 	}
+	args = fillArgs(s.tools[req.Params.Name], args) // section 8: an absent nullable member is null
 	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: req.Params.Name, Arguments: args},
 		Context: ec, Approval: meta.approval}
 	if call.Approval == "" && s.canElicit(req) {
@@ -377,15 +405,14 @@ func derivedIDs(req *sdk.CallToolRequest) (callID, scope string) {
 // queryStatus answers a call of the status tool through the guard's status
 // query.
 func (s *Server) queryStatus(ctx context.Context, p guard.Principal, ec guard.ExecutionContext, raw json.RawMessage) (*sdk.CallToolResult, error) {
-	in, bad := toolset.ParseStatus(raw)
+	if len(raw) == 0 {
+		raw = json.RawMessage("{}")
+	}
+	in, bad := toolset.ParseStatus(fillArgs(s.statusT, raw))
 	if bad != nil {
 		return ToolResult(bad), nil
 	}
-	sc := guard.StatusCall{Principal: p, OperationID: guard.SafeID(in.OperationID), Context: ec}
-	if in.Tool != nil {
-		sc.Tool = *in.Tool
-	}
-	res, err := s.g.QueryStatus(ctx, sc)
+	res, err := s.g.QueryStatus(ctx, in.Call(p, ec))
 	if err != nil {
 		return nil, hostError(err)
 	}

@@ -113,9 +113,9 @@ func TestListTools(t *testing.T) {
 		in, _ := json.Marshal(tl.InputSchema)
 		var a, b any
 		_ = json.Unmarshal(in, &a)
-		_ = json.Unmarshal(d.Schema().JSON(), &b)
+		_ = json.Unmarshal(tgmcp.InputSchema(d), &b)
 		if !jsonEqual(a, b) {
-			t.Errorf("%s inputSchema %s, want the toolset schema %s", d.Name(), in, d.Schema().JSON())
+			t.Errorf("%s inputSchema %s, want %s", d.Name(), in, tgmcp.InputSchema(d))
 		}
 		out, _ := json.Marshal(tl.OutputSchema)
 		if !strings.Contains(string(out), `"const":"tool-model-result-v2"`) {
@@ -267,9 +267,11 @@ func TestRepeatedWriteInOneSession(t *testing.T) {
 	}
 }
 
-// The status tool's inputSchema is the schema its arguments are validated
-// against: what it requires, a call must send (tool may be null, not
-// absent), and what it allows is answered.
+// The status tool's inputSchema is what its arguments are validated
+// against, through a real client: the listed schema, compiled, accepts a
+// call exactly when the server does not answer INVALID_ARGUMENTS. tool may
+// be absent (MCP has no strict mode: absent reads as null, section 8),
+// null or a string; operation_id is required.
 func TestStatusToolSchemaIsWhatItValidates(t *testing.T) {
 	w := newWorld(t, tgmcp.Options{})
 	cs := w.connect(t, nil)
@@ -283,24 +285,44 @@ func TestStatusToolSchemaIsWhatItValidates(t *testing.T) {
 			listed = tool.InputSchema
 		}
 	}
-	if !jsonEqual(listed, toolset.StatusTool("").Schema().Map()) {
-		t.Fatalf("status inputSchema %v, want toolset.StatusTool's", listed)
+	raw, _ := json.Marshal(listed)
+	var want any
+	_ = json.Unmarshal(tgmcp.InputSchema(toolset.StatusTool("")), &want)
+	if !jsonEqual(listed, want) || !strings.Contains(string(raw), `"required":["operation_id"]`) {
+		t.Fatalf("status inputSchema %s: want toolset.StatusTool's, operation_id alone required", raw)
+	}
+	schema, err := toolset.CompileSchema(raw)
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, tc := range []struct {
 		args any
 		want guard.Code
 	}{
-		{map[string]any{"operation_id": "op-1"}, guard.CodeInvalidArguments}, // required: tool
+		{map[string]any{"operation_id": "op-1"}, guard.CodeNotFound}, // tool absent: null
 		{map[string]any{"operation_id": "op-1", "tool": nil}, guard.CodeNotFound},
 		// Nothing stored, a write's tool named, no key: the receipt is
 		// asked under a guessed key, which proves nothing.
 		{map[string]any{"operation_id": "op-1", "tool": "create_refund_draft"}, guard.CodeOutcomeUnknown},
 		{map[string]any{"operation_id": "op-1", "tool": "get_order"}, guard.CodeNotFound},
+		{map[string]any{}, guard.CodeInvalidArguments},
+		{map[string]any{"tool": "get_order"}, guard.CodeInvalidArguments},
+		{nil, guard.CodeInvalidArguments}, // no arguments: {}
 		{map[string]any{"operation_id": 7, "tool": nil}, guard.CodeInvalidArguments},
+		{map[string]any{"operation_id": "op-1", "tool": 7}, guard.CodeInvalidArguments},
 		{map[string]any{"operation_id": "op-1", "tool": nil, "extra": true}, guard.CodeInvalidArguments},
 	} {
-		if res, _ := call(t, cs, toolset.StatusToolName, tc.args, nil); res.Code != tc.want {
+		res, _ := call(t, cs, toolset.StatusToolName, tc.args, nil)
+		if res.Code != tc.want {
 			t.Errorf("%v: %s, want %s", tc.args, res, tc.want)
+		}
+		args := tc.args
+		if args == nil {
+			args = map[string]any{}
+		}
+		b, _ := json.Marshal(args)
+		if valid := schema.Validate(parse(t, string(b))) == nil; valid != (res.Code != guard.CodeInvalidArguments) {
+			t.Errorf("%s: the listed schema accepts %t, the server answered %s", b, valid, res.Code)
 		}
 	}
 }

@@ -17,8 +17,6 @@ import (
 	"github.com/modelcontextprotocol/go-sdk/auth"
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
-
-	"github.com/toolguard/toolguard/guard"
 )
 
 // Connect serves one connection over t (stdio, in memory, any
@@ -35,12 +33,7 @@ func (s *Server) Run(ctx context.Context, t sdk.Transport) error {
 	return s.srv.Run(ctx, stampTransport{t})
 }
 
-// PrincipalVerifier maps a bearer token to the principal it stands for and
-// the token's expiry. It returns an error for a token it does not accept;
-// the error is not shown to the client.
-type PrincipalVerifier func(ctx context.Context, token string, r *http.Request) (guard.Principal, time.Time, error)
-
-// HTTPOptions configure Handler.
+// HTTPOptions configure Handler and Mount.
 type HTTPOptions struct {
 	// MaxRequestBodyBytes bounds one POSTed message; default
 	// sdk.DefaultMaxRequestBodyBytes (4 MiB). A larger body is answered
@@ -48,13 +41,24 @@ type HTTPOptions struct {
 	MaxRequestBodyBytes int64
 	// SessionTimeout closes sessions idle that long; default none.
 	SessionTimeout time.Duration
+	// ResourceMetadataURL is the URL of the endpoint's Protected Resource
+	// Metadata (Resource.MetadataURL), named in the WWW-Authenticate
+	// header of every 401 and 403 (resource_metadata). Mount sets it.
+	ResourceMetadataURL string
+	// ClockSkew is tolerated on a token's expiry; default none.
+	ClockSkew time.Duration
 }
 
 // Handler returns the streamable HTTP handler of the server. Every request
 // must carry a bearer token that verify accepts (go-sdk's
-// auth.RequireBearerToken); the calls act for the token's principal, and
-// a session is bound to it, so another principal's token cannot use it.
-func (s *Server) Handler(verify PrincipalVerifier, opts *HTTPOptions) http.Handler {
+// auth.RequireBearerToken); one without a valid token is answered 401,
+// with WWW-Authenticate: Bearer resource_metadata="…" when
+// opts.ResourceMetadataURL is set. The calls act for the token's
+// principal, and a session is bound to it, so another principal's token
+// cannot use it. A tools/call of a tool whose scopes (Options.ToolScopes)
+// the token does not grant is answered 403 insufficient_scope. Mount
+// serves it together with the resource's metadata.
+func (s *Server) Handler(verify TokenVerifier, opts *HTTPOptions) http.Handler {
 	var o HTTPOptions
 	if opts != nil {
 		o = *opts
@@ -68,22 +72,27 @@ func (s *Server) Handler(verify PrincipalVerifier, opts *HTTPOptions) http.Handl
 			MaxRequestBodyBytes: o.MaxRequestBodyBytes + 1024,
 			SessionTimeout:      o.SessionTimeout,
 		})
-	return auth.RequireBearerToken(tokenVerifier(verify), nil)(stampHTTP(h, o.MaxRequestBodyBytes))
+	return auth.RequireBearerToken(tokenVerifier(verify), &auth.RequireBearerTokenOptions{
+		ResourceMetadataURL: o.ResourceMetadataURL,
+		ClockSkew:           o.ClockSkew,
+	})(s.messages(h, o))
 }
 
 // principalKey holds the verified principal in auth.TokenInfo.Extra.
 const principalKey = "toolguard/principal"
 
-func tokenVerifier(verify PrincipalVerifier) auth.TokenVerifier {
+func tokenVerifier(verify TokenVerifier) auth.TokenVerifier {
 	return func(ctx context.Context, token string, r *http.Request) (*auth.TokenInfo, error) {
-		p, exp, err := verify(ctx, token, r)
-		if err != nil || p.Validate() != nil {
+		t, err := verify(ctx, token, r)
+		if err != nil || t.Principal.Validate() != nil {
 			return nil, auth.ErrInvalidToken
 		}
+		p := t.Principal
 		return &auth.TokenInfo{
 			// The streamable handler binds each session to its user.
 			UserID:     strconv.Itoa(len(p.TenantID)) + ":" + p.TenantID + p.SubjectID,
-			Expiration: exp,
+			Scopes:     t.Scopes,
+			Expiration: t.Expiry,
 			Extra:      map[string]any{principalKey: p},
 		}, nil
 	}
@@ -116,10 +125,13 @@ func (c *stampConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 	return m, err
 }
 
-// stampHTTP stamps a POSTed tools/call request. Each HTTP request gets a
-// nonce of its own; the session id, where there is one, is what the call
-// id is derived from.
-func stampHTTP(next http.Handler, limit int64) http.Handler {
+// messages reads a POSTed message before the SDK does: a tools/call of a
+// tool whose scopes the token lacks is answered 403 insufficient_scope, and
+// a tools/call request is stamped. Each HTTP request gets a nonce of its
+// own; the session id, where there is one, is what the call id is derived
+// from.
+func (s *Server) messages(next http.Handler, o HTTPOptions) http.Handler {
+	limit := o.MaxRequestBodyBytes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
 			next.ServeHTTP(w, r)
@@ -136,6 +148,10 @@ func stampHTTP(next http.Handler, limit int64) http.Handler {
 			return
 		}
 		if m, err := jsonrpc.DecodeMessage(body); err == nil {
+			if need := s.httpScopes(r, m); len(need) > 0 {
+				insufficientScope(w, need, o.ResourceMetadataURL)
+				return
+			}
 			if req, ok := m.(*jsonrpc.Request); ok && stamp(req, newNonce()) {
 				if b, err := jsonrpc.EncodeMessage(req); err == nil {
 					body = b
