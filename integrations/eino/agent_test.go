@@ -155,10 +155,10 @@ func TestApprovalResumeDeny(t *testing.T) {
 // it is settled from the shop's receipt, without running it again.
 func TestStatusToolSettlesUnknown(t *testing.T) {
 	askStatus := func(seen []*schema.Message) *schema.Message {
-		var last guard.Result
+		last := &guard.Result{}
 		for _, msg := range seen {
-			if msg.Role == schema.Tool {
-				_ = json.Unmarshal([]byte(msg.Content), &last)
+			if r, err := tgeino.ModelResult(msg.Content); err == nil && msg.Role == schema.Tool {
+				last = r
 			}
 		}
 		args, _ := json.Marshal(map[string]any{"operation_id": last.OperationID})

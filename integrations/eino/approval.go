@@ -86,13 +86,14 @@ func Resume(ctx context.Context, decisions map[string]agentloop.Decision) contex
 	return compose.BatchResumeWithData(ctx, data)
 }
 
-// deniedMessage is what the model is told when a human said no, worded so
-// that it stops and tells the user; agentloop's words.
-const deniedMessage = "A human declined this action. Do not retry it or ask again; tell the user it was not approved."
+// DeniedMessage is the message of the APPROVAL_REQUIRED result the model
+// gets when a human said no, worded so that it stops and tells the user;
+// agentloop's words.
+const DeniedMessage = "A human declined this action. Do not retry it or ask again; tell the user it was not approved."
 
 // denied is the model result of a denial, with the human's reason if any.
 func denied(reason string) *guard.Result {
-	msg := deniedMessage
+	msg := DeniedMessage
 	if reason != "" {
 		msg = "A human declined this action (" + reason + "). Do not retry it or ask again; tell the user it was not approved."
 	}
@@ -103,7 +104,7 @@ func denied(reason string) *guard.Result {
 // for a human's approval, who is then asked (an interrupt of the run, or
 // Options.Approver): APPROVAL_REQUIRED for a tool that needs approval,
 // asked without a grant, with a signer to mint the grant.
-func (eg *Guard) needsHuman(call guard.Call, res *guard.Result) bool {
+func (eg *Guarded) needsHuman(call guard.Call, res *guard.Result) bool {
 	if res.Code != guard.CodeApprovalRequired || call.Approval != "" || eg.opts.Signer == nil ||
 		eg.opts.NoInterrupt && eg.opts.Approver == nil {
 		return false
@@ -114,7 +115,7 @@ func (eg *Guard) needsHuman(call guard.Call, res *guard.Result) bool {
 
 // grant mints and signs the grant of a human's yes to the request: bound
 // to exactly its principal and proposal.
-func (eg *Guard) grant(req agentloop.ApprovalRequest, approver string) (string, error) {
+func (eg *Guarded) grant(req agentloop.ApprovalRequest, approver string) (string, error) {
 	if approver == "" {
 		approver = "human"
 	}
@@ -124,7 +125,7 @@ func (eg *Guard) grant(req agentloop.ApprovalRequest, approver string) (string, 
 
 // request describes the call for a human: the operation the guard will run
 // it as, so that the request names what the grant pays for.
-func (eg *Guard) request(call guard.Call) agentloop.ApprovalRequest {
+func (eg *Guarded) request(call guard.Call) agentloop.ApprovalRequest {
 	args := sortedJSON(call.Proposal.Arguments)
 	fp := guard.Fingerprint(call.Proposal.Name, args)
 	op := call.Context.OperationID
@@ -165,7 +166,7 @@ func sortedJSON(raw []byte) []byte {
 // decision either becomes a signed grant on the call (answer "": the
 // dispatch goes on) or, for a no, the answer the model gets, once, with
 // nothing run.
-func (eg *Guard) resume(ctx context.Context, call *guard.Call) (answer string, err error) {
+func (eg *Guarded) resume(ctx context.Context, call *guard.Call) (answer string, err error) {
 	was, has, st := compose.GetInterruptState[*pendingState](ctx)
 	if !was {
 		return "", nil

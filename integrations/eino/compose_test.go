@@ -96,10 +96,14 @@ func toolsGraph(t *testing.T, cfg compose.ToolsNodeConfig, opts ...compose.Graph
 	return run
 }
 
-// mustWrap puts an Eino tool behind the guard.
-func mustWrap(t *testing.T, et tool.BaseTool, opts tgeino.WrapOptions) *tgeino.Tool {
+// anyone lets every principal call an imported tool: the tests' Eino
+// tools hold nobody's data.
+func anyone(context.Context, string, *guard.Invocation) error { return nil }
+
+// mustImport puts an Eino tool behind the guard.
+func mustImport(t *testing.T, et tool.BaseTool, opts tgeino.ImportOptions) *tgeino.Tool {
 	t.Helper()
-	w, err := tgeino.Wrap(context.Background(), et, opts)
+	w, err := tgeino.Import(context.Background(), et, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,11 +115,11 @@ func results(t *testing.T, msgs []*schema.Message) map[string]guard.Result {
 	t.Helper()
 	out := map[string]guard.Result{}
 	for _, m := range msgs {
-		var r guard.Result
-		if err := json.Unmarshal([]byte(m.Content), &r); err != nil {
+		r, err := tgeino.ModelResult(m.Content)
+		if err != nil {
 			t.Fatalf("tool message %q: %v", m.Content, err)
 		}
-		out[m.ToolCallID] = r
+		out[m.ToolCallID] = *r
 	}
 	return out
 }
@@ -131,10 +135,10 @@ func TestWrappedEinoTools(t *testing.T) {
 	ctx := context.Background()
 	mb := &mailbox{}
 	send, notes := mb.einoTools(t)
-	ws := mustWrap(t, send, tgeino.WrapOptions{Write: true})
-	wn := mustWrap(t, notes, tgeino.WrapOptions{})
+	ws := mustImport(t, send, tgeino.ImportOptions{NoApproval: true, Authorize: anyone})
+	wn := mustImport(t, notes, tgeino.ImportOptions{Read: true, Authorize: anyone})
 	boom, _ := utils.InferTool("explode", "Panics.", func(context.Context, notesIn) (string, error) { panic("boom") })
-	wb := mustWrap(t, boom, tgeino.WrapOptions{Write: true})
+	wb := mustImport(t, boom, tgeino.ImportOptions{NoApproval: true, Authorize: anyone})
 	set := toolset.MustNew(ws, wn, wb)
 	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{})
 	eg, err := tgeino.New(g, set, tgeino.Options{})
@@ -339,7 +343,7 @@ func TestToolCallbacks(t *testing.T) {
 	ctx := context.Background()
 	mb := &mailbox{}
 	send, _ := mb.einoTools(t)
-	ws := mustWrap(t, send, tgeino.WrapOptions{Write: true})
+	ws := mustImport(t, send, tgeino.ImportOptions{NoApproval: true, Authorize: anyone})
 	set, err := newShop().tools(false).With(ws)
 	if err != nil {
 		t.Fatal(err)
@@ -419,7 +423,7 @@ func TestParallelRepeatRunsOnce(t *testing.T) {
 func TestMiddlewareTwice(t *testing.T) {
 	mb := &mailbox{}
 	send, _ := mb.einoTools(t)
-	set := toolset.MustNew(mustWrap(t, send, tgeino.WrapOptions{Write: true}))
+	set := toolset.MustNew(mustImport(t, send, tgeino.ImportOptions{NoApproval: true, Authorize: anyone}))
 	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -434,5 +438,42 @@ func TestMiddlewareTwice(t *testing.T) {
 	}
 	if r := results(t, out)["c1"]; r.Code != guard.CodeOK || string(r.Data) != `{"sent":true}` || len(mb.sent) != 1 {
 		t.Fatalf("result %s %s, %d sent", r.Code, r.Data, len(mb.sent))
+	}
+}
+
+// Import fails closed: it needs the host's Authorize, an imported tool is a
+// write that needs approval unless the host says otherwise, and a call
+// Authorize refuses is NOT_FOUND and never runs.
+func TestImportDefaults(t *testing.T) {
+	ctx := context.Background()
+	mb := &mailbox{}
+	send, _ := mb.einoTools(t)
+	if _, err := tgeino.Import(ctx, send, tgeino.ImportOptions{}); err == nil {
+		t.Fatal("Import without Authorize succeeded")
+	}
+	onlyAcme := func(_ context.Context, tool string, inv *guard.Invocation) error {
+		if tool != "send_message" || inv.Principal.TenantID != "acme" {
+			return guard.ErrNotFound
+		}
+		return nil
+	}
+	it := mustImport(t, send, tgeino.ImportOptions{Authorize: onlyAcme})
+	if s := it.Spec(); s.Effect != guard.Write || !s.NeedsApproval {
+		t.Fatalf("imported tool's spec %+v, want a write that needs approval", s)
+	}
+	set := toolset.MustNew(mustImport(t, send, tgeino.ImportOptions{Authorize: onlyAcme, NoApproval: true}))
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	run := toolsGraph(t, eg.ToolsNodeConfig())
+	globex := guard.Principal{TenantID: "globex", SubjectID: "user-9"}
+	out, err := run.Invoke(tgeino.WithScope(tgeino.WithPrincipal(ctx, globex), "run-import"),
+		toolCalls([3]string{"c1", "send_message", `{"to":"bob","text":"hi"}`}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r := results(t, out)["c1"]; r.Code != guard.CodeNotFound || len(mb.sent) != 0 {
+		t.Fatalf("another tenant's call: %s, %d sent", r.Code, len(mb.sent))
 	}
 }

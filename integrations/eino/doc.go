@@ -4,7 +4,7 @@
 // most once, audited, and answered with the tool-model-result-v2 JSON as
 // the tool's output.
 //
-//	set := toolset.MustNew(getOrder, refund)              // toolset tools, or Wrap(ctx, einoTool, …)
+//	set := toolset.MustNew(getOrder, refund)              // toolset tools, or Import(ctx, einoTool, …)
 //	g := guard.New(set, store, guard.Options{Signer: signer})
 //	eg, _ := tgeino.New(g, set, tgeino.Options{Signer: signer})
 //	cfg := eg.ToolsNodeConfig()                           // Tools, the middleware, UnknownToolsHandler
@@ -13,8 +13,8 @@
 //
 // # One call
 //
-// The middleware (Guard.ToolMiddleware, in ToolsNodeConfig.ToolCallMiddlewares;
-// or Guard.AgentMiddleware, an adk.ChatModelAgentMiddleware whose
+// The middleware (Guarded.ToolMiddleware, in ToolsNodeConfig.ToolCallMiddlewares;
+// or Guarded.AgentMiddleware, an adk.ChatModelAgentMiddleware whose
 // WrapInvokableToolCall does the same) turns Eino's compose.ToolInput into a
 // guard.Call: the tool's name, its arguments as the model wrote them, and
 // Eino's call id. The principal comes from the host's function of the
@@ -30,24 +30,27 @@
 // output string, guard.Result.String(), for every outcome: an error goes
 // back to Eino only for the host's own failures (no principal, a
 // programming error the guard reports), and no panic leaves the package.
+// ModelResult reads a tool message's content back as the model result.
 // A ToolsNode runs a reply's calls in parallel unless ExecuteSequentially:
 // two identical writes of one reply are still one operation, the second
 // IN_PROGRESS while the first runs, or its replay.
 //
 // # Tools
 //
-// Guard.Tools offers the model the tools of the toolset.Set the guard runs,
+// Guarded.Tools offers the model the tools of the toolset.Set the guard runs,
 // each with the schema its arguments are validated against, and the status
 // tool (toolset.StatusTool), answered by guard.Guard.QueryStatus for the
 // run's principal. Tools declared with package toolset run their own
 // function once the guard let the call through. Eino's own tools
-// (tool.InvokableTool or tool.StreamableTool) join the set through Wrap:
-// their Info's JSON Schema is compiled with toolset.CompileSchema and
-// validates the arguments, and once the guard let a call through the tool
+// (tool.InvokableTool or tool.StreamableTool) join the set through Import:
+// a write needing approval unless the host says otherwise, authorized by
+// the host's ImportOptions.Authorize, their Info's JSON Schema compiled
+// with toolset.CompileSchema to validate the arguments; once the guard let
+// a call through the tool
 // runs through Eino's own endpoint (callbacks and inner middlewares) with
 // the canonical arguments; InvocationFrom gives it the downstream
 // idempotency key. A tool the guard does not know is UNKNOWN_TOOL, and
-// Guard.UnknownToolsHandler gives the model that result for a tool the
+// Guarded.UnknownToolsHandler gives the model that result for a tool the
 // ToolsNode does not have, instead of failing the run.
 //
 // # Approvals

@@ -30,7 +30,7 @@ const (
 	AdapterRevision = "eino-v0.9-tgeino-v1"
 )
 
-// Options configure a Guard. The zero value of every field means its
+// Options configure a Guarded. The zero value of every field means its
 // default.
 type Options struct {
 	// Principal returns who the run acts for, from the host's context (its
@@ -78,12 +78,12 @@ type Options struct {
 	NoStatusTool bool
 }
 
-// Guard runs Eino's tool calls through a guard.Guard: each call Eino makes
+// Guarded runs Eino's tool calls through a guard.Guard: each call Eino makes
 // becomes a guard.Call (tool name, arguments, call id; the principal and
 // the scope from the host's functions of the context), and its answer goes
 // back as the tool's output, the tool-model-result-v2 JSON. It is safe for
 // concurrent use.
-type Guard struct {
+type Guarded struct {
 	g       *guard.Guard
 	opts    Options
 	status  string
@@ -93,11 +93,11 @@ type Guard struct {
 	denials *denials
 }
 
-// New returns a Guard over g, whose tools are set: the tools the model is
+// New returns a Guarded over g, whose tools are set: the tools the model is
 // offered (Tools), each declared with package toolset or wrapped from an
-// Eino tool (Wrap). Every tool of set must be the one g looks up by its
+// Eino tool (Import). Every tool of set must be the one g looks up by its
 // name.
-func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guard, error) {
+func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 	if g == nil || set == nil {
 		return nil, errors.New("tgeino: New needs a guard and its tool set")
 	}
@@ -113,7 +113,7 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guard, error) {
 	if opts.Clock == nil {
 		opts.Clock = guard.SystemClock
 	}
-	eg := &Guard{g: g, opts: opts, nulls: map[string]map[string]any{},
+	eg := &Guarded{g: g, opts: opts, nulls: map[string]map[string]any{},
 		own: map[string]bool{}, denials: newDenials()}
 	decls := set.Tools()
 	if !opts.NoStatusTool {
@@ -178,12 +178,12 @@ func sameTool(a guard.Tool, b toolset.Declared) bool {
 // ChatModelAgent's ToolsConfig): each tool of the set with the schema its
 // arguments are validated against (a wrapped Eino tool as itself), and the
 // status tool. Only the middleware runs them.
-func (eg *Guard) Tools() []tool.BaseTool { return append([]tool.BaseTool(nil), eg.offered...) }
+func (eg *Guarded) Tools() []tool.BaseTool { return append([]tool.BaseTool(nil), eg.offered...) }
 
 // ToolsNodeConfig returns a ToolsNode configuration with Tools, the
 // middleware and UnknownToolsHandler: the whole of what a compose graph's
 // ToolsNode, or an adk.ChatModelAgent's ToolsConfig, needs.
-func (eg *Guard) ToolsNodeConfig() compose.ToolsNodeConfig {
+func (eg *Guarded) ToolsNodeConfig() compose.ToolsNodeConfig {
 	return compose.ToolsNodeConfig{
 		Tools:               eg.Tools(),
 		UnknownToolsHandler: eg.UnknownToolsHandler,
@@ -196,7 +196,7 @@ func (eg *Guard) ToolsNodeConfig() compose.ToolsNodeConfig {
 // call the guard lets through runs the tool: a toolset tool's function, or
 // a wrapped Eino tool through the endpoint the middleware wraps. A tool
 // the guard does not know is UNKNOWN_TOOL and never runs.
-func (eg *Guard) ToolMiddleware() compose.ToolMiddleware {
+func (eg *Guarded) ToolMiddleware() compose.ToolMiddleware {
 	return compose.ToolMiddleware{
 		Invokable: func(next compose.InvokableToolEndpoint) compose.InvokableToolEndpoint {
 			return func(ctx context.Context, in *compose.ToolInput) (*compose.ToolOutput, error) {
@@ -264,7 +264,7 @@ func textResult(s string) *schema.ToolResult {
 // answer), so that a model's invented tool is a result, not a failed run.
 // Eino runs it without the middleware; the call id is the node's
 // (compose.GetToolCallID).
-func (eg *Guard) UnknownToolsHandler(ctx context.Context, name, input string) (string, error) {
+func (eg *Guarded) UnknownToolsHandler(ctx context.Context, name, input string) (string, error) {
 	return eg.answer(ctx, name, input, compose.GetToolCallID(ctx), nil)
 }
 
@@ -272,11 +272,11 @@ func (eg *Guard) UnknownToolsHandler(ctx context.Context, name, input string) (s
 // ChatModelAgentConfig.Handlers: its WrapInvokableToolCall (and streamable
 // variant) answers each tool call through the guard, as ToolMiddleware
 // does. Give the agent Tools and UnknownToolsHandler in its ToolsConfig.
-func (eg *Guard) AgentMiddleware() adk.ChatModelAgentMiddleware { return &agentMiddleware{eg: eg} }
+func (eg *Guarded) AgentMiddleware() adk.ChatModelAgentMiddleware { return &agentMiddleware{eg: eg} }
 
 type agentMiddleware struct {
 	*adk.BaseChatModelAgentMiddleware
-	eg *Guard
+	eg *Guarded
 }
 
 // WrapInvokableToolCall implements adk.ChatModelAgentMiddleware.
@@ -353,7 +353,7 @@ type endpoint struct {
 // around it. The string is the model result; an error is the host's (a
 // principal that could not be had, a programming error the guard
 // reported, an interrupt of the run) and no panic leaves it.
-func (eg *Guard) answer(ctx context.Context, name, args, callID string, run runFunc) (out string, err error) {
+func (eg *Guarded) answer(ctx context.Context, name, args, callID string, run runFunc) (out string, err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			out, err = "", fmt.Errorf("tgeino: tool call %q: panic: %v", name, r)
@@ -437,7 +437,7 @@ func (eg *Guard) answer(ctx context.Context, name, args, callID string, run runF
 // queryStatus answers a call of the status tool: its arguments checked
 // against its schema, then the guard's status query for the run's
 // principal, never one the model names.
-func (eg *Guard) queryStatus(ctx context.Context, call guard.Call) string {
+func (eg *Guarded) queryStatus(ctx context.Context, call guard.Call) string {
 	in, bad := toolset.ParseStatus(call.Proposal.Arguments)
 	if bad != nil {
 		return bad.String()

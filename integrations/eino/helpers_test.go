@@ -3,7 +3,6 @@ package tgeino_test
 import (
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"maps"
@@ -168,11 +167,11 @@ func (m *script) toolResults(t *testing.T) []guard.Result {
 	defer m.mu.Unlock()
 	var out []guard.Result
 	for _, msg := range m.results {
-		var r guard.Result
-		if err := json.Unmarshal([]byte(msg.Content), &r); err != nil {
+		r, err := tgeino.ModelResult(msg.Content)
+		if err != nil {
 			t.Fatalf("tool message %q is not a model result: %v", msg.Content, err)
 		}
-		out = append(out, r)
+		out = append(out, *r)
 	}
 	return out
 }

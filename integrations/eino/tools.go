@@ -19,7 +19,7 @@ import (
 
 // declaredTool offers a toolset tool to Eino: its Info is the tool's name,
 // description and the very schema its arguments are validated against. It
-// never runs by itself: Guard's middleware answers every call of it through
+// never runs by itself: Guarded's middleware answers every call of it through
 // the guard, and a call that reaches it without the middleware fails.
 type declaredTool struct {
 	d    toolset.Declared
@@ -29,8 +29,8 @@ type declaredTool struct {
 var _ tool.InvokableTool = (*declaredTool)(nil)
 
 // errNotGuarded is what a toolguard tool answers when Eino runs it without
-// Guard's middleware: nothing runs unguarded.
-var errNotGuarded = errors.New("tgeino: the tool ran without the toolguard middleware (Guard.ToolMiddleware or Guard.ToolsNodeConfig); nothing was executed")
+// Guarded's middleware: nothing runs unguarded.
+var errNotGuarded = errors.New("tgeino: the tool ran without the toolguard middleware (Guarded.ToolMiddleware or Guarded.ToolsNodeConfig); nothing was executed")
 
 func newDeclaredTool(d toolset.Declared) (*declaredTool, error) {
 	var js jsonschema.Schema
@@ -50,37 +50,39 @@ func (t *declaredTool) InvokableRun(context.Context, string, ...tool.Option) (st
 	return "", errNotGuarded
 }
 
-// WrapOptions configure Wrap.
-type WrapOptions struct {
-	// Write makes the tool a write: it runs at most once per operation,
-	// under a reservation. By default a wrapped tool is a read.
-	Write bool
-	// NeedsApproval makes every call of a write need a human's approval
-	// (an interrupt of the run, see Guard). Ignored for reads.
-	NeedsApproval bool
+// ImportOptions configure Import. The zero value is the safe default for
+// a tool the guard knows nothing of: a write that needs a human's approval.
+type ImportOptions struct {
+	// Authorize decides whether inv.Principal may make this call of the
+	// Eino tool named tool; it returns guard.ErrNotFound when not (any
+	// error fails closed as NOT_FOUND). It is required: an Eino tool knows
+	// nothing of the guard's principals.
+	Authorize func(ctx context.Context, tool string, inv *guard.Invocation) error
+	// Read marks the tool as having no side effects. By default an
+	// imported tool is a write: it runs at most once per operation, under a
+	// reservation.
+	Read bool
+	// NoApproval lets a write run without a human's approval. By default
+	// every write needs one (an interrupt of the run, see Guarded).
+	NoApproval bool
 	// Repeatable marks a write whose identical repeats are meant: each call
 	// is its own operation (guard.ToolSpec.Repeatable).
 	Repeatable bool
-	// Authorize decides whether inv.Principal may make this call; it
-	// returns guard.ErrNotFound when not (any error fails closed as
-	// NOT_FOUND). Nil lets every principal make every call: set it for any
-	// tool that acts on a tenant's data.
-	Authorize func(ctx context.Context, inv *guard.Invocation) error
+	// LoggedArguments names the top-level argument members safe to copy
+	// into the audit record; the others are only fingerprinted.
+	LoggedArguments []string
 	// Receipt asks the downstream system whether the operation under
 	// inv.IdempotencyKey happened, to settle an unknown outcome (see
 	// guard.Tool.LookupReceipt). Nil: unknown outcomes stay unknown until
 	// an operator settles them.
 	Receipt func(ctx context.Context, inv *guard.Invocation) (out json.RawMessage, found bool, err error)
-	// LoggedArguments names the top-level argument members safe to copy
-	// into the audit record; the others are only fingerprinted.
-	LoggedArguments []string
 }
 
-// Tool is one of Eino's own tools behind the guard: its JSON Schema, from
+// Tool is one of Eino's own tools behind the guard (Import): its JSON Schema, from
 // its Info, is compiled once (toolset.CompileSchema) and validates the
 // model's arguments before the tool runs, as adapters/mcp does for a
 // remote MCP tool. It implements toolset.Declared, so it joins a
-// toolset.Set next to toolset tools; Guard.Tools offers the Eino tool
+// toolset.Set next to toolset tools; Guarded.Tools offers the Eino tool
 // itself, and the middleware runs it through Eino's own endpoint (its
 // callbacks and inner middlewares) once the guard let the call through.
 type Tool struct {
@@ -88,19 +90,22 @@ type Tool struct {
 	info      *schema.ToolInfo
 	schema    *toolset.Schema
 	spec      guard.ToolSpec
-	authorize func(ctx context.Context, inv *guard.Invocation) error
+	authorize func(ctx context.Context, tool string, inv *guard.Invocation) error
 	receipt   func(ctx context.Context, inv *guard.Invocation) (json.RawMessage, bool, error)
 }
 
 var _ toolset.Declared = (*Tool)(nil)
 
-// Wrap puts an Eino tool (a tool.InvokableTool or tool.StreamableTool)
+// Import puts an Eino tool (a tool.InvokableTool or tool.StreamableTool)
 // behind the guard. Its Info's parameters are its schema (no parameters:
 // any JSON object), not Strict: the model is given it as Eino gives it.
-// It fails when the tool is neither invokable nor streamable, its Info
-// fails or its schema does not compile; toolset.New refuses a name model
-// providers do not accept.
-func Wrap(ctx context.Context, t tool.BaseTool, opts WrapOptions) (*Tool, error) {
+// It fails without ImportOptions.Authorize, when the tool is neither
+// invokable nor streamable, its Info fails or its schema does not
+// compile; toolset.New refuses a name model providers do not accept.
+func Import(ctx context.Context, t tool.BaseTool, opts ImportOptions) (*Tool, error) {
+	if opts.Authorize == nil {
+		return nil, errors.New("tgeino: Import needs ImportOptions.Authorize")
+	}
 	_, inv := t.(tool.InvokableTool)
 	_, str := t.(tool.StreamableTool)
 	if !inv && !str {
@@ -126,16 +131,18 @@ func Wrap(ctx context.Context, t tool.BaseTool, opts WrapOptions) (*Tool, error)
 	if err != nil {
 		return nil, fmt.Errorf("tgeino: tool %q: %w", info.Name, err)
 	}
-	effect := guard.Read
-	if opts.Write {
-		effect = guard.Write
+	write := !opts.Read
+	effect := guard.Write
+	if opts.Read {
+		effect = guard.Read
 	}
 	return &Tool{eino: t, info: info, schema: sch, authorize: opts.Authorize, receipt: opts.Receipt,
-		spec: guard.ToolSpec{Name: info.Name, Effect: effect, NeedsApproval: opts.Write && opts.NeedsApproval,
-			Repeatable: opts.Write && opts.Repeatable, LoggedArguments: append([]string(nil), opts.LoggedArguments...)}}, nil
+		spec: guard.ToolSpec{Name: info.Name, Effect: effect, NeedsApproval: write && !opts.NoApproval,
+			Repeatable: write && opts.Repeatable, LoggedArguments: append([]string(nil), opts.LoggedArguments...)}}, nil
 }
 
-// Spec implements guard.Tool.
+// Spec implements guard.Tool: a write unless ImportOptions.Read, needing
+// approval unless ImportOptions.NoApproval.
 func (t *Tool) Spec() *guard.ToolSpec { return &t.spec }
 
 // Name returns the tool's name.
@@ -163,12 +170,9 @@ func (t *Tool) Decode(canonical []byte, parsed any) (any, error) {
 	return json.RawMessage(canonical), nil
 }
 
-// AuthorizeCall implements guard.Tool with WrapOptions.Authorize.
+// AuthorizeCall implements guard.Tool with ImportOptions.Authorize.
 func (t *Tool) AuthorizeCall(ctx context.Context, inv *guard.Invocation) error {
-	if t.authorize == nil {
-		return nil
-	}
-	return t.authorize(ctx, inv)
+	return t.authorize(ctx, t.spec.Name, inv)
 }
 
 // Execute implements guard.Tool: the Eino tool runs with the canonical
@@ -199,7 +203,7 @@ func (t *Tool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMess
 	return textOutput(out), nil
 }
 
-// LookupReceipt implements guard.Tool with WrapOptions.Receipt; without
+// LookupReceipt implements guard.Tool with ImportOptions.Receipt; without
 // one, every lookup is inconclusive.
 func (t *Tool) LookupReceipt(ctx context.Context, inv *guard.Invocation) (json.RawMessage, bool, error) {
 	if t.receipt == nil {
@@ -245,6 +249,17 @@ func textOutput(s string) json.RawMessage {
 	}
 	b, _ := json.Marshal(s)
 	return b
+}
+
+// ModelResult reads the content of a tool message the middleware answered
+// (schema.Message.Content) back as the model result it carries; it fails
+// for text that is not a tool-model-result-v2 object.
+func ModelResult(content string) (*guard.Result, error) {
+	var r guard.Result
+	if err := json.Unmarshal([]byte(content), &r); err != nil {
+		return nil, err
+	}
+	return &r, nil
 }
 
 type invocationKey struct{}

@@ -11,7 +11,6 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"flag"
 	"fmt"
 	"io"
@@ -213,12 +212,14 @@ var _ model.ToolCallingChatModel = (*fakeModel)(nil)
 func (m *fakeModel) Generate(_ context.Context, input []*schema.Message, _ ...model.Option) (*schema.Message, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	var last guard.Result
+	last := &guard.Result{}
 	tools := 0
 	for _, msg := range input {
 		if msg.Role == schema.Tool {
 			tools++
-			_ = json.Unmarshal([]byte(msg.Content), &last)
+			if r, err := tgeino.ModelResult(msg.Content); err == nil {
+				last = r
+			}
 		}
 	}
 	call := func(name, args string) *schema.Message {
