@@ -58,8 +58,8 @@ func TestHostFailures(t *testing.T) {
 }
 
 // TestResumeForAnotherCall: a decision presented for another principal
-// than the one asked runs nothing; Resume refuses a part that is not an
-// approval interrupt.
+// than the one asked runs nothing, nor does a restart without a decision;
+// Resume refuses a part that is not an approval interrupt.
 func TestResumeForAnotherCall(t *testing.T) {
 	w := newWorld(t)
 	resp, a := pauseOnRefund(t, w, session(userA, "s1"))
@@ -71,6 +71,15 @@ func TestResumeForAnotherCall(t *testing.T) {
 	_, err = generate(session(other, "s1"), w.gk, w.gd, ai.WithMessages(resp.History()...), ai.WithToolRestarts(restart))
 	if !errors.Is(err, tggenkit.ErrOtherCall) {
 		t.Errorf("resume by another principal: %v, want ErrOtherCall", err)
+	}
+	if n := w.svc.SideEffects(); n != 0 {
+		t.Errorf("side effects = %d, want 0", n)
+	}
+	// A restart that carries no decision of Resume's: nothing runs.
+	bare := ai.NewToolRequestPart(a.Part.ToolRequest)
+	bare.Metadata = map[string]any{"resumed": true}
+	if _, err := generate(session(userA, "s1"), w.gk, w.gd, ai.WithMessages(resp.History()...), ai.WithToolRestarts(bare)); err == nil {
+		t.Errorf("a restart without a decision: the resumed generation did not fail")
 	}
 	if n := w.svc.SideEffects(); n != 0 {
 		t.Errorf("side effects = %d, want 0", n)
