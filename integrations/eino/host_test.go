@@ -1,0 +1,61 @@
+package tgeino_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/toolguard/toolguard/guard"
+	tgeino "github.com/toolguard/toolguard/integrations/eino"
+	"github.com/toolguard/toolguard/memstore"
+)
+
+// A host function that fails or panics (Principal, Scope, Call) stops the
+// call before the guard: Eino's run ends with the host's error, nothing
+// runs, nothing is audited, and no panic reaches the host.
+func TestHostFailures(t *testing.T) {
+	fails := map[string]func(*tgeino.Options){
+		"principal error": func(o *tgeino.Options) {
+			o.Principal = func(context.Context) (guard.Principal, error) {
+				return guard.Principal{}, errors.New("session expired")
+			}
+		},
+		"principal panic": func(o *tgeino.Options) {
+			o.Principal = func(context.Context) (guard.Principal, error) { panic("session store down") }
+		},
+		"no principal": func(*tgeino.Options) {}, // PrincipalFrom, and the context carries none
+		"scope panic": func(o *tgeino.Options) {
+			o.Scope = func(context.Context) string { panic("no session") }
+		},
+		"call panic": func(o *tgeino.Options) {
+			o.Call = func(context.Context, *guard.Call) { panic("hook bug") }
+		},
+	}
+	for name, configure := range fails {
+		t.Run(name, func(t *testing.T) {
+			shop := newShop()
+			set := shop.tools(false)
+			store := memstore.New(memstore.Options{})
+			opts := tgeino.Options{}
+			configure(&opts)
+			eg, err := tgeino.New(guard.New(set, store, guard.Options{}), set, opts)
+			if err != nil {
+				t.Fatal(err)
+			}
+			run := toolsGraph(t, eg.ToolsNodeConfig())
+			ctx := tgeino.WithScope(context.Background(), "run-host")
+			if name != "no principal" {
+				ctx = tgeino.WithPrincipal(ctx, acme)
+			}
+			_, err = run.Invoke(ctx, toolCalls([3]string{"c1", "create_refund_draft", refundArgs}))
+			if err == nil || !strings.Contains(err.Error(), "tgeino:") {
+				t.Fatalf("Invoke error = %v, want the host's failure", err)
+			}
+			recs, _, _ := store.Audit(context.Background(), "acme", 0, 10)
+			if len(recs) != 0 || shop.sideEffects() != 0 {
+				t.Errorf("%d audit records, %d drafts; want none", len(recs), shop.sideEffects())
+			}
+		})
+	}
+}
