@@ -28,8 +28,12 @@ type Decision struct {
 	// Approver names who decided; it is recorded in the grant and the
 	// audit log.
 	Approver string
-	// Reason, for a denial, is told to the model (short, safe text).
+	// Reason, for a denial, is told to the model (short, safe text): the
+	// approver's message for it.
 	Reason string
+	// Note is the approver's internal note: kept in the approvals audit
+	// log, never told to the model.
+	Note string
 	// Expired marks a denial because nobody decided in time: unlike a
 	// human's no, it does not stop the same intent being asked again.
 	Expired bool
@@ -48,18 +52,9 @@ func (f ApproverFunc) Approve(ctx context.Context, req ApprovalRequest) (Decisio
 	return f(ctx, req)
 }
 
-// deniedMessage is what the model is told when the human said no: worded so
-// that it stops, and tells the user.
-const deniedMessage = "A human declined this action. Do not retry it or ask again; tell the user it was not approved."
-
-// denied is the model result of a denial, with the human's reason if any.
-func denied(reason string) *guard.Result {
-	msg := deniedMessage
-	if reason != "" {
-		msg = "A human declined this action (" + reason + "). Do not retry it or ask again; tell the user it was not approved."
-	}
-	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: msg}
-}
+// denied is the model result of a denial, with the message the human
+// chose to tell the model, if any (guard.Declined).
+func denied(message string) *guard.Result { return guard.Declined(message) }
 
 // Grant mints a signed grant for the request, for a host that approves a
 // paused run: pass the token to Resume as an Approval.

@@ -16,6 +16,9 @@ import (
 // show (toolset's LogArguments), else only its fingerprint.
 type Field struct {
 	Name string `json:"name"`
+	// Description is what the tool's schema says the member is (what the
+	// model was told), "" for none: the inbox labels the member with it.
+	Description string `json:"description,omitempty"`
 	// Value is the member's canonical JSON text; empty when hidden.
 	Value json.RawMessage `json:"value,omitempty"`
 	// Fingerprint is "sha256:" and the hex SHA-256 of the canonical JSON

@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"context"
 	"crypto/hmac"
 	"crypto/rand"
 	"crypto/sha256"
@@ -12,6 +13,7 @@ import (
 	"html/template"
 	"log/slog"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"time"
@@ -44,6 +46,26 @@ type InboxOptions struct {
 	Title string
 	// Log receives errors of the store; default slog.Default().
 	Log *slog.Logger
+	// Details, when set, returns what the approver should see of the
+	// resource a request acts on (an order's status and customer, say),
+	// shown beside the request; it is asked each time a request's page is
+	// shown, so it says how things stand now, not when the agent asked.
+	// The request is the tenant's own: the hook looks the resource up for
+	// that tenant only. An error shows that the details could not be
+	// read, and the page still lets the approver decide.
+	Details func(ctx context.Context, r *Request) ([]Detail, error)
+}
+
+// Detail is one line of what the host shows of a request's resource.
+// Every part is shown as text (escaped like everything on the page).
+type Detail struct {
+	// Label names the line ("Order status").
+	Label string `json:"label"`
+	// Text is its value.
+	Text string `json:"text"`
+	// URL, when set, links the text; only an http or https URL is linked,
+	// any other is shown as text.
+	URL string `json:"url,omitempty"`
 }
 
 // Inbox is the approvers' http.Handler: mount it under a path of the
@@ -55,10 +77,10 @@ type InboxOptions struct {
 //
 //	GET  /                              the tenant's pending requests (HTML)
 //	GET  /r/{id}                        one request, with Approve and Deny
-//	POST /r/{id}                        decide (form: csrf, decision=approve|deny, reason)
+//	POST /r/{id}                        decide (form: csrf, decision=approve|deny, message, note)
 //	GET  /api/requests                  the pending requests (JSON)
 //	GET  /api/requests/{id}             one request (JSON)
-//	POST /api/requests/{id}/decision    decide: {"approve":true,"reason":"…"} (JSON)
+//	POST /api/requests/{id}/decision    decide: {"approve":true,"reason":"…","note":"…"} (JSON)
 //
 // Pages are server-rendered, need no JavaScript and load nothing from
 // elsewhere; every response carries a Content-Security-Policy of
@@ -68,15 +90,16 @@ type InboxOptions struct {
 // gave (HMAC-bound to the approver, valid 12 hours), and an API POST needs
 // Content-Type application/json, which no cross-site form can send.
 type Inbox struct {
-	store  *Queue
-	auth   func(*http.Request) (guard.Principal, error)
-	role   string
-	self   bool
-	key    []byte
-	title  string
-	log    *slog.Logger
-	tmpl   *template.Template
-	routes http.Handler
+	store   *Queue
+	details func(context.Context, *Request) ([]Detail, error)
+	auth    func(*http.Request) (guard.Principal, error)
+	role    string
+	self    bool
+	key     []byte
+	title   string
+	log     *slog.Logger
+	tmpl    *template.Template
+	routes  http.Handler
 }
 
 //go:embed inbox.tmpl
@@ -87,7 +110,7 @@ func NewInbox(opts InboxOptions) (*Inbox, error) {
 	if opts.Queue == nil || opts.Authenticate == nil {
 		return nil, errors.New("approvals: NewInbox needs a Queue and Authenticate")
 	}
-	in := &Inbox{store: opts.Queue, auth: opts.Authenticate, role: opts.Role, self: opts.AllowSelfApproval,
+	in := &Inbox{store: opts.Queue, details: opts.Details, auth: opts.Authenticate, role: opts.Role, self: opts.AllowSelfApproval,
 		key: opts.CSRFKey, title: opts.Title, log: opts.Log}
 	if in.role == "" {
 		in.role = DefaultRole
@@ -178,6 +201,36 @@ type view struct {
 	*Request
 	Fields                  []fieldView
 	Asked, Expires, Decided string
+	// Details are the host's lines about the resource; DetailsError says
+	// they could not be read.
+	Details      []detailView
+	DetailsError bool
+}
+
+type detailView struct {
+	Detail
+	// Link is URL when it is http or https, else "".
+	Link string
+}
+
+// withDetails asks the host's hook for the request's details.
+func (in *Inbox) withDetails(ctx context.Context, v *view) {
+	if in.details == nil {
+		return
+	}
+	ds, err := in.details(ctx, v.Request)
+	if err != nil {
+		in.log.Warn("approvals inbox: details", "request", v.ID, "err", err)
+		v.DetailsError = true
+		return
+	}
+	for _, d := range ds {
+		dv := detailView{Detail: d}
+		if u, err := url.Parse(d.URL); err == nil && (u.Scheme == "https" || u.Scheme == "http") && u.Host != "" {
+			dv.Link = u.String()
+		}
+		v.Details = append(v.Details, dv)
+	}
 }
 
 type fieldView struct {
@@ -230,6 +283,8 @@ type pageData struct {
 	Why, CSRF          string
 	Notice, Error      string
 	Heading            string
+	// Recent are the tenant's latest decisions, on the list page.
+	Recent []AuditRecord
 }
 
 func (in *Inbox) page(f func(http.ResponseWriter, *http.Request, guard.Principal, *pageData) error) http.HandlerFunc {
@@ -275,9 +330,15 @@ func (in *Inbox) list(w http.ResponseWriter, r *http.Request, p guard.Principal,
 	for _, q := range reqs {
 		d.Requests = append(d.Requests, in.view(q))
 	}
+	if d.Recent, err = in.store.recent(r.Context(), p.TenantID, recentDecisions); err != nil {
+		return err
+	}
 	in.render(w, http.StatusOK, "list", d)
 	return nil
 }
+
+// recentDecisions is how many decisions the list page shows.
+const recentDecisions = 20
 
 func (in *Inbox) show(w http.ResponseWriter, r *http.Request, p guard.Principal, d *pageData) error {
 	req, err := in.store.Get(r.Context(), p.TenantID, r.PathValue("id"))
@@ -290,12 +351,13 @@ func (in *Inbox) show(w http.ResponseWriter, r *http.Request, p guard.Principal,
 	case "denied":
 		d.Notice = "You denied this request. The agent is told it was not approved."
 	}
-	in.showRequest(w, http.StatusOK, p, req, d)
+	in.showRequest(r.Context(), w, http.StatusOK, p, req, d)
 	return nil
 }
 
-func (in *Inbox) showRequest(w http.ResponseWriter, status int, p guard.Principal, req *Request, d *pageData) {
+func (in *Inbox) showRequest(ctx context.Context, w http.ResponseWriter, status int, p guard.Principal, req *Request, d *pageData) {
 	v := in.view(req)
+	in.withDetails(ctx, &v)
 	d.Request = &v
 	switch {
 	case req.Status != StatusPending:
@@ -327,7 +389,10 @@ func (in *Inbox) decideForm(w http.ResponseWriter, r *http.Request, p guard.Prin
 		return &httpError{http.StatusBadRequest, "Choose Approve or Deny."}
 	}
 	id := r.PathValue("id")
-	req, err := in.store.Decide(r.Context(), p, id, agentloop.Decision{Approved: approve, Reason: strings.TrimSpace(r.PostForm.Get("reason"))}, in.self)
+	// Two fields, never mixed: "message" is told to the model (with a
+	// denial), "note" only to the audit log.
+	dec := agentloop.Decision{Approved: approve, Reason: strings.TrimSpace(r.PostForm.Get("message")), Note: strings.TrimSpace(r.PostForm.Get("note"))}
+	req, err := in.store.Decide(r.Context(), p, id, dec, in.self)
 	if err != nil {
 		he := in.asHTTP(err)
 		if he.status != http.StatusConflict && he.status != http.StatusForbidden {
@@ -338,7 +403,7 @@ func (in *Inbox) decideForm(w http.ResponseWriter, r *http.Request, p guard.Prin
 			return he
 		}
 		d.Error = he.msg
-		in.showRequest(w, he.status, p, cur, d)
+		in.showRequest(r.Context(), w, he.status, p, cur, d)
 		return nil
 	}
 	// A relative Location, resolved by the browser against this page's
@@ -413,11 +478,12 @@ func (in *Inbox) apiDecide(r *http.Request, p guard.Principal) (any, error) {
 	var body struct {
 		Approve *bool  `json:"approve"`
 		Reason  string `json:"reason"`
+		Note    string `json:"note"`
 	}
 	dec := json.NewDecoder(http.MaxBytesReader(nil, r.Body, maxFormBytes))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(&body); err != nil || body.Approve == nil {
-		return nil, &httpError{http.StatusBadRequest, `Send {"approve": true|false, "reason": "…"}.`}
+		return nil, &httpError{http.StatusBadRequest, `Send {"approve": true|false, "reason": "… (told to the model)", "note": "… (audit only)"}.`}
 	}
-	return in.store.Decide(r.Context(), p, r.PathValue("id"), agentloop.Decision{Approved: *body.Approve, Reason: body.Reason}, in.self)
+	return in.store.Decide(r.Context(), p, r.PathValue("id"), agentloop.Decision{Approved: *body.Approve, Reason: body.Reason, Note: body.Note}, in.self)
 }

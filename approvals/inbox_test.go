@@ -3,9 +3,11 @@ package approvals_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"net/url"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -21,7 +23,7 @@ import (
 
 // NoteIn is the input of a tool whose note the approver may read.
 type NoteIn struct {
-	Note string `json:"note"`
+	Note string `json:"note" jsonschema:"description=What to say."`
 }
 
 // hostile is a request whose shown argument tries every trick on the page.
@@ -196,5 +198,73 @@ func TestInboxOtherTenantIsNotFound(t *testing.T) {
 	}
 	if got, _ := store.Get(ctxT(t), "tenant-a", r.ID); got.Status != approvals.StatusPending {
 		t.Fatalf("tenant-b decided: %s", got.Status)
+	}
+}
+
+// The host's details show beside the request as text: markup in them is
+// inert, only an http(s) URL becomes a link, and a hook that fails leaves
+// the page usable, saying so. The tool's and arguments' descriptions label
+// what the approver reads.
+func TestInboxDetails(t *testing.T) {
+	store, r := askHostile(t)
+	var fail atomic.Bool
+	in, err := approvals.NewInbox(approvals.InboxOptions{Queue: store,
+		Authenticate: func(*http.Request) (guard.Principal, error) { return leadA, nil },
+		Details: func(_ context.Context, req *approvals.Request) ([]approvals.Detail, error) {
+			if fail.Load() {
+				return nil, errors.New("order service down")
+			}
+			return []approvals.Detail{
+				{Label: "Customer <b>", Text: `<img src=x onerror="window.__pwned=3">`, URL: "javascript:window.__pwned=4"},
+				{Label: "Order", Text: "ORDER-7", URL: "https://shop.example/orders/ORDER-7"},
+			}, nil
+		}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mux := http.NewServeMux()
+	mux.Handle("/approvals/", http.StripPrefix("/approvals", in))
+	base := browsertest.Serve(t, mux) + "/approvals/"
+	bctx := browsertest.Browser(t, time.Minute)
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"r/"+r.ID)); err != nil {
+		t.Fatal(err)
+	}
+	type probe struct {
+		Pwned      bool
+		Imgs       int
+		Links      []string
+		Text, Desc string
+		Label      string
+	}
+	got, err := chromedp.Run(bctx, chromedp.Evaluate[probe](`({
+		Pwned: !!window.__pwned,
+		Imgs: document.querySelectorAll("main img").length,
+		Links: [...document.querySelectorAll("#resource ~ dl a")].map(a => a.href),
+		Text: document.querySelector("#resource").parentElement.innerText,
+		Desc: document.querySelector(".desc").innerText,
+		Label: document.querySelector("tbody th").innerText,
+	})`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Pwned || got.Imgs != 0 || len(got.Links) != 1 || got.Links[0] != "https://shop.example/orders/ORDER-7" {
+		t.Errorf("details made elements: %+v", got)
+	}
+	if !strings.Contains(got.Text, "Customer <b>") || !strings.Contains(got.Text, `<img src=x onerror="window.__pwned=3">`) {
+		t.Errorf("details text %q", got.Text)
+	}
+	if got.Desc != "Send a note." || !strings.HasPrefix(got.Label, "What to say.") {
+		t.Errorf("description %q, argument label %q", got.Desc, got.Label)
+	}
+	fail.Store(true)
+	if err := chromedp.Do(bctx, chromedp.Navigate(base+"r/"+r.ID)); err != nil {
+		t.Fatal(err)
+	}
+	page, err := chromedp.Run(bctx, chromedp.Text(chromedp.CSS("main")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(page, "could not be read just now") || !strings.Contains(page, "Approve") {
+		t.Errorf("with the hook failing:\n%s", page)
 	}
 }

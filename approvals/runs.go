@@ -180,7 +180,7 @@ func (s *Queue) expire(ctx context.Context, tenant string) error {
 		if err != nil {
 			return err
 		}
-		if _, err := s.settle(ctx, r, StatusExpired, "", ""); err != nil && !errors.Is(err, ErrExpired) {
+		if _, err := s.settle(ctx, r, StatusExpired, "", "", ""); err != nil && !errors.Is(err, ErrExpired) {
 			var de *DecidedError
 			if !errors.As(err, &de) {
 				return err

@@ -58,7 +58,7 @@ return waiting
 
 // decideScript settles one request: approved, denied or expired. KEYS:
 // req, pending, audit, run, ready, denied-intent. ARGV: id, now, outcome,
-// decided by, reason, retain, run id, tool, fingerprint, requester.
+// decided by, reason, retain, run id, tool, fingerprint, requester, note.
 // Replies {"ok"}, {"missing"}, {"expired"} (and records the expiry), or
 // {status, by, at} of the decision already made.
 var decideScript = redis.NewScript(`
@@ -68,15 +68,15 @@ if st ~= 'pending' then
   return {st, redis.call('HGET', KEYS[1], 'by') or '', redis.call('HGET', KEYS[1], 'at') or ''}
 end
 local now = tonumber(ARGV[2])
-local outcome, by, reason = ARGV[3], ARGV[4], ARGV[5]
+local outcome, by, reason, note = ARGV[3], ARGV[4], ARGV[5], ARGV[11] or ''
 local late = outcome ~= 'expired' and now >= tonumber(redis.call('HGET', KEYS[1], 'expires'))
 if late or outcome == 'expired' then
-  outcome, by, reason = 'expired', '', 'nobody decided before it expired'
+  outcome, by, reason, note = 'expired', '', 'nobody decided before it expired', ''
 end
-redis.call('HSET', KEYS[1], 'status', outcome, 'by', by, 'at', ARGV[2], 'reason', reason)
+redis.call('HSET', KEYS[1], 'status', outcome, 'by', by, 'at', ARGV[2], 'reason', reason, 'note', note)
 redis.call('ZREM', KEYS[2], ARGV[1])
 redis.call('XADD', KEYS[3], '*', 'event', outcome, 'request', ARGV[1], 'run', ARGV[7], 'tool', ARGV[8],
-  'fingerprint', ARGV[9], 'requested_by', ARGV[10], 'decided_by', by, 'reason', reason, 'at', ARGV[2])
+  'fingerprint', ARGV[9], 'requested_by', ARGV[10], 'decided_by', by, 'reason', reason, 'note', note, 'at', ARGV[2])
 if outcome == 'denied' then redis.call('SET', KEYS[6], '1', 'PX', ARGV[6]) end
 if redis.call('HEXISTS', KEYS[4], 'state') == 1 then
   if redis.call('HINCRBY', KEYS[4], 'waiting', -1) == 0 then redis.call('RPUSH', KEYS[5], ARGV[7]) end

@@ -9,12 +9,14 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/redisconn"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 // RequestStatus is where an approval request stands.
@@ -36,6 +38,9 @@ type Request struct {
 	RunID  string `json:"run_id,omitempty"`
 	CallID string `json:"call_id"`
 	Tool   string `json:"tool"`
+	// Description is the tool's description, as the model was given it
+	// ("" when Options.Tools does not know the tool or it has none).
+	Description string `json:"description,omitempty"`
 	// Arguments are the canonical arguments, member by member, shown only
 	// where the tool marks them safe to show.
 	Arguments []Field `json:"arguments"`
@@ -51,7 +56,12 @@ type Request struct {
 	Status    RequestStatus `json:"status"`
 	DecidedBy string        `json:"decided_by,omitempty"`
 	DecidedAt time.Time     `json:"decided_at,omitzero"`
-	Reason    string        `json:"reason,omitempty"`
+	// Reason is what the model is told of a denial (the approver's
+	// message for it), or why it was denied without a human.
+	Reason string `json:"reason,omitempty"`
+	// Note is the approver's internal note: for approvers and the audit
+	// log, never told to the model.
+	Note string `json:"note,omitempty"`
 }
 
 // Options configures a Queue.
@@ -117,15 +127,32 @@ func newID() string {
 
 // newRequest describes an agentloop request for approvers, at now.
 func (s *Queue) newRequest(runID string, req agentloop.ApprovalRequest, now time.Time) *Request {
-	var logged []string
+	var (
+		logged      []string
+		description string
+		props       map[string]any
+	)
 	if s.tools != nil {
 		if t := s.tools.Lookup(req.Tool); t != nil {
 			logged = t.Spec().LoggedArguments
+			// A toolset tool also says what it does and what each
+			// argument means: what the model was told, shown to the
+			// approver.
+			if d, ok := t.(toolset.Declared); ok {
+				description = d.Description()
+				props, _ = d.Schema().Map()["properties"].(map[string]any)
+			}
+		}
+	}
+	fields := shownFields(req.Arguments, logged)
+	for i := range fields {
+		if p, ok := props[fields[i].Name].(map[string]any); ok {
+			fields[i].Description, _ = p["description"].(string)
 		}
 	}
 	return &Request{
-		ID: newID(), TenantID: req.Principal.TenantID, RunID: runID, CallID: req.CallID, Tool: req.Tool,
-		Arguments: shownFields(req.Arguments, logged), Fingerprint: req.Fingerprint, OperationID: req.OperationID,
+		ID: newID(), TenantID: req.Principal.TenantID, RunID: runID, CallID: req.CallID, Tool: req.Tool, Description: description,
+		Arguments: fields, Fingerprint: req.Fingerprint, OperationID: req.OperationID,
 		RequestedBy: req.Principal.SubjectID, CreatedAt: now.UTC(), ExpiresAt: now.Add(s.ttl).UTC(), Status: StatusPending,
 	}
 }
@@ -217,7 +244,7 @@ func (s *Queue) decode(v map[string]string) (*Request, error) {
 		return nil, fmt.Errorf("approvals: stored request: %w", err)
 	}
 	r.Status = RequestStatus(v["status"])
-	r.DecidedBy, r.Reason = v["by"], v["reason"]
+	r.DecidedBy, r.Reason, r.Note = v["by"], v["reason"], v["note"]
 	if at, err := strconv.ParseInt(v["at"], 10, 64); err == nil && r.Status != StatusPending {
 		r.DecidedAt = time.UnixMilli(at).UTC()
 	}
@@ -284,8 +311,9 @@ const maxReasonBytes = 2000
 // ErrExpired (and recorded as expired). The approver must be of the
 // request's tenant (else ErrNotFound) and may not decide their own request
 // unless selfApproval. Roles are the caller's to check (Inbox does). Of d,
-// Approved and Reason count (the reason is optional, kept and audited); the
-// approver is the principal given, and Approver and Expired are not read.
+// Approved, Reason and Note count (both optional, kept and audited; only
+// the reason of a denial is ever told to the model); the approver is the
+// principal given, and Approver and Expired are not read.
 func (s *Queue) Decide(ctx context.Context, approver guard.Principal, id string, d agentloop.Decision, selfApproval bool) (*Request, error) {
 	r, err := s.Get(ctx, approver.TenantID, id)
 	if err != nil {
@@ -294,23 +322,32 @@ func (s *Queue) Decide(ctx context.Context, approver guard.Principal, id string,
 	if r.RequestedBy == approver.SubjectID && !selfApproval {
 		return nil, ErrOwnRequest
 	}
-	if len(d.Reason) > maxReasonBytes {
-		d.Reason = d.Reason[:maxReasonBytes]
-	}
+	d.Reason, d.Note = truncate(d.Reason, maxReasonBytes), truncate(d.Note, maxReasonBytes)
 	outcome := StatusDenied
 	if d.Approved {
 		outcome = StatusApproved
 	}
-	return s.settle(ctx, r, outcome, approver.SubjectID, d.Reason)
+	return s.settle(ctx, r, outcome, approver.SubjectID, d.Reason, d.Note)
+}
+
+// truncate cuts s to at most n bytes, at a character boundary.
+func truncate(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
 }
 
 // settle runs the decide script for r.
-func (s *Queue) settle(ctx context.Context, r *Request, outcome RequestStatus, by, reason string) (*Request, error) {
+func (s *Queue) settle(ctx context.Context, r *Request, outcome RequestStatus, by, reason, note string) (*Request, error) {
 	k := s.keys(r.TenantID)
 	now := s.clock.Now()
 	res, err := decideScript.Run(ctx, s.rdb,
 		[]string{k.req(r.ID), k.pending(), k.audit(), k.run(r.RunID), k.ready(), k.denied(r.OperationID)},
-		r.ID, ms(now), string(outcome), by, reason, s.retain.Milliseconds(), r.RunID, r.Tool, r.Fingerprint, r.RequestedBy).StringSlice()
+		r.ID, ms(now), string(outcome), by, reason, s.retain.Milliseconds(), r.RunID, r.Tool, r.Fingerprint, r.RequestedBy, note).StringSlice()
 	if err != nil {
 		return nil, fmt.Errorf("approvals: decide: %w", err)
 	}
@@ -318,7 +355,7 @@ func (s *Queue) settle(ctx context.Context, r *Request, outcome RequestStatus, b
 	case "missing":
 		return nil, ErrNotFound
 	case "ok":
-		r.Status, r.DecidedBy, r.DecidedAt, r.Reason = outcome, by, now.UTC(), reason
+		r.Status, r.DecidedBy, r.DecidedAt, r.Reason, r.Note = outcome, by, now.UTC(), reason, note
 		return r, nil
 	case "expired":
 		return nil, ErrExpired
@@ -335,15 +372,34 @@ type AuditRecord struct {
 	ID string `json:"id"` // the stream entry id
 	// Event is "requested", "approved", "denied", "expired" or
 	// "denied_again" (an intent denied earlier in the run).
-	Event       string    `json:"event"`
-	RequestID   string    `json:"request_id"`
-	RunID       string    `json:"run_id,omitempty"`
-	Tool        string    `json:"tool"`
-	Fingerprint string    `json:"fingerprint"`
-	RequestedBy string    `json:"requested_by"`
-	DecidedBy   string    `json:"decided_by,omitempty"`
-	Reason      string    `json:"reason,omitempty"`
-	At          time.Time `json:"at"`
+	Event       string `json:"event"`
+	RequestID   string `json:"request_id"`
+	RunID       string `json:"run_id,omitempty"`
+	Tool        string `json:"tool"`
+	Fingerprint string `json:"fingerprint"`
+	RequestedBy string `json:"requested_by"`
+	DecidedBy   string `json:"decided_by,omitempty"`
+	Reason      string `json:"reason,omitempty"`
+	// Note is the approver's internal note, never told to the model.
+	Note string    `json:"note,omitempty"`
+	At   time.Time `json:"at"`
+}
+
+// recent returns the tenant's latest n decisions (approved, denied,
+// expired, denied again), newest first.
+func (s *Queue) recent(ctx context.Context, tenantID string, n int) ([]AuditRecord, error) {
+	msgs, err := s.rdb.XRevRangeN(ctx, s.keys(tenantID).audit(), "+", "-", int64(4*n)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("approvals: audit: %w", err)
+	}
+	var out []AuditRecord
+	for _, m := range msgs {
+		r := auditRecord(m)
+		if r.Event != "requested" && len(out) < n {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
 
 // Audit returns the tenant's approvals audit records, oldest first: every
@@ -358,11 +414,15 @@ func (s *Queue) Audit(ctx context.Context, tenantID string) ([]AuditRecord, erro
 	}
 	out := make([]AuditRecord, 0, len(msgs))
 	for _, m := range msgs {
-		str := func(k string) string { v, _ := m.Values[k].(string); return v }
-		at, _ := strconv.ParseInt(str("at"), 10, 64)
-		out = append(out, AuditRecord{ID: m.ID, Event: str("event"), RequestID: str("request"), RunID: str("run"),
-			Tool: str("tool"), Fingerprint: str("fingerprint"), RequestedBy: str("requested_by"),
-			DecidedBy: str("decided_by"), Reason: str("reason"), At: time.UnixMilli(at).UTC()})
+		out = append(out, auditRecord(m))
 	}
 	return out, nil
+}
+
+func auditRecord(m redis.XMessage) AuditRecord {
+	str := func(k string) string { v, _ := m.Values[k].(string); return v }
+	at, _ := strconv.ParseInt(str("at"), 10, 64)
+	return AuditRecord{ID: m.ID, Event: str("event"), RequestID: str("request"), RunID: str("run"),
+		Tool: str("tool"), Fingerprint: str("fingerprint"), RequestedBy: str("requested_by"),
+		DecidedBy: str("decided_by"), Reason: str("reason"), Note: str("note"), At: time.UnixMilli(at).UTC()}
 }

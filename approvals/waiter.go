@@ -63,7 +63,7 @@ func (w *Waiter) Approve(ctx context.Context, req agentloop.ApprovalRequest) (ag
 // giveUp records a request nobody decided in time as expired, unless
 // someone decided it at the last moment.
 func (w *Waiter) giveUp(ctx context.Context, r *Request) (agentloop.Decision, error) {
-	_, err := w.Queue.settle(ctx, r, StatusExpired, "", "")
+	_, err := w.Queue.settle(ctx, r, StatusExpired, "", "", "")
 	var de *DecidedError
 	switch {
 	case err == nil, errors.Is(err, ErrExpired):

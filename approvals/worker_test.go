@@ -174,3 +174,45 @@ func TestWorkerAfterRestart(t *testing.T) {
 		}
 	})
 }
+
+// A denial carries two texts: the message for the model, and an internal
+// note for the audit log. The note reaches no request the model sees; the
+// message does, and both are audited.
+func TestInternalNoteNeverReachesTheModel(t *testing.T) {
+	const note, message = "customer already refunded by phone", "refunded another way"
+	_, rdb := redistest.Mini(t)
+	w := newWorld(t, rdb, refundTurns()...)
+	ctx := ctxT(t)
+	_, reqs := w.park(ctx)
+	if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, agentloop.Decision{Reason: message, Note: note}, false); err != nil {
+		t.Fatal(err)
+	}
+	var o outcome
+	if n, err := w.worker(&o).Once(ctx); n != 1 || err != nil || o.errs[0] != nil {
+		t.Fatalf("resumed %d: %v %v", n, err, o.errs)
+	}
+	sawMessage := false
+	for _, r := range w.srv.Requests() {
+		if strings.Contains(string(r.Body), note) {
+			t.Errorf("a model request carries the internal note: %s", r.Body)
+		}
+		sawMessage = sawMessage || strings.Contains(string(r.Body), message)
+	}
+	if !sawMessage {
+		t.Error("no model request carries the approver's message")
+	}
+	if strings.Contains(o.results[0].Transcript.String(), note) {
+		t.Errorf("the transcript carries the note:\n%s", o.results[0].Transcript)
+	}
+	got, err := w.store.Get(ctx, leadA.TenantID, reqs[0].ID)
+	if err != nil || got.Note != note || got.Reason != message {
+		t.Fatalf("stored %+v %v", got, err)
+	}
+	recs, err := w.store.Audit(ctx, leadA.TenantID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := recs[len(recs)-1]; last.Event != "denied" || last.Note != note || last.Reason != message {
+		t.Errorf("audited %+v", last)
+	}
+}

@@ -29,6 +29,23 @@ type Grant struct {
 	ExpiresAt   time.Time `json:"expires_at"`
 }
 
+// DeclinedMessage is the message of the APPROVAL_REQUIRED result a call
+// gets when a human said no, on every entry point (the agent loop, MCP,
+// the framework integrations): worded so that the model stops, and tells
+// the user.
+const DeclinedMessage = "A human declined this action. Do not retry it or ask again; tell the user it was not approved."
+
+// Declined returns the model result of a human's no. message, when not "",
+// is what the approver chose to tell the model (never an internal note),
+// quoted in the result's message.
+func Declined(message string) *Result {
+	msg := DeclinedMessage
+	if message != "" {
+		msg = "A human declined this action (" + message + "). Do not retry it or ask again; tell the user it was not approved."
+	}
+	return &Result{Code: CodeApprovalRequired, Delivery: DeliveryFresh, Message: msg}
+}
+
 // GrantUsedMessage is the message of the APPROVAL_INVALID result a write
 // gets when its grant already paid for another operation's execution.
 const GrantUsedMessage = "The approval was already used for another execution: one approval pays for one execution. Ask a human to approve this call."

@@ -3,11 +3,15 @@
 // draft a refund (a write that needs approval), and its run is parked.
 // The program serves the approvals inbox on 127.0.0.1 and prints its URL;
 // a person opens it, approves or denies, and the run resumes by itself
-// (a worker claims it) with the decision, printing the transcript. It
-// exits when the run has ended.
+// (a worker claims it) with the decision, printing the transcript. The
+// inbox shows the order the request acts on (its status and customer,
+// from the order service, through approvals.InboxOptions.Details), and
+// after the run has ended it keeps serving, so the decided request and
+// its outcome stay on the page, until interrupted (Ctrl-C); -exit ends
+// the program with the run instead.
 //
-//	go run ./examples/approval-inbox                              # serve on 127.0.0.1:19280
-//	go run ./examples/approval-inbox -listen 127.0.0.1:0 -print-url
+//	go run ./examples/approval-inbox                              # serve on 127.0.0.1:19280 until Ctrl-C
+//	go run ./examples/approval-inbox -listen 127.0.0.1:0 -print-url -exit
 //
 // With -print-url the first line of standard output is the inbox URL
 // alone, for a program (or test) that drives a browser to it. The inbox
@@ -22,7 +26,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/json"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -45,10 +48,11 @@ import (
 func main() {
 	listen := flag.String("listen", "127.0.0.1:19280", "where the inbox listens (keep it on loopback)")
 	printURL := flag.Bool("print-url", false, "print the inbox URL alone as the first line of standard output")
+	exit := flag.Bool("exit", false, "exit when the run has ended, instead of serving the inbox until interrupted")
 	flag.Parse()
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt)
 	defer stop()
-	cfg := config{listen: *listen}
+	cfg := config{listen: *listen, exit: *exit}
 	if *printURL {
 		cfg.onURL = func(u string) { fmt.Println(u) }
 	}
@@ -65,6 +69,9 @@ type config struct {
 	ln net.Listener
 	// onURL, if set, is told the inbox URL before anything is printed.
 	onURL func(url string)
+	// exit ends run when the agent's run has ended; otherwise the inbox
+	// is served until ctx ends.
+	exit bool
 }
 
 // The people of the example: the customer the agent acts for, and the
@@ -155,7 +162,8 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 		return err
 	}
 	inbox, err := approvals.NewInbox(approvals.InboxOptions{Queue: store,
-		Authenticate: func(*http.Request) (guard.Principal, error) { return lead, nil }})
+		Authenticate: func(*http.Request) (guard.Principal, error) { return lead, nil },
+		Details:      orderDetails(svc)})
 	if err != nil {
 		return err
 	}
@@ -222,6 +230,40 @@ func run(ctx context.Context, w io.Writer, cfg config) error {
 		say("approvals: %s %s for %s%s\n", r.Event, r.Tool, r.RequestedBy, who)
 	}
 	out.Lock()
-	defer out.Unlock()
-	return errors.Join(demo.PrintAudit(ctx, w, loop.Store(), customer.TenantID, before))
+	err = demo.PrintAudit(ctx, w, loop.Store(), customer.TenantID, before)
+	if err == nil && !cfg.exit {
+		fmt.Fprintf(w, "inbox:     still serving %s with the decided request; Ctrl-C stops\n", url)
+	}
+	out.Unlock()
+	if err != nil || cfg.exit {
+		return err
+	}
+	<-ctx.Done()
+	return nil
+}
+
+// orderDetails is the inbox's Details hook: the order a refund request
+// names, looked up for the request's tenant only, with its status and
+// customer, so the support lead decides from the order, not from an id.
+func orderDetails(svc *orders.Service) func(context.Context, *approvals.Request) ([]approvals.Detail, error) {
+	return func(ctx context.Context, r *approvals.Request) ([]approvals.Detail, error) {
+		var ref string
+		for _, f := range r.Arguments {
+			if f.Name == "order_ref" && !f.Hidden {
+				_ = json.Unmarshal(f.Value, &ref)
+			}
+		}
+		if ref == "" {
+			return nil, nil
+		}
+		o, err := svc.GetOrder(ctx, r.TenantID, ref)
+		if err != nil {
+			return nil, err
+		}
+		return []approvals.Detail{
+			{Label: "Order", Text: o.Ref},
+			{Label: "Order status", Text: o.Status},
+			{Label: "Customer", Text: o.OwnerID},
+		}, nil
+	}
 }
