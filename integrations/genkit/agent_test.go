@@ -305,7 +305,8 @@ func TestOtherTenantNotFound(t *testing.T) {
 }
 
 // TestToolsDeclared: the model is offered every tool with the schema the
-// guard validates against, and the status tool.
+// guard validates against, marked strict as the schema is, and the status
+// tool.
 func TestToolsDeclared(t *testing.T) {
 	w := newWorld(t)
 	if _, err := generate(session(userA, "s1"), w.gk, w.gd, ai.WithPrompt("hello")); err != nil {
@@ -320,6 +321,9 @@ func TestToolsDeclared(t *testing.T) {
 		if !ok {
 			t.Errorf("tool %s not offered", d.Name())
 			continue
+		}
+		if got.Metadata["strict"] != d.Schema().Strict() {
+			t.Errorf("%s declared strict %v, want %v", d.Name(), got.Metadata["strict"], d.Schema().Strict())
 		}
 		b, _ := json.Marshal(got.InputSchema)
 		if want := d.Schema().JSON(); canonicalJSON(t, b) != canonicalJSON(t, want) {
@@ -342,4 +346,95 @@ func canonicalJSON(t *testing.T, b []byte) string {
 	}
 	out, _ := json.Marshal(v)
 	return string(out)
+}
+
+// TestTwoApprovalsOneReply: a reply with two writes that need approval
+// interrupts once with both; the resume carries a decision for each (yes
+// to one, no to the other): the approved one runs once, the declined one
+// never, and the model gets both answers.
+func TestTwoApprovalsOneReply(t *testing.T) {
+	w := newWorld(t)
+	ctx := session(userA, "session-1")
+	damaged := &ai.ToolRequest{Name: "create_refund_draft", Ref: "call-2", Input: map[string]any{"order_ref": "ORDER-7", "reason": "damaged"}}
+	w.model.push(calls(refundReq("call-1", "ORDER-7"), damaged))
+	resp, err := generate(ctx, w.gk, w.gd, ai.WithPrompt("refund ORDER-7 twice"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := tggenkit.Approvals(resp.Interrupts()...)
+	if len(as) != 2 {
+		t.Fatalf("approvals = %d, want 2", len(as))
+	}
+	var restarts []*ai.Part
+	for _, a := range as {
+		r, err := tggenkit.Resume(a.Part, agentloop.Decision{Approved: a.Part.ToolRequest.Ref == "call-1", Approver: "manager-1"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		restarts = append(restarts, r)
+	}
+	out, err := generate(ctx, w.gk, w.gd, ai.WithMessages(resp.History()...), ai.WithToolRestarts(restarts...))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := result(t, out.History(), "call-1"); res.Code != guard.CodeOK {
+		t.Errorf("approved call = %s, want OK", res)
+	}
+	if res := result(t, out.History(), "call-2"); res.Code != guard.CodeApprovalRequired || res.Message != tggenkit.DeniedMessage {
+		t.Errorf("declined call = %s, want the denial", res)
+	}
+	if n := w.svc.SideEffects(); n != 1 {
+		t.Errorf("side effects = %d, want 1", n)
+	}
+}
+
+// TestStreamingResume: the same interrupt and resume through
+// genkit.GenerateStream: the tool chunks streamed carry the model result,
+// and the write runs once.
+func TestStreamingResume(t *testing.T) {
+	w := newWorld(t)
+	ctx := session(userA, "session-1")
+	stream := func(opts ...ai.GenerateOption) (*ai.ModelResponse, []*ai.ToolResponse) {
+		t.Helper()
+		var (
+			final  *ai.ModelResponse
+			chunks []*ai.ToolResponse
+		)
+		opts = append([]ai.GenerateOption{ai.WithModelName(modelName), ai.WithUse(w.gd)}, opts...)
+		for v, err := range genkit.GenerateStream(ctx, w.gk, opts...) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			if v.Done {
+				final = v.Response
+				continue
+			}
+			for _, p := range v.Chunk.Content {
+				if p.IsToolResponse() {
+					chunks = append(chunks, p.ToolResponse)
+				}
+			}
+		}
+		return final, chunks
+	}
+	w.model.push(calls(refundReq("call-1", "ORDER-7")))
+	resp, _ := stream(ai.WithPrompt("refund ORDER-7"))
+	as := tggenkit.Approvals(resp.Interrupts()...)
+	if resp.FinishReason != ai.FinishReasonInterrupted || len(as) != 1 {
+		t.Fatalf("streamed generation ended %q with %d approvals, want interrupted with 1", resp.FinishReason, len(as))
+	}
+	restart, err := tggenkit.Resume(as[0].Part, agentloop.Decision{Approved: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, chunks := stream(ai.WithMessages(resp.History()...), ai.WithToolRestarts(restart))
+	if out.Text() != "done" || len(chunks) != 1 {
+		t.Fatalf("resumed stream ended %q with %d tool chunks, want done and 1", out.Text(), len(chunks))
+	}
+	if res, err := tggenkit.ModelResult(chunks[0].Output); err != nil || res.Code != guard.CodeOK {
+		t.Errorf("streamed tool chunk = %v (%v), want the OK model result", chunks[0].Output, err)
+	}
+	if n := w.svc.SideEffects(); n != 1 {
+		t.Errorf("side effects = %d, want 1", n)
+	}
 }

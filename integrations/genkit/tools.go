@@ -19,13 +19,19 @@ import (
 var errNotGuarded = errors.New("tggenkit: the tool ran without the toolguard middleware (ai.WithUse); nothing was executed")
 
 // declare is a toolset tool as Genkit declares it to the model: its name,
-// description and the very schema its arguments are validated against.
-// Its function never runs: WrapTool answers every call of it through the
+// description and the very schema its arguments are validated against,
+// marked strict when the schema is (providers with a strict mode, such as
+// Genkit's OpenAI and Anthropic plugins, then hold the model to it). Its
+// function never runs: WrapTool answers every call of it through the
 // guard.
 func declare(d toolset.Declared) *ai.ToolAction[any, any] {
+	opts := []ai.ToolOption{ai.WithInputSchema(d.Schema().Map())}
+	if d.Schema().Strict() {
+		opts = append(opts, ai.WithStrictSchema(true))
+	}
 	return ai.NewTool(d.Name(), d.Description(), func(*ai.ToolContext, any) (any, error) {
 		return nil, errNotGuarded
-	}, ai.WithInputSchema(d.Schema().Map()))
+	}, opts...)
 }
 
 // offeredTool is an offered tool as one generation's hooks give it to
