@@ -154,9 +154,7 @@ func TestInterruptApprove(t *testing.T) {
 	if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryFresh {
 		t.Fatalf("approved call = %s, want OK fresh", res)
 	}
-	if n := w.svc.SideEffects(); n != 1 {
-		t.Errorf("side effects = %d, want 1", n)
-	}
+	w.wantSideEffects(t, 1)
 	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["code"] != "OK" {
 		t.Errorf("the model was sent %v for call-1, want the one OK result", got)
 	}
@@ -203,12 +201,8 @@ func TestInterruptDeny(t *testing.T) {
 	if again.FinishReason == ai.FinishReasonInterrupted {
 		t.Errorf("the same intent was put to a human again: %v", again.Interrupts())
 	}
-	if res := result(t, again.History(), "call-2"); res.Code != guard.CodeApprovalRequired || res.Message != tggenkit.DeniedMessage {
-		t.Errorf("repeated call = %s, want the same denial", res)
-	}
-	if n := w.svc.SideEffects(); n != 0 {
-		t.Errorf("side effects = %d, want 0", n)
-	}
+	wantDenied(t, again.History(), "call-2")
+	w.wantSideEffects(t, 0)
 }
 
 // TestRetriedGenerationWritesOnce: the write runs once however the
@@ -256,9 +250,7 @@ func TestRetriedGenerationWritesOnce(t *testing.T) {
 			}
 		}
 	}
-	if n := w.svc.SideEffects(); n != 1 {
-		t.Errorf("side effects = %d, want 1", n)
-	}
+	w.wantSideEffects(t, 1)
 
 	// Another session is another operation: it asks again.
 	w.model.push(calls(refundReq("call-x", "ORDER-7")))
@@ -299,9 +291,7 @@ func TestOtherTenantNotFound(t *testing.T) {
 	if res := result(t, out.History(), "read-9b"); res.Code != guard.CodeOK {
 		t.Errorf("the owner's read = %s, want OK", res)
 	}
-	if n := w.svc.SideEffects(); n != 0 {
-		t.Errorf("side effects = %d, want 0", n)
-	}
+	w.wantSideEffects(t, 0)
 }
 
 // TestToolsDeclared: the model is offered every tool with the schema the
@@ -380,12 +370,8 @@ func TestTwoApprovalsOneReply(t *testing.T) {
 	if res := result(t, out.History(), "call-1"); res.Code != guard.CodeOK {
 		t.Errorf("approved call = %s, want OK", res)
 	}
-	if res := result(t, out.History(), "call-2"); res.Code != guard.CodeApprovalRequired || res.Message != tggenkit.DeniedMessage {
-		t.Errorf("declined call = %s, want the denial", res)
-	}
-	if n := w.svc.SideEffects(); n != 1 {
-		t.Errorf("side effects = %d, want 1", n)
-	}
+	wantDenied(t, out.History(), "call-2")
+	w.wantSideEffects(t, 1)
 }
 
 // TestStreamingResume: the same interrupt and resume through
@@ -434,7 +420,21 @@ func TestStreamingResume(t *testing.T) {
 	if res, err := tggenkit.ModelResult(chunks[0].Output); err != nil || res.Code != guard.CodeOK {
 		t.Errorf("streamed tool chunk = %v (%v), want the OK model result", chunks[0].Output, err)
 	}
-	if n := w.svc.SideEffects(); n != 1 {
-		t.Errorf("side effects = %d, want 1", n)
+	w.wantSideEffects(t, 1)
+}
+
+// wantSideEffects checks how many drafts the order service made.
+func (w *world) wantSideEffects(t *testing.T, want int) {
+	t.Helper()
+	if n := w.svc.SideEffects(); n != want {
+		t.Errorf("side effects = %d, want %d", n, want)
+	}
+}
+
+// wantDenied checks that the call of ref was answered with a human's no.
+func wantDenied(t *testing.T, msgs []*ai.Message, ref string) {
+	t.Helper()
+	if res := result(t, msgs, ref); res.Code != guard.CodeApprovalRequired || res.Message != tggenkit.DeniedMessage {
+		t.Errorf("%s = %s, want APPROVAL_REQUIRED, a human declined", ref, res)
 	}
 }
