@@ -82,13 +82,13 @@ func Resume(p *ai.Part, d agentloop.Decision) (*ai.Part, error) {
 
 // resumed is the decision Resume put in a restart's resumed metadata.
 type resumed struct {
-	Approved    bool   `json:"approved"`
-	Approver    string `json:"approver"`
-	Reason      string `json:"reason"`
-	Expired     bool   `json:"expired"`
-	TenantID    string `json:"tenant_id"`
-	SubjectID   string `json:"subject_id"`
-	Fingerprint string `json:"fingerprint"`
+	Approved    bool   `json:"approved"`    // the human said yes
+	Approver    string `json:"approver"`    // who decided: the grant's approver
+	Reason      string `json:"reason"`      // a denial's reason, told to the model
+	Expired     bool   `json:"expired"`     // nobody decided in time: the intent may be asked again
+	TenantID    string `json:"tenant_id"`   // the principal asked about
+	SubjectID   string `json:"subject_id"`  // the principal asked about
+	Fingerprint string `json:"fingerprint"` // the intent asked about
 }
 
 // requestOf reads the approval request of an interrupted tool request.

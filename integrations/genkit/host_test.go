@@ -22,7 +22,9 @@ import (
 func TestHostFailures(t *testing.T) {
 	fails := map[string]func(*tggenkit.Options){
 		"principal error": func(o *tggenkit.Options) {
-			o.Principal = func(context.Context) (guard.Principal, error) { return guard.Principal{}, errors.New("session expired") }
+			o.Principal = func(context.Context) (guard.Principal, error) {
+				return guard.Principal{}, errors.New("session expired")
+			}
 		},
 		"principal panic": func(o *tggenkit.Options) {
 			o.Principal = func(context.Context) (guard.Principal, error) { panic("session store down") }

@@ -40,25 +40,25 @@ type shop struct {
 
 // OrderIn is get_order's input.
 type OrderIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order\\, e.g. ORDER-7."`
+	OrderRef string `json:"order_ref" jsonschema:"description=The order\\, e.g. ORDER-7."` // which order
 }
 
 // RefundIn is create_refund_draft's input.
 type RefundIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order to refund."`
-	Reason   string `json:"reason" jsonschema:"enum=duplicate,enum=damaged,enum=not_received"`
+	OrderRef string `json:"order_ref" jsonschema:"description=The order to refund."`           // which order
+	Reason   string `json:"reason" jsonschema:"enum=duplicate,enum=damaged,enum=not_received"` // why
 }
 
 // Order is get_order's output.
 type Order struct {
-	OrderRef string `json:"order_ref"`
-	Status   string `json:"status"`
+	OrderRef string `json:"order_ref"` // which order
+	Status   string `json:"status"`    // paid, shipped, …
 }
 
 // Draft is create_refund_draft's output.
 type Draft struct {
-	DraftID  string `json:"draft_id"`
-	OrderRef string `json:"order_ref"`
+	DraftID  string `json:"draft_id"`  // the shop's id of the draft
+	OrderRef string `json:"order_ref"` // the order refunded
 }
 
 func (s *shop) owns(_ context.Context, inv *guard.Invocation, ref string) error {
