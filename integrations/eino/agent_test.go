@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/cloudwego/eino/adk"
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/toolguard/toolguard/agentloop"
@@ -240,4 +241,36 @@ func TestStatusOfABadID(t *testing.T) {
 		t.Fatalf("run ended %+v", o)
 	}
 	wantCodes(t, m.toolResults(t), "NOT_FOUND/fresh")
+}
+
+// The scope can be an adk session value (SessionScope): set on Run, Eino
+// keeps it in the checkpoint, so the resumed run asks about, and runs, the
+// same operation, and the model's repeat after the resume replays it.
+func TestSessionScope(t *testing.T) {
+	m := newScript(callTool("create_refund_draft", refundArgs), callTool("create_refund_draft", refundArgs), say("refund drafted"))
+	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(_ *toolset.Set, o *tgeino.Options) {
+		o.Scope = tgeino.SessionScope("run_id")
+	}})
+	ctx := tgeino.WithPrincipal(context.Background(), acme)
+	o := drain(t, h.runner.Query(ctx, "refund ORDER-7", adk.WithCheckPointID("cp-session"),
+		adk.WithSessionValues(map[string]any{"run_id": "run-session"})))
+	if len(o.interrupts) != 1 || o.interrupts[0].Request.RunID != "run-session" {
+		t.Fatalf("run ended %+v, want one approval interrupt in scope run-session", o)
+	}
+	wantOp, _ := guard.ScopeIDs("run-session", o.interrupts[0].Request.Fingerprint)
+	if o.interrupts[0].Request.OperationID != wantOp {
+		t.Fatalf("operation %s, want the scope's %s", o.interrupts[0].Request.OperationID, wantOp)
+	}
+	it, err := h.runner.ResumeWithParams(ctx, "cp-session", &adk.ResumeParams{
+		Targets: map[string]any{o.interrupts[0].InterruptID: agentloop.Decision{Approved: true, Approver: "manager-1"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if o := drain(t, it); o.final != "refund drafted" || len(o.interrupts) != 0 {
+		t.Fatalf("resume ended %+v", o)
+	}
+	wantCodes(t, m.toolResults(t), "OK/fresh", "OK/local_replay")
+	if n := h.shop.sideEffects(); n != 1 {
+		t.Fatalf("%d drafts, want 1", n)
+	}
 }

@@ -21,7 +21,8 @@
 // context (Options.Principal; by default the one WithPrincipal put there),
 // never from the model. The scope comes from the host's function too
 // (Options.Scope; by default WithScope's): name the run, session or
-// checkpoint id there. Call ids change when the model or Eino retries; the
+// checkpoint id there; with an adk Runner, SessionScope reads it from a
+// session value, which Eino keeps in its checkpoints across a resume. Call ids change when the model or Eino retries; the
 // guard then gives a write in the scope the ids guard.ScopeIDs(scope,
 // fingerprint), so the same intent in the same run is one operation, and a
 // retry, a re-run or a resume replays it instead of acting twice.
