@@ -171,7 +171,8 @@ func (a *Guarded) Name() string { return MiddlewareName }
 // the set's toolset tools and the status tool, declared with the schemas
 // their arguments are validated against; WrapTool answers every tool call
 // through the guard; WrapModel lets a call of a tool the generation does
-// not have reach WrapTool too (the guard answers UNKNOWN_TOOL) instead of
+// not have reach WrapTool too (the guard answers UNKNOWN_TOOL, or runs a
+// Genkit tool it imported that the generation was not given) instead of
 // failing the generation.
 func (a *Guarded) New(context.Context) (*ai.Hooks, error) {
 	gen := &generation{a: a}
@@ -189,6 +190,7 @@ type generation struct {
 	a        *Guarded
 	mu       sync.Mutex
 	registry api.Registry
+	standIns map[string]bool // names wrapModel registered a stand-in for
 }
 
 func (gen *generation) setRegistry(r api.Registry) {
@@ -215,8 +217,12 @@ func (gen *generation) wrapModel(ctx context.Context, params *ai.ModelParams, ne
 		if p == nil || !p.IsToolRequest() || p.ToolRequest.Name == "" {
 			continue
 		}
-		if ai.LookupTool(gen.registry, p.ToolRequest.Name) == nil {
-			registerUnknown(gen.registry, p.ToolRequest.Name)
+		if name := p.ToolRequest.Name; ai.LookupTool(gen.registry, name) == nil {
+			registerUnknown(gen.registry, name)
+			if gen.standIns == nil {
+				gen.standIns = map[string]bool{}
+			}
+			gen.standIns[name] = true
 		}
 	}
 	return resp, nil
@@ -241,11 +247,24 @@ func (gen *generation) wrapTool(ctx context.Context, params *ai.ToolParams, next
 	if params == nil || params.Request == nil {
 		return nil, errors.New("tggenkit: a tool call without a request")
 	}
+	if gen.standIn(name) {
+		// Genkit has no tool of this name; a Genkit tool the guard
+		// imported runs directly (Tool.Execute), not as the stand-in.
+		next = nil
+	}
 	res, err := gen.a.answer(ctx, params, next)
 	if err != nil {
 		return nil, err
 	}
 	return &ai.MultipartToolResponse{Output: Output(res)}, nil
+}
+
+// standIn reports whether the generation's tool of that name is a
+// stand-in wrapModel registered.
+func (gen *generation) standIn(name string) bool {
+	gen.mu.Lock()
+	defer gen.mu.Unlock()
+	return gen.standIns[name]
 }
 
 // answer is the model result of one tool call, or the interrupt that
@@ -262,7 +281,9 @@ func (a *Guarded) answer(ctx context.Context, params *ai.ToolParams, next ai.Too
 	if answer, err := a.resume(ctx, &call); err != nil || answer != nil {
 		return answer, err
 	}
-	ctx = context.WithValue(ctx, endpointKey{}, &endpoint{params: params, next: next})
+	if next != nil {
+		ctx = context.WithValue(ctx, endpointKey{}, &endpoint{params: params, next: next})
+	}
 	res, err := a.g.Dispatch(ctx, call)
 	if err != nil {
 		return nil, fmt.Errorf("tggenkit: tool call %q: %w", req.Name, err)

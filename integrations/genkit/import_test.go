@@ -145,3 +145,38 @@ func mustJSON(t *testing.T, v any) []byte {
 	}
 	return b
 }
+
+// TestImportedToolNotGiven: a Genkit tool the guard imported but the
+// generation was not given (no ai.WithTools) still runs once the guard
+// let the call through, directly rather than as the stand-in Genkit's
+// tool loop gets for it.
+func TestImportedToolNotGiven(t *testing.T) {
+	m := &script{}
+	gk := newGenkit(t.Context(), m)
+	var runs atomic.Int32
+	lookup := ai.NewTool("lookup_note", "Look up a note.", func(_ *ai.ToolContext, in NoteIn) (NoteOut, error) {
+		runs.Add(1)
+		return NoteOut{NoteID: "NOTE-7"}, nil
+	})
+	imported, err := tggenkit.Import(lookup, tggenkit.ImportOptions{Read: true,
+		Authorize: func(context.Context, string, *guard.Invocation) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	set, err := orders.Tools(orders.NewService()).With(imported)
+	if err != nil {
+		t.Fatal(err)
+	}
+	gd, err := tggenkit.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tggenkit.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.push(calls(&ai.ToolRequest{Name: "lookup_note", Ref: "n1", Input: map[string]any{"order_ref": "ORDER-7", "text": "x"}}))
+	out, err := generate(session(userA, "s1"), gk, gd, ai.WithPrompt("look up the note"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := result(t, out.History(), "n1"); res.Code != guard.CodeOK || runs.Load() != 1 {
+		t.Errorf("lookup = %s after %d runs, want OK after 1", res, runs.Load())
+	}
+}
