@@ -165,7 +165,7 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 		fmt.Fprintf(log, "mcp-server: listening on %s for %s / %s, bearer token %s\n",
 			endpoint, user.TenantID, user.SubjectID, *token)
 	} else {
-		fmt.Fprintf(log, "mcp-server: listening on %s, for the principals of the tokens of %s\n", endpoint, *issuer)
+		fmt.Fprintf(log, "mcp-server: listening on %s for the principals of the tokens of %s\n", endpoint, *issuer)
 	}
 	if err := hs.Serve(ln); !errors.Is(err, http.ErrServerClosed) {
 		return err
