@@ -438,3 +438,36 @@ func wantDenied(t *testing.T, msgs []*ai.Message, ref string) {
 		t.Errorf("%s = %s, want APPROVAL_REQUIRED, a human declined", ref, res)
 	}
 }
+
+// TestResumeFromStoredHistory: a host that keeps the interrupted history
+// as JSON (a database, a client) reads the approval back from it and
+// resumes from it; the write runs once.
+func TestResumeFromStoredHistory(t *testing.T) {
+	w := newWorld(t)
+	ctx := session(userA, "session-1")
+	resp, _ := pauseOnRefund(t, w, ctx)
+	stored, err := json.Marshal(resp.History())
+	if err != nil {
+		t.Fatal(err)
+	}
+	var history []*ai.Message
+	if err := json.Unmarshal(stored, &history); err != nil {
+		t.Fatal(err)
+	}
+	as := tggenkit.Approvals(history[len(history)-1].Content...)
+	if len(as) != 1 || as[0].Request.Tool != "create_refund_draft" {
+		t.Fatalf("approvals read back = %+v, want the refund", as)
+	}
+	restart, err := tggenkit.Resume(as[0].Part, agentloop.Decision{Approved: true, Approver: "manager-1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, err := generate(ctx, w.gk, w.gd, ai.WithMessages(history...), ai.WithToolRestarts(restart))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := result(t, out.History(), "call-1"); res.Code != guard.CodeOK || res.Delivery != guard.DeliveryFresh {
+		t.Errorf("approved call = %s, want OK fresh", res)
+	}
+	w.wantSideEffects(t, 1)
+}
