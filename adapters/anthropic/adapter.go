@@ -64,10 +64,15 @@ func Calls(msg *sdk.Message, tools []toolset.Declared) []provider.ToolCall {
 		if b.Type != "tool_use" {
 			continue
 		}
-		name := ToolName(b)
-		calls = append(calls, provider.ToolCall{ID: b.ID, Name: name, Arguments: string(provider.FillArgs(tools, name, b.Input))})
+		calls = append(calls, blockCall(b, tools))
 	}
 	return calls
+}
+
+// blockCall is the call of a tool_use block.
+func blockCall(b sdk.ContentBlockUnion, tools []toolset.Declared) provider.ToolCall {
+	name := ToolName(b)
+	return provider.ToolCall{ID: b.ID, Name: name, Arguments: string(provider.FillArgs(tools, name, b.Input))}
 }
 
 // Proposal returns the canonical proposal of a tool_use block: its tool

@@ -102,7 +102,7 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 	if req.Text == nil {
 		msg, err = m.client.Messages.New(ctx, params, m.opts.RequestOptions...)
 	} else {
-		msg, failure, err = m.stream(ctx, params, req.Text)
+		msg, failure, err = m.stream(ctx, params, req)
 	}
 	if err != nil {
 		var apiErr *sdk.Error
@@ -132,7 +132,8 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 	return rep, nil
 }
 
-// stream reads a streamed message: text deltas to text, the message from
+// stream reads a streamed message: text deltas to req.Text, each complete
+// tool_use block to req.Ready, the message from
 // the accumulated events. An error event inside the stream (overloaded_error,
 // api_error, ...), which the SDK ends the stream with, is returned as the
 // failure, with the message as it stood before it.
@@ -142,7 +143,7 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 // block's input only when it is exactly "{}", and appends the pieces to
 // any other spelling of the empty object (white space inside it), which
 // leaves it invalid and, once the SDK repairs it, empty.
-func (m *Model) stream(ctx context.Context, params sdk.MessageNewParams, text func(string)) (*sdk.Message, *provider.APIError, error) {
+func (m *Model) stream(ctx context.Context, params sdk.MessageNewParams, req provider.Request) (*sdk.Message, *provider.APIError, error) {
 	s := m.client.Messages.NewStreaming(ctx, params, m.opts.RequestOptions...)
 	defer s.Close()
 	var msg sdk.Message
@@ -154,7 +155,17 @@ func (m *Model) stream(ctx context.Context, params sdk.MessageNewParams, text fu
 		}
 		switch {
 		case ev.Type == "content_block_delta" && ev.Delta.Type == "text_delta":
-			text(ev.Delta.Text)
+			req.Text(ev.Delta.Text)
+		case ev.Type == "content_block_stop" && ev.Index < int64(len(msg.Content)) && msg.Content[ev.Index].Type == "tool_use":
+			// The block's input is complete here, before the message is
+			// (provider.Request.Ready).
+			if b := inputs[ev.Index]; b != nil && strings.TrimSpace(b.String()) != "" {
+				setInput(&msg.Content[ev.Index], b.String())
+				delete(inputs, ev.Index)
+			}
+			if req.Ready != nil && json.Valid(msg.Content[ev.Index].Input) {
+				req.Ready(msg.ID, blockCall(msg.Content[ev.Index], req.Tools))
+			}
 		case ev.Type == "content_block_delta" && ev.Delta.Type == "input_json_delta":
 			b := inputs[ev.Index]
 			if b == nil {

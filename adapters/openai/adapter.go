@@ -63,23 +63,31 @@ const KindCustom = "custom"
 func Calls(resp *responses.Response, tools []toolset.Declared) []provider.ToolCall {
 	var calls []provider.ToolCall
 	for _, item := range resp.Output {
-		switch item.Type {
-		case "function_call":
-			fc := item.AsFunctionCall()
-			name := ToolName(fc)
-			c := provider.ToolCall{ID: fc.CallID, Name: name, Arguments: string(provider.FillArgs(tools, name, []byte(fc.Arguments)))}
-			if fc.Status == "in_progress" || fc.Status == "incomplete" {
-				c.Answer = provider.Invalid("The call was not complete (status " + string(fc.Status) + "); nothing was run. Call the tool again with complete arguments.")
-			}
+		if c, ok := itemCall(item, tools); ok {
 			calls = append(calls, c)
-		case "custom_tool_call":
-			var cc responses.ResponseCustomToolCall
-			_ = json.Unmarshal([]byte(item.RawJSON()), &cc)
-			calls = append(calls, provider.ToolCall{ID: cc.CallID, Name: cc.Name, Arguments: cc.Input, Kind: KindCustom,
-				Answer: provider.Unknown("No free-form tool " + cc.Name + " is offered; call one of the function tools with JSON arguments.")})
 		}
 	}
 	return calls
+}
+
+// itemCall is the call an output item makes, if it is one.
+func itemCall(item responses.ResponseOutputItemUnion, tools []toolset.Declared) (provider.ToolCall, bool) {
+	switch item.Type {
+	case "function_call":
+		fc := item.AsFunctionCall()
+		name := ToolName(fc)
+		c := provider.ToolCall{ID: fc.CallID, Name: name, Arguments: string(provider.FillArgs(tools, name, []byte(fc.Arguments)))}
+		if fc.Status == "in_progress" || fc.Status == "incomplete" {
+			c.Answer = provider.Invalid("The call was not complete (status " + string(fc.Status) + "); nothing was run. Call the tool again with complete arguments.")
+		}
+		return c, true
+	case "custom_tool_call":
+		var cc responses.ResponseCustomToolCall
+		_ = json.Unmarshal([]byte(item.RawJSON()), &cc)
+		return provider.ToolCall{ID: cc.CallID, Name: cc.Name, Arguments: cc.Input, Kind: KindCustom,
+			Answer: provider.Unknown("No free-form tool " + cc.Name + " is offered; call one of the function tools with JSON arguments.")}, true
+	}
+	return provider.ToolCall{}, false
 }
 
 // Context returns the execution context of a function call carried by the

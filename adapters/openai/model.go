@@ -105,7 +105,7 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 	if req.Text == nil {
 		resp, err = m.client.Responses.New(ctx, params, m.opts.RequestOptions...)
 	} else {
-		resp, err = m.stream(ctx, params, req.Text)
+		resp, err = m.stream(ctx, params, req)
 	}
 	if err != nil {
 		return nil, apiError(err)
@@ -113,9 +113,10 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 	return m.reply(resp, req.Tools), nil
 }
 
-// stream reads a streamed response: text deltas to text, the response from
-// the event that ends it.
-func (m *Model) stream(ctx context.Context, params responses.ResponseNewParams, text func(string)) (*responses.Response, error) {
+// stream reads a streamed response: text deltas to req.Text, each
+// completed function call to req.Ready, the response from the event that
+// ends it.
+func (m *Model) stream(ctx context.Context, params responses.ResponseNewParams, req provider.Request) (*responses.Response, error) {
 	s := m.client.Responses.NewStreaming(ctx, params, m.opts.RequestOptions...)
 	defer s.Close()
 	var resp, started *responses.Response
@@ -123,7 +124,13 @@ func (m *Model) stream(ctx context.Context, params responses.ResponseNewParams, 
 		ev := s.Current()
 		switch ev.Type {
 		case "response.output_text.delta":
-			text(ev.Delta)
+			req.Text(ev.Delta)
+		case "response.output_item.done":
+			// A function call's arguments are complete here, before the
+			// response is (provider.Request.Ready).
+			if c, ok := itemCall(ev.Item, req.Tools); ok && c.Answer == nil && req.Ready != nil && started != nil {
+				req.Ready(started.ID, c)
+			}
 		case "response.created", "response.in_progress":
 			r := ev.Response
 			started = &r

@@ -77,6 +77,10 @@ type Turn struct {
 	Spaced bool
 	// Gzip sends the body gzip-compressed, with Content-Encoding: gzip.
 	Gzip bool
+	// Hold, if set, holds a stream open after its content blocks until it
+	// is closed, then sends message_delta and message_stop: a test's way to
+	// keep a reply streaming while something else happens.
+	Hold <-chan struct{}
 	// Respond, if set, decides the reply from the request; its result is
 	// used in place of this turn (nil: the exhausted reply).
 	Respond func(req Request) *Turn
@@ -573,6 +577,9 @@ func writeStream(w http.ResponseWriter, m *message, t Turn) {
 			}
 		}
 		event("content_block_stop", map[string]any{"index": i})
+	}
+	if t.Hold != nil {
+		<-t.Hold
 	}
 	event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": *m.StopReason, "stop_sequence": nil, "stop_details": m.StopDetails},
 		"usage": map[string]int{"output_tokens": m.Usage["output_tokens"]}})

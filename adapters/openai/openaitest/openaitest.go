@@ -164,6 +164,10 @@ type Turn struct {
 	ErrorFlat bool
 	// Gzip sends the body gzip-compressed, with Content-Encoding: gzip.
 	Gzip bool
+	// Hold, if set, holds a stream open after its output items until it
+	// is closed, then sends the event that ends the response: a test's
+	// way to keep a reply streaming while something else happens.
+	Hold <-chan struct{}
 	// Respond, if set, decides the reply dynamically from the request. The
 	// returned turn is used in place of this one (its own Respond is
 	// ignored); a nil result yields the exhausted-script reply (a message
@@ -1224,6 +1228,9 @@ func writeStream(w http.ResponseWriter, resp *wireResponse, t *Turn) {
 	}
 	if fail() {
 		return
+	}
+	if t.Hold != nil {
+		<-t.Hold
 	}
 	if resp.Status == "incomplete" {
 		emit("response.incomplete", map[string]any{"response": resp})
