@@ -249,7 +249,7 @@ type JWTOptions struct {
 	// Neither none nor HMAC is accepted whatever is listed here: a
 	// resource server holds no shared secret of the authorization server.
 	Algorithms []string
-	// Leeway is the clock skew tolerated on exp, nbf and iat; default 0.
+	// Leeway is the clock skew tolerated on exp and nbf; default 0.
 	Leeway time.Duration
 	// RefreshInterval is how often the keys are fetched again; default
 	// one hour.
@@ -309,7 +309,6 @@ func NewJWTVerifier(ctx context.Context, opts JWTOptions) (*JWTVerifier, error) 
 		jwt.WithIssuer(opts.Issuer),
 		jwt.WithExpirationRequired(),
 		jwt.WithLeeway(opts.Leeway),
-		jwt.WithIssuedAt(),
 	)
 	return &JWTVerifier{opts: opts, keys: kf, parser: p}, nil
 }

@@ -17,6 +17,7 @@ import (
 
 	tgmcp "github.com/toolguard/toolguard/adapters/mcp"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -323,5 +324,46 @@ func TestOAuthToolScopes(t *testing.T) {
 	}
 	if n := o.svc.SideEffects(); n != 1 {
 		t.Fatalf("%d refunds, want 1", n)
+	}
+}
+
+// What a host can get wrong is refused when the server is made, not when
+// a client calls: scopes of a tool that does not exist or that are not
+// scope tokens, a resource without an authorization server or whose URI is
+// not absolute, a verifier without the host's principal rule.
+func TestOAuthConfigurationErrors(t *testing.T) {
+	w := newWorld(t, tgmcp.Options{})
+	tools := orders.Tools(w.svc)
+	for name, scopes := range map[string]map[string][]string{
+		"unknown tool":   {"no_such_tool": {"x"}},
+		"space in scope": {"get_order": {"orders read"}},
+		"empty scope":    {"get_order": {""}},
+	} {
+		if _, err := tgmcp.NewServer(w.g, tools, tgmcp.Options{ToolScopes: scopes}); err == nil {
+			t.Errorf("%s: accepted", name)
+		}
+	}
+	for name, res := range map[string]tgmcp.Resource{
+		"no authorization server": {URI: "https://mcp.example.com/mcp"},
+		"relative URI":            {URI: "/mcp", AuthorizationServers: []string{"https://as.example.com"}},
+		"fragment":                {URI: "https://mcp.example.com/mcp#x", AuthorizationServers: []string{"https://as.example.com"}},
+		"not an http issuer":      {URI: "https://mcp.example.com/mcp", AuthorizationServers: []string{"javascript:alert(1)"}},
+	} {
+		if err := w.server.Mount(http.NewServeMux(), res, nil, nil); err == nil {
+			t.Errorf("%s: mounted", name)
+		}
+	}
+	if u, err := (tgmcp.Resource{URI: "https://mcp.example.com/tg/mcp", AuthorizationServers: []string{"https://as.example.com"}}).MetadataURL(); err != nil ||
+		u != "https://mcp.example.com/.well-known/oauth-protected-resource/tg/mcp" {
+		t.Errorf("metadata URL %q %v", u, err)
+	}
+	if _, err := tgmcp.NewJWTVerifier(context.Background(), tgmcp.JWTOptions{Issuer: "https://as.example.com",
+		Audience: "https://mcp.example.com/mcp", JWKSURL: "https://as.example.com/jwks"}); err == nil {
+		t.Error("a verifier without Principal")
+	}
+	if _, err := tgmcp.NewJWTVerifier(context.Background(), tgmcp.JWTOptions{Issuer: "https://as.example.com",
+		Audience: "https://mcp.example.com/mcp", JWKSURL: "https://as.example.com/jwks", Principal: tenantPrincipal,
+		Algorithms: []string{"HS256", "none"}}); err == nil {
+		t.Error("a verifier of HMAC and none only")
 	}
 }
