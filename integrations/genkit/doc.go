@@ -46,7 +46,8 @@
 // Tool.Genkit): their input schema is compiled with toolset.CompileSchema
 // and validates the arguments, and once the guard let a call through the
 // tool runs through Genkit's own tool runner; InvocationFrom gives its
-// function the downstream idempotency key. Every tool call of the
+// function the downstream idempotency key (an imported tool the
+// generation was not given still runs, directly). Every tool call of the
 // generation goes through the guard: a Genkit tool the guard was not
 // given is UNKNOWN_TOOL and never runs. A tool the generation does not
 // have at all would fail Genkit's tool loop; the middleware's WrapModel

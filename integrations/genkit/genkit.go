@@ -94,6 +94,7 @@ type Guarded struct {
 	opts    Options
 	status  string
 	offered []*ai.ToolAction[any, any] // the set's toolset tools and the status tool, as Genkit declares them
+	genkit  []string                   // the set's imported Genkit tools, by name
 	nulls   map[string]map[string]any  // strict schemas, by tool name, for absent nullable members
 	denials *denials
 }
@@ -145,7 +146,8 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 			a.nulls[d.Name()] = d.Schema().Map()
 		}
 		if _, imported := d.(*Tool); imported {
-			continue // a Genkit tool: the generation names it itself
+			a.genkit = append(a.genkit, d.Name()) // a Genkit tool: the generation names it itself
+			continue
 		}
 		a.offered = append(a.offered, declare(d))
 	}
@@ -193,10 +195,33 @@ type generation struct {
 	standIns map[string]bool // names wrapModel registered a stand-in for
 }
 
+// setRegistry records the generation's registry, when Genkit registers
+// the first offered tool in it; there an imported Genkit tool the
+// generation was not given (ai.WithTools) gets a stand-in, so that its
+// calls, and their restarts on a resume, reach WrapTool, which runs the
+// tool directly.
 func (gen *generation) setRegistry(r api.Registry) {
 	gen.mu.Lock()
 	defer gen.mu.Unlock()
+	if gen.registry != nil {
+		return
+	}
 	gen.registry = r
+	for _, name := range gen.a.genkit {
+		if ai.LookupTool(r, name) == nil {
+			gen.registerStandIn(name)
+		}
+	}
+}
+
+// registerStandIn registers a stand-in for a tool name Genkit has no tool
+// for, in the generation's registry. gen.mu is held.
+func (gen *generation) registerStandIn(name string) {
+	registerUnknown(gen.registry, name)
+	if gen.standIns == nil {
+		gen.standIns = map[string]bool{}
+	}
+	gen.standIns[name] = true
 }
 
 // wrapModel lets Genkit find a tool for every tool request of the model's
@@ -218,11 +243,7 @@ func (gen *generation) wrapModel(ctx context.Context, params *ai.ModelParams, ne
 			continue
 		}
 		if name := p.ToolRequest.Name; ai.LookupTool(gen.registry, name) == nil {
-			registerUnknown(gen.registry, name)
-			if gen.standIns == nil {
-				gen.standIns = map[string]bool{}
-			}
-			gen.standIns[name] = true
+			gen.registerStandIn(name)
 		}
 	}
 	return resp, nil

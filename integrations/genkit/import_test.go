@@ -29,9 +29,10 @@ type NoteOut struct {
 
 // TestImportedGenkitTool: a tool defined with genkit.DefineTool, imported
 // into the set, is validated against its own input schema before it runs,
-// authorized per tenant, approved through the interrupt, and run by
-// Genkit once per intent with the downstream idempotency key; a Genkit
-// tool the guard was not given never runs.
+// authorized per tenant, approved through the interrupt, and run once per
+// intent, through Genkit's tool runner (a middleware inside the guard's
+// sees it), with the downstream idempotency key; a Genkit tool the guard
+// was not given never runs.
 func TestImportedGenkitTool(t *testing.T) {
 	svc := orders.NewService()
 	m := &script{}
@@ -73,14 +74,23 @@ func TestImportedGenkitTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	ctx := session(userA, "s1")
-	tools := ai.WithTools(imported.Genkit(), del)
+	// A middleware inside the guard's sees what Genkit's tool runner runs
+	// once the guard let a call through.
+	var inner atomic.Int32
+	spy := ai.MiddlewareFunc(func(context.Context) (*ai.Hooks, error) {
+		return &ai.Hooks{WrapTool: func(ctx context.Context, p *ai.ToolParams, next ai.ToolNext) (*ai.MultipartToolResponse, error) {
+			inner.Add(1)
+			return next(ctx, p)
+		}}, nil
+	})
+	tools := []ai.GenerateOption{ai.WithTools(imported.Genkit(), del), ai.WithUse(spy)}
 
 	m.push(calls(
 		&ai.ToolRequest{Name: "add_order_note", Ref: "bad", Input: map[string]any{"order_ref": "ORDER-7", "text": 5}},
 		&ai.ToolRequest{Name: "add_order_note", Ref: "other", Input: map[string]any{"order_ref": "ORDER-9", "text": "hi"}},
 		&ai.ToolRequest{Name: "delete_order", Ref: "rogue", Input: map[string]any{"order_ref": "ORDER-7", "text": ""}},
 		&ai.ToolRequest{Name: "add_order_note", Ref: "good", Input: map[string]any{"order_ref": "ORDER-7", "text": "hi"}}))
-	resp, err := generate(ctx, gk, gd, tools, ai.WithPrompt("note ORDER-7"))
+	resp, err := generate(ctx, gk, gd, append(tools, ai.WithPrompt("note ORDER-7"))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +111,7 @@ func TestImportedGenkitTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	out, err := generate(ctx, gk, gd, tools, ai.WithMessages(resp.History()...), ai.WithToolRestarts(restart))
+	out, err := generate(ctx, gk, gd, append(tools, ai.WithMessages(resp.History()...), ai.WithToolRestarts(restart))...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,15 +123,15 @@ func TestImportedGenkitTool(t *testing.T) {
 
 	// The model asks again in the session: the note is replayed.
 	m.push(calls(&ai.ToolRequest{Name: "add_order_note", Ref: "again", Input: map[string]any{"order_ref": "ORDER-7", "text": "hi"}}))
-	out, err = generate(ctx, gk, gd, tools, ai.WithPrompt("note ORDER-7 again"))
+	out, err = generate(ctx, gk, gd, append(tools, ai.WithPrompt("note ORDER-7 again"))...)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if res := result(t, out.History(), "again"); res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay || canonicalJSON(t, res.Data) != canonicalJSON(t, mustJSON(t, got)) {
 		t.Errorf("repeated note = %s, want the first one replayed", res)
 	}
-	if notes.Load() != 1 || rogue.Load() != 0 {
-		t.Errorf("notes %d, rogue %d; want 1 and 0", notes.Load(), rogue.Load())
+	if notes.Load() != 1 || rogue.Load() != 0 || inner.Load() != 1 {
+		t.Errorf("notes %d, rogue %d, runs through Genkit's runner %d; want 1, 0 and 1", notes.Load(), rogue.Load(), inner.Load())
 	}
 }
 
@@ -146,20 +156,20 @@ func mustJSON(t *testing.T, v any) []byte {
 	return b
 }
 
-// TestImportedToolNotGiven: a Genkit tool the guard imported but the
-// generation was not given (no ai.WithTools) still runs once the guard
-// let the call through, directly rather than as the stand-in Genkit's
-// tool loop gets for it.
-func TestImportedToolNotGiven(t *testing.T) {
+// notGiven returns Genkit with the scripted model, and the guard's
+// middleware over the orders tools and one Genkit tool, name, imported
+// with opts and not given to the generation; runs counts the tool's runs.
+func notGiven(t *testing.T, name string, opts tggenkit.ImportOptions) (*script, *genkit.Genkit, *tggenkit.Guarded, *atomic.Int32) {
+	t.Helper()
 	m := &script{}
 	gk := newGenkit(t.Context(), m)
-	var runs atomic.Int32
-	lookup := ai.NewTool("lookup_note", "Look up a note.", func(_ *ai.ToolContext, in NoteIn) (NoteOut, error) {
+	runs := new(atomic.Int32)
+	tool := ai.NewTool(name, "A note tool.", func(_ *ai.ToolContext, in NoteIn) (NoteOut, error) {
 		runs.Add(1)
-		return NoteOut{NoteID: "NOTE-7"}, nil
+		return NoteOut{NoteID: "NOTE-1"}, nil
 	})
-	imported, err := tggenkit.Import(lookup, tggenkit.ImportOptions{Read: true,
-		Authorize: func(context.Context, string, *guard.Invocation) error { return nil }})
+	opts.Authorize = func(context.Context, string, *guard.Invocation) error { return nil }
+	imported, err := tggenkit.Import(tool, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,10 +177,20 @@ func TestImportedToolNotGiven(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	gd, err := tggenkit.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tggenkit.Options{})
+	signer, _ := guard.NewSigner(key)
+	gd, err := tggenkit.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer}), set, tggenkit.Options{Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}
+	return m, gk, gd, runs
+}
+
+// TestImportedToolNotGiven: a Genkit tool the guard imported but the
+// generation was not given (no ai.WithTools) still runs once the guard
+// let the call through, directly rather than as the stand-in Genkit's
+// tool loop gets for it.
+func TestImportedToolNotGiven(t *testing.T) {
+	m, gk, gd, runs := notGiven(t, "lookup_note", tggenkit.ImportOptions{Read: true})
 	m.push(calls(&ai.ToolRequest{Name: "lookup_note", Ref: "n1", Input: map[string]any{"order_ref": "ORDER-7", "text": "x"}}))
 	out, err := generate(session(userA, "s1"), gk, gd, ai.WithPrompt("look up the note"))
 	if err != nil {
@@ -178,5 +198,30 @@ func TestImportedToolNotGiven(t *testing.T) {
 	}
 	if res := result(t, out.History(), "n1"); res.Code != guard.CodeOK || runs.Load() != 1 {
 		t.Errorf("lookup = %s after %d runs, want OK after 1", res, runs.Load())
+	}
+}
+
+// TestImportedWriteNotGivenResumes: the same for an imported write that
+// needs approval: the interrupt's restart finds the tool on the resume
+// too, and it runs once.
+func TestImportedWriteNotGivenResumes(t *testing.T) {
+	m, gk, gd, runs := notGiven(t, "send_note", tggenkit.ImportOptions{})
+	ctx := session(userA, "s1")
+	m.push(calls(&ai.ToolRequest{Name: "send_note", Ref: "n1", Input: map[string]any{"order_ref": "ORDER-7", "text": "x"}}))
+	resp, err := generate(ctx, gk, gd, ai.WithPrompt("send the note"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	as := tggenkit.Approvals(resp.Interrupts()...)
+	if len(as) != 1 || runs.Load() != 0 {
+		t.Fatalf("%d approvals after %d runs, want 1 after 0", len(as), runs.Load())
+	}
+	restart, _ := tggenkit.Resume(as[0].Part, agentloop.Decision{Approved: true})
+	out, err := generate(ctx, gk, gd, ai.WithMessages(resp.History()...), ai.WithToolRestarts(restart))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := result(t, out.History(), "n1"); res.Code != guard.CodeOK || runs.Load() != 1 {
+		t.Errorf("send = %s after %d runs, want OK after 1", res, runs.Load())
 	}
 }
