@@ -40,7 +40,7 @@ function inspector(args) {
   const out = join(home, 'result.json');
   return new Promise((resolve) => {
     execFile('npx', ['--no-install', '@modelcontextprotocol/inspector', '--cli', ...args, '--output', out],
-      { env: { ...process.env, HOME: home, MCP_CATALOG_PATH: join(home, 'mcp.json') }, timeout: 60000 },
+      { env: { ...process.env, HOME: home, MCP_CATALOG_PATH: join(home, 'mcp.json'), npm_config_update_notifier: 'false' }, timeout: 60000 },
       (err, stdout, stderr) => {
         let result;
         try {
