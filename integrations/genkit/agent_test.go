@@ -471,3 +471,21 @@ func TestResumeFromStoredHistory(t *testing.T) {
 	}
 	w.wantSideEffects(t, 1)
 }
+
+// TestNoInterrupt: with Options.NoInterrupt nobody is asked: the model
+// gets APPROVAL_REQUIRED as the result, and nothing runs.
+func TestNoInterrupt(t *testing.T) {
+	w := newWorld(t, func(o *tggenkit.Options) { o.NoInterrupt = true })
+	w.model.push(calls(refundReq("call-1", "ORDER-7")))
+	out, err := generate(session(userA, "s1"), w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.FinishReason == ai.FinishReasonInterrupted {
+		t.Fatal("the generation was interrupted")
+	}
+	if res := result(t, out.History(), "call-1"); res.Code != guard.CodeApprovalRequired {
+		t.Errorf("call = %s, want APPROVAL_REQUIRED", res)
+	}
+	w.wantSideEffects(t, 0)
+}
