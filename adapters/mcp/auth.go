@@ -25,9 +25,13 @@ import (
 // calls act for, the OAuth scopes it grants (Options.ToolScopes) and when
 // it expires.
 type Token struct {
+	// Principal is who the calls act for; it must be valid
+	// (guard.Principal.Validate), or the token is refused.
 	Principal guard.Principal
-	Scopes    []string
-	Expiry    time.Time
+	// Scopes are the OAuth scopes the token grants.
+	Scopes []string
+	// Expiry is when the token stops being accepted; it must be set.
+	Expiry time.Time
 }
 
 // TokenVerifier verifies the bearer token of an HTTP request and says what

@@ -48,7 +48,7 @@
 // and a client that cannot step up ends its session there (go-sdk's client
 // v1.8.0 does). tools/list lists every tool whatever the token's scopes,
 // so that a client can learn what to ask for.
-
+//
 // # Call identity
 //
 // A client may send, in the tools/call request's _meta, the JSON strings
