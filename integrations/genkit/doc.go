@@ -53,7 +53,10 @@
 // have at all would fail Genkit's tool loop; the middleware's WrapModel
 // hook registers a stand-in for it in the generation's own registry, so
 // the call reaches WrapTool and the model gets UNKNOWN_TOOL, audited,
-// instead of the generation failing.
+// instead of the generation failing. (The generation's registry is found
+// through the tools the middleware offers: with Options.NoStatusTool and
+// no toolset tools in the set, Genkit's own behaviour stays, and such a
+// call fails the generation.)
 //
 // # Approvals
 //
