@@ -104,9 +104,11 @@ func startProxy(target string, clk clock) (*Proxy, error) {
 // the chunks before it, so a pipeline of many commands costs one delay,
 // and a round trip toServer + toClient more. Bytes keep their order, and
 // the proxy buffers what is in flight, however much. A chunk is what one
-// read of the socket returned; on Linux it is forwarded within about
-// 50 µs of its time (a timerfd wakes the proxy), elsewhere Go's timers are
-// as precise as the scheduler makes them (often 1 ms).
+// read of the socket returned. On Linux a timerfd wakes the proxy, early
+// by as much as it has lately woken late, so that chunks go on average at
+// their time (within tens of microseconds on an idle machine; a busy one
+// delays the reads that stamp them too); elsewhere Go's timers are as
+// precise as the scheduler makes them (often 1 ms).
 func (p *Proxy) Delay(toServer, toClient time.Duration) {
 	p.delay[toServerDir].Store(int64(max(toServer, 0)))
 	p.delay[toClientDir].Store(int64(max(toClient, 0)))

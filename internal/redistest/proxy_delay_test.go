@@ -5,6 +5,7 @@ import (
 	"context"
 	"io"
 	"net"
+	"os"
 	"strconv"
 	"sync"
 	"testing"
@@ -294,15 +295,26 @@ func TestProxyDelayRedis(t *testing.T) {
 }
 
 // BenchmarkProxyDelay reports the round trip of a PING and of a pipeline
-// of 100 PINGs through a proxy that delays each direction by D, over the
-// 2·D the delay adds: a pipeline costs one round trip, not one per
-// command.
+// of 100 PINGs through a proxy that delays each direction by D, and what
+// it takes over 2·D: a pipeline costs one round trip, not one per
+// command. Against the real server when TOOLGUARD_REDIS_URL is set (it
+// answers a pipeline in one write), else miniredis (in this process, and
+// it writes each reply apart, so each is a chunk of its own).
 func BenchmarkProxyDelay(b *testing.B) {
-	mr := miniredis.RunT(b)
+	target := ""
+	if url := os.Getenv(EnvURL); url != "" {
+		opt, err := redis.ParseURL(url)
+		if err != nil {
+			b.Fatal(err)
+		}
+		target = opt.Addr
+	} else {
+		target = miniredis.RunT(b).Addr()
+	}
 	for _, d := range []time.Duration{0, 250 * time.Microsecond, time.Millisecond} {
 		for _, n := range []int{1, 100} {
 			b.Run("D="+d.String()+"/pipeline="+strconv.Itoa(n), func(b *testing.B) {
-				p := NewProxy(b, mr.Addr())
+				p := NewProxy(b, target)
 				p.Delay(d, d)
 				rdb := redis.NewClient(&redis.Options{Addr: p.Addr(), ContextTimeoutEnabled: true})
 				defer rdb.Close()
