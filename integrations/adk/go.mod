@@ -56,10 +56,10 @@ require (
 	github.com/yuin/gopher-lua v1.1.1 // indirect
 	go.opentelemetry.io/auto/sdk v1.2.1 // indirect
 	go.opentelemetry.io/contrib/instrumentation/net/http/otelhttp v0.68.0 // indirect
-	go.opentelemetry.io/otel v1.47.0 // indirect
-	go.opentelemetry.io/otel/log v1.47.0 // indirect
-	go.opentelemetry.io/otel/metric v1.47.0 // indirect
-	go.opentelemetry.io/otel/trace v1.47.0 // indirect
+	go.opentelemetry.io/otel v1.44.0 // indirect
+	go.opentelemetry.io/otel/log v0.20.0 // indirect
+	go.opentelemetry.io/otel/metric v1.44.0 // indirect
+	go.opentelemetry.io/otel/trace v1.44.0 // indirect
 	go.uber.org/atomic v1.12.0 // indirect
 	go.yaml.in/yaml/v4 v4.0.0-rc.2 // indirect
 	golang.org/x/crypto v0.57.0 // indirect
@@ -75,21 +75,3 @@ require (
 )
 
 replace github.com/toolguard/toolguard => ../..
-
-// ADK v2.2.0's telemetry is written against otel/log v0.20.0 (log.Value,
-// log.KeyValue) and does not compile against otel/log v1, which otel
-// v1.47.0 (the core's) requires: OpenTelemetry is held at the versions ADK
-// v2.2.0 is built with. The core's code compiles against them.
-replace go.opentelemetry.io/otel => go.opentelemetry.io/otel v1.44.0
-
-replace go.opentelemetry.io/otel/trace => go.opentelemetry.io/otel/trace v1.44.0
-
-replace go.opentelemetry.io/otel/metric => go.opentelemetry.io/otel/metric v1.44.0
-
-replace go.opentelemetry.io/otel/sdk => go.opentelemetry.io/otel/sdk v1.44.0
-
-replace go.opentelemetry.io/otel/sdk/metric => go.opentelemetry.io/otel/sdk/metric v1.44.0
-
-replace go.opentelemetry.io/otel/exporters/stdout/stdouttrace => go.opentelemetry.io/otel/exporters/stdout/stdouttrace v1.44.0
-
-replace go.opentelemetry.io/otel/log => go.opentelemetry.io/otel/log v0.20.0
