@@ -9,7 +9,6 @@ import (
 	"google.golang.org/adk/v2/tool/toolutils"
 	"google.golang.org/genai"
 
-	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -49,10 +48,7 @@ func (t *statusTool) Run(ctx agent.Context, args any) (map[string]any, error) {
 	if bad != nil {
 		return Response(bad), nil
 	}
-	sc := guard.StatusCall{Principal: call.Principal, OperationID: in.OperationID, Context: call.Context}
-	if in.Tool != nil {
-		sc.Tool = *in.Tool
-	}
+	sc := in.Call(call.Principal, call.Context)
 	res, err := t.a.g.QueryStatus(ctx, sc)
 	if err != nil {
 		return nil, fmt.Errorf("tgadk: %w", err)

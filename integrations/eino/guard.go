@@ -444,10 +444,7 @@ func (eg *Guarded) queryStatus(ctx context.Context, call guard.Call) string {
 	}
 	// An id the guard would refuse names no operation it ran: NOT_FOUND,
 	// not a host error.
-	sc := guard.StatusCall{Principal: call.Principal, OperationID: guard.SafeID(in.OperationID), Context: call.Context}
-	if in.Tool != nil {
-		sc.Tool = *in.Tool
-	}
+	sc := in.Call(call.Principal, call.Context)
 	res, err := eg.g.QueryStatus(ctx, sc)
 	if err != nil {
 		res = &guard.Result{Code: guard.CodeUnavailable, Delivery: guard.DeliveryFresh, Message: guard.CodeUnavailable.DefaultMessage()}

@@ -395,10 +395,7 @@ func (a *Guarded) queryStatus(ctx context.Context, call guard.Call) *guard.Resul
 	if bad != nil {
 		return bad
 	}
-	sc := guard.StatusCall{Principal: call.Principal, OperationID: in.OperationID, Context: call.Context}
-	if in.Tool != nil {
-		sc.Tool = *in.Tool
-	}
+	sc := in.Call(call.Principal, call.Context)
 	res, err := a.g.QueryStatus(ctx, sc)
 	if err != nil {
 		res = &guard.Result{Code: guard.CodeUnavailable, Delivery: guard.DeliveryFresh, Message: guard.CodeUnavailable.DefaultMessage()}
