@@ -14,8 +14,9 @@ import (
 )
 
 // DeclinedMessage is the message of the APPROVAL_REQUIRED result a call
-// gets when the human in the client declined it.
-const DeclinedMessage = "A human declined this action. Do not retry it unless the user asks again."
+// gets when the human in the client declined it: the same words on every
+// entry point (guard.DeclinedMessage).
+const DeclinedMessage = guard.DeclinedMessage
 
 // canElicit reports whether the server may ask the client's human: it has a
 // signer to mint grants with, and the client declared elicitation.

@@ -28,7 +28,7 @@ type ConfirmationPayload struct {
 
 // DeniedMessage is the message of the APPROVAL_REQUIRED result the model
 // gets when a human answered the confirmation with no.
-const DeniedMessage = "A human declined this action. Do not retry it or ask again; tell the user it was not approved."
+const DeniedMessage = guard.DeclinedMessage
 
 // OtherAnswerMessage is the message of the APPROVAL_REQUIRED result a
 // write gets when the confirmation response names another intent than the
@@ -43,13 +43,7 @@ const PendingMessage = "A human has been asked to approve this action; the run c
 
 // denied is the model result of a denial, with the host's reason if any
 // (agentloop's wording).
-func denied(reason string) *guard.Result {
-	msg := DeniedMessage
-	if reason != "" {
-		msg = "A human declined this action (" + reason + "). Do not retry it or ask again; tell the user it was not approved."
-	}
-	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: msg}
-}
+func denied(reason string) *guard.Result { return guard.Declined(reason) }
 
 // payloadOf is what a human is asked to approve of a call.
 func (a *Guarded) payloadOf(call guard.Call, fp string) ConfirmationPayload {

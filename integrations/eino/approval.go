@@ -89,16 +89,10 @@ func Resume(ctx context.Context, decisions map[string]agentloop.Decision) contex
 // DeniedMessage is the message of the APPROVAL_REQUIRED result the model
 // gets when a human said no, worded so that it stops and tells the user;
 // agentloop's words.
-const DeniedMessage = "A human declined this action. Do not retry it or ask again; tell the user it was not approved."
+const DeniedMessage = guard.DeclinedMessage
 
 // denied is the model result of a denial, with the human's reason if any.
-func denied(reason string) *guard.Result {
-	msg := DeniedMessage
-	if reason != "" {
-		msg = "A human declined this action (" + reason + "). Do not retry it or ask again; tell the user it was not approved."
-	}
-	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: msg}
-}
+func denied(reason string) *guard.Result { return guard.Declined(reason) }
 
 // needsHuman reports whether a dispatch's result is a write that waits
 // for a human's approval, who is then asked (an interrupt of the run, or

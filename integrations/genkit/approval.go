@@ -21,7 +21,7 @@ const InterruptKey = "toolguard"
 
 // DeniedMessage is the message of the APPROVAL_REQUIRED result the model
 // gets when a human said no; agentloop's words.
-const DeniedMessage = "A human declined this action. Do not retry it or ask again; tell the user it was not approved."
+const DeniedMessage = guard.DeclinedMessage
 
 // ErrNotApproval is Resume's error for a part that is not a tool request
 // this package interrupted for a human's approval.
@@ -162,13 +162,7 @@ func (a *Guarded) resume(ctx context.Context, call *guard.Call) (*guard.Result, 
 }
 
 // denied is the model result of a denial, with the human's reason if any.
-func denied(reason string) *guard.Result {
-	msg := DeniedMessage
-	if reason != "" {
-		msg = "A human declined this action (" + reason + "). Do not retry it or ask again; tell the user it was not approved."
-	}
-	return &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: msg}
-}
+func denied(reason string) *guard.Result { return guard.Declined(reason) }
 
 // needsHuman reports whether a dispatch's result is a write that waits for
 // a human's approval, who is then asked (an interrupt of the generation,
