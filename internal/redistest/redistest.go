@@ -15,7 +15,9 @@
 // that names the variable (and, once per test binary, a line on standard
 // error); when it is set but the server is unreachable, the test fails.
 //
-// The package is meant to be imported from _test.go files only.
+// The package is meant for tests, and for the project's own measuring tools
+// (cmd/toolbench uses its delaying Proxy); it is internal, so no user
+// imports it.
 package redistest
 
 import (
