@@ -127,9 +127,7 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 		e   Entry
 	}{}
 	inv, e := &st.inv, &st.e
-	g.prepare(call, inv)
-	inv.tool = g.tools.Lookup(inv.Proposal.Name)
-	inv.applyScope()
+	g.identify(call, inv)
 	if inv.tool != nil && inv.tool.Spec().Effect == Write && inv.opID == "" && inv.idemKey == "" {
 		return nil, ErrNoIdentity
 	}
@@ -276,6 +274,25 @@ func storeUnavailable() *Result {
 }
 
 // prepare canonicalizes the arguments and derives the ids.
+// identify prepares inv for call and gives it the operation it runs as:
+// its tool, and a write's scope ids (applyScope).
+func (g *Guard) identify(call *Call, inv *Invocation) {
+	g.prepare(call, inv)
+	inv.tool = g.tools.Lookup(inv.Proposal.Name)
+	inv.applyScope()
+}
+
+// OperationID returns the operation id the guard runs call as: the host's
+// operation id; else, for a write in a scope with no idempotency key whose
+// tool is not Repeatable, the scope's (ScopeIDs); else the call id. A host
+// that asks a human before the call is dispatched names with it the
+// operation the grant will pay for.
+func (g *Guard) OperationID(call Call) string {
+	var inv Invocation
+	g.identify(&call, &inv)
+	return inv.opID
+}
+
 func (g *Guard) prepare(call *Call, inv *Invocation) {
 	*inv = Invocation{
 		Principal: call.Principal,

@@ -48,24 +48,7 @@ func denied(reason string) *guard.Result { return guard.Declined(reason) }
 // payloadOf is what a human is asked to approve of a call.
 func (a *Guarded) payloadOf(call guard.Call, fp string) ConfirmationPayload {
 	return ConfirmationPayload{Tool: call.Proposal.Name, Arguments: canonicalArgs(call.Proposal.Arguments),
-		Fingerprint: fp, OperationID: a.operationID(call, fp)}
-}
-
-// operationID is the operation a write's grant pays for, as the guard
-// names it: the host's operation id, else the scope's (guard.ScopeIDs)
-// unless the host gave a key or the tool is Repeatable, else the call id.
-func (a *Guarded) operationID(call guard.Call, fp string) string {
-	c := call.Context
-	if c.OperationID != "" {
-		return c.OperationID
-	}
-	if c.Scope != "" && c.IdempotencyKey == "" {
-		if t := a.g.Tools().Lookup(call.Proposal.Name); t != nil && t.Spec().Effect == guard.Write && !t.Spec().Repeatable {
-			id, _ := guard.ScopeIDs(c.Scope, fp)
-			return id
-		}
-	}
-	return c.CallID
+		Fingerprint: fp, OperationID: a.g.OperationID(call)}
 }
 
 // ask puts the call to a human through ADK's confirmation: the run pauses

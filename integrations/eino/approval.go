@@ -121,17 +121,9 @@ func (eg *Guarded) grant(req agentloop.ApprovalRequest, approver string) (string
 // it as, so that the request names what the grant pays for.
 func (eg *Guarded) request(call guard.Call) agentloop.ApprovalRequest {
 	args := sortedJSON(call.Proposal.Arguments)
-	fp := guard.Fingerprint(call.Proposal.Name, args)
-	op := call.Context.OperationID
-	if op == "" {
-		op = call.Context.CallID
-		t := eg.g.Tools().Lookup(call.Proposal.Name)
-		if c := call.Context; c.Scope != "" && c.IdempotencyKey == "" && t != nil && !t.Spec().Repeatable {
-			op, _ = guard.ScopeIDs(c.Scope, fp)
-		}
-	}
 	return agentloop.ApprovalRequest{RunID: call.Context.Scope, CallID: call.Context.CallID, Tool: call.Proposal.Name,
-		Arguments: json.RawMessage(args), Principal: call.Principal, Fingerprint: fp, OperationID: op}
+		Arguments: json.RawMessage(args), Principal: call.Principal, Fingerprint: guard.Fingerprint(call.Proposal.Name, args),
+		OperationID: eg.g.OperationID(call)}
 }
 
 // sortedJSON returns JSON arguments compact, with their object members

@@ -195,17 +195,9 @@ func (a *Guarded) request(call guard.Call) agentloop.ApprovalRequest {
 	if json.Compact(&b, args) == nil {
 		args = b.Bytes()
 	}
-	fp := guard.Fingerprint(call.Proposal.Name, args)
-	op := call.Context.OperationID
-	if op == "" {
-		op = call.Context.CallID
-		t := a.g.Tools().Lookup(call.Proposal.Name)
-		if c := call.Context; c.Scope != "" && c.IdempotencyKey == "" && t != nil && !t.Spec().Repeatable {
-			op, _ = guard.ScopeIDs(c.Scope, fp)
-		}
-	}
 	return agentloop.ApprovalRequest{RunID: call.Context.Scope, CallID: call.Context.CallID, Tool: call.Proposal.Name,
-		Arguments: json.RawMessage(args), Principal: call.Principal, Fingerprint: fp, OperationID: op}
+		Arguments: json.RawMessage(args), Principal: call.Principal, Fingerprint: guard.Fingerprint(call.Proposal.Name, args),
+		OperationID: a.g.OperationID(call)}
 }
 
 // denials remembers, in this process, the intents humans declined, per
