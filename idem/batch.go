@@ -2,6 +2,7 @@ package idem
 
 import (
 	"context"
+	"errors"
 	"sync"
 	"time"
 
@@ -16,12 +17,32 @@ import (
 // lowers it. A caller that is alone sees no change: its call goes out at
 // once, by itself, on its own context, as without batching.
 
-// maxInFlight is how many pipelines (or lone calls) one batcher has in
-// flight at most. A call that finds them all busy waits in the queue and
-// goes out with the next one sent: the fewer in flight, the larger the
-// batches and the fewer the round trips; more than one, so that a batch is
-// never held up behind another's round trip for long.
-const maxInFlight = 4
+// How many pipelines (or lone calls) one batcher has in flight at most: its
+// limit, between minInFlight and the client's pool size. A call that finds
+// that many busy waits in the queue and goes out with the next one sent:
+// the fewer in flight, the larger the batches and the fewer the round
+// trips. Where Redis is busy (on the same machine, under load), batches
+// are what lower its CPU per call, and the limit stays at minInFlight;
+// where Redis is far and idle, a call that waits for a slot waits for a
+// round trip it did not need, and the limit rises.
+//
+// The rule (TCP Vegas's, for pipelines): each answered round trip is
+// compared with the quickest one lately (the path's own time, pathTime).
+// One that took at most grow times that found no queue, in Redis or in
+// the client: the limit rises by one, if it held calls back. One that took more than shrink times
+// that queued somewhere: it falls by one. Between the two it holds.
+const (
+	minInFlight = 4
+	grow        = 2
+	shrink      = 4
+)
+
+// pathWindow is how long the quickest round trip seen counts as the path's
+// time: the least of this window's and the last one's, so that a path
+// that became slower (a failover to a node further away) is learnt within
+// two windows, while until then its round trips read as queued and the
+// limit falls to minInFlight, today's safe side.
+const pathWindow = 10 * time.Second
 
 // maxBatch bounds the calls in one pipeline, so that one batch's reply
 // stays a bounded read.
@@ -60,15 +81,78 @@ func (c *batchCall) cmd(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
 }
 
 // batcher gathers the calls bound for one server (a standalone server, or
-// one master of a cluster) and sends them as pipelines, at most
-// maxInFlight at once. It has no timer: a call goes out as soon as a slot
-// is free, with every call queued by then.
+// one master of a cluster) and sends them as pipelines, at most limit at
+// once. It has no timer: a call goes out as soon as a slot is free, with
+// every call queued by then.
 type batcher struct {
 	rdb     redis.UniversalClient // pipelines go through it: on a cluster it follows MOVED and ASK
+	ceiling int                   // the most the limit rises to: the client's pool size
 	mu      sync.Mutex
 	commits []*batchCall // queued commits, sent first
 	queue   []*batchCall // the other queued calls
 	busy    int          // slots taken: lone calls and workers sending pipelines
+	limit   int          // slots at most now; 0 before the first round trip is answered (minInFlight)
+	path    pathTime
+}
+
+// newBatcher returns the batcher of a server that rdb reaches.
+func newBatcher(rdb redis.UniversalClient) *batcher {
+	b := &batcher{}
+	b.init(rdb)
+	return b
+}
+
+func (b *batcher) init(rdb redis.UniversalClient) {
+	b.rdb, b.ceiling = rdb, minInFlight
+	switch c := rdb.(type) {
+	case *redis.Client:
+		b.ceiling = max(c.Options().PoolSize, minInFlight)
+	case *redis.ClusterClient:
+		b.ceiling = max(c.Options().PoolSize, minInFlight) // each node's pool
+	}
+}
+
+// free reports whether a slot is free. b.mu is held.
+func (b *batcher) free() bool { return b.busy < max(b.limit, minInFlight) }
+
+// answered moves the limit by one round trip that took d and started at
+// start, before its slot is freed: up if it took at most grow times the
+// path's time and the limit holds calls back (every slot busy, or calls
+// queued: a limit that holds nothing back has nothing to learn, as TCP's
+// window grows only while it limits the sender), down if it took more
+// than shrink times the path's time. b.mu is held.
+func (b *batcher) answered(start time.Time, d time.Duration) {
+	base := b.path.add(start, d)
+	switch limit := max(b.limit, minInFlight); {
+	case d <= grow*base:
+		if b.busy >= limit || b.queued() > 0 {
+			b.limit = min(limit+1, b.ceiling)
+		}
+	case d > shrink*base:
+		b.limit = max(limit-1, minInFlight)
+	}
+}
+
+// pathTime is the quickest round trip seen lately: the least of the
+// current pathWindow's and the last one's.
+type pathTime struct {
+	since     time.Time     // the current window's start
+	cur, last time.Duration // the least of each window; 0: none yet
+}
+
+// add counts a round trip that started at start and took d, and returns
+// the path's time.
+func (p *pathTime) add(start time.Time, d time.Duration) time.Duration {
+	if start.Sub(p.since) >= pathWindow {
+		p.since, p.last, p.cur = start, p.cur, 0
+	}
+	if p.cur == 0 || d < p.cur {
+		p.cur = d
+	}
+	if p.last != 0 && p.last < p.cur {
+		return p.last
+	}
+	return p.cur
 }
 
 // queued is the number of calls waiting. b.mu is held.
@@ -113,18 +197,20 @@ func (b *batcher) take() []*batchCall {
 // allocation.
 func (b *batcher) do(call batchCall, direct func() ([]string, error)) (reply []string, piped bool, err error) {
 	b.mu.Lock()
-	if b.busy < maxInFlight && b.queued() == 0 {
+	if b.free() && b.queued() == 0 {
 		b.busy++
 		b.mu.Unlock()
-		defer b.release() // even if direct panics, so the slot is not lost
+		start, ok := time.Now(), false
+		defer func() { b.release(start, ok) }() // even if direct panics, so the slot is not lost
 		reply, err = direct()
+		ok = answered(err)
 		return reply, false, err
 	}
 	c := new(batchCall)
 	*c = call
 	c.done = make(chan struct{})
 	b.enqueue(c)
-	if b.busy < maxInFlight {
+	if b.free() {
 		b.busy++
 		go b.work()
 	}
@@ -137,10 +223,22 @@ func (b *batcher) do(call batchCall, direct func() ([]string, error)) (reply []s
 	}
 }
 
+// answered reports whether err is a reply from the server (none, or a
+// script's error), and not a timeout or a broken connection: only such a
+// round trip says how long the path takes.
+func answered(err error) bool {
+	var rerr redis.Error
+	return err == nil || errors.As(err, &rerr)
+}
+
 // release frees a lone call's slot, or hands it to a worker for the calls
-// that queued meanwhile.
-func (b *batcher) release() {
+// that queued meanwhile. ok says the call, started at start, was answered.
+func (b *batcher) release(start time.Time, ok bool) {
+	d := time.Since(start)
 	b.mu.Lock()
+	if ok {
+		b.answered(start, d)
+	}
 	if b.queued() > 0 {
 		go b.work()
 	} else {
@@ -161,14 +259,22 @@ func (b *batcher) work() {
 			return
 		}
 		b.mu.Unlock()
-		b.send(calls)
+		start := time.Now()
+		ok := b.send(calls)
+		d := time.Since(start)
+		if ok {
+			b.mu.Lock()
+			b.answered(start, d)
+			b.mu.Unlock()
+		}
 	}
 }
 
 // send sends the calls whose callers still wait as one pipeline, on a
 // context of its own (batchContext), and answers each with its command's
-// reply. A call whose context ended before it was sent is not sent.
-func (b *batcher) send(calls []*batchCall) {
+// reply. A call whose context ended before it was sent is not sent. It
+// reports whether the server answered the pipeline.
+func (b *batcher) send(calls []*batchCall) bool {
 	live := calls[:0]
 	for _, c := range calls {
 		if err := c.ctx.Err(); err != nil {
@@ -179,7 +285,7 @@ func (b *batcher) send(calls []*batchCall) {
 		live = append(live, c)
 	}
 	if len(live) == 0 {
-		return
+		return false
 	}
 	ctx, cancel := batchContext(live)
 	defer cancel()
@@ -190,10 +296,13 @@ func (b *batcher) send(calls []*batchCall) {
 		}
 		return nil
 	})
+	ok := true
 	for i, c := range live {
 		c.reply, c.err = scriptReply(cmds[i])
+		ok = ok && answered(cmds[i].Err())
 		close(c.done)
 	}
+	return ok
 }
 
 // batchContext returns the context a batch is sent on: no caller's, so
@@ -228,7 +337,9 @@ type batchers struct {
 
 // newBatchers returns the batchers of a client.
 func newBatchers(rdb redis.UniversalClient) *batchers {
-	return &batchers{rdb: rdb, one: batcher{rdb: rdb}}
+	bs := &batchers{rdb: rdb}
+	bs.one.init(rdb)
+	return bs
 }
 
 // of returns the batcher of the server that holds key, or nil for a client
@@ -247,6 +358,6 @@ func (bs *batchers) of(ctx context.Context, key string) *batcher {
 	if b, ok := bs.nodes.Load(addr); ok {
 		return b.(*batcher)
 	}
-	b, _ := bs.nodes.LoadOrStore(addr, &batcher{rdb: bs.rdb})
+	b, _ := bs.nodes.LoadOrStore(addr, newBatcher(bs.rdb))
 	return b.(*batcher)
 }

@@ -11,7 +11,7 @@ import (
 // before it), and the commits and the other calls each keep their order. The next pipeline takes them
 // in that order, at most maxBatch.
 func TestBatchCommitsFirst(t *testing.T) {
-	b := &batcher{busy: maxInFlight} // every slot taken: each call queues, no worker starts
+	b := &batcher{busy: minInFlight} // every slot taken: each call queues, no worker starts
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	order := []*script{finishScript, reserveScript, commitScript, finishScript, commitScript, reserveScript, commitScript}
@@ -87,5 +87,76 @@ func TestBatchTakeBounded(t *testing.T) {
 		if rest[i].argv[0].(int) < rest[i-1].argv[0].(int) {
 			t.Fatalf("the rest out of order: %v then %v", rest[i-1].argv, rest[i].argv)
 		}
+	}
+}
+
+// TestBatchLimitRule: the limit rises by one for each round trip that took
+// at most grow times the quickest one lately while the limit held calls
+// back, up to the client's pool size; it holds when it held nothing back
+// or the round trip took between grow and shrink times; it falls by one,
+// to minInFlight at least, for each that took longer. The quickest round
+// trip counts for two windows at most.
+func TestBatchLimitRule(t *testing.T) {
+	b := &batcher{ceiling: 6}
+	t0 := time.Unix(1000, 0)
+	const path = 10 * time.Millisecond
+	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) }
+	if !b.free() {
+		t.Fatal("a new batcher has no free slot")
+	}
+
+	// Nothing held back (one call at a time): no change, however quick.
+	b.busy = 1
+	for i := range 10 {
+		b.answered(at(i), path)
+	}
+	if got := max(b.limit, minInFlight); got != minInFlight {
+		t.Fatalf("limit %d after quick round trips that held nothing back; want %d", got, minInFlight)
+	}
+
+	// Every slot busy, round trips at the path's time: up by one each,
+	// to the ceiling and no further.
+	for i := range 10 {
+		b.busy = max(b.limit, minInFlight)
+		b.answered(at(10+i), path+path/2)
+	}
+	if b.limit != 6 {
+		t.Fatalf("limit %d after quick round trips with every slot busy; want the ceiling, 6", b.limit)
+	}
+
+	// Calls queued count as held back too; between grow and shrink times
+	// the path's time, the limit holds.
+	b.limit, b.busy = 5, 1
+	b.enqueue(&batchCall{sc: finishScript})
+	b.answered(at(20), 3*path)
+	if b.limit != 5 {
+		t.Fatalf("limit %d after a round trip of 3 path times; want it held at 5", b.limit)
+	}
+	b.answered(at(21), path)
+	if b.limit != 6 {
+		t.Fatalf("limit %d after a quick round trip with calls queued; want 6", b.limit)
+	}
+
+	// Slow round trips (queued in Redis or the client): down by one each,
+	// to minInFlight.
+	for i := range 5 {
+		b.answered(at(30+i), 5*path)
+	}
+	if b.limit != minInFlight {
+		t.Fatalf("limit %d after slow round trips; want %d", b.limit, minInFlight)
+	}
+
+	// A path that became slower is learnt within two windows: then round
+	// trips of its new time raise the limit again.
+	later := t0.Add(2*pathWindow + time.Second)
+	b.answered(later, 5*path) // the old quickest still counts: slow, stays at the floor
+	if b.limit != minInFlight {
+		t.Fatalf("limit %d; want %d while the last window's quickest round trip counts", b.limit, minInFlight)
+	}
+	b.answered(later.Add(pathWindow), 5*path) // the old one is two windows back: 5·path is the path now
+	b.busy = minInFlight
+	b.answered(later.Add(pathWindow+time.Millisecond), 5*path)
+	if b.limit <= minInFlight {
+		t.Fatalf("limit %d; want it rising once the slower path is learnt", b.limit)
 	}
 }

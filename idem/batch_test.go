@@ -304,3 +304,60 @@ func TestAutoPipeliningCallerDeadline(t *testing.T) {
 		t.Fatalf("pipelines of %v script calls; want the 12 queued calls and the short one in the first", h.sizes)
 	}
 }
+
+// TestAutoPipeliningFarServer: where the server is far (every round trip
+// held up by the network, not by the server), calls that find the slots
+// busy do not wait for another caller's round trip: the store lets more
+// round trips fly, and once it has learnt the path nearly every call goes
+// alone. (Near and busy, TestAutoPipelining, calls queue and share them.)
+func TestAutoPipeliningFarServer(t *testing.T) {
+	mr, _ := redistest.Mini(t)
+	p := redistest.NewProxy(t, mr.Addr())
+	p.Delay(10*time.Millisecond, 10*time.Millisecond)
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: p.Addr(), PoolSize: 20})
+	t.Cleanup(func() { _ = rdb.Close() })
+	h := &scriptCalls{}
+	rdb.AddHook(h)
+	s := newStore(t, rdb)
+	ctx := context.Background()
+	status := func(c, i int) error {
+		q := &guard.Entry{TenantID: "t", SubjectID: "u", OperationID: fmt.Sprintf("op-%d-%d", c, i), Tool: "get", Now: time.Now()}
+		_, _, err := s.Status(ctx, q)
+		return err
+	}
+	if err := status(-1, 0); err != nil { // Check, and the scripts loaded
+		t.Fatal(err)
+	}
+	const callers = 12 // three times the slots a store starts with
+	rounds := func(n int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, callers)
+		for c := range callers {
+			wg.Go(func() {
+				for i := range n {
+					if err := status(c, i); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatal(err)
+		}
+	}
+	rounds(20) // the store learns the path
+	h.alone.Store(0)
+	h.piped.Store(0)
+	h.pipelines.Store(0)
+	rounds(20)
+	alone, piped, pipelines := h.alone.Load(), h.piped.Load(), h.pipelines.Load()
+	t.Logf("%d script calls alone, %d in %d pipelines", alone, piped, pipelines)
+	if calls, trips := alone+piped, alone+pipelines; calls != callers*20 || trips*10 < calls*8 {
+		t.Fatalf("%d script calls in %d round trips (%d alone, %d pipelines): want %d calls, at least 8 in 10 alone",
+			calls, trips, alone, pipelines, callers*20)
+	}
+}
