@@ -29,12 +29,12 @@ type outcome struct {
 // more, as across a network: a pipeline of many commands costs one round
 // trip, as it would.
 func sweep(cfg config, w io.Writer) error {
-	if cfg.cpuProfile != "" {
-		return errors.New("-cpuprofile profiles one run: give one -c and no -rtt")
-	}
 	delays := cfg.rtts
 	if !cfg.rtt {
 		delays = []time.Duration{-1}
+	}
+	if cfg.cpuProfile != "" && len(cfg.cs)*len(delays) > 1 {
+		return errors.New("-cpuprofile profiles one run: give one -c and at most one -rtt")
 	}
 	var outs []*outcome
 	for _, c := range cfg.cs {
