@@ -62,11 +62,7 @@ func (l *Loop) Grant(req ApprovalRequest, approver string) (string, error) {
 	if l.err != nil {
 		return "", l.err
 	}
-	g := guard.NewGrant(req.Principal, guard.Proposal{Name: req.Tool, Arguments: req.Arguments}, approver, l.clock.Now(), l.grantTTL)
-	if g.Fingerprint != req.Fingerprint {
-		return "", errors.New("agentloop: approval request's arguments do not match its fingerprint")
-	}
-	return l.signer.Sign(g)
+	return SignGrant(l.signer, l.clock, l.grantTTL, req, approver)
 }
 
 // Approval answers one pending request of a paused run: a signed grant

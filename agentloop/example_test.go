@@ -16,6 +16,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/memstore"
 )
 
 // Example runs a scripted model offline: it reads an order, drafts a refund
@@ -151,4 +152,31 @@ func ExampleLoop_Stream() {
 	// delta "is "
 	// delta "paid."
 	// end:       completed
+}
+
+// ExampleNewApprovalRequest is the approval step of a host that drives the
+// calls itself: the guard asks for a human, the human sees the canonical
+// intent, and the yes becomes a grant that runs the call once.
+func ExampleNewApprovalRequest() {
+	signer, _ := guard.NewSigner([]byte("an example key of 32 bytes......"))
+	g := guard.New(orders.Tools(orders.NewService()), memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	ctx := context.Background()
+	call := guard.Call{
+		Principal: guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"},
+		Proposal:  guard.Proposal{Name: "create_refund_draft", Arguments: []byte(`{"reason":"duplicate","order_ref":"ORDER-7"}`)},
+		Context:   guard.ExecutionContext{CallID: "call-1", Scope: "session-1"},
+	}
+	res, _ := g.Dispatch(ctx, call)
+	fmt.Println(res.Code, agentloop.NeedsApproval(g, call, res))
+
+	req := agentloop.NewApprovalRequest(g, call)
+	fmt.Println(req.Tool, string(req.Arguments))
+
+	call.Approval, _ = agentloop.SignGrant(signer, nil, 0, req, "ann")
+	res, _ = g.Dispatch(ctx, call)
+	fmt.Println(res.Code)
+	// Output:
+	// APPROVAL_REQUIRED true
+	// create_refund_draft {"order_ref":"ORDER-7","reason":"duplicate"}
+	// OK
 }

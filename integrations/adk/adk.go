@@ -348,7 +348,7 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 	}
 	fp := guard.Fingerprint(call.Proposal.Name, call.Proposal.Arguments)
 	if c := ctx.ToolConfirmation(); c != nil && call.Approval == "" && a.opts.Signer != nil {
-		req := a.payloadOf(call, fp)
+		req := a.payloadOf(call)
 		if !payloadMatches(c.Payload, fp) {
 			// The answer is to another question than this call's: no
 			// decision on this one, which may be asked again.
@@ -372,13 +372,13 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 	if err != nil {
 		return nil, fmt.Errorf("tgadk: %w", err)
 	}
-	if res.Code == guard.CodeApprovalRequired && call.Approval == "" && a.opts.Signer != nil {
+	if a.opts.Signer != nil && agentloop.NeedsApproval(a.g, call, res) {
 		if a.deniedBefore(ctx, fp) {
 			return Response(denied("")), nil
 		}
-		req := a.payloadOf(call, fp)
+		req := a.payloadOf(call)
 		if a.opts.Approver != nil {
-			return a.approveInline(ctx, call, req)
+			return a.approveInline(ctx, call)
 		}
 		return a.ask(ctx, call, req)
 	}
@@ -409,9 +409,8 @@ func (a *Guarded) refuse(ctx agent.Context, call guard.Call, remember bool, answ
 // agentloop does with an Approver: a yes dispatches the call again with a
 // grant, anything else is a denial (remembered in the session unless it
 // expired or the approver failed).
-func (a *Guarded) approveInline(ctx agent.Context, call guard.Call, req ConfirmationPayload) (map[string]any, error) {
-	ar := agentloop.ApprovalRequest{RunID: call.Context.Scope, CallID: call.Context.CallID, Tool: req.Tool,
-		Arguments: req.Arguments, Principal: call.Principal, Fingerprint: req.Fingerprint, OperationID: req.OperationID}
+func (a *Guarded) approveInline(ctx agent.Context, call guard.Call) (map[string]any, error) {
+	ar := agentloop.NewApprovalRequest(a.g, call)
 	var d agentloop.Decision
 	err := safely(func() error {
 		var aerr error
@@ -420,7 +419,7 @@ func (a *Guarded) approveInline(ctx agent.Context, call guard.Call, req Confirma
 	})
 	if err != nil || !d.Approved {
 		if err == nil && !d.Expired {
-			a.rememberDenial(ctx, req.Fingerprint)
+			a.rememberDenial(ctx, ar.Fingerprint)
 		}
 		return Response(denied(d.Reason)), nil
 	}
@@ -453,13 +452,12 @@ func (a *Guarded) decide(ctx agent.Context, c *toolconfirmation.ToolConfirmation
 
 // grant mints and signs the grant of an approved call: this principal,
 // this exact proposal, the approver's name (the principal's subject when
-// none is known).
+// none is known), by agentloop.SignGrant.
 func (a *Guarded) grant(call guard.Call, approver string) (string, error) {
 	if approver == "" {
 		approver = call.Principal.SubjectID
 	}
-	g := guard.NewGrant(call.Principal, call.Proposal, approver, a.opts.Clock.Now(), a.opts.GrantTTL)
-	return a.opts.Signer.Sign(g)
+	return agentloop.SignGrant(a.opts.Signer, a.opts.Clock, a.opts.GrantTTL, agentloop.NewApprovalRequest(a.g, call), approver)
 }
 
 // ErrHostPanic is the error of a call whose host function (Scope, Call,

@@ -6,6 +6,7 @@ import (
 
 	"google.golang.org/adk/v2/agent"
 
+	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 )
 
@@ -45,10 +46,11 @@ const PendingMessage = "A human has been asked to approve this action; the run c
 // (agentloop's wording).
 func denied(reason string) *guard.Result { return guard.Declined(reason) }
 
-// payloadOf is what a human is asked to approve of a call.
-func (a *Guarded) payloadOf(call guard.Call, fp string) ConfirmationPayload {
-	return ConfirmationPayload{Tool: call.Proposal.Name, Arguments: canonicalArgs(call.Proposal.Arguments),
-		Fingerprint: fp, OperationID: a.g.OperationID(call)}
+// payloadOf is what a human is asked to approve of a call: the
+// agentloop.NewApprovalRequest of it.
+func (a *Guarded) payloadOf(call guard.Call) ConfirmationPayload {
+	r := agentloop.NewApprovalRequest(a.g, call)
+	return ConfirmationPayload{Tool: r.Tool, Arguments: r.Arguments, Fingerprint: r.Fingerprint, OperationID: r.OperationID}
 }
 
 // ask puts the call to a human through ADK's confirmation: the run pauses
@@ -65,21 +67,6 @@ func (a *Guarded) ask(ctx agent.Context, call guard.Call, req ConfirmationPayloa
 		return nil, fmt.Errorf("tgadk: asking for confirmation: %w", err)
 	}
 	return Response(&guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: PendingMessage}), nil
-}
-
-// canonicalArgs returns the arguments' canonical JSON (as the fingerprint
-// reads them) for showing to a human, or their text as a JSON string.
-func canonicalArgs(raw json.RawMessage) json.RawMessage {
-	var v any
-	if err := json.Unmarshal(raw, &v); err != nil {
-		b, _ := json.Marshal(string(raw))
-		return b
-	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		b, _ = json.Marshal(string(raw))
-	}
-	return b
 }
 
 // payloadMatches reports whether a confirmation response's payload, if it

@@ -1,11 +1,8 @@
 package tgeino
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
-	"sync"
 
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
@@ -95,55 +92,17 @@ const DeniedMessage = guard.DeclinedMessage
 func denied(reason string) *guard.Result { return guard.Declined(reason) }
 
 // needsHuman reports whether a dispatch's result is a write that waits
-// for a human's approval, who is then asked (an interrupt of the run, or
-// Options.Approver): APPROVAL_REQUIRED for a tool that needs approval,
-// asked without a grant, with a signer to mint the grant.
+// for a human's approval who is then asked (an interrupt of the run, or
+// Options.Approver): agentloop.NeedsApproval, with a signer to mint the
+// grant.
 func (eg *Guarded) needsHuman(call guard.Call, res *guard.Result) bool {
-	if res.Code != guard.CodeApprovalRequired || call.Approval != "" || eg.opts.Signer == nil ||
-		eg.opts.NoInterrupt && eg.opts.Approver == nil {
-		return false
-	}
-	t := eg.g.Tools().Lookup(call.Proposal.Name)
-	return t != nil && t.Spec().Effect == guard.Write && t.Spec().NeedsApproval
+	return eg.opts.Signer != nil && !(eg.opts.NoInterrupt && eg.opts.Approver == nil) && agentloop.NeedsApproval(eg.g, call, res)
 }
 
 // grant mints and signs the grant of a human's yes to the request: bound
-// to exactly its principal and proposal.
+// to exactly its principal and proposal (agentloop.SignGrant).
 func (eg *Guarded) grant(req agentloop.ApprovalRequest, approver string) (string, error) {
-	if approver == "" {
-		approver = "human"
-	}
-	g := guard.NewGrant(req.Principal, guard.Proposal{Name: req.Tool, Arguments: req.Arguments}, approver, eg.opts.Clock.Now(), eg.opts.GrantTTL)
-	return eg.opts.Signer.Sign(g)
-}
-
-// request describes the call for a human: the operation the guard will run
-// it as, so that the request names what the grant pays for.
-func (eg *Guarded) request(call guard.Call) agentloop.ApprovalRequest {
-	args := sortedJSON(call.Proposal.Arguments)
-	return agentloop.ApprovalRequest{RunID: call.Context.Scope, CallID: call.Context.CallID, Tool: call.Proposal.Name,
-		Arguments: json.RawMessage(args), Principal: call.Principal, Fingerprint: guard.Fingerprint(call.Proposal.Name, args),
-		OperationID: eg.g.OperationID(call)}
-}
-
-// sortedJSON returns JSON arguments compact, with their object members
-// sorted and numbers as written, for a human to read; arguments that are
-// not JSON are returned as they are. The fingerprint, which binds the
-// grant, is the guard's canonical one whatever the spelling.
-func sortedJSON(raw []byte) []byte {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.UseNumber()
-	var v any
-	if dec.Decode(&v) != nil || dec.More() {
-		return raw
-	}
-	var b bytes.Buffer
-	enc := json.NewEncoder(&b)
-	enc.SetEscapeHTML(false)
-	if enc.Encode(v) != nil {
-		return raw
-	}
-	return bytes.TrimSuffix(b.Bytes(), []byte("\n"))
+	return agentloop.SignGrant(eg.opts.Signer, eg.opts.Clock, eg.opts.GrantTTL, req, approver)
 }
 
 // resume handles a call at an approval interrupt the run resumes from. A
@@ -157,7 +116,7 @@ func (eg *Guarded) resume(ctx context.Context, call *guard.Call) (answer string,
 	if !was {
 		return "", nil
 	}
-	req := eg.request(*call)
+	req := agentloop.NewApprovalRequest(eg.g, *call)
 	target, _, data := compose.GetResumeContext[any](ctx)
 	if !target {
 		return "", compose.StatefulInterrupt(ctx, req, st)
@@ -180,7 +139,7 @@ func (eg *Guarded) resume(ctx context.Context, call *guard.Call) (answer string,
 	}
 	if !d.Approved {
 		if !d.Expired {
-			eg.denials.add(req)
+			eg.denials.Add(req)
 		}
 		return denied(d.Reason).String(), nil
 	}
@@ -189,40 +148,4 @@ func (eg *Guarded) resume(ctx context.Context, call *guard.Call) (answer string,
 	}
 	call.Approval, err = eg.grant(req, d.Approver)
 	return "", err
-}
-
-// denials remembers, in this process, the intents humans declined, per
-// principal and scope. It is bounded: when full it forgets everything, and
-// a forgotten denial is asked again.
-type denials struct {
-	mu   sync.Mutex
-	seen map[string]struct{}
-}
-
-const maxDenials = 4096
-
-func newDenials() *denials { return &denials{seen: map[string]struct{}{}} }
-
-func denialKey(r agentloop.ApprovalRequest) string {
-	b, _ := json.Marshal([4]string{r.Principal.TenantID, r.Principal.SubjectID, r.RunID, r.Fingerprint})
-	return string(b)
-}
-
-func (d *denials) add(r agentloop.ApprovalRequest) {
-	if r.RunID == "" {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.seen) >= maxDenials {
-		clear(d.seen)
-	}
-	d.seen[denialKey(r)] = struct{}{}
-}
-
-func (d *denials) has(r agentloop.ApprovalRequest) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.seen[denialKey(r)]
-	return ok
 }

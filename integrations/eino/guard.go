@@ -90,7 +90,7 @@ type Guarded struct {
 	offered []tool.BaseTool
 	nulls   map[string]map[string]any // strict schemas, by tool name, for absent nullable members
 	own     map[string]bool           // tools the guard runs itself (toolset tools, the status tool), by name
-	denials *denials
+	denials agentloop.Denials
 }
 
 // New returns a Guarded over g, whose tools are set: the tools the model is
@@ -114,7 +114,7 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 		opts.Clock = guard.SystemClock
 	}
 	eg := &Guarded{g: g, opts: opts, nulls: map[string]map[string]any{},
-		own: map[string]bool{}, denials: newDenials()}
+		own: map[string]bool{}}
 	decls := set.Tools()
 	if !opts.NoStatusTool {
 		st, err := statusTool(opts.StatusTool)
@@ -409,8 +409,8 @@ func (eg *Guarded) answer(ctx context.Context, name, args, callID string, run ru
 	if !eg.needsHuman(call, res) {
 		return res.String(), nil
 	}
-	req := eg.request(call)
-	if eg.denials.has(req) {
+	req := agentloop.NewApprovalRequest(eg.g, call)
+	if eg.denials.Has(req) {
 		// A human already said no to this very intent in this scope: the
 		// same answer, without asking again (contract section 8).
 		return denied("").String(), nil
@@ -421,7 +421,7 @@ func (eg *Guarded) answer(ctx context.Context, name, args, callID string, run ru
 	d, err := eg.opts.Approver.Approve(ctx, req)
 	if err != nil || !d.Approved {
 		if err == nil && !d.Expired {
-			eg.denials.add(req)
+			eg.denials.Add(req)
 		}
 		return denied(d.Reason).String(), nil
 	}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"maps"
-	"sync"
 
 	"github.com/firebase/genkit/go/ai"
 
@@ -139,14 +138,14 @@ func (a *Guarded) resume(ctx context.Context, call *guard.Call) (*guard.Result, 
 	if !convert(v, &d) {
 		return nil, ErrOtherCall
 	}
-	req := a.request(*call)
+	req := agentloop.NewApprovalRequest(a.g, *call)
 	p := call.Principal
 	if d.TenantID != p.TenantID || d.SubjectID != p.SubjectID || d.Fingerprint != req.Fingerprint {
 		return nil, ErrOtherCall
 	}
 	if !d.Approved {
 		if !d.Expired {
-			a.denials.add(req)
+			a.denials.Add(req)
 		}
 		return denied(d.Reason), nil
 	}
@@ -165,73 +164,15 @@ func (a *Guarded) resume(ctx context.Context, call *guard.Call) (*guard.Result, 
 func denied(reason string) *guard.Result { return guard.Declined(reason) }
 
 // needsHuman reports whether a dispatch's result is a write that waits for
-// a human's approval, who is then asked (an interrupt of the generation,
-// or Options.Approver): APPROVAL_REQUIRED for a tool that needs approval,
-// asked without a grant, with a signer to mint the grant.
+// a human's approval who is then asked (an interrupt of the generation, or
+// Options.Approver): agentloop.NeedsApproval, with a signer to mint the
+// grant.
 func (a *Guarded) needsHuman(call guard.Call, res *guard.Result) bool {
-	if res.Code != guard.CodeApprovalRequired || call.Approval != "" || a.opts.Signer == nil ||
-		a.opts.NoInterrupt && a.opts.Approver == nil {
-		return false
-	}
-	t := a.g.Tools().Lookup(call.Proposal.Name)
-	return t != nil && t.Spec().Effect == guard.Write && t.Spec().NeedsApproval
+	return a.opts.Signer != nil && !(a.opts.NoInterrupt && a.opts.Approver == nil) && agentloop.NeedsApproval(a.g, call, res)
 }
 
 // grant mints and signs the grant of a human's yes to the request: bound
-// to exactly its principal and proposal.
+// to exactly its principal and proposal (agentloop.SignGrant).
 func (a *Guarded) grant(req agentloop.ApprovalRequest, approver string) (string, error) {
-	if approver == "" {
-		approver = "human"
-	}
-	g := guard.NewGrant(req.Principal, guard.Proposal{Name: req.Tool, Arguments: req.Arguments}, approver, a.opts.Clock.Now(), a.opts.GrantTTL)
-	return a.opts.Signer.Sign(g)
-}
-
-// request describes the call for a human: the operation the guard will run
-// it as, so that the request names what the grant pays for.
-func (a *Guarded) request(call guard.Call) agentloop.ApprovalRequest {
-	args := []byte(call.Proposal.Arguments)
-	var b bytes.Buffer
-	if json.Compact(&b, args) == nil {
-		args = b.Bytes()
-	}
-	return agentloop.ApprovalRequest{RunID: call.Context.Scope, CallID: call.Context.CallID, Tool: call.Proposal.Name,
-		Arguments: json.RawMessage(args), Principal: call.Principal, Fingerprint: guard.Fingerprint(call.Proposal.Name, args),
-		OperationID: a.g.OperationID(call)}
-}
-
-// denials remembers, in this process, the intents humans declined, per
-// principal and scope. It is bounded: when full it forgets everything, and
-// a forgotten denial is asked again.
-type denials struct {
-	mu   sync.Mutex
-	seen map[string]struct{}
-}
-
-const maxDenials = 4096
-
-func newDenials() *denials { return &denials{seen: map[string]struct{}{}} }
-
-func denialKey(r agentloop.ApprovalRequest) string {
-	b, _ := json.Marshal([4]string{r.Principal.TenantID, r.Principal.SubjectID, r.RunID, r.Fingerprint})
-	return string(b)
-}
-
-func (d *denials) add(r agentloop.ApprovalRequest) {
-	if r.RunID == "" {
-		return
-	}
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	if len(d.seen) >= maxDenials {
-		clear(d.seen)
-	}
-	d.seen[denialKey(r)] = struct{}{}
-}
-
-func (d *denials) has(r agentloop.ApprovalRequest) bool {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	_, ok := d.seen[denialKey(r)]
-	return ok
+	return agentloop.SignGrant(a.opts.Signer, a.opts.Clock, a.opts.GrantTTL, req, approver)
 }

@@ -96,7 +96,7 @@ type Guarded struct {
 	offered []*ai.ToolAction[any, any] // the set's toolset tools and the status tool, as Genkit declares them
 	genkit  []string                   // the set's imported Genkit tools, by name
 	nulls   map[string]map[string]any  // strict schemas, by tool name, for absent nullable members
-	denials *denials
+	denials agentloop.Denials
 }
 
 var _ ai.Middleware = (*Guarded)(nil)
@@ -125,7 +125,7 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 	if opts.Approver != nil && opts.Signer == nil {
 		return nil, errors.New("tggenkit: Options.Approver needs Options.Signer to mint the grants")
 	}
-	a := &Guarded{g: g, set: set, opts: opts, nulls: map[string]map[string]any{}, denials: newDenials()}
+	a := &Guarded{g: g, set: set, opts: opts, nulls: map[string]map[string]any{}}
 	decls := set.Tools()
 	if !opts.NoStatusTool {
 		st := toolset.StatusTool(opts.StatusTool)
@@ -312,8 +312,8 @@ func (a *Guarded) answer(ctx context.Context, params *ai.ToolParams, next ai.Too
 	if !a.needsHuman(call, res) {
 		return res, nil
 	}
-	areq := a.request(call)
-	if a.denials.has(areq) {
+	areq := agentloop.NewApprovalRequest(a.g, call)
+	if a.denials.Has(areq) {
 		// A human already said no to this very intent in this scope: the
 		// same answer, without asking again (contract section 8).
 		return denied(""), nil
@@ -325,7 +325,7 @@ func (a *Guarded) answer(ctx context.Context, params *ai.ToolParams, next ai.Too
 	err = safely(func() (err error) { d, err = a.opts.Approver.Approve(ctx, areq); return err })
 	if err != nil || !d.Approved {
 		if err == nil && !d.Expired {
-			a.denials.add(areq)
+			a.denials.Add(areq)
 		}
 		return denied(d.Reason), nil
 	}

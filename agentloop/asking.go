@@ -1,0 +1,119 @@
+package agentloop
+
+import (
+	"encoding/json"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/canon"
+)
+
+// The approval step for hosts that drive the calls themselves (a
+// framework's tool node, as in the integrations for ADK, Eino and
+// Genkit), in the words the Loop uses: which answer waits for a human
+// (NeedsApproval), what the human is asked (NewApprovalRequest), the grant
+// a yes becomes (SignGrant), and the noes kept so that an intent declined
+// is not asked again in its scope (Denials).
+
+// NeedsApproval reports whether res, g's answer to call, is a write that
+// waits for a human's yes: APPROVAL_REQUIRED for a write tool that needs
+// approval, to a call that presented no grant. (A call that presented one
+// and was refused, expired or bound to another intent, is answered as it
+// is: asking again would not make that grant good.)
+func NeedsApproval(g *guard.Guard, call guard.Call, res *guard.Result) bool {
+	if res == nil || res.Code != guard.CodeApprovalRequired || call.Approval != "" {
+		return false
+	}
+	t := g.Tools().Lookup(call.Proposal.Name)
+	return t != nil && t.Spec().Effect == guard.Write && t.Spec().NeedsApproval
+}
+
+// NewApprovalRequest returns what a human is asked about call: its scope
+// (call.Context.Scope) as the RunID, its call id, its tool and arguments
+// (canonical JSON, members sorted, as the Loop shows them; arguments that
+// are not JSON as they are), its principal, the fingerprint a grant must
+// carry, and the operation g runs it as (guard.Guard.OperationID), so that
+// the request names what the grant pays for.
+func NewApprovalRequest(g *guard.Guard, call guard.Call) ApprovalRequest {
+	args := call.Proposal.Arguments
+	if c, _, err := canon.Parse(args, canon.Limits{}); err == nil {
+		args = c
+	}
+	return ApprovalRequest{RunID: call.Context.Scope, CallID: call.Context.CallID, Tool: call.Proposal.Name,
+		Arguments: json.RawMessage(args), Principal: call.Principal, Fingerprint: guard.Fingerprint(call.Proposal.Name, args),
+		OperationID: g.OperationID(call)}
+}
+
+// DefaultApprover names the approver of a grant whose Decision named none.
+const DefaultApprover = "human"
+
+// SignGrant mints the grant of a human's yes to req and signs it with s:
+// bound to exactly req's principal and proposal, valid for ttl from
+// clock's now (DefaultGrantTTL when ttl is 0 or less; guard.SystemClock
+// when clock is nil), naming approver (DefaultApprover when ""). The
+// token pays for one execution of that intent (SPEC.md section 8). It
+// fails when req's arguments are not the ones its fingerprint names.
+func SignGrant(s *guard.Signer, clock guard.Clock, ttl time.Duration, req ApprovalRequest, approver string) (string, error) {
+	if s == nil {
+		return "", errors.New("agentloop: a grant needs a signer")
+	}
+	if clock == nil {
+		clock = guard.SystemClock
+	}
+	if ttl <= 0 {
+		ttl = DefaultGrantTTL
+	}
+	if approver == "" {
+		approver = DefaultApprover
+	}
+	g := guard.NewGrant(req.Principal, guard.Proposal{Name: req.Tool, Arguments: req.Arguments}, approver, clock.Now(), ttl)
+	if g.Fingerprint != req.Fingerprint {
+		return "", errors.New("agentloop: approval request's arguments do not match its fingerprint")
+	}
+	return s.Sign(g)
+}
+
+// Denials remembers, in this process, the intents humans declined, by
+// principal, scope (RunID) and fingerprint, so that a host answers the
+// same intent in the same scope with the same no instead of asking again.
+// A request without a scope is not remembered. It holds at most
+// MaxDenials; when full it forgets everything, and a forgotten denial is
+// asked again. The zero value is ready to use, and it is safe for
+// concurrent use. (A Loop keeps its noes in the run's State instead.)
+type Denials struct {
+	mu   sync.Mutex
+	seen map[denialKey]struct{}
+}
+
+// MaxDenials is how many denials a Denials holds at most.
+const MaxDenials = 4096
+
+type denialKey struct{ tenant, subject, scope, fingerprint string }
+
+func keyOf(r ApprovalRequest) denialKey {
+	return denialKey{r.Principal.TenantID, r.Principal.SubjectID, r.RunID, r.Fingerprint}
+}
+
+// Add remembers that a human declined r.
+func (d *Denials) Add(r ApprovalRequest) {
+	if r.RunID == "" {
+		return
+	}
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.seen == nil || len(d.seen) >= MaxDenials {
+		d.seen = make(map[denialKey]struct{})
+	}
+	d.seen[keyOf(r)] = struct{}{}
+}
+
+// Has reports whether a human declined r's intent, for r's principal in
+// r's scope.
+func (d *Denials) Has(r ApprovalRequest) bool {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	_, ok := d.seen[keyOf(r)]
+	return ok
+}
