@@ -306,6 +306,27 @@ func (r *run) drive(ctx context.Context) (*RunResult, error) {
 	}
 }
 
+// ErrProviderPanic is the error of a run whose provider panicked during a
+// turn (an SDK that could not read what the API sent, say): the run ends
+// with it, and nothing of that reply runs but the reads it had dispatched
+// early, whose results go nowhere.
+var ErrProviderPanic = errors.New("agentloop: the provider panicked")
+
+// askModel asks p for one reply, turning a panic into ErrProviderPanic, so
+// that none reaches the host, and a nil reply into an error.
+func askModel(ctx context.Context, p provider.Provider, req provider.Request) (rep *provider.Reply, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			rep, err = nil, fmt.Errorf("%w: %v", ErrProviderPanic, v)
+		}
+	}()
+	rep, err = p.Turn(ctx, req)
+	if err == nil && rep == nil {
+		err = errors.New("agentloop: the provider returned no reply and no error")
+	}
+	return rep, err
+}
+
 // turn is one model turn: the request, then the dispatch of its calls. It
 // returns a result when the run ends or pauses, and nil to go on.
 func (r *run) turn(ctx context.Context) (*RunResult, error) {
@@ -317,7 +338,7 @@ func (r *run) turn(ctx context.Context) (*RunResult, error) {
 		ahead = newEarly(ctx, r)
 		req.Ready = ahead.ready
 	}
-	rep, err := l.provider.Turn(ctx, req)
+	rep, err := askModel(ctx, l.provider, req)
 	if err != nil {
 		ahead.settle("the reply failed")
 		return l.result(st, "", ""), fmt.Errorf("agentloop: turn %d: %w", st.Turn+1, err)
