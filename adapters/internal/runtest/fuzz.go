@@ -38,7 +38,7 @@ func BodyServer(tb testing.TB, body []byte, sse bool) *httptest.Server {
 // fuzzer reports one), a run that ends once with a status or an error,
 // and every tool result the model would get a tool-model-result-v2
 // object with a code.
-func Untrusted(t *testing.T, p provider.Provider, stream bool) {
+func Untrusted(t *testing.T, p provider.Provider, streamed bool) {
 	t.Helper()
 	done := make(chan struct{})
 	go func() {
@@ -54,18 +54,8 @@ func Untrusted(t *testing.T, p provider.Provider, stream bool) {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	var r *Run
-	if stream {
-		r = &Run{}
-		for ev, err := range loop.Stream(ctx, Principal, "hi") {
-			if err != nil {
-				r.Err = err
-				continue
-			}
-			r.Events = append(r.Events, ev)
-			if ev.Kind == agentloop.EventEnd {
-				r.End, r.Ends = ev.Run, r.Ends+1
-			}
-		}
+	if streamed {
+		r = stream(ctx, loop, "hi")
 	} else {
 		res, err := loop.Run(ctx, Principal, "hi")
 		r = &Run{Err: err}

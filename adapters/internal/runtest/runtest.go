@@ -35,9 +35,14 @@ type Run struct {
 // yields.
 func Stream(t testing.TB, p provider.Provider, input string) *Run {
 	t.Helper()
-	loop := agentloop.New(p, orders.NoopTools(), agentloop.Options{})
+	return stream(context.Background(), agentloop.New(p, orders.NoopTools(), agentloop.Options{}), input)
+}
+
+// stream runs loop on input with agentloop.Stream and collects what it
+// yields.
+func stream(ctx context.Context, loop *agentloop.Loop, input string) *Run {
 	r := &Run{}
-	for ev, err := range loop.Stream(context.Background(), Principal, input) {
+	for ev, err := range loop.Stream(ctx, Principal, input) {
 		if err != nil {
 			r.Err = err
 			continue
