@@ -101,19 +101,23 @@ func (s *rawSession) post(body string) (int, string) {
 	return resp.StatusCode, last
 }
 
+// rpcAnswer is a JSON-RPC answer to tools/call: a result with its
+// structured content, or an error.
+type rpcAnswer struct {
+	Result *struct {
+		Structured json.RawMessage `json:"structuredContent"`
+	} `json:"result"`
+	Error *struct {
+		Message string `json:"message"`
+	} `json:"error"`
+}
+
 // callRaw sends tools/call with a given JSON-RPC id and params and
 // returns the model result, or the JSON-RPC error.
 func (s *rawSession) callRaw(id int, params string) (*guard.Result, string) {
 	s.t.Helper()
 	_, body := s.post(fmt.Sprintf(`{"jsonrpc":"2.0","id":%d,"method":"tools/call","params":%s}`, id, params))
-	var msg struct {
-		Result *struct {
-			Structured json.RawMessage `json:"structuredContent"`
-		} `json:"result"`
-		Error *struct {
-			Message string `json:"message"`
-		} `json:"error"`
-	}
+	var msg rpcAnswer
 	if err := json.Unmarshal([]byte(body), &msg); err != nil {
 		s.t.Fatalf("answer %q: %v", body, err)
 	}

@@ -29,14 +29,7 @@ func FuzzToolsCall(f *testing.F) {
 		s := w.raw(t, w.serveHTTP(t, 0, 64<<10), "token-a")
 		st, body := s.post(`{"jsonrpc":"2.0","id":1,"method":"tools/call","params":` + params + `}`)
 		if st == http.StatusOK {
-			var msg struct {
-				Result *struct {
-					Structured json.RawMessage `json:"structuredContent"`
-				} `json:"result"`
-				Error *struct {
-					Code int `json:"code"`
-				} `json:"error"`
-			}
+			var msg rpcAnswer
 			if err := json.Unmarshal([]byte(body), &msg); err != nil || (msg.Result == nil) == (msg.Error == nil) {
 				t.Fatalf("answer %q: want a result or an error (%v)", body, err)
 			}
