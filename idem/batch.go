@@ -18,7 +18,8 @@ import (
 // once, by itself, on its own context, as without batching.
 
 // How many pipelines (or lone calls) one batcher has in flight at most: its
-// limit, between minInFlight and the client's pool size. A call that finds
+// limit, between minInFlight and half the client's pool size (the other
+// half stays for the host's own commands on the same client). A call that finds
 // that many busy waits in the queue and goes out with the next one sent:
 // the fewer in flight, the larger the batches and the fewer the round
 // trips. Where Redis is busy (on the same machine, under load), batches
@@ -86,7 +87,7 @@ func (c *batchCall) cmd(ctx context.Context, p redis.Pipeliner) *redis.Cmd {
 // every call queued by then.
 type batcher struct {
 	rdb     redis.UniversalClient // pipelines go through it: on a cluster it follows MOVED and ASK
-	ceiling int                   // the most the limit rises to: the client's pool size
+	ceiling int                   // the most the limit rises to: half the client's pool
 	mu      sync.Mutex
 	commits []*batchCall // queued commits, sent first
 	queue   []*batchCall // the other queued calls
@@ -106,9 +107,9 @@ func (b *batcher) init(rdb redis.UniversalClient) {
 	b.rdb, b.ceiling = rdb, minInFlight
 	switch c := rdb.(type) {
 	case *redis.Client:
-		b.ceiling = max(c.Options().PoolSize, minInFlight)
+		b.ceiling = max(c.Options().PoolSize/2, minInFlight)
 	case *redis.ClusterClient:
-		b.ceiling = max(c.Options().PoolSize, minInFlight) // each node's pool
+		b.ceiling = max(c.Options().PoolSize/2, minInFlight) // each node's pool
 	}
 }
 

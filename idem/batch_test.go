@@ -314,7 +314,7 @@ func TestAutoPipeliningFarServer(t *testing.T) {
 	mr, _ := redistest.Mini(t)
 	p := redistest.NewProxy(t, mr.Addr())
 	p.Delay(10*time.Millisecond, 10*time.Millisecond)
-	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: p.Addr(), PoolSize: 20})
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: p.Addr(), PoolSize: 32}) // up to 16 in flight
 	t.Cleanup(func() { _ = rdb.Close() })
 	h := &scriptCalls{}
 	rdb.AddHook(h)
