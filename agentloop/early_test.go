@@ -2,6 +2,7 @@ package agentloop_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -31,23 +32,36 @@ type earlyNote struct {
 
 // heldReply starts the named provider's fake with a reply that calls a
 // write (add_note) and then a read (get_order) and stays open until hold
-// is closed, then a final message.
-func heldReply(t *testing.T, name string, hold <-chan struct{}) provider.Provider {
+// is closed, then a final message. answered returns the tools whose results
+// the second request carries, in its order.
+func heldReply(t *testing.T, name string, hold <-chan struct{}) (p provider.Provider, answered func() []string) {
 	t.Helper()
 	const note, read = `{"text":"asked about ORDER-7"}`, `{"order_ref":"ORDER-7"}`
+	tool := map[string]string{"c_note": "add_note", "c_read": readTool}
 	switch name {
 	case "responses":
 		srv := openaitest.NewServer(openaitest.Turn{Text: "Looking it up", Hold: hold, Calls: []openaitest.Call{
 			{CallID: "c_note", Name: "add_note", Arguments: note}, {CallID: "c_read", Name: readTool, Arguments: read}}},
 			openaitest.Turn{Text: "ORDER-7 is paid."})
 		t.Cleanup(srv.Close)
-		return model(newClient(srv))
+		return model(newClient(srv)), func() (names []string) {
+			for _, o := range srv.Requests()[1].FunctionCallOutputs() {
+				names = append(names, tool[o.CallID])
+			}
+			return names
+		}
 	case "anthropic":
 		srv := anthropictest.NewServer(anthropictest.Turn{Text: "Looking it up", Hold: hold, Calls: []anthropictest.Call{
 			{ID: "c_note", Name: "add_note", Input: note}, {ID: "c_read", Name: readTool, Input: read}}},
 			anthropictest.Turn{Text: "ORDER-7 is paid."})
 		t.Cleanup(srv.Close)
-		return tganthropic.NewModel(sdk.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("test")), tganthropic.ModelOptions{})
+		return tganthropic.NewModel(sdk.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("test")), tganthropic.ModelOptions{}),
+			func() (names []string) {
+				for _, r := range srv.Requests()[1].ToolResults() {
+					names = append(names, tool[r.ToolUseID])
+				}
+				return names
+			}
 	case "gemini":
 		srv := geminitest.NewServer(geminitest.Turn{Text: "Looking it up", Hold: hold, Calls: []geminitest.Call{
 			{Name: "add_note", Args: note}, {Name: readTool, Args: read}}},
@@ -58,10 +72,15 @@ func heldReply(t *testing.T, name string, hold <-chan struct{}) provider.Provide
 		if err != nil {
 			t.Fatal(err)
 		}
-		return tggemini.NewModel(client, tggemini.ModelOptions{})
+		return tggemini.NewModel(client, tggemini.ModelOptions{}), func() (names []string) {
+			for _, r := range srv.Requests()[1].FunctionResponses() {
+				names = append(names, r.Name)
+			}
+			return names
+		}
 	}
 	t.Fatalf("no provider %s", name)
-	return nil
+	return nil, nil
 }
 
 // On every provider whose stream says when a call is complete (Responses'
@@ -76,7 +95,7 @@ func TestEveryStreamReadsEarly(t *testing.T) {
 			hold := make(chan struct{})
 			var once sync.Once
 			release := func() { once.Do(func() { close(hold) }) }
-			p := heldReply(t, name, hold)
+			p, answered := heldReply(t, name, hold)
 			t.Cleanup(release) // runs before the fake's Close, so a failed test does not hang it
 			var notes atomic.Int32
 			tools, err := orders.Tools(orders.NewService()).With(toolset.Write("add_note", "Adds a note.",
@@ -126,6 +145,9 @@ func TestEveryStreamReadsEarly(t *testing.T) {
 			}
 			if got := strings.Join(kinds, ","); got != "user:,call:get_order,result:get_order,message:,call:add_note,result:add_note,message:" {
 				t.Errorf("transcript %s\n%s", got, res.Transcript)
+			}
+			if got := answered(); !slices.Equal(got, []string{"add_note", readTool}) {
+				t.Errorf("the results went back for %v; want the reply's order, add_note then %s", got, readTool)
 			}
 		})
 	}
