@@ -273,7 +273,6 @@ func storeUnavailable() *Result {
 	return &Result{Code: CodeUnavailable, Delivery: DeliveryFresh, Message: unavailableMessage, RetryAfter: time.Second}
 }
 
-// prepare canonicalizes the arguments and derives the ids.
 // identify prepares inv for call and gives it the operation it runs as:
 // its tool, and a write's scope ids (applyScope).
 func (g *Guard) identify(call *Call, inv *Invocation) {
@@ -293,6 +292,7 @@ func (g *Guard) OperationID(call Call) string {
 	return inv.opID
 }
 
+// prepare canonicalizes the arguments and derives the ids.
 func (g *Guard) prepare(call *Call, inv *Invocation) {
 	*inv = Invocation{
 		Principal: call.Principal,
