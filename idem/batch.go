@@ -19,19 +19,20 @@ import (
 
 // How many pipelines (or lone calls) one batcher has in flight at most: its
 // limit, between minInFlight and half the client's pool size (the other
-// half stays for the host's own commands on the same client). A call that finds
-// that many busy waits in the queue and goes out with the next one sent:
-// the fewer in flight, the larger the batches and the fewer the round
-// trips. Where Redis is busy (on the same machine, under load), batches
-// are what lower its CPU per call, and the limit stays at minInFlight;
-// where Redis is far and idle, a call that waits for a slot waits for a
-// round trip it did not need, and the limit rises.
+// half stays for the host's own commands on the same client). A call that
+// finds that many busy waits in the queue and goes out with the next one
+// sent: the fewer in flight, the larger the batches and the fewer the
+// round trips. Where Redis is busy (on the same machine, under load),
+// batches are what lower its CPU per call, and the limit stays at
+// minInFlight; where Redis is far and idle, a call that waits for a slot
+// waits for a round trip it did not need, and the limit rises.
 //
 // The rule (TCP Vegas's, for pipelines): each answered round trip is
 // compared with the quickest one lately (the path's own time, pathTime).
 // One that took at most grow times that found no queue, in Redis or in
-// the client: the limit rises by one, if it held calls back. One that took more than shrink times
-// that queued somewhere: it falls by one. Between the two it holds.
+// the client: the limit rises by one, if it held calls back. One that took
+// more than shrink times that queued somewhere: it falls by one. Between
+// the two it holds.
 const (
 	minInFlight = 4
 	grow        = 2
@@ -42,7 +43,7 @@ const (
 // time: the least of this window's and the last one's, so that a path
 // that became slower (a failover to a node further away) is learnt within
 // two windows, while until then its round trips read as queued and the
-// limit falls to minInFlight, today's safe side.
+// limit falls to minInFlight, where calls share round trips.
 const pathWindow = 10 * time.Second
 
 // maxBatch bounds the calls in one pipeline, so that one batch's reply
@@ -92,7 +93,7 @@ type batcher struct {
 	commits []*batchCall // queued commits, sent first
 	queue   []*batchCall // the other queued calls
 	busy    int          // slots taken: lone calls and workers sending pipelines
-	limit   int          // slots at most now; 0 before the first round trip is answered (minInFlight)
+	limit   int          // slots at most now, from minInFlight to ceiling
 	path    pathTime
 }
 
@@ -104,7 +105,7 @@ func newBatcher(rdb redis.UniversalClient) *batcher {
 }
 
 func (b *batcher) init(rdb redis.UniversalClient) {
-	b.rdb, b.ceiling = rdb, minInFlight
+	b.rdb, b.ceiling, b.limit = rdb, minInFlight, minInFlight
 	switch c := rdb.(type) {
 	case *redis.Client:
 		b.ceiling = max(c.Options().PoolSize/2, minInFlight)
@@ -114,7 +115,7 @@ func (b *batcher) init(rdb redis.UniversalClient) {
 }
 
 // free reports whether a slot is free. b.mu is held.
-func (b *batcher) free() bool { return b.busy < max(b.limit, minInFlight) }
+func (b *batcher) free() bool { return b.busy < b.limit }
 
 // answered moves the limit by one round trip that took d and started at
 // start, before its slot is freed: up if it took at most grow times the
@@ -124,13 +125,13 @@ func (b *batcher) free() bool { return b.busy < max(b.limit, minInFlight) }
 // than shrink times the path's time. b.mu is held.
 func (b *batcher) answered(start time.Time, d time.Duration) {
 	base := b.path.add(start, d)
-	switch limit := max(b.limit, minInFlight); {
+	switch {
 	case d <= grow*base:
-		if b.busy >= limit || b.queued() > 0 {
-			b.limit = min(limit+1, b.ceiling)
+		if b.busy >= b.limit || b.queued() > 0 {
+			b.limit = min(b.limit+1, b.ceiling)
 		}
 	case d > shrink*base:
-		b.limit = max(limit-1, minInFlight)
+		b.limit = max(b.limit-1, minInFlight)
 	}
 }
 

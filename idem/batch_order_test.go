@@ -11,7 +11,8 @@ import (
 // before it), and the commits and the other calls each keep their order. The next pipeline takes them
 // in that order, at most maxBatch.
 func TestBatchCommitsFirst(t *testing.T) {
-	b := &batcher{busy: minInFlight} // every slot taken: each call queues, no worker starts
+	b := newBatcher(nil)
+	b.busy = b.limit // every slot taken: each call queues, no worker starts
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	order := []*script{finishScript, reserveScript, commitScript, finishScript, commitScript, reserveScript, commitScript}
@@ -97,7 +98,8 @@ func TestBatchTakeBounded(t *testing.T) {
 // to minInFlight at least, for each that took longer. The quickest round
 // trip counts for two windows at most.
 func TestBatchLimitRule(t *testing.T) {
-	b := &batcher{ceiling: 6}
+	b := newBatcher(nil) // a client of no known pool: ceiling minInFlight
+	b.ceiling = 6
 	t0 := time.Unix(1000, 0)
 	const path = 10 * time.Millisecond
 	at := func(i int) time.Time { return t0.Add(time.Duration(i) * time.Millisecond) }
@@ -110,14 +112,14 @@ func TestBatchLimitRule(t *testing.T) {
 	for i := range 10 {
 		b.answered(at(i), path)
 	}
-	if got := max(b.limit, minInFlight); got != minInFlight {
-		t.Fatalf("limit %d after quick round trips that held nothing back; want %d", got, minInFlight)
+	if b.limit != minInFlight {
+		t.Fatalf("limit %d after quick round trips that held nothing back; want %d", b.limit, minInFlight)
 	}
 
 	// Every slot busy, round trips at the path's time: up by one each,
 	// to the ceiling and no further.
 	for i := range 10 {
-		b.busy = max(b.limit, minInFlight)
+		b.busy = b.limit
 		b.answered(at(10+i), path+path/2)
 	}
 	if b.limit != 6 {
