@@ -348,25 +348,23 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 	}
 	fp := guard.Fingerprint(call.Proposal.Name, call.Proposal.Arguments)
 	if c := ctx.ToolConfirmation(); c != nil && call.Approval == "" && a.opts.Signer != nil {
-		req := a.payloadOf(call)
 		if !payloadMatches(c.Payload, fp) {
 			// The answer is to another question than this call's: no
 			// decision on this one, which may be asked again.
-			return a.refuse(ctx, call, false, &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh,
+			return a.refuse(ctx, call, fp, false, &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh,
 				Message: OtherAnswerMessage})
 		}
-		d, err := a.decide(ctx, c, req)
+		ar := agentloop.NewApprovalRequest(a.g, call)
+		d, err := a.decide(ctx, c, payload(ar))
 		if err != nil {
 			return nil, err
 		}
 		if !d.Approved {
-			return a.refuse(ctx, call, !d.Expired, denied(d.Reason))
+			return a.refuse(ctx, call, fp, !d.Expired, guard.Declined(d.Reason))
 		}
-		tok, err := a.grant(call, d.Approver)
-		if err != nil {
+		if call.Approval, err = a.grant(ar, d.Approver); err != nil {
 			return nil, err
 		}
-		call.Approval = tok
 	}
 	res, err := a.g.Dispatch(withAgent(ctx), call)
 	if err != nil {
@@ -374,13 +372,13 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 	}
 	if a.opts.Signer != nil && agentloop.NeedsApproval(a.g, call, res) {
 		if a.deniedBefore(ctx, fp) {
-			return Response(denied("")), nil
+			return Response(guard.Declined("")), nil
 		}
-		req := a.payloadOf(call)
+		ar := agentloop.NewApprovalRequest(a.g, call)
 		if a.opts.Approver != nil {
-			return a.approveInline(ctx, call)
+			return a.approveInline(ctx, call, ar)
 		}
-		return a.ask(ctx, call, req)
+		return a.ask(ctx, call, payload(ar))
 	}
 	return Response(res), nil
 }
@@ -389,9 +387,9 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, 
 // dispatched without a grant, so nothing can run: an operation that ran
 // already (a yes answered before this no) replays its outcome, which the
 // model is told instead of the refusal; otherwise the guard says
-// APPROVAL_REQUIRED, and the model is told answer, once, and a denial
-// is kept for the session when remember says so.
-func (a *Guarded) refuse(ctx agent.Context, call guard.Call, remember bool, answer *guard.Result) (map[string]any, error) {
+// APPROVAL_REQUIRED, and the model is told answer, once, and a denial of
+// the intent fp is kept for the session when remember says so.
+func (a *Guarded) refuse(ctx agent.Context, call guard.Call, fp string, remember bool, answer *guard.Result) (map[string]any, error) {
 	res, err := a.g.Dispatch(withAgent(ctx), call)
 	if err != nil {
 		return nil, fmt.Errorf("tgadk: %w", err)
@@ -400,17 +398,16 @@ func (a *Guarded) refuse(ctx agent.Context, call guard.Call, remember bool, answ
 		return Response(res), nil
 	}
 	if remember {
-		a.rememberDenial(ctx, guard.Fingerprint(call.Proposal.Name, call.Proposal.Arguments))
+		a.rememberDenial(ctx, fp)
 	}
 	return Response(answer), nil
 }
 
-// approveInline asks Options.Approver and waits for its decision, as
-// agentloop does with an Approver: a yes dispatches the call again with a
-// grant, anything else is a denial (remembered in the session unless it
-// expired or the approver failed).
-func (a *Guarded) approveInline(ctx agent.Context, call guard.Call) (map[string]any, error) {
-	ar := agentloop.NewApprovalRequest(a.g, call)
+// approveInline asks Options.Approver about ar, the call's request, and
+// waits for its decision, as agentloop does with an Approver: a yes
+// dispatches the call again with a grant, anything else is a denial
+// (remembered in the session unless it expired or the approver failed).
+func (a *Guarded) approveInline(ctx agent.Context, call guard.Call, ar agentloop.ApprovalRequest) (map[string]any, error) {
 	var d agentloop.Decision
 	err := safely(func() error {
 		var aerr error
@@ -421,13 +418,11 @@ func (a *Guarded) approveInline(ctx agent.Context, call guard.Call) (map[string]
 		if err == nil && !d.Expired {
 			a.rememberDenial(ctx, ar.Fingerprint)
 		}
-		return Response(denied(d.Reason)), nil
+		return Response(guard.Declined(d.Reason)), nil
 	}
-	tok, err := a.grant(call, d.Approver)
-	if err != nil {
+	if call.Approval, err = a.grant(ar, d.Approver); err != nil {
 		return nil, err
 	}
-	call.Approval = tok
 	res, err := a.g.Dispatch(withAgent(ctx), call)
 	if err != nil {
 		return nil, fmt.Errorf("tgadk: %w", err)
@@ -450,14 +445,14 @@ func (a *Guarded) decide(ctx agent.Context, c *toolconfirmation.ToolConfirmation
 	return d, nil
 }
 
-// grant mints and signs the grant of an approved call: this principal,
-// this exact proposal, the approver's name (the principal's subject when
-// none is known), by agentloop.SignGrant.
-func (a *Guarded) grant(call guard.Call, approver string) (string, error) {
+// grant mints and signs the grant of an approved request
+// (agentloop.SignGrant): this principal, this exact proposal, the
+// approver's name (the principal's subject when none is known).
+func (a *Guarded) grant(ar agentloop.ApprovalRequest, approver string) (string, error) {
 	if approver == "" {
-		approver = call.Principal.SubjectID
+		approver = ar.Principal.SubjectID
 	}
-	return agentloop.SignGrant(a.opts.Signer, a.opts.Clock, a.opts.GrantTTL, agentloop.NewApprovalRequest(a.g, call), approver)
+	return agentloop.SignGrant(a.opts.Signer, a.opts.Clock, a.opts.GrantTTL, ar, approver)
 }
 
 // ErrHostPanic is the error of a call whose host function (Scope, Call,

@@ -42,14 +42,9 @@ const OtherAnswerMessage = "The approval that came back was for another request;
 // and the call runs again with the answer.
 const PendingMessage = "A human has been asked to approve this action; the run continues once they decide."
 
-// denied is the model result of a denial, with the host's reason if any
-// (agentloop's wording).
-func denied(reason string) *guard.Result { return guard.Declined(reason) }
-
-// payloadOf is what a human is asked to approve of a call: the
-// agentloop.NewApprovalRequest of it.
-func (a *Guarded) payloadOf(call guard.Call) ConfirmationPayload {
-	r := agentloop.NewApprovalRequest(a.g, call)
+// payload is what a human is asked to approve of a call whose request is
+// r (agentloop.NewApprovalRequest).
+func payload(r agentloop.ApprovalRequest) ConfirmationPayload {
 	return ConfirmationPayload{Tool: r.Tool, Arguments: r.Arguments, Fingerprint: r.Fingerprint, OperationID: r.OperationID}
 }
 
