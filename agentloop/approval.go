@@ -52,10 +52,6 @@ func (f ApproverFunc) Approve(ctx context.Context, req ApprovalRequest) (Decisio
 	return f(ctx, req)
 }
 
-// denied is the model result of a denial, with the message the human
-// chose to tell the model, if any (guard.Declined).
-func denied(message string) *guard.Result { return guard.Declined(message) }
-
 // Grant mints a signed grant for the request, for a host that approves a
 // paused run: pass the token to Resume as an Approval.
 func (l *Loop) Grant(req ApprovalRequest, approver string) (string, error) {

@@ -226,7 +226,7 @@ func (l *Loop) resume(ctx context.Context, p guard.Principal, st *State, approva
 			if !a.Expired {
 				r.deny(call)
 			}
-			res = denied(a.Reason)
+			res = guard.Declined(a.Reason)
 		} else {
 			r.emit(Event{Kind: EventApproved, CallID: c.CallID, Tool: c.Name, Text: orDefault(a.Approver, "grant")})
 			var err error
@@ -484,7 +484,7 @@ func (r *run) approve(ctx context.Context, respID string, c provider.ToolCall, e
 		// A human already said no to this very intent in this run: the
 		// same answer, without asking again.
 		emit(Event{Kind: EventDenied, CallID: c.ID, Tool: c.Name, Text: "the human's earlier answer in this run"})
-		return denied(""), nil, nil
+		return guard.Declined(""), nil, nil
 	}
 	req := ApprovalRequest{RunID: st.RunID, CallID: c.ID, Tool: c.Name, Arguments: op.prop.Arguments, Principal: r.p,
 		Fingerprint: op.fingerprint, OperationID: op.id}
@@ -503,7 +503,7 @@ func (r *run) approve(ctx context.Context, respID string, c provider.ToolCall, e
 			// A human said no (not a failed or unanswered request).
 			st.Denied = append(st.Denied, op.fingerprint)
 		}
-		return denied(d.Reason), nil, nil
+		return guard.Declined(d.Reason), nil, nil
 	}
 	emit(Event{Kind: EventApproved, CallID: c.ID, Tool: c.Name, Text: d.Approver})
 	tok, err := l.Grant(req, d.Approver)

@@ -88,9 +88,6 @@ func Resume(ctx context.Context, decisions map[string]agentloop.Decision) contex
 // agentloop's words.
 const DeniedMessage = guard.DeclinedMessage
 
-// denied is the model result of a denial, with the human's reason if any.
-func denied(reason string) *guard.Result { return guard.Declined(reason) }
-
 // needsHuman reports whether a dispatch's result is a write that waits
 // for a human's approval who is then asked (an interrupt of the run, or
 // Options.Approver): agentloop.NeedsApproval, with a signer to mint the
@@ -141,7 +138,7 @@ func (eg *Guarded) resume(ctx context.Context, call *guard.Call) (answer string,
 		if !d.Expired {
 			eg.denials.Add(req)
 		}
-		return denied(d.Reason).String(), nil
+		return guard.Declined(d.Reason).String(), nil
 	}
 	if eg.opts.Signer == nil {
 		return "", errors.New("tgeino: a run resumed with an approval needs Options.Signer")

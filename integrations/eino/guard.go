@@ -413,7 +413,7 @@ func (eg *Guarded) answer(ctx context.Context, name, args, callID string, run ru
 	if eg.denials.Has(req) {
 		// A human already said no to this very intent in this scope: the
 		// same answer, without asking again (contract section 8).
-		return denied("").String(), nil
+		return guard.Declined("").String(), nil
 	}
 	if eg.opts.Approver == nil {
 		return "", compose.StatefulInterrupt(ctx, req, &pendingState{TenantID: p.TenantID, SubjectID: p.SubjectID, Fingerprint: req.Fingerprint})
@@ -423,7 +423,7 @@ func (eg *Guarded) answer(ctx context.Context, name, args, callID string, run ru
 		if err == nil && !d.Expired {
 			eg.denials.Add(req)
 		}
-		return denied(d.Reason).String(), nil
+		return guard.Declined(d.Reason).String(), nil
 	}
 	if call.Approval, err = eg.grant(req, d.Approver); err != nil {
 		return "", err

@@ -147,7 +147,7 @@ func (a *Guarded) resume(ctx context.Context, call *guard.Call) (*guard.Result, 
 		if !d.Expired {
 			a.denials.Add(req)
 		}
-		return denied(d.Reason), nil
+		return guard.Declined(d.Reason), nil
 	}
 	if a.opts.Signer == nil {
 		return nil, errors.New("tggenkit: a generation resumed with an approval needs Options.Signer")
@@ -159,9 +159,6 @@ func (a *Guarded) resume(ctx context.Context, call *guard.Call) (*guard.Result, 
 	call.Approval = tok
 	return nil, nil
 }
-
-// denied is the model result of a denial, with the human's reason if any.
-func denied(reason string) *guard.Result { return guard.Declined(reason) }
 
 // needsHuman reports whether a dispatch's result is a write that waits for
 // a human's approval who is then asked (an interrupt of the generation, or

@@ -316,7 +316,7 @@ func (a *Guarded) answer(ctx context.Context, params *ai.ToolParams, next ai.Too
 	if a.denials.Has(areq) {
 		// A human already said no to this very intent in this scope: the
 		// same answer, without asking again (contract section 8).
-		return denied(""), nil
+		return guard.Declined(""), nil
 	}
 	if a.opts.Approver == nil {
 		return nil, ai.NewToolInterruptError(interruptMetadata(areq))
@@ -327,7 +327,7 @@ func (a *Guarded) answer(ctx context.Context, params *ai.ToolParams, next ai.Too
 		if err == nil && !d.Expired {
 			a.denials.Add(areq)
 		}
-		return denied(d.Reason), nil
+		return guard.Declined(d.Reason), nil
 	}
 	if call.Approval, err = a.grant(areq, d.Approver); err != nil {
 		return nil, err
