@@ -22,10 +22,11 @@
 // never from the model. The scope comes from the host's function too
 // (Options.Scope; by default WithScope's): name the run, session or
 // checkpoint id there; with an adk Runner, SessionScope reads it from a
-// session value, which Eino keeps in its checkpoints across a resume. Call ids change when the model or Eino retries; the
-// guard then gives a write in the scope the ids guard.ScopeIDs(scope,
-// fingerprint), so the same intent in the same run is one operation, and a
-// retry, a re-run or a resume replays it instead of acting twice.
+// session value, which Eino keeps in its checkpoints across a resume.
+// Call ids change when the model or Eino retries; the guard then gives a
+// write in the scope the ids guard.ScopeIDs(scope, fingerprint), so the
+// same intent in the same run is one operation, and a retry, a re-run or
+// a resume replays it instead of acting twice.
 // Options.Call sets what Eino does not carry (an operation id, an
 // idempotency key, a grant). The guard's answer goes back as the tool's
 // output string, guard.Result.String(), for every outcome: an error goes
