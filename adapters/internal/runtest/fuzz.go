@@ -53,19 +53,11 @@ func Untrusted(t *testing.T, p provider.Provider, streamed bool) {
 	loop := agentloop.New(p, orders.NoopTools(), agentloop.Options{MaxTurns: 3})
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	var r *Run
+	run := once
 	if streamed {
-		r = stream(ctx, loop, "hi")
-	} else {
-		res, err := loop.Run(ctx, Principal, "hi")
-		r = &Run{Err: err}
-		if res != nil {
-			r.Events = res.Transcript
-			if res.Status != "" {
-				r.End, r.Ends = res, 1
-			}
-		}
+		run = stream
 	}
+	r := run(ctx, loop, "hi")
 	if r.Ends > 1 || r.Ends == 0 && r.Err == nil {
 		t.Fatalf("%d ends and error %v: want one end, or an error", r.Ends, r.Err)
 	}

@@ -60,8 +60,13 @@ func stream(ctx context.Context, loop *agentloop.Loop, input string) *Run {
 // transcript's events, then an EventEnd.
 func Once(t testing.TB, p provider.Provider, input string) *Run {
 	t.Helper()
-	loop := agentloop.New(p, orders.NoopTools(), agentloop.Options{})
-	res, err := loop.Run(context.Background(), Principal, input)
+	return once(context.Background(), agentloop.New(p, orders.NoopTools(), agentloop.Options{}), input)
+}
+
+// once runs loop on input with agentloop.Run and returns it as stream
+// would have yielded it.
+func once(ctx context.Context, loop *agentloop.Loop, input string) *Run {
+	res, err := loop.Run(ctx, Principal, input)
 	r := &Run{Err: err}
 	if res != nil {
 		r.Events = append(r.Events, res.Transcript...)
