@@ -1,15 +1,18 @@
 // Package replay serves recorded provider API traffic to the adapters'
-// tests: it loads the recordings of the shared recorded-traffic folder
-// (real HTTP responses of the provider APIs, recorded by other public
-// projects) and serves each recording's responses, byte for byte with their
-// status, content type and encoding, from a local httptest server that
-// keeps the request bodies it received. [Drive] plays a recording through
-// an adapter's provider.Provider, turn by turn, as package agentloop
-// would, checking each reply against the recording and handing each
-// follow-up request, with the recorded one, to the adapter's own checks.
+// tests: it loads the recordings (real HTTP responses of the provider
+// APIs, recorded by other public projects) and serves each recording's
+// responses, byte for byte with their status, content type and encoding,
+// from a local httptest server that keeps the request bodies it received.
+// [Drive] plays a recording through an adapter's provider.Provider, turn
+// by turn, as package agentloop would, checking each reply against the
+// recording and handing each follow-up request, with the recorded one, to
+// the adapter's own checks.
 //
-// The recordings stay outside the repository; [ForAPI] skips a test, naming
-// the path, where they are absent.
+// The recordings stay outside the repository, in the shared folder beside
+// it: the tests read them from ../shared/recorded-traffic/recordings
+// relative to the repository root ([Dir], from an adapter's package
+// directory). Where they are absent, [ForAPI] skips the test, saying so
+// and naming the path.
 package replay
 
 import (
