@@ -1,55 +1,53 @@
 package agentloop
 
 import (
-	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 )
 
-// ApprovalRequest is a write the model asked for that needs a human's yes.
-// It has passed every other check (tool, arguments, authorization), so no
-// human is ever asked about something the principal may not do.
-type ApprovalRequest struct {
-	RunID       string          `json:"run_id"`
-	CallID      string          `json:"call_id"`
-	Tool        string          `json:"tool"`
-	Arguments   json.RawMessage `json:"arguments"` // canonical JSON
-	Principal   guard.Principal `json:"principal"`
-	Fingerprint string          `json:"fingerprint"`
-	OperationID string          `json:"operation_id"`
+// ApprovalRequest is a write the model asked for that needs a human's yes
+// (host.ApprovalRequest: every entry point asks the same question).
+type ApprovalRequest = host.ApprovalRequest
+
+// Decision is a human's answer to an ApprovalRequest (host.Decision).
+type Decision = host.Decision
+
+// Approver asks a human (host.Approver).
+type Approver = host.Approver
+
+// ApproverFunc adapts a function to Approver (host.ApproverFunc).
+type ApproverFunc = host.ApproverFunc
+
+// DefaultApprover names the approver of a grant whose Decision named none.
+const DefaultApprover = host.DefaultApprover
+
+// MaxDenials is how many denials a Denials holds at most.
+const MaxDenials = host.MaxDenials
+
+// Denials remembers, in this process, the intents humans declined
+// (host.Denials). A Loop keeps its noes in the run's State instead.
+type Denials = host.Denials
+
+// NeedsApproval reports whether res, g's answer to call, is a write that
+// waits for a human's yes (host.NeedsApproval).
+func NeedsApproval(g *guard.Guard, call guard.Call, res *guard.Result) bool {
+	return host.NeedsApproval(g, call, res)
 }
 
-// Decision is a human's answer to an ApprovalRequest.
-type Decision struct {
-	Approved bool
-	// Approver names who decided; it is recorded in the grant and the
-	// audit log.
-	Approver string
-	// Reason, for a denial, is told to the model (short, safe text): the
-	// approver's message for it.
-	Reason string
-	// Note is the approver's internal note: kept in the approvals audit
-	// log, never told to the model.
-	Note string
-	// Expired marks a denial because nobody decided in time: unlike a
-	// human's no, it does not stop the same intent being asked again.
-	Expired bool
+// NewApprovalRequest returns what a human is asked about call
+// (host.NewApprovalRequest).
+func NewApprovalRequest(g *guard.Guard, call guard.Call) ApprovalRequest {
+	return host.NewApprovalRequest(g, call)
 }
 
-// Approver asks a human.
-type Approver interface {
-	Approve(ctx context.Context, req ApprovalRequest) (Decision, error)
-}
-
-// ApproverFunc adapts a function to Approver.
-type ApproverFunc func(ctx context.Context, req ApprovalRequest) (Decision, error)
-
-// Approve calls f.
-func (f ApproverFunc) Approve(ctx context.Context, req ApprovalRequest) (Decision, error) {
-	return f(ctx, req)
+// SignGrant mints the grant of a human's yes to req and signs it with s
+// (host.SignGrant).
+func SignGrant(s *guard.Signer, clock guard.Clock, ttl time.Duration, req ApprovalRequest, approver string) (string, error) {
+	return host.SignGrant(s, clock, ttl, req, approver)
 }
 
 // Grant mints a signed grant for the request, for a host that approves a

@@ -40,6 +40,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -53,7 +54,7 @@ const DefaultParallel = 8
 
 // DefaultGrantTTL is how long a grant minted from an Approver's yes is
 // valid.
-const DefaultGrantTTL = 5 * time.Minute
+const DefaultGrantTTL = host.DefaultGrantTTL
 
 // Options configures a Loop. The zero value is a working configuration:
 // an embedded store, a random signing key, no approver (runs pause), the

@@ -1,6 +1,7 @@
-package agentloop
+package host
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"sync"
@@ -10,12 +11,59 @@ import (
 	"github.com/toolguard/toolguard/internal/canon"
 )
 
-// The approval step for hosts that drive the calls themselves (a
-// framework's tool node, as in the integrations for ADK, Eino and
-// Genkit), in the words the Loop uses: which answer waits for a human
-// (NeedsApproval), what the human is asked (NewApprovalRequest), the grant
-// a yes becomes (SignGrant), and the noes kept so that an intent declined
-// is not asked again in its scope (Denials).
+// The approval step in the words every entry point uses (agentloop's Loop,
+// the framework integrations, the durable engines): which answer waits for
+// a human (NeedsApproval), what the human is asked (NewApprovalRequest),
+// the human's answer (Decision), the grant a yes becomes (SignGrant), and
+// the noes kept so that an intent declined is not asked again in its scope
+// (Denials).
+
+// ApprovalRequest is a write the model asked for that needs a human's yes.
+// It has passed every other check (tool, arguments, authorization), so no
+// human is ever asked about something the principal may not do.
+type ApprovalRequest struct {
+	RunID       string          `json:"run_id"`
+	CallID      string          `json:"call_id"`
+	Tool        string          `json:"tool"`
+	Arguments   json.RawMessage `json:"arguments"` // canonical JSON
+	Principal   guard.Principal `json:"principal"`
+	Fingerprint string          `json:"fingerprint"`
+	OperationID string          `json:"operation_id"`
+}
+
+// Decision is a human's answer to an ApprovalRequest.
+type Decision struct {
+	Approved bool
+	// Approver names who decided; it is recorded in the grant and the
+	// audit log.
+	Approver string
+	// Reason, for a denial, is told to the model (short, safe text): the
+	// approver's message for it.
+	Reason string
+	// Note is the approver's internal note: kept in the approvals audit
+	// log, never told to the model.
+	Note string
+	// Expired marks a denial because nobody decided in time: unlike a
+	// human's no, it does not stop the same intent being asked again.
+	Expired bool
+}
+
+// Approver asks a human.
+type Approver interface {
+	Approve(ctx context.Context, req ApprovalRequest) (Decision, error)
+}
+
+// ApproverFunc adapts a function to Approver.
+type ApproverFunc func(ctx context.Context, req ApprovalRequest) (Decision, error)
+
+// Approve calls f.
+func (f ApproverFunc) Approve(ctx context.Context, req ApprovalRequest) (Decision, error) {
+	return f(ctx, req)
+}
+
+// DefaultGrantTTL is how long a grant minted from a human's yes is valid
+// when the host names no other time.
+const DefaultGrantTTL = 5 * time.Minute
 
 // NeedsApproval reports whether res, g's answer to call, is a write that
 // waits for a human's yes: APPROVAL_REQUIRED for a write tool that needs
@@ -57,7 +105,7 @@ const DefaultApprover = "human"
 // fails when req's arguments are not the ones its fingerprint names.
 func SignGrant(s *guard.Signer, clock guard.Clock, ttl time.Duration, req ApprovalRequest, approver string) (string, error) {
 	if s == nil {
-		return "", errors.New("agentloop: a grant needs a signer")
+		return "", errors.New("host: a grant needs a signer")
 	}
 	if clock == nil {
 		clock = guard.SystemClock
@@ -70,7 +118,7 @@ func SignGrant(s *guard.Signer, clock guard.Clock, ttl time.Duration, req Approv
 	}
 	g := guard.NewGrant(req.Principal, guard.Proposal{Name: req.Tool, Arguments: req.Arguments}, approver, clock.Now(), ttl)
 	if g.Fingerprint != req.Fingerprint {
-		return "", errors.New("agentloop: approval request's arguments do not match its fingerprint")
+		return "", errors.New("host: approval request's arguments do not match its fingerprint")
 	}
 	return s.Sign(g)
 }
@@ -81,7 +129,7 @@ func SignGrant(s *guard.Signer, clock guard.Clock, ttl time.Duration, req Approv
 // A request without a scope is not remembered. It holds at most
 // MaxDenials; when full it forgets everything, and a forgotten denial is
 // asked again. The zero value is ready to use, and it is safe for
-// concurrent use. (A Loop keeps its noes in the run's State instead.)
+// concurrent use. (agentloop's Loop keeps its noes in the run's State instead.)
 type Denials struct {
 	mu   sync.Mutex
 	seen map[denialKey]struct{}
