@@ -36,9 +36,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 
 	"github.com/toolguard/toolguard/adapters/internal/fakeapi"
@@ -80,6 +78,7 @@ type Turn struct {
 	// Hold, if set, holds a stream open after its content blocks until it
 	// is closed, then sends message_delta and message_stop: a test's way to
 	// keep a reply streaming while something else happens.
+	// A request that ends first ends the stream there.
 	Hold <-chan struct{}
 	// Respond, if set, decides the reply from the request; its result is
 	// used in place of this turn (nil: the exhausted reply).
@@ -125,17 +124,30 @@ type Call struct {
 
 // Request is a request the server received, decoded.
 type Request struct {
-	Path     string
-	Header   http.Header
-	Body     json.RawMessage
-	Model    string
-	Stream   bool
-	System   string
+	// Path is the URL path, "/v1/messages" unless the request was
+	// refused for its route.
+	Path string
+	// Header is the request header: X-Api-Key (or an Authorization
+	// bearer) carries the key, anthropic-version and anthropic-beta the
+	// API's version and betas.
+	Header http.Header
+	// Body is the raw Messages request.
+	Body json.RawMessage
+	// Model is the "model" parameter.
+	Model string
+	// Stream reports whether "stream": true was requested.
+	Stream bool
+	// System is the system prompt: the string, or its text blocks
+	// concatenated.
+	System string
+	// Messages are the conversation, in order.
 	Messages []Message
-	Tools    []json.RawMessage
+	// Tools are the declared tools' raw JSON.
+	Tools []json.RawMessage
 	// Thinking is the thinking parameter's type ("enabled", "adaptive",
 	// "disabled"), "" when absent.
-	Thinking   string
+	Thinking string
+	// StatusCode is the status the server answered.
 	StatusCode int
 }
 
@@ -187,99 +199,77 @@ func (r Request) ToolNames() []string {
 	return names
 }
 
-// Server is a fake Messages server. It is safe for concurrent use.
-type Server struct {
-	srv    *httptest.Server
-	script *fakeapi.Script[Turn, Request]
-}
+// Server is a fake Messages server. It is safe for concurrent use. Close,
+// URL, Enqueue, Remaining and Requests (in order, rejected ones too) are
+// the methods every fake server has.
+type Server struct{ *server }
+
+// server is the fake servers' core, embedded so that its methods are
+// Server's own.
+type server = fakeapi.Server[Turn, Request]
 
 // NewServer starts a server playing turns in order; Close it when done.
-func NewServer(turns ...Turn) *Server {
-	s := &Server{script: fakeapi.NewScript[Turn, Request](turns)}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	return s
-}
-
-// Close shuts the server down.
-func (s *Server) Close() { s.srv.Close() }
-
-// URL returns the server root, e.g. "http://127.0.0.1:12345".
-func (s *Server) URL() string { return s.srv.URL }
+func NewServer(turns ...Turn) *Server { return &Server{fakeapi.NewServer(turns, messages)} }
 
 // BaseURL returns the base URL to pass to option.WithBaseURL: the server
 // root, as the real "https://api.anthropic.com" is; the SDK posts to
 // /v1/messages under it.
-func (s *Server) BaseURL() string { return s.srv.URL }
+func (s *Server) BaseURL() string { return s.URL() }
 
-// Enqueue appends turns to the script.
-func (s *Server) Enqueue(turns ...Turn) { s.script.Enqueue(turns...) }
+// messages is the Messages API wire format.
+var messages = fakeapi.Wire[Turn, Request]{Decode: decode, Fail: fail, Reply: reply, Exhausted: Turn{Text: ExhaustedText},
+	Respond: func(t Turn) func(Request) *Turn { return t.Respond }, Mark: func(r *Request, status, _ int) { r.StatusCode = status }}
 
-// Remaining returns the number of turns not yet consumed.
-func (s *Server) Remaining() int { return s.script.Remaining() }
-
-// Requests returns the requests received, in order, rejected ones too.
-func (s *Server) Requests() []Request { return s.script.Requests() }
-
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
-	fail := func(status int, typ, msg string) {
-		req.StatusCode = status
-		s.script.Record(req)
-		w.Header().Set("retry-after-ms", "0")
-		fakeapi.WriteJSON(w, status, map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}})
-	}
+// decode decodes a request, and refuses it as the real API does: a wrong
+// route, no API key, a body that is not JSON, a malformed request.
+func decode(x *fakeapi.Exchange[Turn, Request]) (Request, *fakeapi.Refusal) {
+	r := x.R
+	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: x.Body}
 	if r.URL.Path != "/v1/messages" || r.Method != http.MethodPost {
-		fail(http.StatusNotFound, "not_found_error", "Not found")
-		return
+		return req, refusal(http.StatusNotFound, "not_found_error", "Not found")
 	}
 	bearer, _ := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
 	if strings.TrimSpace(r.Header.Get("X-Api-Key")) == "" && strings.TrimSpace(bearer) == "" {
-		fail(http.StatusUnauthorized, "authentication_error", "x-api-key header is required")
-		return
+		return req, refusal(http.StatusUnauthorized, "authentication_error", "x-api-key header is required")
 	}
-	maxTokens, err := decode(body, &req)
+	maxTokens, err := decodeBody(x.Body, &req)
 	if err != nil {
-		fail(http.StatusBadRequest, "invalid_request_error", err.Error())
-		return
+		return req, refusal(http.StatusBadRequest, "invalid_request_error", err.Error())
 	}
 	if msg := check(req, maxTokens); msg != "" {
-		fail(http.StatusBadRequest, "invalid_request_error", msg)
-		return
+		return req, refusal(http.StatusBadRequest, "invalid_request_error", msg)
 	}
-	turn, ok := s.script.Next(req, func(t Turn) func(Request) *Turn { return t.Respond })
-	if !ok {
-		turn = Turn{Text: ExhaustedText}
+	return req, nil
+}
+
+// fail returns the error a turn answers with: its Status (429 a
+// rate_limit_error, else an api_error), or its StreamError for a request
+// that does not stream (529 when overloaded, else 500).
+func fail(t Turn, req Request) *fakeapi.Refusal {
+	switch {
+	case t.Status == http.StatusTooManyRequests:
+		return refusal(t.Status, "rate_limit_error", http.StatusText(t.Status))
+	case t.Status != 0:
+		return refusal(t.Status, "api_error", http.StatusText(t.Status))
+	case t.StreamError == nil || req.Stream:
+		return nil
+	case t.StreamError.Type == "overloaded_error":
+		return refusal(529, t.StreamError.Type, t.StreamError.Message)
 	}
-	if turn.Status != 0 {
-		typ := "api_error"
-		if turn.Status == http.StatusTooManyRequests {
-			typ = "rate_limit_error"
-		}
-		fail(turn.Status, typ, http.StatusText(turn.Status))
-		return
-	}
-	if turn.StreamError != nil && !req.Stream {
-		status := http.StatusInternalServerError
-		if turn.StreamError.Type == "overloaded_error" {
-			status = 529
-		}
-		fail(status, turn.StreamError.Type, turn.StreamError.Message)
-		return
-	}
-	req.StatusCode = http.StatusOK
-	s.script.Record(req)
-	m := s.message(turn, req.Model)
-	if turn.Gzip {
-		gz := fakeapi.Gzip(w)
-		defer gz.Close()
-		w = gz
-	}
-	if req.Stream {
-		writeStream(w, m, turn)
-		return
-	}
-	fakeapi.WriteJSON(w, http.StatusOK, m)
+	return refusal(http.StatusInternalServerError, t.StreamError.Type, t.StreamError.Message)
+}
+
+// reply answers with the turn's message, streamed or not.
+func reply(x *fakeapi.Exchange[Turn, Request], t Turn, req Request) {
+	m := newMessage(x, t, req.Model)
+	x.Reply(&req, t.Gzip, req.Stream, m, func(sse *fakeapi.SSE) { writeStream(sse, m, t) })
+}
+
+// refusal is an Anthropic-style error reply, which the SDK retries at
+// once.
+func refusal(status int, typ, msg string) *fakeapi.Refusal {
+	return &fakeapi.Refusal{Status: status, Header: fakeapi.RetryNow(),
+		Body: map[string]any{"type": "error", "error": map[string]any{"type": typ, "message": msg}}}
 }
 
 // check returns the error message the real API gives for a malformed
@@ -341,7 +331,7 @@ func lastAssistant(msgs []Message) int {
 	return -1
 }
 
-func decode(body []byte, req *Request) (int, error) {
+func decodeBody(body []byte, req *Request) (int, error) {
 	var w struct {
 		Model     string            `json:"model"`
 		MaxTokens int               `json:"max_tokens"`
@@ -360,7 +350,7 @@ func decode(body []byte, req *Request) (int, error) {
 		return 0, err
 	}
 	req.Model, req.Stream, req.Tools, req.Thinking = w.Model, w.Stream, w.Tools, w.Thinking.Type
-	req.System, _ = blocksText(w.System)
+	req.System, _ = fakeapi.Text(w.System)
 	for _, m := range w.Messages {
 		msg := Message{Role: m.Role}
 		var s string
@@ -395,31 +385,13 @@ func decode(body []byte, req *Request) (int, error) {
 			case "tool_use":
 				msg.ToolUses = append(msg.ToolUses, Call{ID: b.ID, Name: b.Name, Input: string(b.Input), Toolset: b.ToolsetName})
 			case "tool_result":
-				content, _ := blocksText(b.Content)
+				content, _ := fakeapi.Text(b.Content)
 				msg.ToolResults = append(msg.ToolResults, ToolResult{ToolUseID: b.ToolUseID, Content: content, IsError: b.IsError})
 			}
 		}
 		req.Messages = append(req.Messages, msg)
 	}
 	return w.MaxTokens, nil
-}
-
-// blocksText returns a string, or the concatenated text of text blocks.
-func blocksText(raw json.RawMessage) (string, error) {
-	if len(raw) == 0 {
-		return "", nil
-	}
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s, nil
-	}
-	var blocks []struct{ Text string }
-	err := json.Unmarshal(raw, &blocks)
-	var b strings.Builder
-	for _, x := range blocks {
-		b.WriteString(x.Text)
-	}
-	return b.String(), err
 }
 
 // Wire format.
@@ -467,8 +439,8 @@ func orNull(s string) *string {
 	return &s
 }
 
-func (s *Server) message(t Turn, model string) *message {
-	m := &message{ID: s.script.NewID("msg"), Type: "message", Role: "assistant", Model: model,
+func newMessage(x *fakeapi.Exchange[Turn, Request], t Turn, model string) *message {
+	m := &message{ID: x.NewID("msg"), Type: "message", Role: "assistant", Model: model,
 		Usage: map[string]int{"input_tokens": 10, "output_tokens": 1 + len(t.Text)/4}}
 	if t.Thinking != "" {
 		thinking, sig := t.Thinking, Signature(t.Thinking)
@@ -484,7 +456,7 @@ func (s *Server) message(t Turn, model string) *message {
 	for _, c := range t.Calls {
 		id := c.ID
 		if id == "" {
-			id = s.script.NewID("toolu")
+			id = x.NewID("toolu")
 		}
 		input := c.Input
 		if input == "" {
@@ -514,8 +486,7 @@ func (s *Server) message(t Turn, model string) *message {
 // signature_delta, text word by word, a tool_use input from an empty
 // first piece, then in pieces; or, with t.StreamError, an error event
 // after the first block's first delta.
-func writeStream(w http.ResponseWriter, m *message, t Turn) {
-	sse := fakeapi.StartSSE(w)
+func writeStream(sse *fakeapi.SSE, m *message, t Turn) {
 	event := func(typ string, fields map[string]any) {
 		fields["type"] = typ
 		if !t.Spaced {
@@ -578,8 +549,8 @@ func writeStream(w http.ResponseWriter, m *message, t Turn) {
 		}
 		event("content_block_stop", map[string]any{"index": i})
 	}
-	if t.Hold != nil {
-		<-t.Hold
+	if !sse.Hold(t.Hold) {
+		return
 	}
 	event("message_delta", map[string]any{"delta": map[string]any{"stop_reason": *m.StopReason, "stop_sequence": nil, "stop_details": m.StopDetails},
 		"usage": map[string]int{"output_tokens": m.Usage["output_tokens"]}})

@@ -28,12 +28,9 @@
 package chattest
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -126,11 +123,18 @@ type Call struct {
 
 // Request is a request the server received, decoded.
 type Request struct {
-	Path     string
-	Header   http.Header
-	Body     json.RawMessage
-	Model    string
-	Stream   bool
+	// Path is the URL path, "/v1/chat/completions" unless the request was
+	// refused for its route.
+	Path string
+	// Header is the request header; Authorization carries the bearer key.
+	Header http.Header
+	// Body is the raw chat completion request.
+	Body json.RawMessage
+	// Model is the "model" parameter.
+	Model string
+	// Stream reports whether "stream": true was requested.
+	Stream bool
+	// Messages are the conversation, in order.
 	Messages []Message
 	// Tools are the declared tools' raw JSON.
 	Tools []json.RawMessage
@@ -178,91 +182,70 @@ func (r Request) ToolNames() []string {
 }
 
 // Server is a fake Chat Completions server. It is safe for concurrent use.
-type Server struct {
-	srv    *httptest.Server
-	script *fakeapi.Script[Turn, Request]
-}
+// Its Close, URL, Enqueue, Remaining and Requests (received in order,
+// rejected ones too) are those of every fake server.
+type Server struct{ *server }
+
+// server is the fake servers' core, embedded so that its methods are
+// Server's own.
+type server = fakeapi.Server[Turn, Request]
 
 // NewServer starts a server playing turns in order; Close it when done.
-func NewServer(turns ...Turn) *Server {
-	s := &Server{script: fakeapi.NewScript[Turn, Request](turns)}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	return s
-}
-
-// Close shuts the server down.
-func (s *Server) Close() { s.srv.Close() }
-
-// URL returns the server root, e.g. "http://127.0.0.1:12345".
-func (s *Server) URL() string { return s.srv.URL }
+func NewServer(turns ...Turn) *Server { return &Server{fakeapi.NewServer(turns, chat)} }
 
 // BaseURL returns the base URL to pass to option.WithBaseURL: the server
 // root followed by "/v1", as the real "https://api.openai.com/v1/" is.
-func (s *Server) BaseURL() string { return s.srv.URL + "/v1" }
+func (s *Server) BaseURL() string { return s.URL() + "/v1" }
 
-// Enqueue appends turns to the script.
-func (s *Server) Enqueue(turns ...Turn) { s.script.Enqueue(turns...) }
+// chat is the Chat Completions wire format.
+var chat = fakeapi.Wire[Turn, Request]{Decode: decode, Fail: fail, Reply: reply, Exhausted: Turn{Text: ExhaustedText},
+	Respond: func(t Turn) func(Request) *Turn { return t.Respond }, Mark: func(r *Request, status, _ int) { r.StatusCode = status }}
 
-// Remaining returns the number of turns not yet consumed.
-func (s *Server) Remaining() int { return s.script.Remaining() }
-
-// Requests returns the requests received, in order, rejected ones too.
-func (s *Server) Requests() []Request { return s.script.Requests() }
-
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
-	fail := func(status int, msg string) {
-		req.StatusCode = status
-		s.script.Record(req)
-		w.Header().Set("retry-after-ms", "0")
-		fakeapi.WriteJSON(w, status, map[string]any{"error": map[string]any{
-			"message": msg, "type": "invalid_request_error", "param": nil, "code": nil}})
+// decode decodes a request, and refuses it as the real API does: a wrong
+// route, no bearer key, a body that is not JSON, a malformed
+// conversation.
+func decode(x *fakeapi.Exchange[Turn, Request]) (Request, *fakeapi.Refusal) {
+	r := x.R
+	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: x.Body}
+	invalid := func(status int, msg string) (Request, *fakeapi.Refusal) {
+		return req, refusal(status, &ErrorBody{Message: msg, Type: "invalid_request_error"})
 	}
 	if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
-		fail(http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path))
-		return
+		return invalid(http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path))
 	}
 	if key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || strings.TrimSpace(key) == "" {
-		fail(http.StatusUnauthorized, "You didn't provide an API key.")
-		return
+		return invalid(http.StatusUnauthorized, "You didn't provide an API key.")
 	}
-	if err := decode(body, &req); err != nil {
-		fail(http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error())
-		return
+	if err := decodeBody(x.Body, &req); err != nil {
+		return invalid(http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error())
 	}
 	if msg := check(req); msg != "" {
-		fail(http.StatusBadRequest, msg)
-		return
+		return invalid(http.StatusBadRequest, msg)
 	}
-	turn, ok := s.script.Next(req, func(t Turn) func(Request) *Turn { return t.Respond })
-	if !ok {
-		turn = Turn{Text: ExhaustedText}
+	return req, nil
+}
+
+// fail returns the error a turn answers with: its Status, or its
+// StreamError (500) for a request that does not stream.
+func fail(t Turn, req Request) *fakeapi.Refusal {
+	switch {
+	case t.Status != 0:
+		return refusal(t.Status, &ErrorBody{Message: http.StatusText(t.Status), Type: "invalid_request_error"})
+	case t.StreamError != nil && !req.Stream:
+		return refusal(http.StatusInternalServerError, t.StreamError)
 	}
-	if turn.Status != 0 {
-		fail(turn.Status, http.StatusText(turn.Status))
-		return
-	}
-	if turn.StreamError != nil && !req.Stream {
-		req.StatusCode = http.StatusInternalServerError
-		s.script.Record(req)
-		w.Header().Set("retry-after-ms", "0")
-		fakeapi.WriteJSON(w, http.StatusInternalServerError, errorJSON(turn.StreamError))
-		return
-	}
-	req.StatusCode = http.StatusOK
-	s.script.Record(req)
-	c := s.completion(turn, req.Model)
-	if turn.Gzip {
-		gz := fakeapi.Gzip(w)
-		defer gz.Close()
-		w = gz
-	}
-	if req.Stream {
-		writeStream(w, c, turn)
-		return
-	}
-	fakeapi.WriteJSON(w, http.StatusOK, c)
+	return nil
+}
+
+// reply answers with the turn's completion, streamed or not.
+func reply(x *fakeapi.Exchange[Turn, Request], t Turn, req Request) {
+	c := newCompletion(x, t, req.Model)
+	x.Reply(&req, t.Gzip, req.Stream, c, func(sse *fakeapi.SSE) { writeStream(sse, c, t) })
+}
+
+// refusal is an error reply with e's body, which the SDK retries at once.
+func refusal(status int, e *ErrorBody) *fakeapi.Refusal {
+	return &fakeapi.Refusal{Status: status, Header: fakeapi.RetryNow(), Body: errorJSON(e)}
 }
 
 // check returns the error message the real API gives for a malformed
@@ -304,7 +287,7 @@ func errorJSON(e *ErrorBody) map[string]any {
 	return map[string]any{"error": map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": code}}
 }
 
-func decode(body []byte, req *Request) error {
+func decodeBody(body []byte, req *Request) error {
 	var w struct {
 		Model    string            `json:"model"`
 		Stream   bool              `json:"stream"`
@@ -348,18 +331,8 @@ func decode(body []byte, req *Request) error {
 
 // text returns a content string, or the concatenated text of its parts.
 func text(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	var s string
-	if json.Unmarshal(raw, &s) == nil {
-		return s
-	}
-	var parts []struct{ Text string }
-	_ = json.Unmarshal(raw, &parts)
-	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(p.Text)
-	}
-	return b.String()
+	s, _ := fakeapi.Text(raw)
+	return s
 }
 
 // Wire format.
@@ -412,7 +385,7 @@ type usage struct {
 	TotalTokens      int `json:"total_tokens"`
 }
 
-func (s *Server) completion(t Turn, model string) completion {
+func newCompletion(x *fakeapi.Exchange[Turn, Request], t Turn, model string) completion {
 	m := message{Role: "assistant"}
 	if t.Text != "" {
 		m.Content = &t.Text
@@ -424,7 +397,7 @@ func (s *Server) completion(t Turn, model string) completion {
 	for _, c := range t.Calls {
 		id := c.CallID
 		if id == "" {
-			id = s.script.NewID("call")
+			id = x.NewID("call")
 		}
 		if c.Custom {
 			m.ToolCalls = append(m.ToolCalls, toolCall{ID: id, Type: "custom", Custom: &custom{Name: c.Name, Input: c.Arguments}})
@@ -440,7 +413,7 @@ func (s *Server) completion(t Turn, model string) completion {
 		}
 	}
 	out := len(t.Text) / 4
-	return completion{ID: s.script.NewID("chatcmpl"), Object: "chat.completion", Created: time.Now().Unix(), Model: model,
+	return completion{ID: x.NewID("chatcmpl"), Object: "chat.completion", Created: time.Now().Unix(), Model: model,
 		Choices: []choice{{Message: m, FinishReason: finish}},
 		Usage:   usage{PromptTokens: 10, CompletionTokens: out, TotalTokens: 10 + out}}
 }
@@ -450,8 +423,7 @@ func (s *Server) completion(t Turn, model string) completion {
 // first content delta, with t.StreamError), the refusal in pieces, each
 // tool call (id and name, then its arguments in pieces), the finish
 // reason, the usage, and [DONE]; t.Shape cuts them otherwise.
-func writeStream(w http.ResponseWriter, c completion, t Turn) {
-	sse := fakeapi.StartSSE(w)
+func writeStream(sse *fakeapi.SSE, c completion, t Turn) {
 	shape := t.Shape
 	send := func(choices []any, usage any) {
 		ev := map[string]any{"id": c.ID, "object": "chat.completion.chunk", "created": c.Created, "model": c.Model, "choices": choices}

@@ -32,9 +32,7 @@ import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"time"
 
@@ -78,6 +76,7 @@ type Turn struct {
 	// Hold, if set, holds a stream open after its content chunks until it
 	// is closed, then sends the finishing chunk: a test's way to keep a
 	// reply streaming while something else happens.
+	// A request that ends first ends the stream there.
 	Hold <-chan struct{}
 	// StreamError, if set, ends a stream after its content with this error
 	// chunk instead of the finishing chunk.
@@ -109,14 +108,24 @@ type Call struct {
 
 // Request is a request the server received, decoded.
 type Request struct {
-	Path       string
-	Header     http.Header
-	Body       json.RawMessage
-	Model      string
-	Stream     bool
-	System     string
-	Contents   []*genai.Content
-	Tools      []*genai.FunctionDeclaration
+	// Path is the URL path, /{version}/models/{model}:{method}.
+	Path string
+	// Header is the request header; x-goog-api-key carries the key (or
+	// the query's key parameter does).
+	Header http.Header
+	// Body is the raw GenerateContentRequest.
+	Body json.RawMessage
+	// Model is the model named in the path.
+	Model string
+	// Stream reports whether the method was streamGenerateContent.
+	Stream bool
+	// System is the systemInstruction's text parts, concatenated.
+	System string
+	// Contents are the conversation, in order.
+	Contents []*genai.Content
+	// Tools are the declared function declarations, of every tool.
+	Tools []*genai.FunctionDeclaration
+	// StatusCode is the status the server answered.
 	StatusCode int
 	// Done is when the server finished writing the response.
 	Done time.Time
@@ -146,37 +155,24 @@ func (r Request) ToolNames() []string {
 }
 
 // Server is a fake Gemini API server. It is safe for concurrent use.
-type Server struct {
-	srv    *httptest.Server
-	script *fakeapi.Script[Turn, Request]
-}
+// Close, Enqueue, Remaining and Requests (so far, in order) are those of
+// every fake server.
+type Server struct{ *server }
+
+// server is the fake servers' core, embedded so that its methods are
+// Server's own.
+type server = fakeapi.Server[Turn, Request]
 
 // NewServer starts a server playing turns in order; Close it when done.
-func NewServer(turns ...Turn) *Server {
-	s := &Server{script: fakeapi.NewScript[Turn, Request](turns)}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
-	return s
-}
-
-// Close shuts the server down.
-func (s *Server) Close() { s.srv.Close() }
+func NewServer(turns ...Turn) *Server { return &Server{fakeapi.NewServer(turns, gemini)} }
 
 // URL returns the server root, e.g. "http://127.0.0.1:12345", the base URL
 // to pass as genai.HTTPOptions.BaseURL (the SDK posts to
 // /v1beta/models/{model}:generateContent under it).
-func (s *Server) URL() string { return s.srv.URL }
+func (s *Server) URL() string { return s.server.URL() }
 
 // BaseURL is URL, named as the other fakes name it.
-func (s *Server) BaseURL() string { return s.srv.URL }
-
-// Enqueue appends turns to the script.
-func (s *Server) Enqueue(turns ...Turn) { s.script.Enqueue(turns...) }
-
-// Remaining returns the number of turns not yet consumed.
-func (s *Server) Remaining() int { return s.script.Remaining() }
-
-// Requests returns the requests received so far, in order.
-func (s *Server) Requests() []Request { return s.script.Requests() }
+func (s *Server) BaseURL() string { return s.server.URL() }
 
 // Signature is the thoughtSignature the server gives the first function
 // call (and, with SignText, text parts) of a reply: derived from the part,
@@ -193,32 +189,31 @@ func Signature(p *genai.Part) []byte {
 	return append([]byte("fake-signature:"), sum[:8]...)
 }
 
-func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: body}
-	i := s.script.Record(req)
-	status := func(code int) { s.script.Update(i, func(rq *Request) { rq.StatusCode = code }) }
+// gemini is the Gemini API's wire format.
+var gemini = fakeapi.Wire[Turn, Request]{Decode: decode, Fail: fail, Reply: reply, Exhausted: Turn{Text: ExhaustedText},
+	Respond: func(t Turn) func(Request) *Turn { return t.Respond }, Mark: func(r *Request, status, _ int) { r.StatusCode = status }}
+
+// decode decodes a request, and refuses it as the real API does: a wrong
+// route or method, no API key, a body that is not JSON, a malformed
+// conversation.
+func decode(x *fakeapi.Exchange[Turn, Request]) (Request, *fakeapi.Refusal) {
+	r := x.R
+	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: x.Body}
 	model, method, ok := strings.Cut(r.URL.Path[strings.LastIndex(r.URL.Path, "/models/")+len("/models/"):], ":")
 	if r.Method != http.MethodPost || !strings.Contains(r.URL.Path, "/models/") || !ok ||
 		(method != "generateContent" && method != "streamGenerateContent") {
-		status(http.StatusNotFound)
-		writeError(w, http.StatusNotFound, "NOT_FOUND", "no such method: "+r.Method+" "+r.URL.Path)
-		return
+		return req, refusal(http.StatusNotFound, "NOT_FOUND", "no such method: "+r.Method+" "+r.URL.Path)
 	}
 	if r.Header.Get("x-goog-api-key") == "" && r.URL.Query().Get("key") == "" {
-		status(http.StatusUnauthorized)
-		writeError(w, http.StatusUnauthorized, "UNAUTHENTICATED", "API key not valid")
-		return
+		return req, refusal(http.StatusUnauthorized, "UNAUTHENTICATED", "API key not valid")
 	}
 	var wire struct {
 		Contents          []*genai.Content `json:"contents"`
 		SystemInstruction *genai.Content   `json:"systemInstruction"`
 		Tools             []*genai.Tool    `json:"tools"`
 	}
-	if err := json.Unmarshal(body, &wire); err != nil {
-		status(http.StatusBadRequest)
-		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", "invalid JSON payload: "+err.Error())
-		return
+	if err := json.Unmarshal(x.Body, &wire); err != nil {
+		return req, refusal(http.StatusBadRequest, "INVALID_ARGUMENT", "invalid JSON payload: "+err.Error())
 	}
 	req.Model, req.Stream, req.Contents = model, method == "streamGenerateContent", wire.Contents
 	if wire.SystemInstruction != nil {
@@ -229,62 +224,62 @@ func (s *Server) serve(w http.ResponseWriter, r *http.Request) {
 	for _, t := range wire.Tools {
 		req.Tools = append(req.Tools, t.FunctionDeclarations...)
 	}
-	s.script.Update(i, func(rq *Request) { *rq = req })
 	if msg := check(wire.Contents); msg != "" {
-		status(http.StatusBadRequest)
-		writeError(w, http.StatusBadRequest, "INVALID_ARGUMENT", msg)
-		return
+		return req, refusal(http.StatusBadRequest, "INVALID_ARGUMENT", msg)
 	}
-	turn, ok := s.script.Next(req, func(t Turn) func(Request) *Turn { return t.Respond })
-	if !ok {
-		turn = Turn{Text: ExhaustedText}
+	return req, nil
+}
+
+// fail returns the error a turn's Status answers with.
+func fail(t Turn, _ Request) *fakeapi.Refusal {
+	if t.Status == 0 {
+		return nil
 	}
-	if turn.Status != 0 {
-		status(turn.Status)
-		writeError(w, turn.Status, http.StatusText(turn.Status), "scripted error")
-		return
-	}
-	status(http.StatusOK)
-	defer s.script.Update(i, func(rq *Request) { rq.Done = time.Now() })
-	responseID := s.script.NewID("resp")
-	if turn.NoResponseID {
+	return refusal(t.Status, http.StatusText(t.Status), "scripted error")
+}
+
+// reply answers with the turn's response, or its chunks streamed, and
+// logs when it was done.
+func reply(x *fakeapi.Exchange[Turn, Request], t Turn, req Request) {
+	responseID := x.NewID("resp")
+	if t.NoResponseID {
 		responseID = ""
 	}
-	if req.Stream {
-		sse := fakeapi.StartSSE(w)
-		chunks, fail := streamChunks(turn, responseID, model)
-		if turn.Hold != nil && fail == nil {
-			// The finish reason rides alone, after the hold.
-			last := chunks[len(chunks)-1]
-			cand := last["candidates"].([]any)[0].(map[string]any)
-			finish := map[string]any{"candidates": []any{map[string]any{"finishReason": cand["finishReason"], "index": 0}},
-				"usageMetadata": last["usageMetadata"], "modelVersion": model}
-			if responseID != "" {
-				finish["responseId"] = responseID
-			}
-			delete(cand, "finishReason")
-			for i, c := range chunks {
-				pace(r, turn.Pace, i)
-				sse.Event("", c)
-			}
-			select {
-			case <-turn.Hold:
-			case <-r.Context().Done():
-				return
-			}
-			sse.Event("", finish)
-			return
+	x.Reply(&req, false, req.Stream, response(t, responseID, req.Model), func(sse *fakeapi.SSE) {
+		writeStream(sse, t, responseID, req.Model)
+	})
+	req.Done = time.Now()
+	x.Log(req)
+}
+
+// writeStream writes the turn's chunks, paced as it says; with a Hold,
+// the finish reason rides alone, after it, and with a StreamError an
+// error chunk ends the stream.
+func writeStream(sse *fakeapi.SSE, t Turn, responseID, model string) {
+	chunks, fail := streamChunks(t, responseID, model)
+	var finish map[string]any
+	if t.Hold != nil && fail == nil {
+		last := chunks[len(chunks)-1]
+		cand := last["candidates"].([]any)[0].(map[string]any)
+		finish = map[string]any{"candidates": []any{map[string]any{"finishReason": cand["finishReason"], "index": 0}},
+			"usageMetadata": last["usageMetadata"], "modelVersion": model}
+		if responseID != "" {
+			finish["responseId"] = responseID
 		}
-		for i, c := range chunks {
-			pace(r, turn.Pace, i)
-			sse.Event("", c)
-		}
-		if fail != nil {
-			sse.Event("", map[string]any{"error": fail})
-		}
-		return
+		delete(cand, "finishReason")
 	}
-	fakeapi.WriteJSON(w, http.StatusOK, response(turn, responseID, model))
+	for i, c := range chunks {
+		if i > 0 {
+			sse.Wait(t.Pace)
+		}
+		sse.Event("", c)
+	}
+	switch {
+	case fail != nil:
+		sse.Event("", map[string]any{"error": fail})
+	case finish != nil && sse.Hold(t.Hold):
+		sse.Event("", finish)
+	}
 }
 
 // check validates the conversation as the real API does; "" when valid.
@@ -526,19 +521,7 @@ func (c Call) streamed(signed bool) [][]map[string]any {
 	return append(out, []map[string]any{{"functionCall": map[string]any{}}})
 }
 
-// pace waits d before every chunk but the first, or until the request ends.
-func pace(r *http.Request, d time.Duration, i int) {
-	if d <= 0 || i == 0 {
-		return
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-t.C:
-	case <-r.Context().Done():
-	}
-}
-
-func writeError(w http.ResponseWriter, code int, status, msg string) {
-	fakeapi.WriteJSON(w, code, map[string]any{"error": Error{Code: code, Message: msg, Status: status}})
+// refusal is a Google-style error reply.
+func refusal(code int, status, msg string) *fakeapi.Refusal {
+	return &fakeapi.Refusal{Status: code, Body: map[string]any{"error": Error{Code: code, Message: msg, Status: status}}}
 }

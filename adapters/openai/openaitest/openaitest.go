@@ -89,9 +89,7 @@ import (
 	"encoding/base64"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strconv"
 	"strings"
 	"sync"
@@ -167,6 +165,7 @@ type Turn struct {
 	// Hold, if set, holds a stream open after its output items until it
 	// is closed, then sends the event that ends the response: a test's
 	// way to keep a reply streaming while something else happens.
+	// A request that ends first ends the stream there.
 	Hold <-chan struct{}
 	// Respond, if set, decides the reply dynamically from the request. The
 	// returned turn is used in place of this one (its own Respond is
@@ -335,51 +334,50 @@ type issued struct {
 }
 
 // Server is a fake OpenAI Responses API server playing a scripted model.
-// It is safe for concurrent use.
+// It is safe for concurrent use. Its Close (which blocks until all
+// outstanding requests have completed), Enqueue and Remaining are those of
+// every fake server.
 type Server struct {
-	srv    *httptest.Server
-	script *fakeapi.Script[Turn, Request]
+	*server
 
 	mu            sync.Mutex
 	responses     map[string]issued // the responses issued, by id
 	validateTools bool
 }
 
+type (
+	server   = fakeapi.Server[Turn, Request]
+	exchange = fakeapi.Exchange[Turn, Request]
+)
+
 // NewServer starts a server that plays turns in order. Call [Server.Close]
 // when done.
 func NewServer(turns ...Turn) *Server {
-	s := &Server{
-		script:        fakeapi.NewScript[Turn, Request](turns),
-		responses:     make(map[string]issued),
-		validateTools: true,
-	}
-	s.srv = httptest.NewServer(http.HandlerFunc(s.serveHTTP))
+	s := &Server{responses: make(map[string]issued), validateTools: true}
+	s.server = fakeapi.NewServer(turns, fakeapi.Wire[Turn, Request]{
+		Decode:    s.decode,
+		Respond:   func(t Turn) func(Request) *Turn { return t.Respond },
+		Exhausted: Turn{Text: ExhaustedText},
+		Mark:      func(r *Request, status, turn int) { r.StatusCode, r.Turn = status, turn },
+		Fail:      fail,
+		Reply:     s.reply,
+	})
 	return s
 }
-
-// Close shuts the server down, blocking until all outstanding requests have
-// completed.
-func (s *Server) Close() { s.srv.Close() }
 
 // URL returns the server root, e.g. "http://127.0.0.1:12345". As an openai-go
 // base URL it makes the client post to /responses, which is accepted; prefer
 // [Server.BaseURL].
-func (s *Server) URL() string { return s.srv.URL }
+func (s *Server) URL() string { return s.server.URL() }
 
 // BaseURL returns the base URL to pass to option.WithBaseURL: the server root
 // followed by "/v1" (e.g. "http://127.0.0.1:12345/v1"), mirroring the real
 // "https://api.openai.com/v1/". openai-go then posts to /v1/responses.
-func (s *Server) BaseURL() string { return s.srv.URL + "/v1" }
+func (s *Server) BaseURL() string { return s.server.URL() + "/v1" }
 
 // Client returns an HTTP client configured for the server (useful with
 // option.WithHTTPClient, though the default client works as well).
-func (s *Server) Client() *http.Client { return s.srv.Client() }
-
-// Enqueue appends turns to the end of the script.
-func (s *Server) Enqueue(turns ...Turn) { s.script.Enqueue(turns...) }
-
-// Remaining returns the number of scripted turns not yet consumed.
-func (s *Server) Remaining() int { return s.script.Remaining() }
+func (s *Server) Client() *http.Client { return fakeapi.HTTPClient(s.server) }
 
 // SetValidateToolOutputs turns the function-call bookkeeping checks on (the
 // default) or off: a function_call_output without call_id or with an unknown
@@ -394,7 +392,7 @@ func (s *Server) SetValidateToolOutputs(on bool) {
 // Requests returns every request received so far, in arrival order,
 // including rejected ones.
 func (s *Server) Requests() []Request {
-	out := s.script.Requests()
+	out := s.server.Requests()
 	for i, r := range out {
 		r.Header = r.Header.Clone()
 		r.Input = append([]InputItem(nil), r.Input...)
@@ -404,72 +402,62 @@ func (s *Server) Requests() []Request {
 	return out
 }
 
-// newID returns a fresh deterministic id such as "resp_0001".
-func (s *Server) newID(prefix string) string { return s.script.NewID(prefix) }
-
-// refusal is a request the server answers with an error, as the real API
-// would.
-type refusal struct {
-	status int
-	body   ErrorBody
-	header http.Header
+// decode decodes a request, and refuses it as the real API does before it
+// consumes a turn. Every reply carries the request's x-request-id.
+func (s *Server) decode(x *exchange) (Request, *fakeapi.Refusal) {
+	r := x.R
+	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: json.RawMessage(x.Body), Turn: -1}
+	x.W.Header().Set("x-request-id", x.NewID("req"))
+	refused := s.check(r, x.Body, &req)
+	return req, refused
 }
 
-func (s *Server) serveHTTP(w http.ResponseWriter, r *http.Request) {
-	body, err := io.ReadAll(r.Body)
-	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
+// fail returns the error a turn's Status answers with, its Error and
+// Header over the status's defaults.
+func fail(t Turn, _ Request) *fakeapi.Refusal {
+	if t.Status == 0 {
+		return nil
 	}
-	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: json.RawMessage(body), Turn: -1}
-	idx := s.script.Record(req)
-	reqID := s.newID("req")
-	fail := func(f *refusal) {
-		s.script.Update(idx, func(rr *Request) { rr.StatusCode = f.status })
-		writeError(w, reqID, f.status, f.body, f.header)
-	}
-	wr, f := s.check(r, body, &req)
-	s.script.Update(idx, func(rr *Request) { *rr = req })
-	if f != nil {
-		fail(f)
-		return
-	}
-	turn := s.turn(idx, &req)
-	if turn.Status != 0 {
-		fail(&refusal{turn.Status, errorFor(turn.Status, turn.Error), turn.Header})
-		return
-	}
+	return refusal(t.Status, errorFor(t.Status, t.Error), t.Header)
+}
+
+// reply answers with the turn's response, streamed or not, and remembers
+// the response for the requests naming it as their previous one.
+func (s *Server) reply(x *exchange, t Turn, req Request) {
+	var wr wireRequest
+	_ = json.Unmarshal(x.Body, &wr)
 	s.mu.Lock()
-	resp := s.buildResponse(turn, wr, &req, len(body))
+	resp := buildResponse(x, &t, &wr, &req, len(x.Body))
 	s.responses[resp.ID] = issued{stored: req.Store == nil || *req.Store, callIDs: resp.callIDs}
 	s.mu.Unlock()
-	s.script.Update(idx, func(rr *Request) {
-		rr.StatusCode = http.StatusOK
-		rr.ResponseID = resp.ID
-	})
-
-	h := w.Header()
-	h.Set("x-request-id", reqID)
+	req.ResponseID = resp.ID
+	h := x.W.Header()
 	h.Set("openai-processing-ms", "1")
-	setHeaders(h, turn.Header)
-	if turn.Gzip {
-		gz := fakeapi.Gzip(w)
-		defer gz.Close()
-		w = gz
-	}
-	if req.Stream {
-		writeStream(w, resp, turn)
-		return
-	}
-	fakeapi.WriteJSON(w, http.StatusOK, resp)
+	fakeapi.SetHeaders(h, t.Header)
+	x.Reply(&req, t.Gzip, req.Stream, resp, func(sse *fakeapi.SSE) { writeStream(sse, resp, &t) })
+}
+
+// refusal is an OpenAI-style error reply, which openai-go retries at
+// once; extra replaces any of its headers.
+func refusal(status int, e ErrorBody, extra http.Header) *fakeapi.Refusal {
+	h := fakeapi.RetryNow()
+	fakeapi.SetHeaders(h, extra)
+	return &fakeapi.Refusal{Status: status, Header: h, Body: map[string]any{
+		"error": map[string]any{
+			"message": e.Message,
+			"type":    e.Type,
+			"param":   nullable(e.Param),
+			"code":    nullable(e.Code),
+		},
+	}}
 }
 
 // check validates a request as the real API does before it consumes a
 // turn: the path, the method, an API key, JSON, a model, a previous
 // response that was stored, reasoning items and the function-call
 // bookkeeping. It fills req from the body.
-func (s *Server) check(r *http.Request, body []byte, req *Request) (*wireRequest, *refusal) {
-	bad := func(status int, e ErrorBody) (*wireRequest, *refusal) { return nil, &refusal{status: status, body: e} }
+func (s *Server) check(r *http.Request, body []byte, req *Request) *fakeapi.Refusal {
+	bad := func(status int, e ErrorBody) *fakeapi.Refusal { return refusal(status, e, nil) }
 	if r.URL.Path != "/v1/responses" && r.URL.Path != "/responses" {
 		return bad(http.StatusNotFound, ErrorBody{Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), Type: "invalid_request_error"})
 	}
@@ -482,8 +470,7 @@ func (s *Server) check(r *http.Request, body []byte, req *Request) (*wireRequest
 			Type:    "invalid_request_error",
 		})
 	}
-	wr, err := decodeRequest(body, req)
-	if err != nil {
+	if _, err := decodeRequest(body, req); err != nil {
 		return bad(http.StatusBadRequest, ErrorBody{
 			Message: "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.) Error: " + err.Error(),
 			Type:    "invalid_request_error",
@@ -511,27 +498,7 @@ func (s *Server) check(r *http.Request, body []byte, req *Request) (*wireRequest
 			return bad(http.StatusBadRequest, *e)
 		}
 	}
-	return wr, nil
-}
-
-// turn consumes the turn that answers the request logged at idx: the next
-// scripted one (or what its Respond makes of the request), or, once the
-// script is exhausted, a plain ExhaustedText message.
-func (s *Server) turn(idx int, req *Request) *Turn {
-	t, n, ok := s.script.Take()
-	if !ok {
-		return &Turn{Text: ExhaustedText}
-	}
-	req.Turn = n
-	s.script.Update(idx, func(rr *Request) { rr.Turn = n })
-	turn := &t
-	if turn.Respond != nil {
-		turn = turn.Respond(*req)
-	}
-	if turn == nil {
-		turn = &Turn{Text: ExhaustedText}
-	}
-	return turn
+	return nil
 }
 
 // checkReasoning rejects, as the real API does, a reasoning input item
@@ -688,33 +655,6 @@ func nullable(s string) *string {
 	return &s
 }
 
-// setHeaders replaces the headers in dst named in src (any spelling).
-func setHeaders(dst, src http.Header) {
-	for k, vs := range src {
-		dst.Del(k)
-		for _, v := range vs {
-			dst.Add(k, v)
-		}
-	}
-}
-
-func writeError(w http.ResponseWriter, reqID string, status int, e ErrorBody, extra http.Header) {
-	h := w.Header()
-	h.Set("Content-Type", "application/json")
-	h.Set("x-request-id", reqID)
-	h.Set("retry-after-ms", "0")
-	setHeaders(h, extra)
-	w.WriteHeader(status)
-	_ = json.NewEncoder(w).Encode(map[string]any{
-		"error": map[string]any{
-			"message": e.Message,
-			"type":    e.Type,
-			"param":   nullable(e.Param),
-			"code":    nullable(e.Code),
-		},
-	})
-}
-
 // wireRequest is the subset of the request body the server interprets.
 type wireRequest struct {
 	Model              string            `json:"model"`
@@ -836,23 +776,12 @@ func stringOrRaw(raw json.RawMessage) string {
 }
 
 // partsText returns a JSON string's value, or the concatenated "text" of an
-// array of content parts.
+// array of content parts; the raw JSON text when it is neither.
 func partsText(raw json.RawMessage) string {
-	raw = bytes.TrimSpace(raw)
-	if len(raw) == 0 || raw[0] != '[' {
-		return stringOrRaw(raw)
+	if s, ok := fakeapi.Text(raw); ok {
+		return s
 	}
-	var parts []struct {
-		Text string `json:"text"`
-	}
-	if json.Unmarshal(raw, &parts) != nil {
-		return string(raw)
-	}
-	var b strings.Builder
-	for _, p := range parts {
-		b.WriteString(p.Text)
-	}
-	return b.String()
+	return string(raw)
 }
 
 // Wire format of responses.
@@ -996,10 +925,10 @@ func orNull(raw json.RawMessage) json.RawMessage {
 }
 
 // buildResponse builds the completed response for turn.
-func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputBytes int) *wireResponse {
+func buildResponse(x *exchange, turn *Turn, wr *wireRequest, req *Request, inputBytes int) *wireResponse {
 	now := time.Now().Unix()
 	resp := &wireResponse{
-		ID:                 s.newID("resp"),
+		ID:                 x.NewID("resp"),
 		Object:             "response",
 		CreatedAt:          now,
 		Status:             "completed",
@@ -1045,7 +974,7 @@ func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputB
 	}
 	resp.Billing = map[string]string{"payer": "developer"}
 	if (turn.Reasoning != "" || turn.Summary != "") && !turn.Empty {
-		it := wireItem{Type: "reasoning", ID: s.newID("rs"), Summary: []wireSummary{}}
+		it := wireItem{Type: "reasoning", ID: x.NewID("rs"), Summary: []wireSummary{}}
 		if turn.Summary != "" {
 			it.Summary = []wireSummary{{Type: "summary_text", Text: turn.Summary}}
 		}
@@ -1056,7 +985,7 @@ func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputB
 	}
 	if !turn.Empty {
 		if turn.Text != "" || turn.Refusal != "" {
-			msg := wireItem{Type: "message", ID: s.newID("msg"), Status: "completed", Role: "assistant",
+			msg := wireItem{Type: "message", ID: x.NewID("msg"), Status: "completed", Role: "assistant",
 				Content: []wireOutputText{}, text: turn.Text, refusal: turn.Refusal}
 			if turn.Text != "" {
 				msg.Content = append(msg.Content, outputText(turn.Text))
@@ -1073,7 +1002,7 @@ func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputB
 		for _, c := range turn.Calls {
 			callID := c.CallID
 			if callID == "" {
-				callID = s.newID("call")
+				callID = x.NewID("call")
 			}
 			args := c.Arguments
 			status := c.Status
@@ -1082,7 +1011,7 @@ func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputB
 			}
 			item := wireItem{
 				Type:      "function_call",
-				ID:        s.newID("fc"),
+				ID:        x.NewID("fc"),
 				Status:    status,
 				CallID:    callID,
 				Name:      c.Name,
@@ -1090,7 +1019,7 @@ func (s *Server) buildResponse(turn *Turn, wr *wireRequest, req *Request, inputB
 				Arguments: &args,
 			}
 			if c.Custom {
-				item = wireItem{Type: "custom_tool_call", ID: s.newID("ctc"), Status: "completed", CallID: callID, Name: c.Name, Input: &args}
+				item = wireItem{Type: "custom_tool_call", ID: x.NewID("ctc"), Status: "completed", CallID: callID, Name: c.Name, Input: &args}
 			}
 			resp.items = append(resp.items, item)
 			resp.callIDs = append(resp.callIDs, callID)
@@ -1120,8 +1049,7 @@ func tokens(n int) int { return (n + 3) / 4 }
 // summary deltas, argument deltas in pieces) and its done event, then the
 // event that ends the response; with t.StreamError an error event after
 // the first text delta (or the first item) ends it instead.
-func writeStream(w http.ResponseWriter, resp *wireResponse, t *Turn) {
-	sse := fakeapi.StartSSE(w)
+func writeStream(sse *fakeapi.SSE, resp *wireResponse, t *Turn) {
 	seq := 0
 	emit := func(typ string, fields map[string]any) {
 		fields["type"] = typ
@@ -1229,8 +1157,8 @@ func writeStream(w http.ResponseWriter, resp *wireResponse, t *Turn) {
 	if fail() {
 		return
 	}
-	if t.Hold != nil {
-		<-t.Hold
+	if !sse.Hold(t.Hold) {
+		return
 	}
 	if resp.Status == "incomplete" {
 		emit("response.incomplete", map[string]any{"response": resp})
