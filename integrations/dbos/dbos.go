@@ -1,0 +1,363 @@
+package tgdbos
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"time"
+
+	"github.com/dbos-inc/dbos-transact-golang/dbos"
+
+	"github.com/toolguard/toolguard/durable"
+	"github.com/toolguard/toolguard/host"
+)
+
+// The names DBOS records. They are part of a workflow's recorded history:
+// a process that recovers a run must use the same ones, so they never
+// change.
+const (
+	// WorkflowName is the name the run's workflow is registered under;
+	// Options.Name is its instance's config name.
+	WorkflowName = "toolguard.run"
+	// StepTurn is the step of one model turn.
+	StepTurn = "toolguard.turn"
+	// StepDispatch is the step of one tool call's dispatch.
+	StepDispatch = "toolguard.dispatch"
+	// StepDecide is the step that carries out a human's decision on a
+	// tool call.
+	StepDecide = "toolguard.decide"
+	// StepNotify is the step of Options.Notify.
+	StepNotify = "toolguard.notify"
+	// EventPending is the workflow event holding the question a run
+	// waits on (a host.ApprovalRequest), and null when it waits on none.
+	EventPending = "toolguard.pending"
+	// TopicDecision is the topic of the messages that answer it
+	// (DecisionMessage).
+	TopicDecision = "toolguard.decision"
+)
+
+// DefaultName is the config name of an Agent whose Options name none.
+const DefaultName = "toolguard"
+
+// DefaultApprovalTimeout is how long a run waits for a human when its
+// Options name no other time.
+const DefaultApprovalTimeout = 24 * time.Hour
+
+// DefaultTurnRetries is how many times a failed model turn is tried
+// again, with backoff, when Options say nothing.
+const DefaultTurnRetries = 4
+
+// ExpiredReason is what the model is told of a write nobody decided on in
+// time.
+const ExpiredReason = "nobody approved the action in time"
+
+// Options configure an Agent. The zero value of every field means its
+// default.
+type Options struct {
+	// Name is the Agent's config name: the DBOS instance its workflow is
+	// registered and recorded under. Every process that runs or recovers
+	// the Agent's runs registers it under the same name; two Agents of
+	// one process need two names. Default DefaultName.
+	Name string
+	// ApprovalTimeout is how long a run waits for a human's decision; a
+	// run that waited that long goes on with an expired denial
+	// (host.Decision.Expired), which the model is told (ExpiredReason).
+	// Default DefaultApprovalTimeout. DBOS records the deadline: a run
+	// recovered later waits only what is left.
+	ApprovalTimeout time.Duration
+	// Notify, if set, tells the approvers that a run waits on req (a
+	// chat message, an e-mail, an inbox row). It is a DBOS step: once per
+	// question, and again only when the process died before DBOS
+	// recorded it. An error is retried (NotifyRetries), then ignored: the
+	// question stays readable with Pending.
+	Notify func(ctx context.Context, req host.ApprovalRequest) error
+	// NotifyRetries is how many times a failed Notify is tried again;
+	// default 3, negative none.
+	NotifyRetries int
+	// TurnRetries is how many times a model turn that failed (the
+	// provider's error, after its own client's retries) is tried again,
+	// with backoff, before the run fails; default DefaultTurnRetries,
+	// negative none.
+	TurnRetries int
+}
+
+// Agent runs guarded agent runs as DBOS workflows: durable.Drive over a
+// durable.Runner, with DBOS steps. Register it on every process that
+// starts or recovers its runs, before dbos.Launch.
+type Agent struct {
+	runner *durable.Runner
+	opts   Options
+}
+
+// ConfigName implements dbos.ConfiguredInstance: Options.Name.
+func (a *Agent) ConfigName() string { return a.opts.Name }
+
+// Register returns the Agent over r and registers its workflow with ctx,
+// which must not be launched yet. The Runner's Host must have no
+// Approver: a write that waits for a human is the run's durable wait, not
+// an inline call in a step.
+func Register(ctx dbos.Context, r *durable.Runner, opts Options) (a *Agent, err error) {
+	if ctx == nil || r == nil || r.Host == nil || r.Provider == nil {
+		return nil, errors.New("tgdbos: Register needs a DBOS context and a Runner with a Host and a Provider")
+	}
+	if r.Host.Options().Approver != nil {
+		return nil, errors.New("tgdbos: the Runner's Host has an Approver: a durable run waits for its humans itself (see Approve)")
+	}
+	if opts.Name == "" {
+		opts.Name = DefaultName
+	}
+	if opts.ApprovalTimeout <= 0 {
+		opts.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	if opts.NotifyRetries == 0 {
+		opts.NotifyRetries = 3
+	}
+	if opts.TurnRetries == 0 {
+		opts.TurnRetries = DefaultTurnRetries
+	}
+	a = &Agent{runner: r, opts: opts}
+	defer func() {
+		if v := recover(); v != nil {
+			a, err = nil, fmt.Errorf("tgdbos: registering the workflow: %v", v)
+		}
+	}()
+	dbos.RegisterWorkflow(ctx, a.Workflow, dbos.WithWorkflowName(WorkflowName), dbos.WithInstance(a))
+	return a, nil
+}
+
+// ErrRunID is the error of a run whose id is not its workflow's id.
+var ErrRunID = errors.New("tgdbos: a run's id must be its workflow's id")
+
+// Start starts run as a workflow whose id is run.ID (the run's scope:
+// every write of the run gets its operation id from it), and returns its
+// handle. Starting a run id again returns the existing workflow's handle
+// (DBOS's default policy): a run is started once.
+func (a *Agent) Start(ctx dbos.Context, run durable.Run) (dbos.WorkflowHandle[*durable.Result], error) {
+	if run.ID == "" {
+		return nil, fmt.Errorf("%w: the run has no id", ErrRunID)
+	}
+	if err := run.Principal.Validate(); err != nil {
+		return nil, fmt.Errorf("tgdbos: run %q: %w", run.ID, err)
+	}
+	return dbos.RunWorkflow(ctx, a.Workflow, run, dbos.WithWorkflowID(run.ID), dbos.WithRunInstance(a))
+}
+
+// Workflow is the run's workflow: durable.Drive with this package's
+// steps. Run it with Start (or dbos.RunWorkflow with
+// dbos.WithRunInstance(a) and the run's id as the workflow id); it fails
+// with ErrRunID when run.ID is not the workflow's id.
+func (a *Agent) Workflow(ctx dbos.Context, run durable.Run) (res *durable.Result, err error) {
+	id, err := dbos.GetWorkflowID(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("tgdbos: %w", err)
+	}
+	if run.ID != id {
+		return nil, fmt.Errorf("%w: run %q in workflow %q", ErrRunID, run.ID, id)
+	}
+	defer func() {
+		if v := recover(); v != nil {
+			err = fmt.Errorf("tgdbos: run %q panicked: %v", id, v)
+		}
+	}()
+	return durable.Drive(NewSteps(ctx, a.runner, a.opts), run)
+}
+
+// NewSteps returns the steps of the workflow running in ctx, for
+// durable.Drive: StepTurn and StepDispatch/StepDecide steps calling r,
+// and the durable wait for a human. Agent.Workflow uses it; a host that
+// writes its own workflow body around Drive uses it too.
+func NewSteps(ctx dbos.Context, r *durable.Runner, opts Options) durable.Steps {
+	if opts.ApprovalTimeout <= 0 {
+		opts.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	return &steps{ctx: ctx, r: r, opts: opts}
+}
+
+// steps are durable.Steps as DBOS steps of the workflow running in ctx.
+type steps struct {
+	ctx  dbos.Context
+	r    *durable.Runner
+	opts Options
+}
+
+// retries maps an Options retry count (negative: none) to DBOS's.
+func retries(n int) int { return max(n, 0) }
+
+// Turn is one model turn, the step StepTurn.
+func (s *steps) Turn(in durable.TurnInput) (durable.TurnOutput, error) {
+	return dbos.RunAsStep(s.ctx, func(ctx context.Context) (durable.TurnOutput, error) {
+		return s.r.Turn(ctx, in)
+	}, dbos.WithStepName(StepTurn), dbos.WithStepMaxRetries(retries(s.opts.TurnRetries)))
+}
+
+// Dispatch is one tool call, the step StepDispatch, or StepDecide when it
+// carries a human's decision. It is not retried: its error is the host's
+// (a programming error); everything that happens to a call is a result.
+func (s *steps) Dispatch(in durable.DispatchInput) (durable.DispatchOutput, error) {
+	name := StepDispatch
+	if in.Decision != nil {
+		name = StepDecide
+	}
+	return dbos.RunAsStep(s.ctx, func(ctx context.Context) (durable.DispatchOutput, error) {
+		return s.r.Dispatch(ctx, in)
+	}, dbos.WithStepName(name))
+}
+
+// Approve publishes req (EventPending), tells the approvers
+// (Options.Notify), and waits for the decision that answers req; a
+// message that answers another question is dropped. After
+// Options.ApprovalTimeout without one, the decision is an expired denial.
+// The event is cleared once decided.
+func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
+	if err := dbos.SetEvent(s.ctx, EventPending, &req); err != nil {
+		return host.Decision{}, fmt.Errorf("tgdbos: publishing the approval request: %w", err)
+	}
+	if s.opts.Notify != nil {
+		// A notification that failed is not the run's failure: the
+		// question stays readable (Pending) until answered.
+		_, _ = dbos.RunAsStep(s.ctx, func(ctx context.Context) (bool, error) {
+			if err := host.Safely(func() error { return s.opts.Notify(ctx, req) }); err != nil {
+				return false, err
+			}
+			return true, nil
+		}, dbos.WithStepName(StepNotify), dbos.WithStepMaxRetries(retries(s.opts.NotifyRetries)))
+	}
+	var d host.Decision
+	for {
+		msg, err := dbos.Recv[DecisionMessage](s.ctx, TopicDecision, s.opts.ApprovalTimeout)
+		if errors.Is(err, dbos.ErrTimeout) {
+			d = host.Decision{Expired: true, Reason: ExpiredReason}
+			break
+		}
+		if err != nil {
+			return host.Decision{}, fmt.Errorf("tgdbos: waiting for the decision: %w", err)
+		}
+		if msg.answers(req) {
+			d = msg.Decision
+			break
+		}
+	}
+	if err := dbos.SetEvent(s.ctx, EventPending, (*host.ApprovalRequest)(nil)); err != nil {
+		return host.Decision{}, fmt.Errorf("tgdbos: clearing the approval request: %w", err)
+	}
+	return d, nil
+}
+
+// DecisionMessage is the message that answers a run's question (topic
+// TopicDecision): the question's ids, and the decision. Send it with
+// Decide or Approve, or from any DBOS client (another language's) as this
+// JSON.
+type DecisionMessage struct {
+	OperationID string        `json:"operation_id"`
+	CallID      string        `json:"call_id"`
+	Fingerprint string        `json:"fingerprint"`
+	Decision    host.Decision `json:"decision"`
+}
+
+// answers reports whether m is the answer to req.
+func (m DecisionMessage) answers(req host.ApprovalRequest) bool {
+	return m.OperationID == req.OperationID && m.CallID == req.CallID && m.Fingerprint == req.Fingerprint
+}
+
+// Pending returns the question the run workflowID waits on, nil when it
+// waits on none: the request its workflow published (EventPending). It
+// waits up to wait for a run that has published nothing yet (0: it does
+// not wait). c is any DBOS context or client (dbos.NewClient) on the
+// run's system database.
+func Pending(c dbos.Client, workflowID string, wait time.Duration) (*host.ApprovalRequest, error) {
+	req, err := dbos.GetEvent[*host.ApprovalRequest](c, workflowID, EventPending, wait)
+	if errors.Is(err, dbos.ErrTimeout) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("tgdbos: reading run %q's question: %w", workflowID, err)
+	}
+	return req, nil
+}
+
+// ErrNoQuestion is Approve's error for a run that waits on no question.
+var ErrNoQuestion = errors.New("tgdbos: the run waits on no question")
+
+// Approve answers the question the run workflowID waits on now with d,
+// from any process: Pending, then Decide. Who may decide is the caller's
+// to check before: d.Approver is recorded in the grant and the audit log
+// as given.
+func Approve(c dbos.Client, workflowID string, d host.Decision) error {
+	req, err := Pending(c, workflowID, 0)
+	if err != nil {
+		return err
+	}
+	if req == nil {
+		return fmt.Errorf("%w: %q", ErrNoQuestion, workflowID)
+	}
+	return Decide(c, *req, d)
+}
+
+// Decide answers req, a question a run published, with d: a message to
+// its workflow (req.RunID). A run that no longer waits on req drops it.
+func Decide(c dbos.Client, req host.ApprovalRequest, d host.Decision) error {
+	if req.RunID == "" {
+		return errors.New("tgdbos: the request names no run")
+	}
+	m := DecisionMessage{OperationID: req.OperationID, CallID: req.CallID, Fingerprint: req.Fingerprint, Decision: d}
+	if err := dbos.Send(c, req.RunID, m, TopicDecision); err != nil {
+		return fmt.Errorf("tgdbos: sending the decision to run %q: %w", req.RunID, err)
+	}
+	return nil
+}
+
+// DefaultStartupTimeout bounds NewContext's connection to Postgres when
+// its Config names no other time.
+const DefaultStartupTimeout = 20 * time.Second
+
+// Config configures NewContext.
+type Config struct {
+	// DatabaseURL is the DBOS system database: a Postgres URL
+	// (postgres://user:password@host:port/database). Required.
+	DatabaseURL string
+	// AppName names the application; required.
+	AppName string
+	// ApplicationVersion pins the version DBOS records with each
+	// workflow. DBOS recovers only the workflows of its own version, and
+	// by default derives it from the binary: set it, so that a new build
+	// of the same code recovers the runs an old one left.
+	ApplicationVersion string
+	// StartupTimeout bounds connecting to Postgres and migrating the
+	// system database; default DefaultStartupTimeout.
+	StartupTimeout time.Duration
+	// Logger is DBOS's; default DBOS's own (standard output).
+	Logger *slog.Logger
+}
+
+// NewContext returns a DBOS context over the system database c names,
+// bounded in time: a Postgres that does not answer is an error naming
+// the server (never the password) within c.StartupTimeout, not a hang.
+// Register the Agents on it, then dbos.Launch it (which recovers this
+// executor's pending runs).
+func NewContext(ctx context.Context, c Config) (dbos.Context, error) {
+	if c.DatabaseURL == "" || c.AppName == "" {
+		return nil, errors.New("tgdbos: NewContext needs a DatabaseURL (Postgres) and an AppName")
+	}
+	if c.StartupTimeout <= 0 {
+		c.StartupTimeout = DefaultStartupTimeout
+	}
+	dc, err := dbos.NewContext(ctx, dbos.Config{DatabaseURL: c.DatabaseURL, AppName: c.AppName,
+		ApplicationVersion: c.ApplicationVersion, SystemDBStartupTimeout: c.StartupTimeout, Logger: c.Logger})
+	if err != nil {
+		return nil, fmt.Errorf("tgdbos: the DBOS system database (Postgres at %s) is not usable within %v: %w",
+			redact(c.DatabaseURL), c.StartupTimeout, err)
+	}
+	return dc, nil
+}
+
+// redact names a database URL's server and database, without its
+// password.
+func redact(dsn string) string {
+	u, err := url.Parse(dsn)
+	if err != nil || u.Host == "" {
+		return "the configured address"
+	}
+	return u.Host + u.Path
+}
