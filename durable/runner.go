@@ -18,7 +18,9 @@ type Runner struct {
 	// Host dispatches the tool calls (host.New over the guard and its
 	// tool set). Its Principal and Scope functions are not used: a
 	// durable run's principal is the one it was started for
-	// (Run.Principal), and its scope is the run id. Its Approver, if any,
+	// (Run.Principal), and its scope is the run id. Its Call function,
+	// if any, sees each call of a dispatch step (with the step's
+	// context) before it is dispatched. Its Approver, if any,
 	// is asked inline, in the dispatch step; without one, a write that
 	// waits for a human is the run's durable wait (Steps.Approve).
 	Host *host.Host
@@ -96,6 +98,11 @@ func (r *Runner) Dispatch(ctx context.Context, in DispatchInput) (DispatchOutput
 		Context: guard.ExecutionContext{Provider: opts.Provider, APIFamily: opts.APIFamily, AdapterRevision: opts.AdapterRevision,
 			ResponseID: guard.SafeID(in.ResponseID), CallID: guard.SafeID(in.Call.ID), Scope: guard.SafeID(in.RunID)}}
 	call.Proposal.Arguments = r.Host.Arguments(call.Proposal.Name, call.Proposal.Arguments)
+	if opts.Call != nil {
+		if err := host.Safely(func() error { opts.Call(ctx, &call); return nil }); err != nil {
+			return DispatchOutput{}, fmt.Errorf("durable: Options.Call for tool call %q: %w", in.Call.Name, err)
+		}
+	}
 	if in.Decision != nil {
 		if in.Pending == nil {
 			return DispatchOutput{}, errors.New("durable: a decision without the question it answers")
