@@ -1,9 +1,6 @@
 package host
 
-import (
-	"errors"
-	"fmt"
-)
+import "errors"
 
 // ErrHostPanic is the error of a call whose host function (Principal,
 // Scope, Call, an Approver) panicked: nothing runs. The panic's value is
@@ -11,12 +8,11 @@ import (
 // model; errors.Is finds it.
 var ErrHostPanic = errors.New("host: a host function panicked; nothing was run")
 
-// Safely runs a host function, turning a panic into an error that wraps
-// ErrHostPanic.
+// Safely runs a host function, turning a panic into ErrHostPanic.
 func Safely(f func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
-			err = fmt.Errorf("%w (%T)", ErrHostPanic, r)
+			err = ErrHostPanic
 		}
 	}()
 	return f()

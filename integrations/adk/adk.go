@@ -17,7 +17,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -96,6 +96,7 @@ type Options struct {
 // rest of an agent's tool calls through the guard. It is safe for
 // concurrent use.
 type Guarded struct {
+	h      *host.Host
 	g      *guard.Guard
 	set    *toolset.Set
 	opts   Options
@@ -116,45 +117,22 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 	if opts.Scope == nil {
 		opts.Scope = SessionScope
 	}
-	if opts.GrantTTL <= 0 {
-		opts.GrantTTL = 5 * time.Minute
-	}
-	if opts.Clock == nil {
-		opts.Clock = guard.SystemClock
-	}
 	a := &Guarded{g: g, set: set, opts: opts}
+	h, err := host.New(g, set, host.Options{Provider: Provider, APIFamily: APIFamily, AdapterRevision: AdapterRevision,
+		Principal: a.principal, Scope: a.scope, Call: a.hook, Signer: opts.Signer, GrantTTL: opts.GrantTTL, Clock: opts.Clock,
+		Approver: opts.Approver, StatusTool: opts.StatusTool, NoStatusTool: opts.NoStatusTool, Denials: sessionDenials{}})
+	if err != nil {
+		return nil, fmt.Errorf("tgadk: %w", err)
+	}
+	a.h = h
 	for _, d := range set.Tools() {
-		if g.Tools().Lookup(d.Name()) == nil {
-			return nil, fmt.Errorf("tgadk: the guard does not find the set's tool %q: make the guard over the set", d.Name())
-		}
 		a.tools = append(a.tools, &adkTool{a: a, d: d})
 	}
-	if !opts.NoStatusTool {
-		a.status = opts.StatusTool
-		if a.status == "" {
-			a.status = toolset.StatusToolName
-		}
-		if set.Lookup(a.status) != nil {
-			return nil, fmt.Errorf("tgadk: the set already has a tool named %q, the status tool's name", a.status)
-		}
-		st, err := declareStatus(a.status)
-		if err != nil {
-			return nil, err
-		}
+	if st := h.StatusTool(); st != nil {
+		a.status = st.Name()
 		a.tools = append(a.tools, &statusTool{a: a, d: st})
 	}
 	return a, nil
-}
-
-// declareStatus declares the status tool under name, refusing a name
-// toolset refuses (it panics on one) with an error.
-func declareStatus(name string) (st *toolset.Tool[toolset.StatusInput, struct{}], err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("tgadk: Options.StatusTool %q is not a tool name: %v", name, r)
-		}
-	}()
-	return toolset.StatusTool(name), nil
 }
 
 // Tools returns the ADK tools, in the set's order, the status tool last:
@@ -250,7 +228,7 @@ func (a *Guarded) OnToolError(ctx agent.Context, t tool.Tool, args map[string]an
 		return Response(&guard.Result{Code: guard.CodeUnknownTool, Delivery: guard.DeliveryFresh,
 			Message: guard.CodeUnknownTool.DefaultMessage()}), nil
 	}
-	return a.dispatch(ctx, t.Name(), args, nil)
+	return a.dispatch(ctx, t.Name(), args)
 }
 
 var _ llmagent.OnToolErrorCallback = (*Guarded)(nil).OnToolError
@@ -282,150 +260,109 @@ func InvocationScope(ctx agent.Context) string {
 // its text in the function response, and nothing runs.
 var ErrNoPrincipal = errors.New("tgadk: the host could not tell who this call acts for; nothing was run")
 
-// call builds the guard call of a function call.
-func (a *Guarded) call(ctx agent.Context, name string, args map[string]any, schema *toolset.Schema) (guard.Call, error) {
-	p, err := a.principal(ctx)
-	if err != nil {
-		return guard.Call{}, err
-	}
-	raw, err := arguments(args, schema)
-	if err != nil {
-		return guard.Call{}, err
-	}
-	var scope string
-	if err := safely(func() error { scope = a.opts.Scope(ctx); return nil }); err != nil {
-		return guard.Call{}, err
-	}
-	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: name, Arguments: raw},
-		Context: guard.ExecutionContext{Provider: Provider, APIFamily: APIFamily, ResponseID: guard.SafeID(ctx.InvocationID()),
-			CallID: guard.SafeID(ctx.FunctionCallID()), AdapterRevision: AdapterRevision, Scope: scope}}
-	if a.opts.Call != nil {
-		if err := safely(func() error { a.opts.Call(ctx, &call); return nil }); err != nil {
-			return guard.Call{}, err
-		}
-	}
-	return call, nil
-}
-
-func (a *Guarded) principal(ctx agent.Context) (p guard.Principal, err error) {
-	err = safely(func() error {
-		var perr error
-		p, perr = a.opts.Principal(ctx)
-		return perr
-	})
-	if err != nil || p.Validate() != nil {
-		// The host's reason stays with the host: ADK shows a tool's error
-		// to the model.
-		return guard.Principal{}, ErrNoPrincipal
-	}
-	return p, nil
-}
-
-// arguments returns the JSON of a function call's arguments. ADK's
-// models send no strict mode, so for a strict toolset schema an absent
-// member that may be null reads as null (contract section 8).
-func arguments(args map[string]any, schema *toolset.Schema) (json.RawMessage, error) {
+// call builds the guard call of a function call (host.Host.Call): the
+// principal and scope from the host's functions of the ADK context, the
+// invocation and function call ids. A principal the host did not give is
+// ErrNoPrincipal, and a host function's panic ErrHostPanic, with nothing of
+// the host's reason in the text ADK shows the model.
+func (a *Guarded) call(ctx agent.Context, name string, args map[string]any) (guard.Call, error) {
 	if args == nil {
 		args = map[string]any{}
 	}
 	raw, err := json.Marshal(args)
 	if err != nil {
-		return nil, fmt.Errorf("tgadk: the function call's arguments are not JSON: %w", err)
+		return guard.Call{}, fmt.Errorf("tgadk: the function call's arguments are not JSON: %w", err)
 	}
-	if schema != nil && schema.Strict() {
-		raw = fillNulls(schema.Map(), raw)
+	call, err := a.h.Call(ctx, host.Frame{Name: name, Arguments: raw, CallID: ctx.FunctionCallID(), ResponseID: ctx.InvocationID()})
+	switch {
+	case errors.Is(err, ErrNoPrincipal):
+		return guard.Call{}, ErrNoPrincipal
+	case errors.Is(err, ErrHostPanic):
+		return guard.Call{}, ErrHostPanic
 	}
-	return raw, nil
+	return call, err
 }
 
-// dispatch runs one function call through the guard, with the ADK
+// principal is Options.Principal for the host step: an error, a panic or
+// a principal guard.Principal.Validate refuses is ErrNoPrincipal (the
+// host's reason stays with the host: ADK shows a tool's error to the
+// model).
+func (a *Guarded) principal(ctx context.Context) (guard.Principal, error) {
+	actx, ok := ctx.(agent.Context)
+	if !ok {
+		return guard.Principal{}, ErrNoPrincipal
+	}
+	var p guard.Principal
+	err := safely(func() (err error) { p, err = a.opts.Principal(actx); return err })
+	if err != nil || p.Validate() != nil {
+		return guard.Principal{}, ErrNoPrincipal
+	}
+	return p, nil
+}
+
+// scope is Options.Scope for the host step.
+func (a *Guarded) scope(ctx context.Context) string {
+	if actx, ok := ctx.(agent.Context); ok {
+		return a.opts.Scope(actx)
+	}
+	return ""
+}
+
+// hook is Options.Call for the host step.
+func (a *Guarded) hook(ctx context.Context, call *guard.Call) {
+	if actx, ok := ctx.(agent.Context); ok && a.opts.Call != nil {
+		a.opts.Call(actx, call)
+	}
+}
+
+// dispatch runs one function call through the host step, with ADK's
 // confirmation flow around APPROVAL_REQUIRED, and returns the function
-// response.
-func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any, schema *toolset.Schema) (map[string]any, error) {
-	call, err := a.call(ctx, name, args, schema)
+// response: a call ADK runs again with the human's answer is decided
+// (host.Host.Decide); any other is answered (host.Host.Answer), and a
+// write that waits for a human asks ADK for a confirmation.
+func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any) (map[string]any, error) {
+	call, err := a.call(ctx, name, args)
 	if err != nil {
 		return nil, err
 	}
-	fp := guard.Fingerprint(call.Proposal.Name, call.Proposal.Arguments)
 	if c := ctx.ToolConfirmation(); c != nil && call.Approval == "" && a.opts.Signer != nil {
-		if !payloadMatches(c.Payload, fp) {
+		ar := agentloop.NewApprovalRequest(a.g, call)
+		if !payloadMatches(c.Payload, ar.Fingerprint) {
 			// The answer is to another question than this call's: no
 			// decision on this one, which may be asked again.
-			return a.refuse(ctx, call, fp, false, &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh,
-				Message: OtherAnswerMessage})
+			return a.otherAnswer(ctx, call)
 		}
-		ar := agentloop.NewApprovalRequest(a.g, call)
 		d, err := a.decide(ctx, c, payload(ar))
 		if err != nil {
 			return nil, err
 		}
-		if !d.Approved {
-			return a.refuse(ctx, call, fp, !d.Expired, guard.Declined(d.Reason))
+		res, err := a.h.Decide(withAgent(ctx), call, host.PendingOf(ar), d)
+		if err != nil {
+			return nil, fmt.Errorf("tgadk: %w", err)
 		}
-		if call.Approval, err = a.grant(ar, d.Approver); err != nil {
-			return nil, err
-		}
-	}
-	res, err := a.g.Dispatch(withAgent(ctx), call)
-	if err != nil {
-		return nil, fmt.Errorf("tgadk: %w", err)
-	}
-	if a.opts.Signer != nil && agentloop.NeedsApproval(a.g, call, res) {
-		if a.deniedBefore(ctx, fp) {
-			return Response(guard.Declined("")), nil
-		}
-		ar := agentloop.NewApprovalRequest(a.g, call)
-		if a.opts.Approver != nil {
-			return a.approveInline(ctx, call, ar)
-		}
-		return a.ask(ctx, call, payload(ar))
-	}
-	return Response(res), nil
-}
-
-// refuse answers a call whose confirmation was refused. The call is
-// dispatched without a grant, so nothing can run: an operation that ran
-// already (a yes answered before this no) replays its outcome, which the
-// model is told instead of the refusal; otherwise the guard says
-// APPROVAL_REQUIRED, and the model is told answer, once, and a denial of
-// the intent fp is kept for the session when remember says so.
-func (a *Guarded) refuse(ctx agent.Context, call guard.Call, fp string, remember bool, answer *guard.Result) (map[string]any, error) {
-	res, err := a.g.Dispatch(withAgent(ctx), call)
-	if err != nil {
-		return nil, fmt.Errorf("tgadk: %w", err)
-	}
-	if res.Code != guard.CodeApprovalRequired {
 		return Response(res), nil
 	}
-	if remember {
-		a.rememberDenial(ctx, fp)
+	ans, err := a.h.Answer(withAgent(ctx), call)
+	if err != nil {
+		return nil, fmt.Errorf("tgadk: %w", err)
 	}
-	return Response(answer), nil
+	if ans.Ask != nil {
+		return a.ask(ctx, call, payload(*ans.Ask))
+	}
+	return Response(ans.Result), nil
 }
 
-// approveInline asks Options.Approver about ar, the call's request, and
-// waits for its decision, as agentloop does with an Approver: a yes
-// dispatches the call again with a grant, anything else is a denial
-// (remembered in the session unless it expired or the approver failed).
-func (a *Guarded) approveInline(ctx agent.Context, call guard.Call, ar agentloop.ApprovalRequest) (map[string]any, error) {
-	var d agentloop.Decision
-	err := safely(func() error {
-		var aerr error
-		d, aerr = a.opts.Approver.Approve(ctx, ar)
-		return aerr
-	})
-	if err != nil || !d.Approved {
-		if err == nil && !d.Expired {
-			a.rememberDenial(ctx, ar.Fingerprint)
-		}
-		return Response(guard.Declined(d.Reason)), nil
-	}
-	if call.Approval, err = a.grant(ar, d.Approver); err != nil {
-		return nil, err
-	}
+// otherAnswer answers a call whose confirmation was for another intent.
+// The call is dispatched without a grant, so nothing can run: an
+// operation that ran already replays its outcome; otherwise the model is
+// told OtherAnswerMessage, and the intent may be asked again.
+func (a *Guarded) otherAnswer(ctx agent.Context, call guard.Call) (map[string]any, error) {
 	res, err := a.g.Dispatch(withAgent(ctx), call)
 	if err != nil {
 		return nil, fmt.Errorf("tgadk: %w", err)
+	}
+	if res.Code == guard.CodeApprovalRequired {
+		res = &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: OtherAnswerMessage}
 	}
 	return Response(res), nil
 }
@@ -445,30 +382,14 @@ func (a *Guarded) decide(ctx agent.Context, c *toolconfirmation.ToolConfirmation
 	return d, nil
 }
 
-// grant mints and signs the grant of an approved request
-// (agentloop.SignGrant): this principal, this exact proposal, the
-// approver's name (the principal's subject when none is known).
-func (a *Guarded) grant(ar agentloop.ApprovalRequest, approver string) (string, error) {
-	if approver == "" {
-		approver = ar.Principal.SubjectID
-	}
-	return agentloop.SignGrant(a.opts.Signer, a.opts.Clock, a.opts.GrantTTL, ar, approver)
-}
-
 // ErrHostPanic is the error of a call whose host function (Scope, Call,
 // Decide, a toolset's import options) panicked: nothing runs, and the
-// panic's value, which ADK would show the model, is not in it.
-var ErrHostPanic = errors.New("tgadk: a host function panicked; nothing was run")
+// panic's value, which ADK would show the model, is not in it
+// (host.ErrHostPanic).
+var ErrHostPanic = host.ErrHostPanic
 
 // safely runs a host function, turning a panic into ErrHostPanic.
-func safely(f func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = ErrHostPanic
-		}
-	}()
-	return f()
-}
+func safely(f func() error) error { return host.Safely(f) }
 
 // agentKey keys the ADK context in the context a dispatch runs under, for
 // Import's tools.
@@ -486,7 +407,3 @@ func agentFrom(ctx context.Context) agent.Context {
 	actx, _ := ctx.Value(agentKey{}).(agent.Context)
 	return actx
 }
-
-// fillNulls is provider.FillNulls: the rule every toolguard adapter for a
-// provider without a strict mode applies.
-func fillNulls(schema map[string]any, args []byte) []byte { return provider.FillNulls(schema, args) }

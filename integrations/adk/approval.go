@@ -1,6 +1,7 @@
 package tgadk
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 
@@ -87,11 +88,21 @@ func payloadMatches(payload any, fp string) bool {
 // intent (by fingerprint) in this session.
 func deniedKey(fp string) string { return "toolguard:denied:" + fp }
 
-func (a *Guarded) rememberDenial(ctx agent.Context, fp string) {
-	_ = ctx.State().Set(deniedKey(fp), true)
+// sessionDenials keeps the noes of a session in its state
+// (host.DenialStore), so that a resumed or retried run finds them.
+type sessionDenials struct{}
+
+func (sessionDenials) Add(ctx context.Context, req agentloop.ApprovalRequest) {
+	if actx := agentFrom(ctx); actx != nil {
+		_ = actx.State().Set(deniedKey(req.Fingerprint), true)
+	}
 }
 
-func (a *Guarded) deniedBefore(ctx agent.Context, fp string) bool {
-	v, err := ctx.State().Get(deniedKey(fp))
+func (sessionDenials) Has(ctx context.Context, req agentloop.ApprovalRequest) bool {
+	actx := agentFrom(ctx)
+	if actx == nil {
+		return false
+	}
+	v, err := actx.State().Get(deniedKey(req.Fingerprint))
 	return err == nil && v == true
 }

@@ -1,8 +1,6 @@
 package tgadk
 
 import (
-	"fmt"
-
 	"google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/model"
 	"google.golang.org/adk/v2/tool"
@@ -37,21 +35,9 @@ func (t *statusTool) ProcessRequest(_ agent.Context, req *model.LLMRequest) erro
 
 // Run validates the arguments against the status tool's schema
 // (toolset.ParseStatus; an absent tool reads as null) and answers with
-// the status query's model result.
+// the status query's model result, for the caller's principal (the host
+// step answers the status tool).
 func (t *statusTool) Run(ctx agent.Context, args any) (map[string]any, error) {
 	m, _ := args.(map[string]any)
-	call, err := t.a.call(ctx, t.d.Name(), m, t.d.Schema())
-	if err != nil {
-		return nil, err
-	}
-	in, bad := toolset.ParseStatus(call.Proposal.Arguments)
-	if bad != nil {
-		return Response(bad), nil
-	}
-	sc := in.Call(call.Principal, call.Context)
-	res, err := t.a.g.QueryStatus(ctx, sc)
-	if err != nil {
-		return nil, fmt.Errorf("tgadk: %w", err)
-	}
-	return Response(res), nil
+	return t.a.dispatch(ctx, t.d.Name(), m)
 }

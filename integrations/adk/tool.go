@@ -48,5 +48,5 @@ func (t *adkTool) ProcessRequest(_ agent.Context, req *model.LLMRequest) error {
 // as the function response.
 func (t *adkTool) Run(ctx agent.Context, args any) (map[string]any, error) {
 	m, _ := args.(map[string]any)
-	return t.a.dispatch(ctx, t.d.Name(), m, t.d.Schema())
+	return t.a.dispatch(ctx, t.d.Name(), m)
 }

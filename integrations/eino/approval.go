@@ -3,25 +3,23 @@ package tgeino
 import (
 	"context"
 	"errors"
+	"fmt"
 
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 )
 
 func init() {
 	// Eino keeps an interrupt's info and state in its checkpoints (adk
 	// with gob, compose with its own serializer): both must know the types.
 	schema.RegisterName[agentloop.ApprovalRequest]("toolguard_eino_approval_request")
-	schema.RegisterName[*pendingState]("toolguard_eino_pending_state")
-}
-
-// pendingState is what an approval interrupt keeps in the checkpoint: who
-// was asked about which intent, so that a resume answers that very call.
-type pendingState struct {
-	TenantID, SubjectID, Fingerprint string
+	// What an approval interrupt keeps in the checkpoint: who was asked
+	// about which intent, so that a resume answers that very call.
+	schema.RegisterName[*host.Pending]("toolguard_eino_pending_state")
 }
 
 // ErrNoDecision is returned, as the tool call's error, when a run is
@@ -32,7 +30,7 @@ var ErrNoDecision = errors.New("tgeino: the run was resumed at an approval inter
 // ErrOtherCall is returned, as the tool call's error, when a run is resumed
 // at an approval interrupt by another principal, or the call there is not
 // the one the human was asked about; nothing runs.
-var ErrOtherCall = errors.New("tgeino: the resumed call is not the one put to a human (another principal or other arguments)")
+var ErrOtherCall = host.ErrOtherCall
 
 // Approval is one call of an interrupted run that waits for a human: the
 // interrupt id to resume it by, and what the human is asked.
@@ -88,35 +86,20 @@ func Resume(ctx context.Context, decisions map[string]agentloop.Decision) contex
 // agentloop's words.
 const DeniedMessage = guard.DeclinedMessage
 
-// needsHuman reports whether a dispatch's result is a write that waits
-// for a human's approval who is then asked (an interrupt of the run, or
-// Options.Approver): agentloop.NeedsApproval, with a signer to mint the
-// grant.
-func (eg *Guarded) needsHuman(call guard.Call, res *guard.Result) bool {
-	return eg.opts.Signer != nil && !(eg.opts.NoInterrupt && eg.opts.Approver == nil) && agentloop.NeedsApproval(eg.g, call, res)
-}
-
-// grant mints and signs the grant of a human's yes to the request: bound
-// to exactly its principal and proposal (agentloop.SignGrant).
-func (eg *Guarded) grant(req agentloop.ApprovalRequest, approver string) (string, error) {
-	return agentloop.SignGrant(eg.opts.Signer, eg.opts.Clock, eg.opts.GrantTTL, req, approver)
-}
-
-// resume handles a call at an approval interrupt the run resumes from. A
-// call that was not interrupted is left alone. One that was, but is not the
-// resume's target, interrupts again, keeping its place. The target's
-// decision either becomes a signed grant on the call (answer "": the
-// dispatch goes on) or, for a no, the answer the model gets, once, with
-// nothing run.
-func (eg *Guarded) resume(ctx context.Context, call *guard.Call) (answer string, err error) {
-	was, has, st := compose.GetInterruptState[*pendingState](ctx)
+// resume answers a call at an approval interrupt the run resumes from. A
+// call that was not interrupted is left alone (nil: the dispatch goes on).
+// One that was, but is not the resume's target, interrupts again, keeping
+// its place. The target's decision is carried out by the host step
+// (host.Host.Decide): a yes runs the call once with a signed grant, a no is
+// the answer the model gets, once, with nothing run.
+func (eg *Guarded) resume(ctx context.Context, call guard.Call) (*guard.Result, error) {
+	was, has, st := compose.GetInterruptState[*host.Pending](ctx)
 	if !was {
-		return "", nil
+		return nil, nil
 	}
-	req := agentloop.NewApprovalRequest(eg.g, *call)
 	target, _, data := compose.GetResumeContext[any](ctx)
 	if !target {
-		return "", compose.StatefulInterrupt(ctx, req, st)
+		return nil, compose.StatefulInterrupt(ctx, agentloop.NewApprovalRequest(eg.h.Guard(), call), st)
 	}
 	var d agentloop.Decision
 	switch v := data.(type) {
@@ -124,25 +107,18 @@ func (eg *Guarded) resume(ctx context.Context, call *guard.Call) (answer string,
 		d = v
 	case *agentloop.Decision:
 		if v == nil {
-			return "", ErrNoDecision
+			return nil, ErrNoDecision
 		}
 		d = *v
 	default:
-		return "", ErrNoDecision
+		return nil, ErrNoDecision
 	}
-	p := call.Principal
-	if !has || st == nil || st.TenantID != p.TenantID || st.SubjectID != p.SubjectID || st.Fingerprint != req.Fingerprint {
-		return "", ErrOtherCall
+	if !has || st == nil {
+		return nil, ErrOtherCall
 	}
-	if !d.Approved {
-		if !d.Expired {
-			eg.denials.Add(req)
-		}
-		return guard.Declined(d.Reason).String(), nil
+	res, err := eg.h.Decide(ctx, call, *st, d)
+	if err != nil && !errors.Is(err, ErrOtherCall) {
+		err = fmt.Errorf("tgeino: %w", err)
 	}
-	if eg.opts.Signer == nil {
-		return "", errors.New("tgeino: a run resumed with an approval needs Options.Signer")
-	}
-	call.Approval, err = eg.grant(req, d.Approver)
-	return "", err
+	return res, err
 }

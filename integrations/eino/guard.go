@@ -2,9 +2,7 @@ package tgeino
 
 import (
 	"context"
-	"errors"
 	"fmt"
-	"reflect"
 	"time"
 
 	"github.com/cloudwego/eino/adk"
@@ -14,7 +12,7 @@ import (
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -84,13 +82,9 @@ type Options struct {
 // back as the tool's output, the tool-model-result-v2 JSON. It is safe for
 // concurrent use.
 type Guarded struct {
-	g       *guard.Guard
-	opts    Options
-	status  string
+	h       *host.Host
 	offered []tool.BaseTool
-	nulls   map[string]map[string]any // strict schemas, by tool name, for absent nullable members
-	own     map[string]bool           // tools the guard runs itself (toolset tools, the status tool), by name
-	denials agentloop.Denials
+	own     map[string]bool // tools the guard runs itself (toolset tools, the status tool), by name
 }
 
 // New returns a Guarded over g, whose tools are set: the tools the model is
@@ -98,45 +92,15 @@ type Guarded struct {
 // Eino tool (Import). Every tool of set must be the one g looks up by its
 // name.
 func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
-	if g == nil || set == nil {
-		return nil, errors.New("tgeino: New needs a guard and its tool set")
+	h, err := host.New(g, set, host.Options{Provider: Provider, APIFamily: APIFamily, AdapterRevision: AdapterRevision,
+		Principal: opts.Principal, Scope: opts.Scope, Call: opts.Call, Signer: opts.Signer, GrantTTL: opts.GrantTTL,
+		Clock: opts.Clock, Approver: opts.Approver, NoInterrupt: opts.NoInterrupt, StatusTool: opts.StatusTool,
+		NoStatusTool: opts.NoStatusTool})
+	if err != nil {
+		return nil, fmt.Errorf("tgeino: %w", err)
 	}
-	if opts.Principal == nil {
-		opts.Principal = PrincipalFrom
-	}
-	if opts.Scope == nil {
-		opts.Scope = ScopeFrom
-	}
-	if opts.GrantTTL <= 0 {
-		opts.GrantTTL = agentloop.DefaultGrantTTL
-	}
-	if opts.Clock == nil {
-		opts.Clock = guard.SystemClock
-	}
-	eg := &Guarded{g: g, opts: opts, nulls: map[string]map[string]any{},
-		own: map[string]bool{}}
-	decls := set.Tools()
-	if !opts.NoStatusTool {
-		st, err := statusTool(opts.StatusTool)
-		if err != nil {
-			return nil, err
-		}
-		eg.status = st.Name()
-		if set.Lookup(eg.status) != nil {
-			return nil, fmt.Errorf("tgeino: the tool set already has a tool named %q, the status tool's name", eg.status)
-		}
-		decls = append(decls, st)
-	}
-	for _, d := range decls {
-		if d.Name() != eg.status && !sameTool(g.Tools().Lookup(d.Name()), d) {
-			return nil, fmt.Errorf("tgeino: the guard does not run tool %q of the set: build the guard over the same set", d.Name())
-		}
-		if d.Schema() == nil {
-			return nil, fmt.Errorf("tgeino: tool %q has no schema to offer the model", d.Name())
-		}
-		if d.Schema().Strict() {
-			eg.nulls[d.Name()] = d.Schema().Map()
-		}
+	eg := &Guarded{h: h, own: map[string]bool{}}
+	for _, d := range h.Tools() {
 		if w, ok := d.(*Tool); ok {
 			eg.offered = append(eg.offered, w.eino)
 			continue
@@ -149,29 +113,6 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 		eg.offered = append(eg.offered, et)
 	}
 	return eg, nil
-}
-
-// statusTool declares the status tool under name, refusing a name model
-// providers do not accept instead of panicking as toolset does.
-func statusTool(name string) (st toolset.Declared, err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			st, err = nil, fmt.Errorf("tgeino: status tool name %q: %v", name, r)
-		}
-	}()
-	return toolset.StatusTool(name), nil
-}
-
-// sameTool reports whether the guard's tool is the set's; tools of a type
-// that cannot be compared are taken on trust rather than panicking.
-func sameTool(a guard.Tool, b toolset.Declared) bool {
-	if a == nil {
-		return false
-	}
-	if ta, tb := reflect.TypeOf(a), reflect.TypeOf(b); ta != tb || !ta.Comparable() {
-		return ta == tb
-	}
-	return a == guard.Tool(b)
 }
 
 // Tools returns the Eino tools to give the model and the ToolsNode (or a
@@ -378,76 +319,27 @@ func (eg *Guarded) answer(ctx context.Context, name, args, callID string, run ru
 			}
 		}()
 	}
-	p, err := eg.opts.Principal(ctx)
+	call, err := eg.h.Call(ctx, host.Frame{Name: name, Arguments: []byte(args), CallID: callID})
 	if err != nil {
-		return "", fmt.Errorf("tgeino: no principal for tool call %q: %w", name, err)
-	}
-	if m, ok := eg.nulls[name]; ok {
-		// The model may not have been held to the strict schema: an
-		// absent nullable member reads as null (contract section 8).
-		args = string(provider.FillNulls(m, []byte(args)))
-	}
-	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: name, Arguments: []byte(args)},
-		Context: guard.ExecutionContext{Provider: Provider, APIFamily: APIFamily, AdapterRevision: AdapterRevision,
-			CallID: guard.SafeID(callID), Scope: eg.opts.Scope(ctx)}}
-	if eg.opts.Call != nil {
-		eg.opts.Call(ctx, &call)
-	}
-	if eg.status != "" && name == eg.status {
-		return eg.queryStatus(ctx, call), nil
-	}
-	if answer, err := eg.resume(ctx, &call); err != nil || answer != "" {
-		return answer, err
+		return "", fmt.Errorf("tgeino: %w", err)
 	}
 	if run != nil {
 		ctx = context.WithValue(ctx, endpointKey{}, &endpoint{name: name, run: run})
 	}
-	res, err := eg.g.Dispatch(ctx, call)
-	if err != nil {
-		return "", fmt.Errorf("tgeino: tool call %q: %w", name, err)
-	}
-	if !eg.needsHuman(call, res) {
+	if res, err := eg.resume(ctx, call); err != nil || res != nil {
+		if err != nil {
+			return "", err
+		}
 		return res.String(), nil
 	}
-	req := agentloop.NewApprovalRequest(eg.g, call)
-	if eg.denials.Has(req) {
-		// A human already said no to this very intent in this scope: the
-		// same answer, without asking again (contract section 8).
-		return guard.Declined("").String(), nil
-	}
-	if eg.opts.Approver == nil {
-		return "", compose.StatefulInterrupt(ctx, req, &pendingState{TenantID: p.TenantID, SubjectID: p.SubjectID, Fingerprint: req.Fingerprint})
-	}
-	d, err := eg.opts.Approver.Approve(ctx, req)
-	if err != nil || !d.Approved {
-		if err == nil && !d.Expired {
-			eg.denials.Add(req)
-		}
-		return guard.Declined(d.Reason).String(), nil
-	}
-	if call.Approval, err = eg.grant(req, d.Approver); err != nil {
-		return "", err
-	}
-	if res, err = eg.g.Dispatch(ctx, call); err != nil {
-		return "", fmt.Errorf("tgeino: tool call %q: %w", name, err)
-	}
-	return res.String(), nil
-}
-
-// queryStatus answers a call of the status tool: its arguments checked
-// against its schema, then the guard's status query for the run's
-// principal, never one the model names.
-func (eg *Guarded) queryStatus(ctx context.Context, call guard.Call) string {
-	in, bad := toolset.ParseStatus(call.Proposal.Arguments)
-	if bad != nil {
-		return bad.String()
-	}
-	// An id the guard would refuse names no operation it ran: NOT_FOUND,
-	// not a host error.
-	sc := in.Call(call.Principal, call.Context)
-	res, err := eg.g.QueryStatus(ctx, sc)
+	a, err := eg.h.Answer(ctx, call)
 	if err != nil {
-		res = &guard.Result{Code: guard.CodeUnavailable, Delivery: guard.DeliveryFresh, Message: guard.CodeUnavailable.DefaultMessage()}
+		return "", fmt.Errorf("tgeino: %w", err)
 	}
-	return res.String()
+	if a.Ask != nil {
+		// The run pauses here; its resume answers this very call (resume).
+		p := host.PendingOf(*a.Ask)
+		return "", compose.StatefulInterrupt(ctx, *a.Ask, &p)
+	}
+	return a.Result.String(), nil
 }

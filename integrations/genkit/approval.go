@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"maps"
 
 	"github.com/firebase/genkit/go/ai"
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 )
 
 // InterruptKey is the member of an interrupted tool request's interrupt
@@ -29,7 +31,7 @@ var ErrNotApproval = errors.New("tggenkit: the part is not a tool request interr
 // ErrOtherCall is returned, as the tool call's error, when a generation is
 // resumed with a decision for another principal, or for other arguments
 // than the call's; nothing runs.
-var ErrOtherCall = errors.New("tggenkit: the resumed call is not the one put to a human (another principal or other arguments)")
+var ErrOtherCall = host.ErrOtherCall
 
 // Approval is one tool request of an interrupted generation that waits for
 // a human: the interrupted part, to resume it by, and what the human is
@@ -126,10 +128,11 @@ func interruptMetadata(req agentloop.ApprovalRequest) map[string]any {
 }
 
 // resume handles a call Genkit restarts with a decision (Resume). A call
-// without one is left alone (answer nil, the dispatch goes on). A yes
-// becomes a signed grant on the call (answer nil: the dispatch goes on
-// with it); a no is the answer the model gets, with nothing run.
-func (a *Guarded) resume(ctx context.Context, call *guard.Call) (*guard.Result, error) {
+// without one is left alone (nil: the dispatch goes on). The decision is
+// carried out by the host step (host.Host.Decide): a yes runs the call
+// once with a signed grant, a no is the answer the model gets, with
+// nothing run.
+func (a *Guarded) resume(ctx context.Context, call guard.Call) (*guard.Result, error) {
 	v, ok := ai.ResumedValue[any](ctx, InterruptKey)
 	if !ok || v == nil {
 		return nil, nil
@@ -138,38 +141,10 @@ func (a *Guarded) resume(ctx context.Context, call *guard.Call) (*guard.Result, 
 	if !convert(v, &d) {
 		return nil, ErrOtherCall
 	}
-	req := agentloop.NewApprovalRequest(a.g, *call)
-	p := call.Principal
-	if d.TenantID != p.TenantID || d.SubjectID != p.SubjectID || d.Fingerprint != req.Fingerprint {
-		return nil, ErrOtherCall
+	res, err := a.h.Decide(ctx, call, host.Pending{TenantID: d.TenantID, SubjectID: d.SubjectID, Fingerprint: d.Fingerprint},
+		agentloop.Decision{Approved: d.Approved, Approver: d.Approver, Reason: d.Reason, Expired: d.Expired})
+	if err != nil && !errors.Is(err, ErrOtherCall) {
+		err = fmt.Errorf("tggenkit: %w", err)
 	}
-	if !d.Approved {
-		if !d.Expired {
-			a.denials.Add(req)
-		}
-		return guard.Declined(d.Reason), nil
-	}
-	if a.opts.Signer == nil {
-		return nil, errors.New("tggenkit: a generation resumed with an approval needs Options.Signer")
-	}
-	tok, err := a.grant(req, d.Approver)
-	if err != nil {
-		return nil, err
-	}
-	call.Approval = tok
-	return nil, nil
-}
-
-// needsHuman reports whether a dispatch's result is a write that waits for
-// a human's approval who is then asked (an interrupt of the generation, or
-// Options.Approver): agentloop.NeedsApproval, with a signer to mint the
-// grant.
-func (a *Guarded) needsHuman(call guard.Call, res *guard.Result) bool {
-	return a.opts.Signer != nil && !(a.opts.NoInterrupt && a.opts.Approver == nil) && agentloop.NeedsApproval(a.g, call, res)
-}
-
-// grant mints and signs the grant of a human's yes to the request: bound
-// to exactly its principal and proposal (agentloop.SignGrant).
-func (a *Guarded) grant(req agentloop.ApprovalRequest, approver string) (string, error) {
-	return agentloop.SignGrant(a.opts.Signer, a.opts.Clock, a.opts.GrantTTL, req, approver)
+	return res, err
 }

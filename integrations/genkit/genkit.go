@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"reflect"
 	"sync"
 	"time"
 
@@ -13,7 +12,7 @@ import (
 	"github.com/firebase/genkit/go/core/api"
 
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -89,14 +88,9 @@ type Options struct {
 // tool call of the generation through the guard. It is safe for
 // concurrent use; each generation gets hooks of its own.
 type Guarded struct {
-	g       *guard.Guard
-	set     *toolset.Set
-	opts    Options
-	status  string
+	h       *host.Host
 	offered []*ai.ToolAction[any, any] // the set's toolset tools and the status tool, as Genkit declares them
 	genkit  []string                   // the set's imported Genkit tools, by name
-	nulls   map[string]map[string]any  // strict schemas, by tool name, for absent nullable members
-	denials agentloop.Denials
 }
 
 var _ ai.Middleware = (*Guarded)(nil)
@@ -107,44 +101,15 @@ var _ ai.Middleware = (*Guarded)(nil)
 // Import, which the generation is given as usual (ai.WithTools). Every
 // tool of set must be the one g looks up by its name.
 func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
-	if g == nil || set == nil {
-		return nil, errors.New("tggenkit: New needs a guard and its tool set")
+	h, err := host.New(g, set, host.Options{Provider: Provider, APIFamily: APIFamily, AdapterRevision: AdapterRevision,
+		Principal: opts.Principal, Scope: opts.Scope, Call: opts.Call, Signer: opts.Signer, GrantTTL: opts.GrantTTL,
+		Clock: opts.Clock, Approver: opts.Approver, NoInterrupt: opts.NoInterrupt, StatusTool: opts.StatusTool,
+		NoStatusTool: opts.NoStatusTool})
+	if err != nil {
+		return nil, fmt.Errorf("tggenkit: %w", err)
 	}
-	if opts.Principal == nil {
-		opts.Principal = PrincipalFrom
-	}
-	if opts.Scope == nil {
-		opts.Scope = ScopeFrom
-	}
-	if opts.GrantTTL <= 0 {
-		opts.GrantTTL = agentloop.DefaultGrantTTL
-	}
-	if opts.Clock == nil {
-		opts.Clock = guard.SystemClock
-	}
-	if opts.Approver != nil && opts.Signer == nil {
-		return nil, errors.New("tggenkit: Options.Approver needs Options.Signer to mint the grants")
-	}
-	a := &Guarded{g: g, set: set, opts: opts, nulls: map[string]map[string]any{}}
-	decls := set.Tools()
-	if !opts.NoStatusTool {
-		st := toolset.StatusTool(opts.StatusTool)
-		a.status = st.Name()
-		if set.Lookup(a.status) != nil {
-			return nil, fmt.Errorf("tggenkit: the tool set already has a tool named %q, the status tool's name", a.status)
-		}
-		decls = append(decls, st)
-	}
-	for _, d := range decls {
-		if d.Name() != a.status && !sameTool(g.Tools().Lookup(d.Name()), d) {
-			return nil, fmt.Errorf("tggenkit: the guard does not run tool %q of the set: build the guard over the same set", d.Name())
-		}
-		if d.Schema() == nil {
-			return nil, fmt.Errorf("tggenkit: tool %q has no schema to offer the model", d.Name())
-		}
-		if d.Schema().Strict() {
-			a.nulls[d.Name()] = d.Schema().Map()
-		}
+	a := &Guarded{h: h}
+	for _, d := range h.Tools() {
 		if _, imported := d.(*Tool); imported {
 			a.genkit = append(a.genkit, d.Name()) // a Genkit tool: the generation names it itself
 			continue
@@ -152,18 +117,6 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 		a.offered = append(a.offered, declare(d))
 	}
 	return a, nil
-}
-
-// sameTool reports whether the guard's tool is the set's; tools of a type
-// that cannot be compared are taken on trust rather than panicking.
-func sameTool(a guard.Tool, b toolset.Declared) bool {
-	if a == nil {
-		return false
-	}
-	if ta, tb := reflect.TypeOf(a), reflect.TypeOf(b); ta != tb || !ta.Comparable() {
-		return ta == tb
-	}
-	return a == guard.Tool(b)
 }
 
 // Name implements ai.Middleware: MiddlewareName.
@@ -292,83 +245,28 @@ func (gen *generation) standIn(name string) bool {
 // pauses the generation for a human, or a host error.
 func (a *Guarded) answer(ctx context.Context, params *ai.ToolParams, next ai.ToolNext) (*guard.Result, error) {
 	req := params.Request
-	call, err := a.call(ctx, req)
+	args, err := arguments(req.Input)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("tggenkit: tool call %q: %w", req.Name, err)
 	}
-	if a.status != "" && req.Name == a.status {
-		return a.queryStatus(ctx, call), nil
-	}
-	if answer, err := a.resume(ctx, &call); err != nil || answer != nil {
-		return answer, err
+	call, err := a.h.Call(ctx, host.Frame{Name: req.Name, Arguments: args, CallID: req.Ref})
+	if err != nil {
+		return nil, fmt.Errorf("tggenkit: %w", err)
 	}
 	if next != nil {
 		ctx = context.WithValue(ctx, endpointKey{}, &endpoint{params: params, next: next})
 	}
-	res, err := a.g.Dispatch(ctx, call)
+	if res, err := a.resume(ctx, call); err != nil || res != nil {
+		return res, err
+	}
+	ans, err := a.h.Answer(ctx, call)
 	if err != nil {
-		return nil, fmt.Errorf("tggenkit: tool call %q: %w", req.Name, err)
+		return nil, fmt.Errorf("tggenkit: %w", err)
 	}
-	if !a.needsHuman(call, res) {
-		return res, nil
+	if ans.Ask != nil {
+		return nil, ai.NewToolInterruptError(interruptMetadata(*ans.Ask))
 	}
-	areq := agentloop.NewApprovalRequest(a.g, call)
-	if a.denials.Has(areq) {
-		// A human already said no to this very intent in this scope: the
-		// same answer, without asking again (contract section 8).
-		return guard.Declined(""), nil
-	}
-	if a.opts.Approver == nil {
-		return nil, ai.NewToolInterruptError(interruptMetadata(areq))
-	}
-	var d agentloop.Decision
-	err = safely(func() (err error) { d, err = a.opts.Approver.Approve(ctx, areq); return err })
-	if err != nil || !d.Approved {
-		if err == nil && !d.Expired {
-			a.denials.Add(areq)
-		}
-		return guard.Declined(d.Reason), nil
-	}
-	if call.Approval, err = a.grant(areq, d.Approver); err != nil {
-		return nil, err
-	}
-	if res, err = a.g.Dispatch(ctx, call); err != nil {
-		return nil, fmt.Errorf("tggenkit: tool call %q: %w", req.Name, err)
-	}
-	return res, nil
-}
-
-// call builds the guard call of a tool request: its name, its input as
-// JSON, its ref as the call id; the principal and the scope from the
-// host's functions.
-func (a *Guarded) call(ctx context.Context, req *ai.ToolRequest) (guard.Call, error) {
-	var p guard.Principal
-	if err := safely(func() (err error) { p, err = a.opts.Principal(ctx); return err }); err != nil {
-		return guard.Call{}, fmt.Errorf("tggenkit: no principal for tool call %q: %w", req.Name, err)
-	}
-	args, err := arguments(req.Input)
-	if err != nil {
-		return guard.Call{}, fmt.Errorf("tggenkit: tool call %q: %w", req.Name, err)
-	}
-	if m, ok := a.nulls[req.Name]; ok {
-		// Genkit does not say whether the model was held to the strict
-		// schema: an absent nullable member reads as null (contract
-		// section 8).
-		args = provider.FillNulls(m, args)
-	}
-	var scope string
-	if err := safely(func() error { scope = a.opts.Scope(ctx); return nil }); err != nil {
-		return guard.Call{}, fmt.Errorf("tggenkit: scope of tool call %q: %w", req.Name, err)
-	}
-	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: req.Name, Arguments: args},
-		Context: guard.ExecutionContext{Provider: Provider, APIFamily: APIFamily, AdapterRevision: AdapterRevision,
-			CallID: guard.SafeID(req.Ref), Scope: scope}}
-	if a.opts.Call != nil {
-		if err := safely(func() error { a.opts.Call(ctx, &call); return nil }); err != nil {
-			return guard.Call{}, fmt.Errorf("tggenkit: Options.Call for tool call %q: %w", req.Name, err)
-		}
-	}
-	return call, nil
+	return ans.Result, nil
 }
 
 // arguments is a tool request's input as JSON; a request without one has
@@ -385,34 +283,4 @@ func arguments(input any) (json.RawMessage, error) {
 		return nil, fmt.Errorf("the input is not JSON: %w", err)
 	}
 	return b, nil
-}
-
-// queryStatus answers a call of the status tool: its arguments checked
-// against its schema, then the guard's status query for the generation's
-// principal, never one the model names.
-func (a *Guarded) queryStatus(ctx context.Context, call guard.Call) *guard.Result {
-	in, bad := toolset.ParseStatus(call.Proposal.Arguments)
-	if bad != nil {
-		return bad
-	}
-	sc := in.Call(call.Principal, call.Context)
-	res, err := a.g.QueryStatus(ctx, sc)
-	if err != nil {
-		res = &guard.Result{Code: guard.CodeUnavailable, Delivery: guard.DeliveryFresh, Message: guard.CodeUnavailable.DefaultMessage()}
-	}
-	return res
-}
-
-// errHostPanic is the error of a host function (Principal, Scope, Call,
-// Approver) that panicked: nothing runs.
-var errHostPanic = errors.New("a host function panicked; nothing was run")
-
-// safely runs a host function, turning a panic into an error.
-func safely(f func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("%w: %v", errHostPanic, r)
-		}
-	}()
-	return f()
 }

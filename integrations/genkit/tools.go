@@ -11,6 +11,7 @@ import (
 	"github.com/firebase/genkit/go/core/api"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -67,47 +68,23 @@ func registerUnknown(r api.Registry, name string) {
 	}, ai.WithInputSchema(map[string]any{"type": "object"})).Register(r)
 }
 
-// ImportOptions configure Import.
-type ImportOptions struct {
-	// Authorize decides whether inv.Principal may make this call of the
-	// Genkit tool named tool; it returns guard.ErrNotFound when not (any
-	// error fails closed as NOT_FOUND). It is required: a Genkit tool
-	// knows nothing of the guard's principals.
-	Authorize func(ctx context.Context, tool string, inv *guard.Invocation) error
-	// Read marks the tool as having no side effects. By default an
-	// imported tool is a write: it runs at most once per operation.
-	Read bool
-	// NoApproval lets a write run without a human's approval. By default
-	// every write needs one.
-	NoApproval bool
-	// Repeatable marks a write whose identical repeats are meant
-	// (guard.ToolSpec.Repeatable).
-	Repeatable bool
-	// LoggedArguments names top-level argument members safe to copy into
-	// the audit record; the others are only fingerprinted.
-	LoggedArguments []string
-	// Receipt asks the downstream system for the result of the operation
-	// with inv.IdempotencyKey, to settle an unknown outcome (see
-	// guard.Tool.LookupReceipt). Nil: outcomes stay unknown until an
-	// operator settles them.
-	Receipt func(ctx context.Context, inv *guard.Invocation) (out json.RawMessage, found bool, err error)
-}
+// ImportOptions configure Import (host.ImportOptions). The zero value is
+// the safe default for a tool the guard knows nothing of: a write that
+// needs a human's approval.
+type ImportOptions = host.ImportOptions
 
 // Tool is one of Genkit's own tools (genkit.DefineTool, ai.NewTool, any
 // ai.Tool) behind the guard: its input schema, from its Definition, is
-// compiled once (toolset.CompileSchema) and validates the model's
-// arguments before the tool runs, as adapters/mcp does for a remote MCP
-// tool. It implements toolset.Declared, so it joins a toolset.Set next to
+// compiled once and validates the model's arguments before the tool runs,
+// as adapters/mcp does for a remote MCP tool (host.Imported: Spec, Name,
+// Description, Schema, Decode, AuthorizeCall, Execute and LookupReceipt).
+// It implements toolset.Declared, so it joins a toolset.Set next to
 // toolset tools. The generation is given the Genkit tool itself
 // (ai.WithTools), as Genkit declares it; the middleware runs it through
 // Genkit's own tool runner once the guard let the call through.
 type Tool struct {
-	inner     ai.Tool
-	desc      string
-	schema    *toolset.Schema
-	spec      guard.ToolSpec
-	authorize func(ctx context.Context, tool string, inv *guard.Invocation) error
-	receipt   func(ctx context.Context, inv *guard.Invocation) (json.RawMessage, bool, error)
+	*host.Imported
+	inner ai.Tool
 }
 
 var _ toolset.Declared = (*Tool)(nil)
@@ -126,10 +103,10 @@ func Import(t ai.Tool, opts ImportOptions) (*Tool, error) {
 		return nil, errors.New("tggenkit: Import needs a tool")
 	}
 	var def *ai.ToolDefinition
-	if err := safely(func() error { def = t.Definition(); return nil }); err != nil || def == nil {
+	if err := host.Safely(func() error { def = t.Definition(); return nil }); err != nil || def == nil {
 		return nil, fmt.Errorf("tggenkit: tool %q has no definition", t.Name())
 	}
-	raw := json.RawMessage(`{"type":"object"}`)
+	var raw json.RawMessage
 	if len(def.InputSchema) > 0 {
 		b, err := json.Marshal(def.InputSchema)
 		if err != nil {
@@ -137,65 +114,28 @@ func Import(t ai.Tool, opts ImportOptions) (*Tool, error) {
 		}
 		raw = b
 	}
-	schema, err := toolset.CompileSchema(raw)
-	if err != nil {
-		return nil, fmt.Errorf("tggenkit: tool %q schema: %w", def.Name, err)
+	it := &Tool{inner: t}
+	var err error
+	if it.Imported, err = host.Import(t.Name(), def.Description, raw, it.execute, opts); err != nil {
+		return nil, fmt.Errorf("tggenkit: %w", err)
 	}
-	it := &Tool{inner: t, desc: def.Description, schema: schema, authorize: opts.Authorize, receipt: opts.Receipt,
-		spec: guard.ToolSpec{Name: t.Name(), Effect: guard.Write, LoggedArguments: append([]string(nil), opts.LoggedArguments...)}}
-	if opts.Read {
-		it.spec.Effect = guard.Read
-	}
-	it.spec.NeedsApproval = it.spec.Effect == guard.Write && !opts.NoApproval
-	it.spec.Repeatable = it.spec.Effect == guard.Write && opts.Repeatable
 	return it, nil
 }
-
-// Spec implements guard.Tool.
-func (t *Tool) Spec() *guard.ToolSpec { return &t.spec }
-
-// Name returns the tool's name.
-func (t *Tool) Name() string { return t.spec.Name }
-
-// Description returns the Genkit tool's description.
-func (t *Tool) Description() string { return t.desc }
-
-// Schema returns the tool's input schema compiled, the one its arguments
-// are validated against; it is not Strict.
-func (t *Tool) Schema() *toolset.Schema { return t.schema }
 
 // Genkit returns the imported Genkit tool, for ai.WithTools.
 func (t *Tool) Genkit() ai.Tool { return t.inner }
 
-// Decode implements guard.Tool: the arguments must be a JSON object the
-// tool's schema accepts; the input is their canonical JSON.
-func (t *Tool) Decode(canonical []byte, parsed any) (any, error) {
-	if _, ok := parsed.(map[string]any); !ok {
-		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments must be a JSON object.")
-	}
-	if err := t.schema.Validate(parsed); err != nil {
-		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments do not match the tool's schema.")
-	}
-	return json.RawMessage(canonical), nil
-}
-
-// AuthorizeCall implements guard.Tool with ImportOptions.Authorize.
-func (t *Tool) AuthorizeCall(ctx context.Context, inv *guard.Invocation) error {
-	return t.authorize(ctx, t.spec.Name, inv)
-}
-
-// Execute implements guard.Tool: the Genkit tool runs with the canonical
-// arguments, through Genkit's tool runner (the WrapTool hooks inside this
-// one, then the tool's action) when the middleware dispatched the call,
-// directly otherwise. The context carries the invocation
-// (InvocationFrom), whose IdempotencyKey is the key to hand the downstream
-// system. The output is the tool's output as JSON. An interrupt the tool
-// raises means it did not do its work (Genkit re-runs an interrupted tool
-// from the start): the call did not start. Any other error is the tool's
-// failure: for a write, an unknown outcome, unless it is a guard error
-// that says otherwise (guard.NotStarted, guard.ErrNotFound, …).
-func (t *Tool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
-	ctx = context.WithValue(ctx, invocationKey{}, inv)
+// execute runs the Genkit tool with the canonical arguments, through
+// Genkit's tool runner (the WrapTool hooks inside this one, then the
+// tool's action) when the middleware dispatched the call, directly
+// otherwise. The context carries the invocation (InvocationFrom), whose
+// IdempotencyKey is the key to hand the downstream system. The output is
+// the tool's output as JSON. An interrupt the tool raises means it did not
+// do its work (Genkit re-runs an interrupted tool from the start): the
+// call did not start. Any other error is the tool's failure: for a write,
+// an unknown outcome, unless it is a guard error that says otherwise
+// (guard.NotStarted, guard.ErrNotFound, …).
+func (t *Tool) execute(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
 	var input any
 	dec := json.NewDecoder(bytes.NewReader(inv.Arguments))
 	dec.UseNumber()
@@ -206,7 +146,7 @@ func (t *Tool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMess
 		resp *ai.MultipartToolResponse
 		err  error
 	)
-	if ep, ok := ctx.Value(endpointKey{}).(*endpoint); ok && ep.next != nil && ep.params.Tool != nil && ep.params.Request.Name == t.spec.Name {
+	if ep, ok := ctx.Value(endpointKey{}).(*endpoint); ok && ep.next != nil && ep.params.Tool != nil && ep.params.Request.Name == t.Name() {
 		req := &ai.ToolRequest{Name: ep.params.Request.Name, Ref: ep.params.Request.Ref, Input: input}
 		resp, err = ep.next(ctx, &ai.ToolParams{Request: req, Tool: ep.params.Tool})
 	} else {
@@ -214,7 +154,7 @@ func (t *Tool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMess
 	}
 	if err != nil {
 		if interrupted, _ := ai.IsToolInterruptError(err); interrupted {
-			return nil, guard.NotStarted(fmt.Errorf("tggenkit: tool %q interrupted the generation; interrupts inside guarded tools are not supported", t.spec.Name))
+			return nil, guard.NotStarted(fmt.Errorf("tggenkit: tool %q interrupted the generation; interrupts inside guarded tools are not supported", t.Name()))
 		}
 		return nil, err
 	}
@@ -223,18 +163,9 @@ func (t *Tool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMess
 	}
 	out, err := json.Marshal(resp.Output)
 	if err != nil {
-		return nil, guard.UnknownOutcome(fmt.Errorf("tggenkit: tool %q output: %w", t.spec.Name, err))
+		return nil, guard.UnknownOutcome(fmt.Errorf("tggenkit: tool %q output: %w", t.Name(), err))
 	}
 	return out, nil
-}
-
-// LookupReceipt implements guard.Tool with ImportOptions.Receipt; without
-// one, every lookup is inconclusive.
-func (t *Tool) LookupReceipt(ctx context.Context, inv *guard.Invocation) (json.RawMessage, bool, error) {
-	if t.receipt == nil {
-		return nil, false, errors.New("tggenkit: the imported tool has no receipt lookup")
-	}
-	return t.receipt(ctx, inv)
 }
 
 // endpointKey keys the Genkit tool runner of the call being dispatched, for
@@ -248,14 +179,10 @@ type endpoint struct {
 	next   ai.ToolNext
 }
 
-type invocationKey struct{}
-
 // InvocationFrom returns the guard's invocation of the call an imported
 // Genkit tool runs for: its principal, its canonical arguments and, above
 // all, IdempotencyKey, the key to hand the downstream system so that a
 // retry the guard cannot see is deduplicated there. A tool function calls
-// it with its *ai.ToolContext. It is nil outside a guarded run of a Tool.
-func InvocationFrom(ctx context.Context) *guard.Invocation {
-	inv, _ := ctx.Value(invocationKey{}).(*guard.Invocation)
-	return inv
-}
+// it with its *ai.ToolContext. It is nil outside a guarded run of a Tool
+// (host.InvocationFrom).
+func InvocationFrom(ctx context.Context) *guard.Invocation { return host.InvocationFrom(ctx) }
