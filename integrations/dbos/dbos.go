@@ -2,6 +2,7 @@ package tgdbos
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -130,10 +131,17 @@ func Register(ctx dbos.Context, r *durable.Runner, opts Options) (a *Agent, err 
 // ErrRunID is the error of a run whose id is not its workflow's id.
 var ErrRunID = errors.New("tgdbos: a run's id must be its workflow's id")
 
+// ErrOtherRun is Start's error for a run id that names a workflow
+// started for another principal: its handle (and so its result) is not
+// given out.
+var ErrOtherRun = errors.New("tgdbos: the run id names another principal's run")
+
 // Start starts run as a workflow whose id is run.ID (the run's scope:
 // every write of the run gets its operation id from it), and returns its
-// handle. Starting a run id again returns the existing workflow's handle
-// (DBOS's default policy): a run is started once.
+// handle. A run is started once: starting a run id again returns the
+// existing workflow's handle (DBOS's policy), the workflow's own input
+// unchanged, when it was started for the same principal (tenant and
+// subject), and fails with ErrOtherRun otherwise.
 func (a *Agent) Start(ctx dbos.Context, run durable.Run) (dbos.WorkflowHandle[*durable.Result], error) {
 	if run.ID == "" {
 		return nil, fmt.Errorf("%w: the run has no id", ErrRunID)
@@ -141,7 +149,37 @@ func (a *Agent) Start(ctx dbos.Context, run durable.Run) (dbos.WorkflowHandle[*d
 	if err := run.Principal.Validate(); err != nil {
 		return nil, fmt.Errorf("tgdbos: run %q: %w", run.ID, err)
 	}
-	return dbos.RunWorkflow(ctx, a.Workflow, run, dbos.WithWorkflowID(run.ID), dbos.WithRunInstance(a))
+	h, err := dbos.RunWorkflow(ctx, a.Workflow, run, dbos.WithWorkflowID(run.ID), dbos.WithRunInstance(a))
+	if err != nil {
+		return nil, err
+	}
+	// The workflow may have existed: its recorded input says whose it is.
+	ws, err := dbos.ListWorkflows(ctx, dbos.WithFilterWorkflowIDs(run.ID), dbos.WithFilterLoadOutput(false))
+	if err != nil {
+		return nil, fmt.Errorf("tgdbos: reading run %q: %w", run.ID, err)
+	}
+	if len(ws) != 1 {
+		return nil, fmt.Errorf("tgdbos: run %q: %d workflows of that id", run.ID, len(ws))
+	}
+	was, ok := recordedRun(ws[0].Input)
+	if !ok || was.Principal.TenantID != run.Principal.TenantID || was.Principal.SubjectID != run.Principal.SubjectID {
+		return nil, fmt.Errorf("%w: %q", ErrOtherRun, run.ID)
+	}
+	return h, nil
+}
+
+// recordedRun reads a workflow's recorded input as a run: DBOS lists a
+// JSON-serialized input as its JSON text, and others decoded.
+func recordedRun(input any) (run durable.Run, ok bool) {
+	b, isText := input.(string)
+	raw := []byte(b)
+	if !isText {
+		var err error
+		if raw, err = json.Marshal(input); err != nil {
+			return run, false
+		}
+	}
+	return run, json.Unmarshal(raw, &run) == nil
 }
 
 // Workflow is the run's workflow: durable.Drive with this package's
