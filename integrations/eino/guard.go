@@ -3,7 +3,6 @@ package tgeino
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"github.com/cloudwego/eino/adk"
 	"github.com/cloudwego/eino/callbacks"
@@ -11,70 +10,20 @@ import (
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 
-	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// The names every call carried through Eino has in its execution context
-// and audit record.
-const (
-	// Provider names Eino as the provider of the call.
-	Provider = "eino"
-	// APIFamily names the path the call took: Eino's tool execution.
-	APIFamily = "eino-tools"
-	// AdapterRevision names this package's revision, for the audit.
-	AdapterRevision = "eino-v0.9-tgeino-v1"
-)
-
-// Options configure a Guarded. The zero value of every field means its
-// default.
-type Options struct {
-	// Principal returns who the run acts for, from the host's context (its
-	// session, its token), never from the model. An error fails the tool
-	// call as a host error: nothing runs. Default: PrincipalFrom, the
-	// principal WithPrincipal put on the context.
-	Principal func(ctx context.Context) (guard.Principal, error)
-	// Scope names where the same intent is one operation: the framework's
-	// run, session or checkpoint id (guard.ExecutionContext.Scope). Call
-	// ids change when Eino or the model retries; within the scope a write
-	// repeated with the same arguments replays its first outcome instead
-	// of running again. Default: ScopeFrom, the scope WithScope put on the
-	// context; "" applies no scope (each call id is its own operation).
-	Scope func(ctx context.Context) string
-	// Call, if set, sees each guard call before it is dispatched (and the
-	// execution context of each status query): the host may set fields Eino
-	// does not carry, such as an operation id, an idempotency key, a
-	// response id or an approval grant it obtained elsewhere.
-	Call func(ctx context.Context, call *guard.Call)
-	// Signer signs the grants minted from a human's yes (on resume after
-	// an approval interrupt, or from Approver); it must be the guard's
-	// (guard.Options.Signer). Without one nobody is asked: APPROVAL_REQUIRED
-	// reaches the model as a result, and grants come only through Call.
-	Signer *guard.Signer
-	// GrantTTL is how long a grant minted on resume is valid; default
-	// agentloop.DefaultGrantTTL.
-	GrantTTL time.Duration
-	// Clock is the time grants are minted at; use the guard's. Default
-	// guard.SystemClock.
-	Clock guard.Clock
-	// Approver, if set, is asked while the call waits instead of
-	// interrupting the run: its yes becomes the grant the call runs with,
-	// its no (or its error) the denial the model gets. approvals.Waiter is
-	// one: the request waits in the approvals inbox. Needs Signer.
-	Approver agentloop.Approver
-	// NoInterrupt answers APPROVAL_REQUIRED to the model instead of
-	// interrupting the run (when there is no Approver), for hosts that
-	// obtain grants out of band.
-	NoInterrupt bool
-	// StatusTool names the status tool offered to the model; default
-	// toolset.StatusToolName.
-	StatusTool string
-	// NoStatusTool leaves the status tool out of Tools: the model cannot
-	// settle an unknown outcome itself.
-	NoStatusTool bool
-}
+// Options configure a Guarded: host.Options, the options of the host step
+// every framework shares. The zero value of every field means its
+// default: Principal reads WithPrincipal's principal, Scope WithScope's
+// scope (or use SessionScope, from Eino's session values, which its
+// checkpoints keep); Provider, APIFamily and AdapterRevision default to
+// this package's names. Without an Approver a write that waits for a human
+// interrupts the run (compose.StatefulInterrupt; see Approvals and
+// Resume).
+type Options = host.Options
 
 // Guarded runs Eino's tool calls through a guard.Guard: each call Eino makes
 // becomes a guard.Call (tool name, arguments, call id; the principal and
@@ -92,10 +41,10 @@ type Guarded struct {
 // Eino tool (Import). Every tool of set must be the one g looks up by its
 // name.
 func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
-	h, err := host.New(g, set, host.Options{Provider: Provider, APIFamily: APIFamily, AdapterRevision: AdapterRevision,
-		Principal: opts.Principal, Scope: opts.Scope, Call: opts.Call, Signer: opts.Signer, GrantTTL: opts.GrantTTL,
-		Clock: opts.Clock, Approver: opts.Approver, NoInterrupt: opts.NoInterrupt, StatusTool: opts.StatusTool,
-		NoStatusTool: opts.NoStatusTool})
+	if opts.Provider == "" {
+		opts.Provider, opts.APIFamily, opts.AdapterRevision = Provider, APIFamily, AdapterRevision
+	}
+	h, err := host.New(g, set, opts)
 	if err != nil {
 		return nil, fmt.Errorf("tgeino: %w", err)
 	}

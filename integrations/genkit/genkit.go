@@ -6,82 +6,25 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/core/api"
 
-	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// The names every call carried through Genkit has in its execution context
-// and audit record.
-const (
-	// Provider names Genkit as the provider of the call.
-	Provider = "genkit"
-	// APIFamily names the path the call took: Genkit's tool loop.
-	APIFamily = "genkit-tools"
-	// AdapterRevision names this package's revision, for the audit.
-	AdapterRevision = "genkit-go-v1.12-tggenkit-v1"
-	// MiddlewareName is the guard's name as an ai.Middleware.
-	MiddlewareName = "toolguard"
-)
-
-// Options configure a Guarded. The zero value of every field means its
-// default.
-type Options struct {
-	// Principal returns who the generation acts for, from the host's
-	// context (its session, its token; in a flow, the action context its
-	// context provider made), never from the model. An error fails the
-	// tool call, and so the generation, as a host error: nothing runs.
-	// Default: PrincipalFrom, the principal WithPrincipal put on the
-	// context.
-	Principal func(ctx context.Context) (guard.Principal, error)
-	// Scope names where the same intent is one operation: the host's
-	// session, conversation or flow run id (guard.ExecutionContext.Scope).
-	// Genkit's tool request refs may be absent (Genkit then makes up one)
-	// or change when a generation is retried; within the scope a write
-	// repeated with the same arguments replays its first outcome instead
-	// of running again. Default: ScopeFrom, the scope WithScope put on the
-	// context; "" applies no scope (each ref is its own operation).
-	Scope func(ctx context.Context) string
-	// Call, if set, sees each guard call before it is dispatched (and the
-	// execution context of each status query): the host may set fields
-	// Genkit does not carry, such as an operation id, an idempotency key,
-	// a response id or an approval grant it obtained elsewhere.
-	Call func(ctx context.Context, call *guard.Call)
-	// Signer signs the grants minted from a human's yes when a generation
-	// is resumed after an approval interrupt; it must be the guard's
-	// (guard.Options.Signer). Without one no generation is interrupted:
-	// APPROVAL_REQUIRED reaches the model as a result, and grants come
-	// only through Call.
-	Signer *guard.Signer
-	// GrantTTL is how long a grant minted on resume is valid; default
-	// agentloop.DefaultGrantTTL.
-	GrantTTL time.Duration
-	// Clock is the time grants are minted at; use the guard's. Default
-	// guard.SystemClock.
-	Clock guard.Clock
-	// Approver, if set, is asked while the tool call waits instead of
-	// interrupting the generation: its yes becomes the grant the call runs
-	// with, its no (or its error) the denial the model gets.
-	// approvals.Waiter is one: the request waits in the approvals inbox.
-	// Needs Signer.
-	Approver agentloop.Approver
-	// NoInterrupt answers APPROVAL_REQUIRED to the model instead of
-	// interrupting the generation (when there is no Approver), for hosts
-	// that obtain grants out of band.
-	NoInterrupt bool
-	// StatusTool names the status tool offered to the model; default
-	// toolset.StatusToolName.
-	StatusTool string
-	// NoStatusTool leaves the status tool out: the model cannot settle an
-	// unknown outcome itself.
-	NoStatusTool bool
-}
+// Options configure a Guarded: host.Options, the options of the host step
+// every framework shares. The zero value of every field means its
+// default: Principal reads WithPrincipal's principal (in a flow, take it
+// from the action context its context provider made), Scope WithScope's
+// scope (the host's session, conversation or flow run id: Genkit's tool
+// request refs may be absent or change when a generation is retried);
+// Provider, APIFamily and AdapterRevision default to this package's
+// names. Without an Approver a write that waits for a human interrupts the
+// generation (a tool interrupt; see Approvals and Resume).
+type Options = host.Options
 
 // Guarded is a guard.Guard as a Genkit middleware (ai.Middleware, for
 // ai.WithUse): its hooks offer the model the guard's tools and send every
@@ -101,10 +44,10 @@ var _ ai.Middleware = (*Guarded)(nil)
 // Import, which the generation is given as usual (ai.WithTools). Every
 // tool of set must be the one g looks up by its name.
 func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
-	h, err := host.New(g, set, host.Options{Provider: Provider, APIFamily: APIFamily, AdapterRevision: AdapterRevision,
-		Principal: opts.Principal, Scope: opts.Scope, Call: opts.Call, Signer: opts.Signer, GrantTTL: opts.GrantTTL,
-		Clock: opts.Clock, Approver: opts.Approver, NoInterrupt: opts.NoInterrupt, StatusTool: opts.StatusTool,
-		NoStatusTool: opts.NoStatusTool})
+	if opts.Provider == "" {
+		opts.Provider, opts.APIFamily, opts.AdapterRevision = Provider, APIFamily, AdapterRevision
+	}
+	h, err := host.New(g, set, opts)
 	if err != nil {
 		return nil, fmt.Errorf("tggenkit: %w", err)
 	}

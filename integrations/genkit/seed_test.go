@@ -12,34 +12,21 @@ import (
 	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
-	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/toolset"
 )
-
-type stepKey struct{}
-
-// stepCall is the host hook of the seed suite: the case's own ids and
-// grant, which Genkit does not carry, set on each guard call.
-func stepCall(ctx context.Context, c *guard.Call) {
-	s, ok := ctx.Value(stepKey{}).(guard.Call)
-	if !ok {
-		return
-	}
-	c.Context.ResponseID = s.Context.ResponseID
-	c.Context.OperationID = s.Context.OperationID
-	c.Context.IdempotencyKey = s.Context.IdempotencyKey
-	c.Approval = s.Approval
-}
 
 // genkitCarrier connects a case's guard to Genkit: each step is one
 // genkit.Generate whose scripted model asks for the step's tool call (its
 // ref the step's call id), run by Genkit's tool loop through the guard's
 // middleware; the model result is read back from the tool response in the
-// generation's history.
+// generation's history. The case's own ids and grant, which Genkit does
+// not carry, reach the guard call through Options.Call
+// (frameworktest.StepCall).
 func genkitCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (cases.Carry, func(), error) {
 	gd, err := tggenkit.New(g, tools, tggenkit.Options{
 		Principal: func(context.Context) (guard.Principal, error) { return p, nil },
-		Call:      stepCall,
+		Call:      frameworktest.StepCall,
 	})
 	if err != nil {
 		return nil, nil, err
@@ -49,11 +36,7 @@ func genkitCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p gu
 	return func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (string, error) {
 		name, args := call.Proposal.Name, []byte(call.Proposal.Arguments)
 		if sc != nil {
-			in := map[string]any{"operation_id": sc.OperationID, "tool": nil}
-			if sc.Tool != "" {
-				in["tool"] = sc.Tool
-			}
-			args, _ = json.Marshal(in)
+			args, _ = json.Marshal(frameworktest.StatusArguments(sc))
 			name = toolset.StatusToolName
 		}
 		var input any
@@ -63,7 +46,7 @@ func genkitCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p gu
 			return "", fmt.Errorf("the step's arguments are not JSON Genkit can carry: %w", err)
 		}
 		m.push(calls(&ai.ToolRequest{Name: name, Ref: call.Context.CallID, Input: input}))
-		resp, err := generate(context.WithValue(ctx, stepKey{}, call), gk, gd, ai.WithPrompt("step"))
+		resp, err := generate(frameworktest.WithStep(ctx, call), gk, gd, ai.WithPrompt("step"))
 		if err != nil {
 			return "", err
 		}
@@ -89,31 +72,4 @@ func genkitCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p gu
 // genkit.Generate, executed by Genkit's tool loop through the middleware's
 // WrapTool (an unknown tool through the stand-in WrapModel registers), and
 // the model result is read back from the tool response Genkit records.
-func TestSeedSuite(t *testing.T) {
-	f, err := cases.Load("../../testdata/tool-cases-v2.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	passed, failed := 0, 0
-	for i := range f.Cases {
-		c := &f.Cases[i]
-		w := cases.World{Store: memstore.New(memstore.Options{}), Close: func() {}}
-		rep := cases.RunThrough(t.Context(), c, w, genkitCarrier)
-		w.Close()
-		if rep.Passed() {
-			passed++
-			continue
-		}
-		failed++
-		t.Errorf("case %s: %v", c.ID, rep.Err)
-		for _, s := range rep.Steps {
-			for _, m := range s.Mismatch {
-				t.Errorf("  %s/%s: %s (result %s)", c.ID, s.StepID, m, s.Result)
-			}
-		}
-	}
-	if len(f.Cases) != 18 {
-		t.Errorf("the seed suite has %d cases, want 18", len(f.Cases))
-	}
-	fmt.Printf("seed suite: %d passed, %d failed\n", passed, failed)
-}
+func TestSeedSuite(t *testing.T) { frameworktest.SeedSuite(t, genkitCarrier) }
