@@ -15,7 +15,7 @@ import (
 	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
-	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -24,34 +24,7 @@ import (
 // runner.Run, executed by ADK (the guarded tool's Run, or, for an unknown
 // tool, the plugin's OnToolErrorCallback), and the model result is read
 // back from the function response ADK records.
-func TestSeedSuite(t *testing.T) {
-	f, err := cases.Load("../../testdata/tool-cases-v2.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	passed, failed := 0, 0
-	for i := range f.Cases {
-		c := &f.Cases[i]
-		rep := cases.RunThrough(t.Context(), c, cases.World{Store: memstore.New(memstore.Options{}), Close: func() {}}, adkCarrier(t))
-		if rep.Passed() {
-			passed++
-			continue
-		}
-		failed++
-		if rep.Err != nil {
-			t.Errorf("%s: %v", c.ID, rep.Err)
-		}
-		for _, s := range rep.Steps {
-			for _, m := range s.Mismatch {
-				t.Errorf("%s %s: %s", c.ID, s.StepID, m)
-			}
-		}
-	}
-	if len(f.Cases) != 18 {
-		t.Errorf("the seed suite has %d cases, want 18", len(f.Cases))
-	}
-	fmt.Printf("seed suite: %d passed, %d failed\n", passed, failed)
-}
+func TestSeedSuite(t *testing.T) { frameworktest.SeedSuite(t, adkCarrier(t)) }
 
 // adkCarrier connects a case's guard to ADK: the case's tools become the
 // agent's tools through tgadk.New, and each step is one user turn whose
@@ -89,11 +62,7 @@ func adkCarrier(t *testing.T) cases.Connect {
 			fc := &genai.FunctionCall{ID: call.Context.CallID, Name: call.Proposal.Name}
 			if sc != nil {
 				step.Context = sc.Context
-				args := map[string]any{"operation_id": sc.OperationID, "tool": nil}
-				if sc.Tool != "" {
-					args["tool"] = sc.Tool
-				}
-				fc.Name, fc.Args = toolset.StatusToolName, args
+				fc.Name, fc.Args = toolset.StatusToolName, frameworktest.StatusArguments(sc)
 			} else if err := json.Unmarshal(call.Proposal.Arguments, &fc.Args); err != nil {
 				return "", fmt.Errorf("the step's arguments are not an object ADK can carry: %w", err)
 			}

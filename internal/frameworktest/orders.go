@@ -1,0 +1,93 @@
+package frameworktest
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/toolguard/toolguard/audit"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// Orders is what an integration's agent tests run against: the
+// conformance order service (ORDER-7 is tenant-a/user-1's, ORDER-9
+// tenant-b's), its tools, and a guard over them on memstore that signs
+// grants with Signer.
+type Orders struct {
+	Svc    *orders.Service
+	Store  *memstore.Store
+	Signer *guard.Signer
+	Tools  *toolset.Set
+	Guard  *guard.Guard
+}
+
+// NewOrders returns a fresh Orders whose signer has the key.
+func NewOrders(t testing.TB, key []byte) *Orders {
+	t.Helper()
+	o := &Orders{Svc: orders.NewService(), Store: memstore.New(memstore.Options{})}
+	var err error
+	if o.Signer, err = guard.NewSigner(key); err != nil {
+		t.Fatal(err)
+	}
+	o.Tools = orders.Tools(o.Svc)
+	o.Guard = guard.New(o.Tools, o.Store, guard.Options{Signer: o.Signer})
+	return o
+}
+
+// WantApprovedWrite checks the tenant's audit log in store: exactly one
+// record of a side effect, approved by approver and carried by provider,
+// and an intact hash chain.
+func WantApprovedWrite(t testing.TB, store audit.Store, tenantID, approver, provider string) {
+	t.Helper()
+	recs, _, err := store.Audit(t.Context(), tenantID, 0, 100)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var approved []string
+	for _, r := range recs {
+		if r.SideEffect == guard.SideEffectYes {
+			approved = append(approved, string(r.Body))
+		}
+	}
+	if len(approved) != 1 || !strings.Contains(approved[0], `"approver":"`+approver+`"`) || !strings.Contains(approved[0], `"`+provider+`"`) {
+		t.Errorf("audit records with a side effect = %v, want one approved by %s, carried by %s", approved, approver, provider)
+	}
+	if _, err := audit.Verify(t.Context(), store, tenantID); err != nil {
+		t.Errorf("audit chain: %v", err)
+	}
+}
+
+// WantDeclared checks the tools a framework offered the model, their JSON
+// schemas by name: every tool of the order service with the schema the
+// guard validates against, and the status tool.
+func WantDeclared(t testing.TB, schemas map[string][]byte) {
+	t.Helper()
+	for _, d := range orders.Tools(orders.NewService()).Tools() {
+		got, ok := schemas[d.Name()]
+		if !ok {
+			t.Errorf("tool %s not offered", d.Name())
+			continue
+		}
+		if want := d.Schema().JSON(); CanonicalJSON(t, got) != CanonicalJSON(t, want) {
+			t.Errorf("%s schema = %s, want %s", d.Name(), got, want)
+		}
+	}
+	if _, ok := schemas[toolset.StatusToolName]; !ok {
+		t.Errorf("the status tool is not offered")
+	}
+}
+
+// CanonicalJSON returns b decoded and encoded again, so that two JSON
+// texts of the same value compare equal.
+func CanonicalJSON(t testing.TB, b []byte) string {
+	t.Helper()
+	var v any
+	if err := json.Unmarshal(b, &v); err != nil {
+		t.Fatal(err)
+	}
+	out, _ := json.Marshal(v)
+	return string(out)
+}
