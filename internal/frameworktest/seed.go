@@ -22,6 +22,8 @@ package frameworktest
 import (
 	"context"
 	"fmt"
+	"io"
+	"os"
 	"path/filepath"
 	"runtime"
 	"testing"
@@ -33,6 +35,9 @@ import (
 
 // SeedCases is how many cases the seed suite holds; every one must pass.
 const SeedCases = 18
+
+// stdout is where SeedSuite prints its tally.
+var stdout io.Writer = os.Stdout
 
 // SeedFile returns the path of the seed suite's case file,
 // testdata/tool-cases-v2.json at the root of this module, wherever the
@@ -85,7 +90,7 @@ func SeedSuite(t testing.TB, connect cases.Connect) (passed, failed int) {
 			}
 		}
 	}
-	fmt.Printf("seed suite: %d passed, %d failed\n", passed, failed)
+	fmt.Fprintf(stdout, "seed suite: %d passed, %d failed\n", passed, failed)
 	if len(f.Cases) != SeedCases {
 		t.Errorf("the seed suite has %d cases, want %d", len(f.Cases), SeedCases)
 	}
