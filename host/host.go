@@ -188,7 +188,7 @@ func (h *Host) IsStatus(name string) bool { return h.status != nil && name == h.
 // framework does not say whether the model was held to the schema:
 // contract section 8), and no arguments as an empty object.
 func (h *Host) Arguments(name string, args []byte) []byte {
-	if args == nil {
+	if len(args) == 0 {
 		return []byte(`{}`)
 	}
 	if m, ok := h.nulls[name]; ok {
