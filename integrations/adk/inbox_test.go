@@ -5,14 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
+	"github.com/toolguard/toolguard/internal/frameworktest/inboxtest"
 	"github.com/toolguard/toolguard/internal/orders"
 )
 
@@ -22,36 +21,13 @@ import (
 // pays for; another person's yes runs the write once, approved by them;
 // their no is told to the model.
 func TestInboxApprover(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = rdb.Close() })
-	q, err := approvals.NewQueue(rdb, approvals.Options{Tools: orders.Tools(orders.NewService())})
-	if err != nil {
-		t.Fatal(err)
-	}
+	q := inboxtest.Queue(t, orders.Tools(orders.NewService()))
 	w := newWorldWith(t, func(o *tgadk.Options) {
 		o.Approver = &approvals.Waiter{Queue: q, Poll: 5 * time.Millisecond, Wait: 10 * time.Second}
 	})
 	manager := guard.Principal{TenantID: "tenant-a", SubjectID: "manager-3", Roles: []string{"approver"}}
 	decide := func(approve bool) <-chan *approvals.Request {
-		done := make(chan *approvals.Request, 1)
-		go func() {
-			defer close(done)
-			for range 2000 {
-				pending, err := q.Pending(t.Context(), "tenant-a", 10)
-				if err == nil && len(pending) == 1 {
-					d := agentloop.Decision{Approved: approve, Approver: manager.SubjectID, Reason: "not this one"}
-					if _, err := q.Decide(t.Context(), manager, pending[0].ID, d, false); err != nil {
-						t.Errorf("decide: %v", err)
-					}
-					done <- pending[0]
-					return
-				}
-				time.Sleep(5 * time.Millisecond)
-			}
-			t.Error("no request reached the inbox")
-		}()
-		return done
+		return inboxtest.Decide(t, q, manager, agentloop.Decision{Approved: approve, Approver: manager.SubjectID, Reason: "not this one"})
 	}
 
 	asked := decide(true)

@@ -1,17 +1,14 @@
 package tgeino_test
 
 import (
-	"context"
 	"testing"
 	"time"
-
-	"github.com/alicebob/miniredis/v2"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
+	"github.com/toolguard/toolguard/internal/frameworktest/inboxtest"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -20,37 +17,14 @@ import (
 // the exact intent and run, an approver of the tenant decides it, and the
 // write runs once with the grant minted from that yes.
 func TestApprovalsInboxHoldsRequests(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = rdb.Close() })
 	var queue *approvals.Queue
 	m := newScript(callTool("create_refund_draft", refundArgs), say("refund drafted"))
 	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(set *toolset.Set, o *tgeino.Options) {
-		var err error
-		if queue, err = approvals.NewQueue(rdb, approvals.Options{Tools: set}); err != nil {
-			t.Fatal(err)
-		}
+		queue = inboxtest.Queue(t, set)
 		o.Approver = &approvals.Waiter{Queue: queue, Poll: 5 * time.Millisecond}
 	}})
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	decided := make(chan *approvals.Request, 1)
-	go func() {
-		defer close(decided)
-		for ctx.Err() == nil {
-			reqs, err := queue.Pending(ctx, "acme", 10)
-			if err == nil && len(reqs) == 1 {
-				manager := guard.Principal{TenantID: "acme", SubjectID: "manager-1", Roles: []string{"approver"}}
-				r, err := queue.Decide(ctx, manager, reqs[0].ID, agentloop.Decision{Approved: true}, false)
-				if err == nil {
-					decided <- r
-				}
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	manager := guard.Principal{TenantID: "acme", SubjectID: "manager-1", Roles: []string{"approver"}}
+	decided := inboxtest.Decide(t, queue, manager, agentloop.Decision{Approved: true})
 	if o := h.run(t, "run-inbox", "refund ORDER-7"); o.final != "refund drafted" || len(o.interrupts) != 0 {
 		t.Fatalf("run ended %+v", o)
 	}

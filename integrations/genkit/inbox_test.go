@@ -5,14 +5,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/firebase/genkit/go/ai"
-	"github.com/redis/go-redis/v9"
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
+	"github.com/toolguard/toolguard/internal/frameworktest/inboxtest"
 	"github.com/toolguard/toolguard/internal/orders"
 )
 
@@ -21,34 +20,14 @@ import (
 // shows the exact intent and scope, an approver of the tenant decides it,
 // and the write runs once with the grant minted from that yes.
 func TestApprovalsInboxHoldsRequests(t *testing.T) {
-	mr := miniredis.RunT(t)
-	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), ContextTimeoutEnabled: true})
-	t.Cleanup(func() { _ = rdb.Close() })
-	queue, err := approvals.NewQueue(rdb, approvals.Options{Tools: orders.Tools(orders.NewService())})
-	if err != nil {
-		t.Fatal(err)
-	}
+	queue := inboxtest.Queue(t, orders.Tools(orders.NewService()))
 	w := newWorld(t, func(o *tggenkit.Options) { o.Approver = &approvals.Waiter{Queue: queue, Poll: 5 * time.Millisecond} })
-
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	decided := make(chan *approvals.Request, 1)
-	go func() {
-		defer close(decided)
-		for ctx.Err() == nil {
-			reqs, err := queue.Pending(ctx, "tenant-a", 10)
-			if err == nil && len(reqs) == 1 {
-				manager := guard.Principal{TenantID: "tenant-a", SubjectID: "manager-1", Roles: []string{"approver"}}
-				if r, err := queue.Decide(ctx, manager, reqs[0].ID, agentloop.Decision{Approved: true}, false); err == nil {
-					decided <- r
-				}
-				return
-			}
-			time.Sleep(5 * time.Millisecond)
-		}
-	}()
+	manager := guard.Principal{TenantID: "tenant-a", SubjectID: "manager-1", Roles: []string{"approver"}}
+	decided := inboxtest.Decide(t, queue, manager, agentloop.Decision{Approved: true})
 	w.model.push(calls(refundReq("call-1", "ORDER-7")))
-	out, err := generate(tggenkit.WithScope(tggenkit.WithPrincipal(ctx, userA), "session-inbox"), w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
+	ctx, cancel := context.WithTimeout(session(userA, "session-inbox"), inboxtest.Wait)
+	defer cancel()
+	out, err := generate(ctx, w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
 	if err != nil {
 		t.Fatal(err)
 	}
