@@ -1,0 +1,346 @@
+package tgtemporal
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"go.temporal.io/sdk/activity"
+	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/temporal"
+	"go.temporal.io/sdk/worker"
+	"go.temporal.io/sdk/workflow"
+
+	"github.com/toolguard/toolguard/durable"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
+)
+
+// The names Temporal records. They are part of a workflow's history: every
+// worker that runs or replays a run must use the same ones, so they never
+// change.
+const (
+	// WorkflowName is the workflow type of a run.
+	WorkflowName = "toolguard.run"
+	// ActivityTurn is the activity type of one model turn.
+	ActivityTurn = "toolguard.turn"
+	// ActivityDispatch is the activity type of one tool call's dispatch
+	// (with a human's decision or without).
+	ActivityDispatch = "toolguard.dispatch"
+	// QueryPending is the query answering the question a run waits on (a
+	// *host.ApprovalRequest), null when it waits on none.
+	QueryPending = "toolguard.pending"
+	// SignalDecision is the signal that answers it (a DecisionSignal).
+	SignalDecision = "toolguard.decision"
+)
+
+// Error types of the activities' application errors.
+const (
+	// ErrTypeInProgress is the retryable error of a dispatch attempt that
+	// found its operation running in another attempt.
+	ErrTypeInProgress = "toolguard.InProgress"
+	// ErrTypeRunner is the non-retryable error of a step whose Runner is
+	// not set up, or whose provider panicked.
+	ErrTypeRunner = "toolguard.Runner"
+)
+
+// DefaultApprovalTimeout is how long a run waits for a human when its
+// Options name no other time.
+const DefaultApprovalTimeout = 24 * time.Hour
+
+// ExpiredReason is what the model is told of a write nobody decided on in
+// time.
+const ExpiredReason = "nobody approved the action in time"
+
+// DefaultTurnOptions are the activity options of a model turn when Options
+// name none: two minutes an attempt (a model's reply can be slow), five
+// attempts with backoff from one second to a minute. The provider's own
+// client retries inside an attempt too.
+func DefaultTurnOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: 2 * time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: time.Minute, MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeRunner}},
+	}
+}
+
+// DefaultDispatchOptions are the activity options of a dispatch when
+// Options name none: one minute an attempt, ten attempts with backoff from
+// one second to thirty. Retrying a dispatch is safe: a retried attempt
+// replays the stored outcome.
+func DefaultDispatchOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: time.Minute,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: 30 * time.Second, MaximumAttempts: 10, NonRetryableErrorTypes: []string{ErrTypeRunner}},
+	}
+}
+
+// Options configure the workflow. Every worker of a task queue must run
+// its runs with the same Options: they decide what the workflow records.
+// The zero value of every field means its default.
+type Options struct {
+	// Turn is the activity options of a model turn; a zero
+	// StartToCloseTimeout (with a zero ScheduleToCloseTimeout) means
+	// DefaultTurnOptions, and a nil RetryPolicy its policy.
+	Turn workflow.ActivityOptions
+	// Dispatch is the activity options of a dispatch, defaulted alike from
+	// DefaultDispatchOptions.
+	Dispatch workflow.ActivityOptions
+	// ApprovalTimeout is how long a run waits for a human's decision; a
+	// run that waited that long goes on with an expired denial
+	// (host.Decision.Expired), which the model is told (ExpiredReason).
+	// Default DefaultApprovalTimeout. The timer is durable: a run replayed
+	// on another worker waits only what is left.
+	ApprovalTimeout time.Duration
+}
+
+// withDefaults fills o's zero fields.
+func (o Options) withDefaults() Options {
+	o.Turn = activityDefaults(o.Turn, DefaultTurnOptions())
+	o.Dispatch = activityDefaults(o.Dispatch, DefaultDispatchOptions())
+	if o.ApprovalTimeout <= 0 {
+		o.ApprovalTimeout = DefaultApprovalTimeout
+	}
+	return o
+}
+
+func activityDefaults(o, def workflow.ActivityOptions) workflow.ActivityOptions {
+	if o.StartToCloseTimeout <= 0 && o.ScheduleToCloseTimeout <= 0 {
+		o.StartToCloseTimeout = def.StartToCloseTimeout
+	}
+	if o.RetryPolicy == nil {
+		o.RetryPolicy = def.RetryPolicy
+	}
+	return o
+}
+
+// Activities are a run's activities, in a worker: they call the Runner.
+// Register them (Register, or RegisterActivities) on every worker of the
+// task queue.
+type Activities struct {
+	// Runner runs the steps. Its Host must have no Approver: a write that
+	// waits for a human is the run's durable wait.
+	Runner *durable.Runner
+}
+
+// Turn is the activity ActivityTurn: durable.Runner.Turn. A provider that
+// panicked, or a Runner that is not set up, fails the activity without
+// retries.
+func (a *Activities) Turn(ctx context.Context, in durable.TurnInput) (durable.TurnOutput, error) {
+	if a == nil || a.Runner == nil {
+		return durable.TurnOutput{}, temporal.NewNonRetryableApplicationError("tgtemporal: no Runner", ErrTypeRunner, nil)
+	}
+	out, err := a.Runner.Turn(ctx, in)
+	if errors.Is(err, durable.ErrProviderPanic) || (err != nil && (a.Runner.Host == nil || a.Runner.Provider == nil)) {
+		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRunner, err)
+	}
+	return out, err
+}
+
+// Dispatch is the activity ActivityDispatch: durable.Runner.Dispatch, in
+// the run's scope. An attempt whose answer is IN_PROGRESS (the same
+// operation runs in an earlier attempt right now) fails retryably
+// (ErrTypeInProgress), so that a later attempt is given its stored
+// outcome; a panic in the host step fails the attempt, and nothing reaches
+// the worker.
+func (a *Activities) Dispatch(ctx context.Context, in durable.DispatchInput) (out durable.DispatchOutput, err error) {
+	if a == nil || a.Runner == nil || a.Runner.Host == nil {
+		return out, temporal.NewNonRetryableApplicationError("tgtemporal: no Runner with a Host", ErrTypeRunner, nil)
+	}
+	if err := host.Safely(func() (err error) { out, err = a.Runner.Dispatch(ctx, in); return err }); err != nil {
+		return durable.DispatchOutput{}, err
+	}
+	if out.Ask == nil && len(out.Result) > 0 {
+		var r guard.Result
+		if r.UnmarshalJSON(out.Result) == nil && r.Code == guard.CodeInProgress {
+			return durable.DispatchOutput{}, temporal.NewApplicationError(
+				fmt.Sprintf("tgtemporal: call %s: its operation runs in another attempt", in.Call.ID), ErrTypeInProgress)
+		}
+	}
+	return out, nil
+}
+
+// RegisterActivities registers a's activities on r (a worker) under
+// ActivityTurn and ActivityDispatch.
+func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
+	r.RegisterActivityWithOptions(a.Turn, activity.RegisterOptions{Name: ActivityTurn})
+	r.RegisterActivityWithOptions(a.Dispatch, activity.RegisterOptions{Name: ActivityDispatch})
+}
+
+// Register registers the workflow (under WorkflowName, with opts) and the
+// activities over runner on w. It fails for a Runner without a Host or a
+// Provider, or whose Host has an Approver.
+func Register(w worker.Registry, runner *durable.Runner, opts Options) error {
+	if w == nil || runner == nil || runner.Host == nil || runner.Provider == nil {
+		return errors.New("tgtemporal: Register needs a worker and a Runner with a Host and a Provider")
+	}
+	if runner.Host.Options().Approver != nil {
+		return errors.New("tgtemporal: the Runner's Host has an Approver: a durable run waits for its humans itself (see Approve)")
+	}
+	w.RegisterWorkflowWithOptions(NewWorkflow(opts), workflow.RegisterOptions{Name: WorkflowName})
+	RegisterActivities(w, &Activities{Runner: runner})
+	return nil
+}
+
+// ErrRunID is the error of a run whose id is not its workflow's id.
+var ErrRunID = errors.New("tgtemporal: a run's id must be its workflow's id")
+
+// NewWorkflow returns the run's workflow function with opts: durable.Drive
+// with this package's steps. Start it with Start (or
+// client.ExecuteWorkflow with WorkflowName and the run's id as the
+// workflow id); a run whose id is not the workflow's id fails with
+// ErrRunID, and nothing runs.
+func NewWorkflow(opts Options) func(ctx workflow.Context, run durable.Run) (*durable.Result, error) {
+	opts = opts.withDefaults()
+	return func(ctx workflow.Context, run durable.Run) (res *durable.Result, err error) {
+		id := workflow.GetInfo(ctx).WorkflowExecution.ID
+		if run.ID != id {
+			return nil, temporal.NewNonRetryableApplicationError(
+				fmt.Sprintf("%v: run %q in workflow %q", ErrRunID, run.ID, id), "toolguard.RunID", nil)
+		}
+		s := &steps{ctx: ctx, opts: opts}
+		if err := workflow.SetQueryHandler(ctx, QueryPending, func() (*host.ApprovalRequest, error) { return s.pending, nil }); err != nil {
+			return nil, err
+		}
+		defer func() {
+			if v := recover(); v != nil {
+				res, err = nil, fmt.Errorf("tgtemporal: run %q panicked: %v", id, v)
+			}
+		}()
+		return durable.Drive(s, run)
+	}
+}
+
+// steps are durable.Steps as activities of the workflow running in ctx.
+type steps struct {
+	ctx     workflow.Context
+	opts    Options
+	pending *host.ApprovalRequest
+}
+
+// Turn is one model turn, the activity ActivityTurn.
+func (s *steps) Turn(in durable.TurnInput) (out durable.TurnOutput, err error) {
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.Turn), ActivityTurn, in).Get(s.ctx, &out)
+	return out, err
+}
+
+// Dispatch is one tool call, the activity ActivityDispatch.
+func (s *steps) Dispatch(in durable.DispatchInput) (out durable.DispatchOutput, err error) {
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.Dispatch), ActivityDispatch, in).Get(s.ctx, &out)
+	return out, err
+}
+
+// Approve publishes req (QueryPending) and waits for the signal that
+// answers it; a signal that answers another question is dropped. After
+// Options.ApprovalTimeout without one, the decision is an expired denial.
+func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
+	s.pending = &req
+	defer func() { s.pending = nil }()
+	ctx, cancel := workflow.WithCancel(s.ctx)
+	defer cancel()
+	timer := workflow.NewTimer(ctx, s.opts.ApprovalTimeout)
+	signals := workflow.GetSignalChannel(s.ctx, SignalDecision)
+	var (
+		d    host.Decision
+		done bool
+	)
+	sel := workflow.NewSelector(s.ctx)
+	sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
+		var m DecisionSignal
+		c.Receive(s.ctx, &m)
+		if m.answers(req) {
+			d, done = m.Decision, true
+		}
+	})
+	sel.AddFuture(timer, func(workflow.Future) {
+		d, done = host.Decision{Expired: true, Reason: ExpiredReason}, true
+	})
+	for !done {
+		sel.Select(s.ctx)
+	}
+	return d, nil
+}
+
+// DecisionSignal is the signal that answers a run's question
+// (SignalDecision): the question's ids, and the decision. Send it with
+// Decide or Approve, or from any Temporal client (another language's) as
+// this JSON.
+type DecisionSignal struct {
+	OperationID string        `json:"operation_id"`
+	CallID      string        `json:"call_id"`
+	Fingerprint string        `json:"fingerprint"`
+	Decision    host.Decision `json:"decision"`
+}
+
+// answers reports whether m is the answer to req.
+func (m DecisionSignal) answers(req host.ApprovalRequest) bool {
+	return m.OperationID == req.OperationID && m.CallID == req.CallID && m.Fingerprint == req.Fingerprint
+}
+
+// Start starts run as the workflow WorkflowName whose id is run.ID (the
+// run's scope: every write of the run gets its operation id from it), on
+// opts (its TaskQueue; its ID, if set, must be run.ID). Give every run a
+// new id: a workflow id used again is the same scope, and the same intent
+// in it replays the earlier run's outcome.
+func Start(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, run durable.Run) (client.WorkflowRun, error) {
+	if run.ID == "" || (opts.ID != "" && opts.ID != run.ID) {
+		return nil, fmt.Errorf("%w: run %q, workflow %q", ErrRunID, run.ID, opts.ID)
+	}
+	if err := run.Principal.Validate(); err != nil {
+		return nil, fmt.Errorf("tgtemporal: run %q: %w", run.ID, err)
+	}
+	opts.ID = run.ID
+	return c.ExecuteWorkflow(ctx, opts, WorkflowName, run)
+}
+
+// Pending returns the question the run workflowID waits on, nil when it
+// waits on none (the query QueryPending).
+func Pending(ctx context.Context, c client.Client, workflowID string) (*host.ApprovalRequest, error) {
+	v, err := c.QueryWorkflow(ctx, workflowID, "", QueryPending)
+	if err != nil {
+		return nil, fmt.Errorf("tgtemporal: reading run %q's question: %w", workflowID, err)
+	}
+	var req *host.ApprovalRequest
+	if err := v.Get(&req); err != nil {
+		return nil, fmt.Errorf("tgtemporal: reading run %q's question: %w", workflowID, err)
+	}
+	return req, nil
+}
+
+// ErrNoQuestion is Approve's error for a run that waits on no question.
+var ErrNoQuestion = errors.New("tgtemporal: the run waits on no question")
+
+// Approve answers the question the run workflowID waits on now with d,
+// from any process: Pending, then Decide. Who may decide is the caller's
+// to check before: d.Approver is recorded in the grant and the audit log
+// as given.
+func Approve(ctx context.Context, c client.Client, workflowID string, d host.Decision) error {
+	req, err := Pending(ctx, c, workflowID)
+	if err != nil {
+		return err
+	}
+	if req == nil {
+		return fmt.Errorf("%w: %q", ErrNoQuestion, workflowID)
+	}
+	return Decide(ctx, c, *req, d)
+}
+
+// Decide answers req, a question a run published, with d: the signal
+// SignalDecision to its workflow (req.RunID). A run that no longer waits
+// on req drops it.
+func Decide(ctx context.Context, c client.Client, req host.ApprovalRequest, d host.Decision) error {
+	if req.RunID == "" {
+		return errors.New("tgtemporal: the request names no run")
+	}
+	if err := c.SignalWorkflow(ctx, req.RunID, "", SignalDecision, SignalOf(req, d)); err != nil {
+		return fmt.Errorf("tgtemporal: sending the decision to run %q: %w", req.RunID, err)
+	}
+	return nil
+}
+
+// SignalOf is the signal that answers req with d.
+func SignalOf(req host.ApprovalRequest, d host.Decision) DecisionSignal {
+	return DecisionSignal{OperationID: req.OperationID, CallID: req.CallID, Fingerprint: req.Fingerprint, Decision: d}
+}
