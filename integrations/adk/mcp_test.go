@@ -2,10 +2,8 @@ package tgadk_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
-	"github.com/modelcontextprotocol/go-sdk/mcp"
 	"google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/agent/llmagent"
 	"google.golang.org/adk/v2/tool/mcptoolset"
@@ -13,40 +11,17 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
-
-type noteIn struct {
-	Text string `json:"text" jsonschema:"the note"`
-}
-
-type noteOut struct {
-	Count int64 `json:"count"`
-}
 
 // TestImportedMCPToolset: the tools an ADK mcptoolset lists from an MCP
 // server run behind the guard: the server's schema is checked before
 // anything is sent, its write needs approval (ADK's confirmation) and runs
 // once, and its read runs freely.
 func TestImportedMCPToolset(t *testing.T) {
-	ctx := context.Background()
-	var notes atomic.Int64
-	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."},
-		func(context.Context, *mcp.CallToolRequest, noteIn) (*mcp.CallToolResult, noteOut, error) {
-			return nil, noteOut{Count: notes.Add(1)}, nil
-		})
-	mcp.AddTool(srv, &mcp.Tool{Name: "count_notes", Description: "Count the notes."},
-		func(context.Context, *mcp.CallToolRequest, struct{}) (*mcp.CallToolResult, noteOut, error) {
-			return nil, noteOut{Count: notes.Load()}, nil
-		})
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
+	ct, notes := frameworktest.NotesServer(t)
 	mts, err := mcptoolset.New(mcptoolset.Config{Transport: ct})
 	if err != nil {
 		t.Fatal(err)

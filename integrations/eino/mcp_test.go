@@ -2,7 +2,6 @@ package tgeino_test
 
 import (
 	"context"
-	"sync/atomic"
 	"testing"
 
 	"github.com/modelcontextprotocol/go-sdk/mcp"
@@ -10,34 +9,16 @@ import (
 	tgmcp "github.com/toolguard/toolguard/adapters/mcp"
 	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/memstore"
 )
-
-type noteIn struct {
-	Text string `json:"text" jsonschema:"the note"`
-}
-
-type noteOut struct {
-	Count int64 `json:"count"`
-}
 
 // A remote MCP server's tools, imported by adapters/mcp, run in Eino's
 // ToolsNode behind the guard: the server's schema is checked before
 // anything is sent, and a write repeated in the scope runs once.
 func TestMCPToolsInEino(t *testing.T) {
 	ctx := context.Background()
-	var notes atomic.Int64
-	srv := mcp.NewServer(&mcp.Implementation{Name: "notes", Version: "v1"}, nil)
-	mcp.AddTool(srv, &mcp.Tool{Name: "add_note", Description: "Add a note."},
-		func(context.Context, *mcp.CallToolRequest, noteIn) (*mcp.CallToolResult, noteOut, error) {
-			return nil, noteOut{Count: notes.Add(1)}, nil
-		})
-	st, ct := mcp.NewInMemoryTransports()
-	ss, err := srv.Connect(ctx, st, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ss.Close()
+	ct, notes := frameworktest.NotesServer(t)
 	cs, err := mcp.NewClient(&mcp.Implementation{Name: "eino", Version: "v1"}, nil).Connect(ctx, ct, nil)
 	if err != nil {
 		t.Fatal(err)
