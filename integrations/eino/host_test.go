@@ -2,12 +2,12 @@ package tgeino_test
 
 import (
 	"context"
-	"errors"
 	"strings"
 	"testing"
 
 	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/memstore"
 )
 
@@ -15,37 +15,19 @@ import (
 // call before the guard: Eino's run ends with the host's error, nothing
 // runs, nothing is audited, and no panic reaches the host.
 func TestHostFailures(t *testing.T) {
-	fails := map[string]func(*tgeino.Options){
-		"principal error": func(o *tgeino.Options) {
-			o.Principal = func(context.Context) (guard.Principal, error) {
-				return guard.Principal{}, errors.New("session expired")
-			}
-		},
-		"principal panic": func(o *tgeino.Options) {
-			o.Principal = func(context.Context) (guard.Principal, error) { panic("session store down") }
-		},
-		"no principal": func(*tgeino.Options) {}, // PrincipalFrom, and the context carries none
-		"scope panic": func(o *tgeino.Options) {
-			o.Scope = func(context.Context) string { panic("no session") }
-		},
-		"call panic": func(o *tgeino.Options) {
-			o.Call = func(context.Context, *guard.Call) { panic("hook bug") }
-		},
-	}
-	for name, configure := range fails {
+	for name, h := range frameworktest.FailingHooks() {
 		t.Run(name, func(t *testing.T) {
 			shop := newShop()
 			set := shop.tools(false)
 			store := memstore.New(memstore.Options{})
-			opts := tgeino.Options{}
-			configure(&opts)
+			opts := tgeino.Options{Principal: h.Principal, Scope: h.Scope, Call: h.Call}
 			eg, err := tgeino.New(guard.New(set, store, guard.Options{}), set, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			run := toolsGraph(t, eg.ToolsNodeConfig())
 			ctx := tgeino.WithScope(context.Background(), "run-host")
-			if name != "no principal" {
+			if name != frameworktest.NoPrincipal {
 				ctx = tgeino.WithPrincipal(ctx, acme)
 			}
 			_, err = run.Invoke(ctx, toolCalls([3]string{"c1", "create_refund_draft", refundArgs}))

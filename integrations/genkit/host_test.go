@@ -11,6 +11,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/memstore"
 )
@@ -20,30 +21,11 @@ import (
 // the host's error, nothing runs, nothing is audited, and no panic reaches
 // the host.
 func TestHostFailures(t *testing.T) {
-	fails := map[string]func(*tggenkit.Options){
-		"principal error": func(o *tggenkit.Options) {
-			o.Principal = func(context.Context) (guard.Principal, error) {
-				return guard.Principal{}, errors.New("session expired")
-			}
-		},
-		"principal panic": func(o *tggenkit.Options) {
-			o.Principal = func(context.Context) (guard.Principal, error) { panic("session store down") }
-		},
-		"no principal": func(o *tggenkit.Options) {
-			o.Principal = nil // PrincipalFrom, and the context carries none
-		},
-		"scope panic": func(o *tggenkit.Options) {
-			o.Scope = func(context.Context) string { panic("no session") }
-		},
-		"call panic": func(o *tggenkit.Options) {
-			o.Call = func(context.Context, *guard.Call) { panic("hook bug") }
-		},
-	}
-	for name, configure := range fails {
+	for name, h := range frameworktest.FailingHooks() {
 		t.Run(name, func(t *testing.T) {
-			w := newWorld(t, configure)
+			w := newWorld(t, func(o *tggenkit.Options) { o.Principal, o.Scope, o.Call = h.Principal, h.Scope, h.Call })
 			ctx := session(userA, "s1")
-			if name == "no principal" {
+			if name == frameworktest.NoPrincipal {
 				ctx = tggenkit.WithScope(context.Background(), "s1")
 			}
 			w.model.push(calls(refundReq("call-1", "ORDER-7")))
