@@ -16,9 +16,9 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
@@ -48,14 +48,9 @@ func newWorld(t *testing.T) *world { return newWorldWith(t, nil) }
 // newWorldWith is newWorld with options changed by set.
 func newWorldWith(t *testing.T, set func(*tgadk.Options)) *world {
 	t.Helper()
-	w := &world{svc: orders.NewService(), store: memstore.New(memstore.Options{}), model: &fakeModel{}}
-	signer, err := guard.NewSigner(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools := orders.Tools(w.svc)
-	g := guard.New(tools, w.store, guard.Options{Signer: signer})
-	opts := tgadk.Options{Signer: signer,
+	o := frameworktest.NewOrders(t, key)
+	w := &world{svc: o.Svc, store: o.Store, model: &fakeModel{}}
+	opts := tgadk.Options{Signer: o.Signer,
 		Principal: func(ctx agent.Context) (guard.Principal, error) {
 			p, ok := principals[ctx.UserID()]
 			if !ok {
@@ -66,7 +61,7 @@ func newWorldWith(t *testing.T, set func(*tgadk.Options)) *world {
 	if set != nil {
 		set(&opts)
 	}
-	a, err := tgadk.New(g, tools, opts)
+	a, err := tgadk.New(o.Guard, o.Tools, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -167,22 +162,7 @@ func TestConfirmationApprove(t *testing.T) {
 	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["code"] != "OK" {
 		t.Errorf("the model was sent %v for call-1, want the one OK result", got)
 	}
-	recs, _, err := w.store.Audit(t.Context(), "tenant-a", 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var approved []string
-	for _, r := range recs {
-		if r.SideEffect == guard.SideEffectYes {
-			approved = append(approved, string(r.Body))
-		}
-	}
-	if len(approved) != 1 || !strings.Contains(approved[0], `"approver":"user-1"`) || !strings.Contains(approved[0], `"`+tgadk.Provider+`"`) {
-		t.Errorf("audit records with a side effect = %v, want one approved by user-1, carried by %s", approved, tgadk.Provider)
-	}
-	if _, err := audit.Verify(t.Context(), w.store, "tenant-a"); err != nil {
-		t.Errorf("audit chain: %v", err)
-	}
+	frameworktest.WantApprovedWrite(t, w.store, "tenant-a", "user-1", tgadk.Provider)
 }
 
 // TestConfirmationDeny: a no reaches the model once, as APPROVAL_REQUIRED
@@ -307,35 +287,13 @@ func TestToolsDeclared(t *testing.T) {
 	w := newWorld(t)
 	run(t, w.r, "user-1", "s1", genai.NewContentFromText("hello", genai.RoleUser))
 	req := w.model.lastRequest()
-	decls := map[string]*genai.FunctionDeclaration{}
+	schemas := map[string][]byte{}
 	for _, tl := range req.Config.Tools {
 		for _, d := range tl.FunctionDeclarations {
-			decls[d.Name] = d
+			schemas[d.Name], _ = json.Marshal(d.ParametersJsonSchema)
 		}
 	}
-	for _, d := range orders.Tools(orders.NewService()).Tools() {
-		got, ok := decls[d.Name()]
-		if !ok {
-			t.Errorf("tool %s not offered", d.Name())
-			continue
-		}
-		b, _ := json.Marshal(got.ParametersJsonSchema)
-		if want := d.Schema().JSON(); canonicalJSON(t, b) != canonicalJSON(t, want) {
-			t.Errorf("%s schema = %s, want %s", d.Name(), b, want)
-		}
-	}
-	if _, ok := decls[toolset.StatusToolName]; !ok {
-		t.Errorf("the status tool is not offered")
-	}
-}
-
-func canonicalJSON(t *testing.T, b []byte) string {
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
-	out, _ := json.Marshal(v)
-	return string(out)
+	frameworktest.WantDeclared(t, schemas)
 }
 
 // TestDecide: the host's decision overrides the answer. A refusal (here:

@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -130,7 +131,7 @@ func TestImportedFunctionTool(t *testing.T) {
 	}
 	want, _ := json.Marshal(it.Schema().Map())
 	got, _ := json.Marshal(decl.ParametersJsonSchema)
-	if decl == nil || canonicalJSON(t, got) != canonicalJSON(t, want) {
+	if decl == nil || frameworktest.CanonicalJSON(t, got) != frameworktest.CanonicalJSON(t, want) {
 		t.Errorf("offered declaration schema %s, want the tool's own %s", got, want)
 	}
 }

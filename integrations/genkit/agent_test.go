@@ -10,12 +10,11 @@ import (
 	"github.com/firebase/genkit/go/genkit"
 
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/memstore"
-	"github.com/toolguard/toolguard/toolset"
 )
 
 // world is what the generation tests run against: the conformance order
@@ -38,18 +37,14 @@ var (
 
 func newWorld(t *testing.T, configure ...func(*tggenkit.Options)) *world {
 	t.Helper()
-	w := &world{svc: orders.NewService(), store: memstore.New(memstore.Options{}), model: &script{}}
-	signer, err := guard.NewSigner(key)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tools := orders.Tools(w.svc)
-	g := guard.New(tools, w.store, guard.Options{Signer: signer})
-	opts := tggenkit.Options{Signer: signer}
+	o := frameworktest.NewOrders(t, key)
+	w := &world{svc: o.Svc, store: o.Store, model: &script{}}
+	opts := tggenkit.Options{Signer: o.Signer}
 	for _, c := range configure {
 		c(&opts)
 	}
-	if w.gd, err = tggenkit.New(g, tools, opts); err != nil {
+	var err error
+	if w.gd, err = tggenkit.New(o.Guard, o.Tools, opts); err != nil {
 		t.Fatal(err)
 	}
 	w.gk = newGenkit(t.Context(), w.model)
@@ -158,22 +153,7 @@ func TestInterruptApprove(t *testing.T) {
 	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["code"] != "OK" {
 		t.Errorf("the model was sent %v for call-1, want the one OK result", got)
 	}
-	recs, _, err := w.store.Audit(t.Context(), "tenant-a", 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var approved []string
-	for _, r := range recs {
-		if r.SideEffect == guard.SideEffectYes {
-			approved = append(approved, string(r.Body))
-		}
-	}
-	if len(approved) != 1 || !strings.Contains(approved[0], `"approver":"manager-1"`) || !strings.Contains(approved[0], `"`+tggenkit.Provider+`"`) {
-		t.Errorf("audit records with a side effect = %v, want one approved by manager-1, carried by %s", approved, tggenkit.Provider)
-	}
-	if _, err := audit.Verify(t.Context(), w.store, "tenant-a"); err != nil {
-		t.Errorf("audit chain: %v", err)
-	}
+	frameworktest.WantApprovedWrite(t, w.store, "tenant-a", "manager-1", tggenkit.Provider)
 }
 
 // TestInterruptDeny: a no reaches the model once, as APPROVAL_REQUIRED
@@ -303,39 +283,20 @@ func TestToolsDeclared(t *testing.T) {
 		t.Fatal(err)
 	}
 	decls := map[string]*ai.ToolDefinition{}
+	schemas := map[string][]byte{}
 	for _, d := range w.model.lastRequest().Tools {
 		decls[d.Name] = d
+		schemas[d.Name], _ = json.Marshal(d.InputSchema)
 	}
+	frameworktest.WantDeclared(t, schemas)
 	for _, d := range orders.Tools(orders.NewService()).Tools() {
-		got, ok := decls[d.Name()]
-		if !ok {
-			t.Errorf("tool %s not offered", d.Name())
-			continue
-		}
-		if got.Metadata["strict"] != d.Schema().Strict() {
+		if got, ok := decls[d.Name()]; ok && got.Metadata["strict"] != d.Schema().Strict() {
 			t.Errorf("%s declared strict %v, want %v", d.Name(), got.Metadata["strict"], d.Schema().Strict())
 		}
-		b, _ := json.Marshal(got.InputSchema)
-		if want := d.Schema().JSON(); canonicalJSON(t, b) != canonicalJSON(t, want) {
-			t.Errorf("%s schema = %s, want %s", d.Name(), b, want)
-		}
-	}
-	if _, ok := decls[toolset.StatusToolName]; !ok {
-		t.Errorf("the status tool is not offered")
 	}
 	if len(decls) != 3 {
 		t.Errorf("offered %d tools, want 3", len(decls))
 	}
-}
-
-func canonicalJSON(t *testing.T, b []byte) string {
-	t.Helper()
-	var v any
-	if err := json.Unmarshal(b, &v); err != nil {
-		t.Fatal(err)
-	}
-	out, _ := json.Marshal(v)
-	return string(out)
 }
 
 // TestTwoApprovalsOneReply: a reply with two writes that need approval

@@ -13,6 +13,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/memstore"
 )
@@ -127,7 +128,7 @@ func TestImportedGenkitTool(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res := result(t, out.History(), "again"); res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay || canonicalJSON(t, res.Data) != canonicalJSON(t, mustJSON(t, got)) {
+	if res := result(t, out.History(), "again"); res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay || frameworktest.CanonicalJSON(t, res.Data) != frameworktest.CanonicalJSON(t, mustJSON(t, got)) {
 		t.Errorf("repeated note = %s, want the first one replayed", res)
 	}
 	if notes.Load() != 1 || rogue.Load() != 0 || inner.Load() != 1 {
