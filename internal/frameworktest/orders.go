@@ -91,3 +91,20 @@ func CanonicalJSON(t testing.TB, b []byte) string {
 	out, _ := json.Marshal(v)
 	return string(out)
 }
+
+// WantDraftOnce runs an example of the refund story (internal/refunddemo)
+// with the human's yes and with their no, run returning how many drafts
+// the shop made: approved, one draft however often the model and the user
+// repeat the call; declined, none.
+func WantDraftOnce(t testing.TB, run func(approve bool) (drafts int, err error)) {
+	t.Helper()
+	for approve, want := range map[bool]int{true: 1, false: 0} {
+		n, err := run(approve)
+		if err != nil {
+			t.Fatalf("approve=%v: %v", approve, err)
+		}
+		if n != want {
+			t.Errorf("approve=%v: %d drafts, want %d", approve, n, want)
+		}
+	}
+}

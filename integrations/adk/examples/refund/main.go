@@ -12,13 +12,10 @@ package main
 
 import (
 	"context"
-	"crypto/rand"
 	"errors"
-	"flag"
 	"fmt"
 	"iter"
 	"os"
-	"sync"
 
 	"google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/agent/llmagent"
@@ -31,91 +28,21 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
-	"github.com/toolguard/toolguard/memstore"
-	"github.com/toolguard/toolguard/toolset"
+	"github.com/toolguard/toolguard/internal/refunddemo"
 )
 
-// The shop: orders per tenant, and the refund drafts made.
-type shop struct {
-	mu     sync.Mutex
-	owners map[string]string // order -> tenant
-	drafts map[string]string // downstream idempotency key -> draft id
-}
-
-type OrderIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order\\, e.g. ORDER-7."`
-}
-
-type RefundIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order to refund."`
-	Reason   string `json:"reason" jsonschema:"enum=duplicate,enum=damaged,enum=not_received"`
-}
-
-type Order struct {
-	OrderRef string `json:"order_ref"`
-	Status   string `json:"status"`
-}
-
-type Draft struct {
-	DraftID  string `json:"draft_id"`
-	OrderRef string `json:"order_ref"`
-}
-
-func (s *shop) owns(_ context.Context, inv *guard.Invocation, ref string) error {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if s.owners[ref] != inv.Principal.TenantID {
-		return guard.ErrNotFound // another tenant's order does not exist for this one
-	}
-	return nil
-}
-
-func (s *shop) tools() *toolset.Set {
-	get := toolset.Read("get_order", "Look up one of the customer's orders.",
-		func(_ context.Context, _ *guard.Invocation, in OrderIn) (Order, error) {
-			return Order{OrderRef: in.OrderRef, Status: "paid"}, nil
-		}, &toolset.Options[OrderIn, Order]{Authorize: func(ctx context.Context, inv *guard.Invocation, in OrderIn) error {
-			return s.owns(ctx, inv, in.OrderRef)
-		}})
-	refund := toolset.Write("create_refund_draft", "Draft a refund of an order; a human approves it first.",
-		func(_ context.Context, inv *guard.Invocation, in RefundIn) (Draft, error) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			if id, ok := s.drafts[inv.IdempotencyKey]; ok { // the downstream system dedupes by the key too
-				return Draft{DraftID: id, OrderRef: in.OrderRef}, nil
-			}
-			id := fmt.Sprintf("DRAFT-%d", len(s.drafts)+1)
-			s.drafts[inv.IdempotencyKey] = id
-			fmt.Printf("  shop: drafted %s for %s (%s)\n", id, in.OrderRef, in.Reason)
-			return Draft{DraftID: id, OrderRef: in.OrderRef}, nil
-		}, &toolset.Options[RefundIn, Draft]{NeedsApproval: true, LoggedArguments: []string{"order_ref", "reason"},
-			Authorize: func(ctx context.Context, inv *guard.Invocation, in RefundIn) error {
-				return s.owns(ctx, inv, in.OrderRef)
-			}})
-	return toolset.MustNew(get, refund)
-}
-
 func main() {
-	approve := flag.Bool("approve", true, "the human's answer to the refund's confirmation")
-	flag.Parse()
-	if _, err := run(*approve); err != nil {
-		fmt.Fprintln(os.Stderr, "refund:", err)
-		os.Exit(1)
-	}
+	refunddemo.Main(func(approve bool) error { _, err := run(approve); return err })
 }
 
 // run runs the conversation with the human's answer and returns the
 // number of refund drafts the shop made.
 func run(approve bool) (int, error) {
-	s := &shop{owners: map[string]string{"ORDER-7": "acme", "ORDER-9": "globex"}, drafts: map[string]string{}}
-	tools := s.tools()
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	signer, err := guard.NewSigner(key)
+	s := refunddemo.NewShop(os.Stdout)
+	g, tools, signer, err := s.Guard()
 	if err != nil {
 		return 0, err
 	}
-	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
 	a, err := tgadk.New(g, tools, tgadk.Options{Signer: signer,
 		// The principal comes from the host's session: here, ADK's user id.
 		Principal: func(ctx agent.Context) (guard.Principal, error) {
@@ -128,7 +55,7 @@ func run(approve bool) (int, error) {
 		return 0, err
 	}
 	ag, err := llmagent.New(llmagent.Config{Name: "support", Model: scripted{}, Tools: a.Tools(),
-		Instruction: "You help customers with refunds."})
+		Instruction: refunddemo.Instruction})
 	if err != nil {
 		return 0, err
 	}
@@ -143,7 +70,7 @@ func run(approve bool) (int, error) {
 	}
 
 	ctx := context.Background()
-	ask := genai.NewContentFromText("I was charged twice for ORDER-7, please refund the duplicate.", genai.RoleUser)
+	ask := genai.NewContentFromText(refunddemo.Ask, genai.RoleUser)
 	fmt.Println("user: " + ask.Parts[0].Text)
 	c, err := turn(ctx, r, ask)
 	if err != nil {
@@ -161,8 +88,8 @@ func run(approve bool) (int, error) {
 	if _, err := turn(ctx, r, ask); err != nil {
 		return 0, err
 	}
-	fmt.Printf("refund drafts created: %d\n", len(s.drafts))
-	return len(s.drafts), nil
+	fmt.Printf("refund drafts created: %d\n", s.Drafts())
+	return s.Drafts(), nil
 }
 
 // confirmation is the adk_request_confirmation call a run paused on.
@@ -216,8 +143,7 @@ func hintOf(tc any) string {
 	return fmt.Sprint(tc)
 }
 
-// scripted stands in for the model: it reads the order, drafts the refund,
-// repeats the draft call once (as models do), and then answers. Like
+// scripted stands in for the model, playing refunddemo's script. Like
 // Gemini, it sends no call ids; ADK makes them up.
 type scripted struct{}
 
@@ -229,33 +155,24 @@ func (scripted) GenerateContent(_ context.Context, req *model.LLMRequest, _ bool
 	}
 }
 
-// next decides the model's reply from the conversation's last turn.
+// next plays the script (refunddemo.Next) on the conversation's last
+// turn.
 func next(contents []*genai.Content) *genai.Content {
-	call := func(name string, args map[string]any) *genai.Content {
-		return &genai.Content{Role: genai.RoleModel, Parts: []*genai.Part{{FunctionCall: &genai.FunctionCall{Name: name, Args: args}}}}
-	}
-	refund := map[string]any{"order_ref": "ORDER-7", "reason": "duplicate"}
-	last := contents[len(contents)-1]
 	var fr *genai.FunctionResponse
-	for _, p := range last.Parts {
+	for _, p := range contents[len(contents)-1].Parts {
 		if p.FunctionResponse != nil {
 			fr = p.FunctionResponse
 		}
 	}
+	var r refunddemo.Reply
 	if fr == nil {
-		return call("get_order", map[string]any{"order_ref": "ORDER-7"})
+		r = refunddemo.Next("", nil, nil)
+	} else {
+		res, err := tgadk.ModelResult(fr.Response)
+		r = refunddemo.Next(fr.Name, res, err)
 	}
-	res, err := tgadk.ModelResult(fr.Response)
-	switch {
-	case err != nil:
-		return genai.NewContentFromText("Something went wrong.", genai.RoleModel)
-	case fr.Name == "get_order":
-		return call("create_refund_draft", refund)
-	case res.Code == guard.CodeOK && res.Delivery == guard.DeliveryFresh:
-		return call("create_refund_draft", refund) // the model repeats itself
-	case res.Code == guard.CodeOK:
-		return genai.NewContentFromText("Your refund is drafted: "+string(res.Data)+".", genai.RoleModel)
-	default:
-		return genai.NewContentFromText("I could not draft the refund: "+res.Message, genai.RoleModel)
+	if r.Tool == "" {
+		return genai.NewContentFromText(r.Text, genai.RoleModel)
 	}
+	return &genai.Content{Role: genai.RoleModel, Parts: []*genai.Part{{FunctionCall: &genai.FunctionCall{Name: r.Tool, Args: r.Arguments}}}}
 }

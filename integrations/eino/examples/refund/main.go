@@ -11,7 +11,7 @@ package main
 
 import (
 	"context"
-	"flag"
+	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -24,94 +24,21 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
-	"github.com/toolguard/toolguard/memstore"
-	"github.com/toolguard/toolguard/toolset"
+	"github.com/toolguard/toolguard/internal/refunddemo"
 )
 
 // out is where the transcript goes.
 var out io.Writer = os.Stdout
 
-func main() {
-	approve := flag.Bool("approve", true, "the human's answer to the refund")
-	flag.Parse()
-	if err := run(*approve); err != nil {
-		fmt.Fprintln(os.Stderr, "refund:", err)
-		os.Exit(1)
-	}
-}
-
-type orderIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order (such as ORDER-7)."`
-}
-
-type order struct {
-	OrderRef string `json:"order_ref"`
-	Status   string `json:"status"`
-	Amount   string `json:"amount"`
-}
-
-type refundIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order to refund."`
-	Reason   string `json:"reason" jsonschema:"enum=duplicate,enum=damaged"`
-}
-
-type draft struct {
-	DraftID  string `json:"draft_id"`
-	OrderRef string `json:"order_ref"`
-}
-
-// shop is the downstream system: one tenant's orders, and the drafts made.
-type shop struct {
-	mu     sync.Mutex
-	drafts map[string]draft // by the guard's downstream idempotency key
-}
-
-func (s *shop) tools() *toolset.Set {
-	owns := func(inv *guard.Invocation, ref string) error {
-		if inv.Principal.TenantID != "acme" || ref != "ORDER-7" {
-			return guard.ErrNotFound // another tenant's order does not exist
-		}
-		return nil
-	}
-	getOrder := toolset.Read("get_order", "Look up one of the user's orders.",
-		func(_ context.Context, _ *guard.Invocation, in orderIn) (order, error) {
-			return order{OrderRef: in.OrderRef, Status: "paid twice", Amount: "49.00 EUR"}, nil
-		}, &toolset.Options[orderIn, order]{Authorize: func(_ context.Context, inv *guard.Invocation, in orderIn) error {
-			return owns(inv, in.OrderRef)
-		}})
-	refund := toolset.Write("create_refund_draft", "Draft a refund of an order; a human approves it.",
-		func(_ context.Context, inv *guard.Invocation, in refundIn) (draft, error) {
-			s.mu.Lock()
-			defer s.mu.Unlock()
-			d := draft{DraftID: fmt.Sprintf("DRAFT-%d", len(s.drafts)+1), OrderRef: in.OrderRef}
-			s.drafts[inv.IdempotencyKey] = d
-			fmt.Fprintf(out, "   [shop] draft %s created for %s\n", d.DraftID, in.OrderRef)
-			return d, nil
-		}, &toolset.Options[refundIn, draft]{
-			NeedsApproval:   true,
-			LoggedArguments: []string{"order_ref", "reason"},
-			Authorize: func(_ context.Context, inv *guard.Invocation, in refundIn) error {
-				return owns(inv, in.OrderRef)
-			},
-			Receipt: func(_ context.Context, inv *guard.Invocation) (draft, bool, error) {
-				s.mu.Lock()
-				defer s.mu.Unlock()
-				d, ok := s.drafts[inv.IdempotencyKey]
-				return d, ok, nil
-			},
-		})
-	return toolset.MustNew(getOrder, refund)
-}
+func main() { refunddemo.Main(run) }
 
 func run(approve bool) error {
 	ctx := context.Background()
-	sh := &shop{drafts: map[string]draft{}}
-	set := sh.tools()
-	signer, err := guard.NewSigner([]byte("refund example: a key of 32 bytes or more"))
+	sh := refunddemo.NewShop(out)
+	g, set, signer, err := sh.Guard()
 	if err != nil {
 		return err
 	}
-	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
 	eg, err := tgeino.New(g, set, tgeino.Options{Signer: signer})
 	if err != nil {
 		return err
@@ -119,7 +46,7 @@ func run(approve bool) error {
 	agent, err := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{
 		Name:        "refunds",
 		Description: "Refunds duplicate orders.",
-		Instruction: "Help the user with their orders.",
+		Instruction: refunddemo.Instruction,
 		Model:       &fakeModel{},
 		ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: eg.ToolsNodeConfig()},
 	})
@@ -132,7 +59,7 @@ func run(approve bool) error {
 	// the run id is the scope, the same on resume.
 	const runID = "run-refund-1"
 	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, guard.Principal{TenantID: "acme", SubjectID: "user-1"}), runID)
-	input := "I was charged twice for ORDER-7, please refund the duplicate."
+	input := refunddemo.Ask
 	fmt.Fprintln(out, "user:", input)
 	pending, err := show(runner.Query(ctx, input, adk.WithCheckPointID(runID)))
 	if err != nil {
@@ -160,9 +87,7 @@ func run(approve bool) error {
 			return err
 		}
 	}
-	sh.mu.Lock()
-	defer sh.mu.Unlock()
-	fmt.Fprintf(out, "drafts created: %d\n", len(sh.drafts))
+	fmt.Fprintf(out, "drafts created: %d\n", sh.Drafts())
 	return nil
 }
 
@@ -198,9 +123,9 @@ func show(it *adk.AsyncIterator[*adk.AgentEvent]) ([]tgeino.Approval, error) {
 	}
 }
 
-// fakeModel stands in for a chat model: it reads the order, drafts the
-// refund, asks for it again with a new call id (a model's retry), and
-// answers from the last result it got.
+// fakeModel stands in for a chat model, playing refunddemo's script on the
+// conversation's last message; it numbers its call ids, so that its repeat
+// of the refund is a new call, as a model's retry is.
 type fakeModel struct {
 	mu sync.Mutex
 	n  int
@@ -212,34 +137,23 @@ var _ model.ToolCallingChatModel = (*fakeModel)(nil)
 func (m *fakeModel) Generate(_ context.Context, input []*schema.Message, _ ...model.Option) (*schema.Message, error) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	last := &guard.Result{}
-	tools := 0
-	for _, msg := range input {
-		if msg.Role == schema.Tool {
-			tools++
-			if r, err := tgeino.ModelResult(msg.Content); err == nil {
-				last = r
-			}
-		}
+	var r refunddemo.Reply
+	if last := input[len(input)-1]; last.Role == schema.Tool {
+		res, err := tgeino.ModelResult(last.Content)
+		r = refunddemo.Next(last.ToolName, res, err)
+	} else {
+		r = refunddemo.Next("", nil, nil)
 	}
-	call := func(name, args string) *schema.Message {
-		m.n++
-		return schema.AssistantMessage("", []schema.ToolCall{{ID: fmt.Sprintf("call_%d", m.n), Type: "function",
-			Function: schema.FunctionCall{Name: name, Arguments: args}}})
+	if r.Tool == "" {
+		return schema.AssistantMessage(r.Text, nil), nil
 	}
-	refund := `{"order_ref":"ORDER-7","reason":"duplicate"}`
-	switch {
-	case tools == 0:
-		return call("get_order", `{"order_ref":"ORDER-7"}`), nil
-	case tools == 1:
-		return call("create_refund_draft", refund), nil
-	case tools == 2 && last.Code == guard.CodeOK:
-		return call("create_refund_draft", refund), nil // the model repeats itself
-	case last.Code == guard.CodeOK:
-		return schema.AssistantMessage("Your refund is drafted: "+string(last.Data), nil), nil
-	default:
-		return schema.AssistantMessage("I could not refund it: "+last.Message, nil), nil
+	args, err := json.Marshal(r.Arguments)
+	if err != nil {
+		return nil, err
 	}
+	m.n++
+	return schema.AssistantMessage("", []schema.ToolCall{{ID: fmt.Sprintf("call_%d", m.n), Type: "function",
+		Function: schema.FunctionCall{Name: r.Tool, Arguments: string(args)}}}), nil
 }
 
 // Stream implements model.BaseChatModel.

@@ -13,7 +13,7 @@ func TestRefund(t *testing.T) {
 		approve bool
 		want    []string
 	}{
-		{true, []string{"[shop] draft DRAFT-1 created", `"delivery":"local_replay"`, "drafts created: 1"}},
+		{true, []string{"shop: drafted DRAFT-1 for ORDER-7", `"delivery":"local_replay"`, "drafts created: 1"}},
 		{false, []string{"A human declined this action (not a duplicate)", "drafts created: 0"}},
 	} {
 		var b strings.Builder
@@ -26,7 +26,7 @@ func TestRefund(t *testing.T) {
 				t.Errorf("approve=%v: the transcript lacks %q:\n%s", tc.approve, w, b.String())
 			}
 		}
-		if n := strings.Count(b.String(), "[shop] draft"); n > 1 {
+		if n := strings.Count(b.String(), "shop: drafted"); n > 1 {
 			t.Errorf("approve=%v: %d drafts made", tc.approve, n)
 		}
 	}
