@@ -77,15 +77,7 @@ func refundCall(id, ref string) *genai.FunctionCall {
 // callID among the events ("" for the last function response).
 func result(t *testing.T, evs []*session.Event, callID string) *guard.Result {
 	t.Helper()
-	var last *genai.FunctionResponse
-	for _, fr := range responses(evs) {
-		if callID == "" || fr.ID == callID {
-			last = fr
-		}
-	}
-	if last == nil {
-		t.Fatalf("no function response for call %q", callID)
-	}
+	last := frameworktest.Answer(t, "function response for call", responses(evs), callID, func(fr *genai.FunctionResponse) string { return fr.ID })
 	res, err := tgadk.ModelResult(last.Response)
 	if err != nil {
 		t.Fatalf("function response %v: %v", last.Response, err)
@@ -235,12 +227,7 @@ func TestRetriedRunWritesOnce(t *testing.T) {
 		}
 		for _, fr := range rs {
 			res, err := tgadk.ModelResult(fr.Response)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay || string(res.Data) != string(first.Data) {
-				t.Errorf("repeated call %s = %s, want the first draft replayed", fr.ID, res)
-			}
+			frameworktest.WantReplay(t, fr.ID, res, err, first)
 		}
 	}
 	if n := w.svc.SideEffects(); n != 1 {

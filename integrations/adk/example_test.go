@@ -17,14 +17,13 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-type RefundIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order to refund."`
-}
-
 // An ADK agent whose refund tool runs behind the guard: the write pauses
 // on ADK's confirmation, the user's yes runs it once, and the model asking
 // again (Gemini gives the repeat no call id) replays the same draft.
 func Example() {
+	type RefundIn struct {
+		OrderRef string `json:"order_ref" jsonschema:"description=The order to refund."`
+	}
 	drafts := 0
 	refund := toolset.Write("create_refund_draft", "Draft a refund of an order.",
 		func(_ context.Context, inv *guard.Invocation, in RefundIn) (string, error) {

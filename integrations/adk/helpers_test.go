@@ -15,6 +15,7 @@ import (
 	"google.golang.org/genai"
 
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 )
 
 // fakeModel is a model.LLM that answers from a queue: each request takes
@@ -56,10 +57,7 @@ func (m *fakeModel) push(cs ...*genai.Content) {
 func (m *fakeModel) lastRequest() *model.LLMRequest {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if len(m.requests) == 0 {
-		return nil
-	}
-	return m.requests[len(m.requests)-1]
+	return frameworktest.Last(m.requests)
 }
 
 // calls is a model reply with function calls.

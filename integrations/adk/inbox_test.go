@@ -3,7 +3,6 @@ package tgadk_test
 import (
 	"strings"
 	"testing"
-	"time"
 
 	"google.golang.org/genai"
 
@@ -21,13 +20,11 @@ import (
 // pays for; another person's yes runs the write once, approved by them;
 // their no is told to the model.
 func TestInboxApprover(t *testing.T) {
-	q := inboxtest.Queue(t, orders.Tools(orders.NewService()))
-	w := newWorldWith(t, func(o *tgadk.Options) {
-		o.Approver = &approvals.Waiter{Queue: q, Poll: 5 * time.Millisecond, Wait: 10 * time.Second}
-	})
-	manager := guard.Principal{TenantID: "tenant-a", SubjectID: "manager-3", Roles: []string{"approver"}}
+	inbox := inboxtest.New(t, orders.Tools(orders.NewService()))
+	w := newWorldWith(t, func(o *tgadk.Options) { o.Approver = inbox.Waiter })
 	decide := func(approve bool) <-chan *approvals.Request {
-		return inboxtest.Decide(t, q, manager, agentloop.Decision{Approved: approve, Approver: manager.SubjectID, Reason: "not this one"})
+		d := agentloop.Decision{Approved: approve, Approver: "manager-3", Reason: "not this one"}
+		return inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("tenant-a", "manager-3"), d)
 	}
 
 	asked := decide(true)

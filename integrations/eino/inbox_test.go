@@ -2,11 +2,9 @@ package tgeino_test
 
 import (
 	"testing"
-	"time"
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
-	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/frameworktest/inboxtest"
 	"github.com/toolguard/toolguard/toolset"
@@ -17,14 +15,13 @@ import (
 // the exact intent and run, an approver of the tenant decides it, and the
 // write runs once with the grant minted from that yes.
 func TestApprovalsInboxHoldsRequests(t *testing.T) {
-	var queue *approvals.Queue
+	var inbox *inboxtest.Inbox
 	m := newScript(callTool("create_refund_draft", refundArgs), say("refund drafted"))
 	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(set *toolset.Set, o *tgeino.Options) {
-		queue = inboxtest.Queue(t, set)
-		o.Approver = &approvals.Waiter{Queue: queue, Poll: 5 * time.Millisecond}
+		inbox = inboxtest.New(t, set)
+		o.Approver = inbox.Waiter
 	}})
-	manager := guard.Principal{TenantID: "acme", SubjectID: "manager-1", Roles: []string{"approver"}}
-	decided := inboxtest.Decide(t, queue, manager, agentloop.Decision{Approved: true})
+	decided := inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("acme", "manager-1"), agentloop.Decision{Approved: true})
 	if o := h.run(t, "run-inbox", "refund ORDER-7"); o.final != "refund drafted" || len(o.interrupts) != 0 {
 		t.Fatalf("run ended %+v", o)
 	}

@@ -20,12 +20,9 @@ import (
 // node is a ToolsNode configured by tgeino: each step is an assistant
 // message with one tool call, run by Eino's tool-execution path. The
 // case's own ids and grant, which Eino does not carry, reach the guard
-// call through Options.Call (frameworktest.StepCall).
+// call through Options.Call (frameworktest.SeedOptions).
 func einoCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (cases.Carry, func(), error) {
-	eg, err := tgeino.New(g, tools, tgeino.Options{
-		Principal: func(context.Context) (guard.Principal, error) { return p, nil },
-		Call:      frameworktest.StepCall,
-	})
+	eg, err := tgeino.New(g, tools, frameworktest.SeedOptions(p))
 	if err != nil {
 		return nil, nil, err
 	}

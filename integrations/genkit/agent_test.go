@@ -222,12 +222,7 @@ func TestRetriedGenerationWritesOnce(t *testing.T) {
 		}
 		for _, r := range rs {
 			res, err := tggenkit.ModelResult(r.Output)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay || string(res.Data) != string(first.Data) {
-				t.Errorf("repeated call %s = %s, want the first draft replayed", r.Ref, res)
-			}
+			frameworktest.WantReplay(t, r.Ref, res, err, first)
 		}
 	}
 	w.wantSideEffects(t, 1)

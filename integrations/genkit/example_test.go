@@ -14,15 +14,14 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-type RefundIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order to refund."`
-}
-
 // A Genkit generation whose refund tool runs behind the guard: the write
 // interrupts the generation for a human, the resume with a yes runs it
 // once, and the model asking again later in the session (with no ref)
 // gets the same draft replayed.
 func Example() {
+	type RefundIn struct {
+		OrderRef string `json:"order_ref" jsonschema:"description=The order to refund."`
+	}
 	drafts := 0
 	refund := toolset.Write("create_refund_draft", "Draft a refund of an order.",
 		func(_ context.Context, _ *guard.Invocation, in RefundIn) (string, error) {

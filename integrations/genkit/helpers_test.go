@@ -11,6 +11,7 @@ import (
 	"github.com/firebase/genkit/go/genkit"
 
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 )
 
 // modelName is the scripted model's name in the fake plugin.
@@ -51,10 +52,7 @@ func (s *script) generate(_ context.Context, req *ai.ModelRequest, _ any, _ ai.M
 func (s *script) lastRequest() *ai.ModelRequest {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if len(s.requests) == 0 {
-		return nil
-	}
-	return s.requests[len(s.requests)-1]
+	return frameworktest.Last(s.requests)
 }
 
 // fakePlugin is a Genkit plugin providing the scripted model.
@@ -113,14 +111,5 @@ func toolResponses(msgs []*ai.Message) []*ai.ToolResponse {
 // among the messages ("" for the last tool response).
 func resultOf(t *testing.T, msgs []*ai.Message, ref string) *ai.ToolResponse {
 	t.Helper()
-	var last *ai.ToolResponse
-	for _, r := range toolResponses(msgs) {
-		if ref == "" || r.Ref == ref {
-			last = r
-		}
-	}
-	if last == nil {
-		t.Fatalf("no tool response for ref %q", ref)
-	}
-	return last
+	return frameworktest.Answer(t, "tool response for ref", toolResponses(msgs), ref, func(r *ai.ToolResponse) string { return r.Ref })
 }

@@ -3,7 +3,6 @@ package tggenkit_test
 import (
 	"context"
 	"testing"
-	"time"
 
 	"github.com/firebase/genkit/go/ai"
 
@@ -20,11 +19,10 @@ import (
 // shows the exact intent and scope, an approver of the tenant decides it,
 // and the write runs once with the grant minted from that yes.
 func TestApprovalsInboxHoldsRequests(t *testing.T) {
-	queue := inboxtest.Queue(t, orders.Tools(orders.NewService()))
-	w := newWorld(t, func(o *tggenkit.Options) { o.Approver = &approvals.Waiter{Queue: queue, Poll: 5 * time.Millisecond} })
-	manager := guard.Principal{TenantID: "tenant-a", SubjectID: "manager-1", Roles: []string{"approver"}}
-	decided := inboxtest.Decide(t, queue, manager, agentloop.Decision{Approved: true})
+	inbox := inboxtest.New(t, orders.Tools(orders.NewService()))
+	w := newWorld(t, func(o *tggenkit.Options) { o.Approver = inbox.Waiter })
 	w.model.push(calls(refundReq("call-1", "ORDER-7")))
+	decided := inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("tenant-a", "manager-1"), agentloop.Decision{Approved: true})
 	ctx, cancel := context.WithTimeout(session(userA, "session-inbox"), inboxtest.Wait)
 	defer cancel()
 	out, err := generate(ctx, w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))

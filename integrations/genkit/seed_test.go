@@ -22,12 +22,9 @@ import (
 // middleware; the model result is read back from the tool response in the
 // generation's history. The case's own ids and grant, which Genkit does
 // not carry, reach the guard call through Options.Call
-// (frameworktest.StepCall).
+// (frameworktest.SeedOptions).
 func genkitCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (cases.Carry, func(), error) {
-	gd, err := tggenkit.New(g, tools, tggenkit.Options{
-		Principal: func(context.Context) (guard.Principal, error) { return p, nil },
-		Call:      frameworktest.StepCall,
-	})
+	gd, err := tggenkit.New(g, tools, frameworktest.SeedOptions(p))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -108,3 +108,43 @@ func WantDraftOnce(t testing.TB, run func(approve bool) (drafts int, err error))
 		}
 	}
 }
+
+// WantReplay checks the result of call id, read with err, as a repeat of
+// a write whose first result was first: OK, replayed locally, with
+// first's data.
+func WantReplay(t testing.TB, id string, res *guard.Result, err error, first *guard.Result) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay || string(res.Data) != string(first.Data) {
+		t.Errorf("repeated call %s = %s, want the first draft replayed", id, res)
+	}
+}
+
+// Answer returns the last of answers whose id (by idOf) is id, or the
+// last of all when id is "", and fails the test when there is none, as
+// "no <what> <id>".
+func Answer[T any](t testing.TB, what string, answers []T, id string, idOf func(T) string) T {
+	t.Helper()
+	var last T
+	found := false
+	for _, a := range answers {
+		if id == "" || idOf(a) == id {
+			last, found = a, true
+		}
+	}
+	if !found {
+		t.Fatalf("no %s %q", what, id)
+	}
+	return last
+}
+
+// Last returns the last of s, or the zero value when s is empty.
+func Last[T any](s []T) T {
+	var zero T
+	if len(s) == 0 {
+		return zero
+	}
+	return s[len(s)-1]
+}

@@ -30,6 +30,7 @@ import (
 
 	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/memstore"
 )
 
@@ -133,4 +134,14 @@ func StepCall(ctx context.Context, c *guard.Call) {
 	c.Context.OperationID = s.Context.OperationID
 	c.Context.IdempotencyKey = s.Context.IdempotencyKey
 	c.Approval = s.Approval
+}
+
+// SeedOptions are the host options of a seed step for an integration
+// whose Options are host.Options (Eino's, Genkit's): the case's principal,
+// and StepCall.
+func SeedOptions(p guard.Principal) host.Options {
+	return host.Options{
+		Principal: func(context.Context) (guard.Principal, error) { return p, nil },
+		Call:      StepCall,
+	}
 }

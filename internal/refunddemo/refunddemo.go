@@ -172,12 +172,12 @@ func Next(tool string, res *guard.Result, err error) Reply {
 }
 
 // Main is an example's main: it reads the human's answer from the
-// -approve flag (yes by default), runs the example with it, and exits 1
-// with the error if it fails.
-func Main(run func(approve bool) error) {
+// -approve flag (yes by default), runs the example with it (run returns
+// how many drafts the shop made), and exits 1 with the error if it fails.
+func Main(run func(approve bool) (drafts int, err error)) {
 	approve := flag.Bool("approve", true, "the human's answer to the refund's approval")
 	flag.Parse()
-	if err := run(*approve); err != nil {
+	if _, err := run(*approve); err != nil {
 		fmt.Fprintln(os.Stderr, "refund:", err)
 		os.Exit(1)
 	}

@@ -30,8 +30,29 @@ func Queue(t testing.TB, tools *toolset.Set) *approvals.Queue {
 	return q
 }
 
-// Wait is how long Decide waits for a request to reach the inbox.
+// Wait is how long Decide waits for a request to reach the inbox, and a
+// Waiter of Inbox for a decision.
 const Wait = 10 * time.Second
+
+// Inbox is an approvals queue and the Waiter that puts an integration's
+// writes to it (Options.Approver).
+type Inbox struct {
+	Queue  *approvals.Queue
+	Waiter *approvals.Waiter
+}
+
+// New returns an Inbox for tools on a fresh miniredis (Queue); its
+// Waiter polls every 5 ms and waits up to Wait.
+func New(t testing.TB, tools *toolset.Set) *Inbox {
+	t.Helper()
+	q := Queue(t, tools)
+	return &Inbox{Queue: q, Waiter: &approvals.Waiter{Queue: q, Poll: 5 * time.Millisecond, Wait: Wait}}
+}
+
+// Manager returns a principal of the tenant with the approver role.
+func Manager(tenantID, subjectID string) guard.Principal {
+	return guard.Principal{TenantID: tenantID, SubjectID: subjectID, Roles: []string{"approver"}}
+}
 
 // Decide waits in the background for the inbox of approver's tenant to
 // hold exactly one pending request, decides it as approver with d, and

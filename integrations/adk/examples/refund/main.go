@@ -31,9 +31,7 @@ import (
 	"github.com/toolguard/toolguard/internal/refunddemo"
 )
 
-func main() {
-	refunddemo.Main(func(approve bool) error { _, err := run(approve); return err })
-}
+func main() { refunddemo.Main(run) }
 
 // run runs the conversation with the human's answer and returns the
 // number of refund drafts the shop made.

@@ -32,16 +32,18 @@ var out io.Writer = os.Stdout
 
 func main() { refunddemo.Main(run) }
 
-func run(approve bool) error {
+// run runs the conversation with the human's answer and returns the
+// number of refund drafts the shop made.
+func run(approve bool) (int, error) {
 	ctx := context.Background()
 	sh := refunddemo.NewShop(out)
 	g, set, signer, err := sh.Guard()
 	if err != nil {
-		return err
+		return 0, err
 	}
 	eg, err := tgeino.New(g, set, tgeino.Options{Signer: signer})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	agent, err := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{
 		Name:        "refunds",
@@ -51,7 +53,7 @@ func run(approve bool) error {
 		ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: eg.ToolsNodeConfig()},
 	})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	runner := adk.NewRunner(ctx, adk.RunnerConfig{Agent: agent, CheckPointStore: &checkpoints{m: map[string][]byte{}}})
 
@@ -63,7 +65,7 @@ func run(approve bool) error {
 	fmt.Fprintln(out, "user:", input)
 	pending, err := show(runner.Query(ctx, input, adk.WithCheckPointID(runID)))
 	if err != nil {
-		return err
+		return 0, err
 	}
 	for len(pending) > 0 {
 		targets := map[string]any{}
@@ -81,14 +83,14 @@ func run(approve bool) error {
 		}
 		it, err := runner.ResumeWithParams(ctx, runID, &adk.ResumeParams{Targets: targets})
 		if err != nil {
-			return err
+			return 0, err
 		}
 		if pending, err = show(it); err != nil {
-			return err
+			return 0, err
 		}
 	}
 	fmt.Fprintf(out, "drafts created: %d\n", sh.Drafts())
-	return nil
+	return sh.Drafts(), nil
 }
 
 // show prints a run's events and returns the approvals it waits for.

@@ -18,7 +18,7 @@ func TestRefund(t *testing.T) {
 	} {
 		var b strings.Builder
 		out = &b
-		if err := run(tc.approve); err != nil {
+		if _, err := run(tc.approve); err != nil {
 			t.Fatal(err)
 		}
 		for _, w := range tc.want {

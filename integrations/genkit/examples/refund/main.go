@@ -29,12 +29,16 @@ import (
 
 func main() {
 	logger.SetLevel(slog.LevelWarn) // Genkit's info logs out of the transcript
-	refunddemo.Main(func(approve bool) error { _, err := run(approve); return err })
+	refunddemo.Main(run)
 }
 
 // run runs the conversation with the human's answer and returns the
 // number of refund drafts the shop made.
 func run(approve bool) (int, error) {
+	ctx := context.Background()
+	gk := genkit.Init(ctx)
+	model := genkit.DefineModelAction(gk, "shop/scripted", &ai.ModelOptions{Label: "scripted",
+		Supports: &ai.ModelSupports{Tools: true, Multiturn: true, SystemRole: true}}, scripted)
 	s := refunddemo.NewShop(os.Stdout)
 	g, tools, signer, err := s.Guard()
 	if err != nil {
@@ -44,10 +48,6 @@ func run(approve bool) (int, error) {
 	if err != nil {
 		return 0, err
 	}
-	ctx := context.Background()
-	gk := genkit.Init(ctx)
-	model := genkit.DefineModelAction(gk, "shop/scripted", &ai.ModelOptions{Label: "scripted",
-		Supports: &ai.ModelSupports{Tools: true, Multiturn: true, SystemRole: true}}, scripted)
 
 	// The principal and the scope come from the host's session: here, Ada
 	// of tenant acme, in her support session.
