@@ -36,7 +36,10 @@ var (
 // Check reads every master's configuration and refuses a server the store
 // cannot keep its promises on: a maxmemory-policy other than noeviction
 // (unless Options.AllowEviction), or fewer connected replicas than
-// Options.Replicas. A server that does not report its policy in INFO (an
+// Options.Replicas. Unless Options.AllowEviction, it also has each master
+// tell the store of an eviction when it happens (evicted.go): from the
+// first evicted key on, every call is refused with ErrEvicted until a
+// Check passes again. A server that does not report its policy in INFO (an
 // embedded test server) is accepted. Unless Options.Scripts is set, it
 // then loads the store's function library on every master (FUNCTION LOAD);
 // a server without Redis Functions makes the store send its Lua as scripts
@@ -54,6 +57,7 @@ func (s *Store) Check(ctx context.Context) error {
 // periodic check reads the configuration only).
 func (s *Store) check(ctx context.Context, load bool) error {
 	s.nextCheck.Store(time.Now().Add(s.opts.CheckEvery).UnixNano())
+	evictions := s.evictions.Load()
 	err := redisconn.ForEachMaster(ctx, s.rdb, func(ctx context.Context, c *redis.Client) error {
 		info, err := redisconn.Info(ctx, c) // the default sections: memory and replication
 		if err != nil {
@@ -67,11 +71,22 @@ func (s *Store) check(ctx context.Context, load bool) error {
 				return fmt.Errorf("%w (%s has %d, want %d)", ErrTooFewReplicas, c.Options().Addr, n, s.opts.Replicas)
 			}
 		}
+		if _, real := info["maxmemory_policy"]; real && !s.opts.AllowEviction {
+			// A server that may come to evict (its policy or its
+			// maxmemory changed later) tells the store at once.
+			s.watch(ctx, c)
+		}
 		if !load || s.scripts.Load() {
 			return nil
 		}
 		return s.load(ctx, c)
 	})
+	if err == nil && s.evictions.Load() != evictions {
+		// The server evicted a key while it was being checked.
+		if r := s.refused.Load(); r != nil {
+			err = r.err
+		}
+	}
 	switch {
 	case err == nil:
 		refused := s.refused.Swap(nil) != nil

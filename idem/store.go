@@ -135,7 +135,8 @@ const DefaultCheckEvery = 5 * time.Second
 
 // MetricStoreRefusals counts the times a running store found its server's
 // configuration changed (attribute reason: eviction_policy or
-// too_few_replicas) and refused it.
+// too_few_replicas) or its server evicted a key (reason: evicted), and
+// refused it.
 const MetricStoreRefusals = "toolguard.store.refusals"
 
 const meterName = "github.com/toolguard/toolguard/idem"
@@ -159,6 +160,11 @@ type Store struct {
 	// never cleared.
 	scripts atomic.Bool
 	batches *batchers // the calls that go in pipelines: without Options.Replicas
+	// watchers listen to the masters' evicted-key events (evicted.go);
+	// evictions counts the events, so that a check that started before
+	// one does not accept the server after it.
+	watchers  watchers
+	evictions atomic.Int64
 }
 
 var _ guard.Store = (*Store)(nil)
