@@ -19,12 +19,12 @@ import (
 // shows the exact intent and scope, an approver of the tenant decides it,
 // and the write runs once with the grant minted from that yes.
 func TestApprovalsInboxHoldsRequests(t *testing.T) {
+	ctx, cancel := context.WithTimeout(session(userA, "session-inbox"), inboxtest.Wait)
+	defer cancel()
 	inbox := inboxtest.New(t, orders.Tools(orders.NewService()))
 	w := newWorld(t, func(o *tggenkit.Options) { o.Approver = inbox.Waiter })
 	w.model.push(calls(refundReq("call-1", "ORDER-7")))
 	decided := inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("tenant-a", "manager-1"), agentloop.Decision{Approved: true})
-	ctx, cancel := context.WithTimeout(session(userA, "session-inbox"), inboxtest.Wait)
-	defer cancel()
 	out, err := generate(ctx, w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
 	if err != nil {
 		t.Fatal(err)

@@ -24,12 +24,12 @@ import (
 // not carry, reach the guard call through Options.Call
 // (frameworktest.SeedOptions).
 func genkitCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (cases.Carry, func(), error) {
+	m := &script{}
+	gk := newGenkit(ctx, m)
 	gd, err := tggenkit.New(g, tools, frameworktest.SeedOptions(p))
 	if err != nil {
 		return nil, nil, err
 	}
-	m := &script{}
-	gk := newGenkit(ctx, m)
 	return func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (string, error) {
 		name, args := call.Proposal.Name, []byte(call.Proposal.Arguments)
 		if sc != nil {

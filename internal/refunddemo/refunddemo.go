@@ -125,17 +125,15 @@ func (s *Shop) Tools() *toolset.Set {
 
 // Guard returns the shop's tools behind a guard that keeps its records in
 // memory, and the signer of its grants, whose key is fresh to the process.
-func (s *Shop) Guard() (*guard.Guard, *toolset.Set, *guard.Signer, error) {
+func (s *Shop) Guard() (*guard.Guard, *toolset.Set, *guard.Signer) {
 	key := make([]byte, 32)
-	if _, err := rand.Read(key); err != nil {
-		return nil, nil, nil, err
-	}
+	_, _ = rand.Read(key) // never fails: crypto/rand crashes the program instead
 	signer, err := guard.NewSigner(key)
 	if err != nil {
-		return nil, nil, nil, err
+		panic(err) // a 32-byte key is long enough
 	}
 	tools := s.Tools()
-	return guard.New(tools, memstore.New(memstore.Options{}), guard.Options{Signer: signer}), tools, signer, nil
+	return guard.New(tools, memstore.New(memstore.Options{}), guard.Options{Signer: signer}), tools, signer
 }
 
 // Reply is the scripted model's next turn: a call of Tool with Arguments,

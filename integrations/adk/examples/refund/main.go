@@ -37,10 +37,7 @@ func main() { refunddemo.Main(run) }
 // number of refund drafts the shop made.
 func run(approve bool) (int, error) {
 	s := refunddemo.NewShop(os.Stdout)
-	g, tools, signer, err := s.Guard()
-	if err != nil {
-		return 0, err
-	}
+	g, tools, signer := s.Guard()
 	a, err := tgadk.New(g, tools, tgadk.Options{Signer: signer,
 		// The principal comes from the host's session: here, ADK's user id.
 		Principal: func(ctx agent.Context) (guard.Principal, error) {

@@ -37,10 +37,7 @@ func main() { refunddemo.Main(run) }
 func run(approve bool) (int, error) {
 	ctx := context.Background()
 	sh := refunddemo.NewShop(out)
-	g, set, signer, err := sh.Guard()
-	if err != nil {
-		return 0, err
-	}
+	g, set, signer := sh.Guard()
 	eg, err := tgeino.New(g, set, tgeino.Options{Signer: signer})
 	if err != nil {
 		return 0, err

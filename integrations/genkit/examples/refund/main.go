@@ -40,10 +40,7 @@ func run(approve bool) (int, error) {
 	model := genkit.DefineModelAction(gk, "shop/scripted", &ai.ModelOptions{Label: "scripted",
 		Supports: &ai.ModelSupports{Tools: true, Multiturn: true, SystemRole: true}}, scripted)
 	s := refunddemo.NewShop(os.Stdout)
-	g, tools, signer, err := s.Guard()
-	if err != nil {
-		return 0, err
-	}
+	g, tools, signer := s.Guard()
 	gd, err := tggenkit.New(g, tools, tggenkit.Options{Signer: signer})
 	if err != nil {
 		return 0, err
