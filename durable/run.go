@@ -238,3 +238,25 @@ func answer(s Steps, run Run, respID string, c Call) (result json.RawMessage, as
 	}
 	return out.Result, true, nil
 }
+
+// Answer is a human's decision sent to a run that waits on a question
+// (Steps.Approve): the question's ids, and the decision. An engine's
+// module carries it as the engine's message (a DBOS message, a Temporal
+// signal), in this JSON; a run drops an answer to another question
+// (Answers), so that a late or mistaken answer decides nothing.
+type Answer struct {
+	OperationID string        `json:"operation_id"`
+	CallID      string        `json:"call_id"`
+	Fingerprint string        `json:"fingerprint"`
+	Decision    host.Decision `json:"decision"`
+}
+
+// AnswerTo is the answer to req with d.
+func AnswerTo(req host.ApprovalRequest, d host.Decision) Answer {
+	return Answer{OperationID: req.OperationID, CallID: req.CallID, Fingerprint: req.Fingerprint, Decision: d}
+}
+
+// Answers reports whether a is the answer to req.
+func (a Answer) Answers(req host.ApprovalRequest) bool {
+	return a.OperationID == req.OperationID && a.CallID == req.CallID && a.Fingerprint == req.Fingerprint
+}

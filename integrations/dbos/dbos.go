@@ -272,7 +272,7 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 		if err != nil {
 			return host.Decision{}, fmt.Errorf("tgdbos: waiting for the decision: %w", err)
 		}
-		if msg.answers(req) {
+		if msg.Answers(req) {
 			d = msg.Decision
 			break
 		}
@@ -284,20 +284,10 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 }
 
 // DecisionMessage is the message that answers a run's question (topic
-// TopicDecision): the question's ids, and the decision. Send it with
-// Decide or Approve, or from any DBOS client (another language's) as this
-// JSON.
-type DecisionMessage struct {
-	OperationID string        `json:"operation_id"`
-	CallID      string        `json:"call_id"`
-	Fingerprint string        `json:"fingerprint"`
-	Decision    host.Decision `json:"decision"`
-}
-
-// answers reports whether m is the answer to req.
-func (m DecisionMessage) answers(req host.ApprovalRequest) bool {
-	return m.OperationID == req.OperationID && m.CallID == req.CallID && m.Fingerprint == req.Fingerprint
-}
+// TopicDecision): durable.Answer, the question's ids and the decision.
+// Send it with Decide or Approve, or from any DBOS client (another
+// language's) as its JSON.
+type DecisionMessage = durable.Answer
 
 // Pending returns the question the run workflowID waits on, nil when it
 // waits on none: the request its workflow published (EventPending). It
@@ -339,7 +329,7 @@ func Decide(c dbos.Client, req host.ApprovalRequest, d host.Decision) error {
 	if req.RunID == "" {
 		return errors.New("tgdbos: the request names no run")
 	}
-	m := DecisionMessage{OperationID: req.OperationID, CallID: req.CallID, Fingerprint: req.Fingerprint, Decision: d}
+	m := durable.AnswerTo(req, d)
 	if err := dbos.Send(c, req.RunID, m, TopicDecision); err != nil {
 		return fmt.Errorf("tgdbos: sending the decision to run %q: %w", req.RunID, err)
 	}

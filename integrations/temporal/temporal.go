@@ -250,7 +250,7 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 	sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
 		var m DecisionSignal
 		c.Receive(s.ctx, &m)
-		if m.answers(req) {
+		if m.Answers(req) {
 			d, done = m.Decision, true
 		}
 	})
@@ -264,20 +264,10 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 }
 
 // DecisionSignal is the signal that answers a run's question
-// (SignalDecision): the question's ids, and the decision. Send it with
-// Decide or Approve, or from any Temporal client (another language's) as
-// this JSON.
-type DecisionSignal struct {
-	OperationID string        `json:"operation_id"`
-	CallID      string        `json:"call_id"`
-	Fingerprint string        `json:"fingerprint"`
-	Decision    host.Decision `json:"decision"`
-}
-
-// answers reports whether m is the answer to req.
-func (m DecisionSignal) answers(req host.ApprovalRequest) bool {
-	return m.OperationID == req.OperationID && m.CallID == req.CallID && m.Fingerprint == req.Fingerprint
-}
+// (SignalDecision): durable.Answer, the question's ids and the decision.
+// Send it with Decide or Approve, or from any Temporal client (another
+// language's) as its JSON.
+type DecisionSignal = durable.Answer
 
 // Start starts run as the workflow WorkflowName whose id is run.ID (the
 // run's scope: every write of the run gets its operation id from it), on
@@ -342,5 +332,5 @@ func Decide(ctx context.Context, c client.Client, req host.ApprovalRequest, d ho
 
 // SignalOf is the signal that answers req with d.
 func SignalOf(req host.ApprovalRequest, d host.Decision) DecisionSignal {
-	return DecisionSignal{OperationID: req.OperationID, CallID: req.CallID, Fingerprint: req.Fingerprint, Decision: d}
+	return durable.AnswerTo(req, d)
 }
