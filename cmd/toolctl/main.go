@@ -5,6 +5,7 @@
 //	toolctl list    [-redis URL|ADDRS] [-prefix P] -tenant T [-json]
 //	toolctl resolve [-redis URL|ADDRS] [-prefix P] -tenant T -subject S (-key K | -op OP)
 //	                -as committed -data JSON | -as not_started   -by OPERATOR [-force]
+//	toolctl gaps    [-redis URL|ADDRS] [-prefix P] [-tenant T]
 //
 // list prints the writes whose outcome is unknown (OUTCOME_UNKNOWN that no
 // receipt settled) and those stuck in a reservation whose lease ran out
@@ -20,8 +21,16 @@
 // operation is never resolved; one whose lease has not run out only with
 // -force, when its holder is known to be gone.
 //
-// Exit status: 0 success, 1 a resolution refused (already committed, in
-// progress, not found, changed meanwhile), 2 a usage or connection error.
+// gaps reports which tenants' audit chains have gaps, and since which
+// sequence number: after the server evicted keys (idem.ErrEvicted), or lost
+// them some other way. It verifies the chain of -tenant, or of every tenant
+// whose audit log the server holds (found with SCAN), as audit.Verify does,
+// and prints a line for each tenant: "gap" with the first sequence number
+// that breaks and why, or "whole" with its record count.
+//
+// Exit status: 0 success (for gaps: no gap), 1 a resolution refused
+// (already committed, in progress, not found, changed meanwhile) or a
+// chain with a gap, 2 a usage or connection error.
 package main
 
 import (
@@ -35,6 +44,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redisconn"
@@ -46,7 +56,8 @@ func main() {
 
 const usage = `usage: toolctl list    [-redis URL|ADDRS] [-prefix P] -tenant T [-json]
        toolctl resolve [-redis URL|ADDRS] [-prefix P] -tenant T -subject S (-key K | -op OP)
-                       (-as committed -data JSON | -as not_started) -by OPERATOR [-force]`
+                       (-as committed -data JSON | -as not_started) -by OPERATOR [-force]
+       toolctl gaps    [-redis URL|ADDRS] [-prefix P] [-tenant T]`
 
 // run runs the command; now is the clock leases are compared with.
 func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
@@ -54,9 +65,9 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 		fmt.Fprintln(stderr, "toolctl: "+msg)
 		return 2
 	}
-	if len(args) == 0 || (args[0] != "list" && args[0] != "resolve") {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "resolve" && args[0] != "gaps") {
 		fmt.Fprintln(stderr, usage)
-		return fail("the first argument is list or resolve")
+		return fail("the first argument is list, resolve or gaps")
 	}
 	cmd := args[0]
 	fs := flag.NewFlagSet("toolctl "+cmd, flag.ContinueOnError)
@@ -69,9 +80,11 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 		subject, key, op, as, data, by *string
 		force                          *bool
 	)
-	if cmd == "list" {
+	switch cmd {
+	case "gaps":
+	case "list":
 		asJSON = fs.Bool("json", false, "print one JSON object a line")
-	} else {
+	default:
 		subject = fs.String("subject", "", "the subject whose operation it is (required)")
 		key = fs.String("key", "", "the operation's idempotency key, as list prints it")
 		op = fs.String("op", "", "the operation id (instead of -key)")
@@ -90,7 +103,7 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	switch {
 	case fs.NArg() > 0:
 		return fail(fmt.Sprintf("unexpected arguments %q", fs.Args()))
-	case *tenant == "":
+	case *tenant == "" && cmd != "gaps":
 		return fail("-tenant is required")
 	}
 	var res idem.Resolution
@@ -124,8 +137,11 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	if cmd == "list" {
+	switch cmd {
+	case "list":
 		return list(ctx, store, *tenant, now(), *asJSON, stdout, stderr)
+	case "gaps":
+		return gaps(ctx, store, *tenant, stdout, stderr)
 	}
 	res.Now = now()
 	return resolve(ctx, store, res, stdout, stderr)
@@ -197,5 +213,38 @@ func resolve(ctx context.Context, s *idem.Store, r idem.Resolution, stdout, stde
 		fmt.Fprintf(stdout, " %s", res.Data)
 	}
 	fmt.Fprintln(stdout)
+	return 0
+}
+
+// gaps verifies the audit chain of tenant, or of every tenant the server
+// holds an audit log of, and prints a line for each.
+func gaps(ctx context.Context, s *idem.Store, tenant string, stdout, stderr io.Writer) int {
+	tenants := []string{tenant}
+	if tenant == "" {
+		var err error
+		if tenants, err = s.AuditTenants(ctx); err != nil {
+			fmt.Fprintf(stderr, "toolctl: finding the tenants: %v\n", err)
+			return 2
+		}
+	}
+	broken := 0
+	for _, t := range tenants {
+		n, err := audit.Verify(ctx, s, t)
+		var ce *audit.ChainError
+		switch {
+		case errors.As(err, &ce):
+			broken++
+			fmt.Fprintf(stdout, "gap\t%q\tsince sequence %d\t%s\n", t, ce.Seq, ce.Reason)
+		case err != nil:
+			fmt.Fprintf(stderr, "toolctl: tenant %q: %v\n", t, err)
+			return 2
+		default:
+			fmt.Fprintf(stdout, "whole\t%q\t%d records\n", t, n)
+		}
+	}
+	fmt.Fprintf(stderr, "toolctl: %d of %d tenants' audit chains have gaps\n", broken, len(tenants))
+	if broken > 0 {
+		return 1
+	}
 	return 0
 }

@@ -220,3 +220,54 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 	dead.Close()
 	want(t, exec(time.Now, "list", "-redis", "redis://"+addr, "-tenant", "t"), 2, "toolctl: -redis:")
 }
+
+// TestGaps: toolctl gaps names the tenants whose audit chains lost
+// records, and since which sequence number, as an eviction leaves them: a
+// tenant whose stream was evicted and who wrote on has a gap from 1; one
+// whose head alone was evicted is whole (the next record finds its place
+// from the stream); the others are whole. One tenant is checked with
+// -tenant, every tenant without.
+func TestGaps(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		prefix := redistest.Prefix(t)
+		s, err := idem.New(rdb, idem.Options{Prefix: prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		w := guardtest.NewWorld(t, s)
+		ctx := context.Background()
+		write := func(p guard.Principal, n int, tag string) {
+			for i := range n {
+				id := tag + strconv.Itoa(i)
+				guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"`+id+`","value":"v"}`, id, id), guard.CodeOK, guard.DeliveryFresh)
+			}
+		}
+		whole, evicted, headless := guardtest.Principal("t-whole", "u"), guardtest.Principal("t-evicted", "u"), guardtest.Principal("t-headless", "u")
+		write(whole, 3, "w")
+		write(evicted, 3, "e")
+		write(headless, 3, "h")
+		stream, _ := s.AuditKeys("t-evicted")
+		_, head := s.AuditKeys("t-headless")
+		if err := rdb.Del(ctx, stream).Err(); err != nil {
+			t.Fatal(err)
+		}
+		if err := rdb.Del(ctx, head).Err(); err != nil {
+			t.Fatal(err)
+		}
+		write(evicted, 2, "e2-")
+		write(headless, 2, "h2-")
+
+		addr := redisAddr(t, rdb)
+		o := exec(time.Now, "gaps", "-redis", addr, "-prefix", prefix)
+		want(t, o, 1, "1 of 3 tenants' audit chains have gaps")
+		lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
+		if len(lines) != 3 || !strings.HasPrefix(lines[0], "gap\t\"t-evicted\"\tsince sequence 1\t") ||
+			lines[1] != "whole\t\"t-headless\"\t5 records" || lines[2] != "whole\t\"t-whole\"\t3 records" {
+			t.Fatalf("gaps:\n%s", o.stdout)
+		}
+		want(t, exec(time.Now, "gaps", "-redis", addr, "-prefix", prefix, "-tenant", "t-whole"), 0, "0 of 1 tenants")
+		if _, err := audit.Verify(ctx, s, "t-evicted"); err == nil {
+			t.Fatal("audit.Verify passes the evicted tenant's chain")
+		}
+	})
+}
