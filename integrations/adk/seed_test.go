@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 	"testing"
 
 	"google.golang.org/adk/v2/agent"
@@ -34,20 +33,10 @@ func TestSeedSuite(t *testing.T) { frameworktest.SeedSuite(t, adkCarrier(t)) }
 // model gives the step's.
 func adkCarrier(t *testing.T) cases.Connect {
 	return func(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (cases.Carry, func(), error) {
-		var (
-			mu   sync.Mutex
-			step guard.Call
-		)
+		var step frameworktest.Step
 		a, err := tgadk.New(g, tools, tgadk.Options{
 			Principal: func(agent.Context) (guard.Principal, error) { return p, nil },
-			Call: func(_ agent.Context, call *guard.Call) {
-				mu.Lock()
-				defer mu.Unlock()
-				// The case's ids and grant; the rest is the integration's.
-				call.Context.OperationID = step.Context.OperationID
-				call.Context.IdempotencyKey = step.Context.IdempotencyKey
-				call.Approval = step.Approval
-			},
+			Call:      func(_ agent.Context, call *guard.Call) { step.Apply(call) },
 		})
 		if err != nil {
 			return nil, nil, err
@@ -56,16 +45,14 @@ func adkCarrier(t *testing.T) cases.Connect {
 		r := newRunner(t, a, m)
 		n := 0
 		return func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (string, error) {
-			mu.Lock()
-			step = call
-			mu.Unlock()
 			fc := &genai.FunctionCall{ID: call.Context.CallID, Name: call.Proposal.Name}
 			if sc != nil {
-				step.Context = sc.Context
+				call.Context = sc.Context
 				fc.Name, fc.Args = toolset.StatusToolName, frameworktest.StatusArguments(sc)
 			} else if err := json.Unmarshal(call.Proposal.Arguments, &fc.Args); err != nil {
 				return "", fmt.Errorf("the step's arguments are not an object ADK can carry: %w", err)
 			}
+			step.Set(call)
 			m.push(calls(fc))
 			n++
 			return carry(ctx, r, fmt.Sprintf("step %d", n), fc.ID)

@@ -5,8 +5,8 @@
 //
 //   - SeedSuite runs the user's seed cases (testdata/tool-cases-v2.json)
 //     through a framework's tool-execution path, given as a cases.Connect;
-//     StatusArguments, WithStep and StepCall are the pieces such a Connect
-//     is built from.
+//     StatusArguments, WithStep and StepCall (or Step), and SeedOptions are
+//     the pieces such a Connect is built from.
 //   - NewOrders is the conformance order service's tools behind a guard,
 //     and WantApprovedWrite, WantDeclared and CanonicalJSON the checks the
 //     agent tests make against it.
@@ -26,6 +26,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"sync"
 	"testing"
 
 	"github.com/toolguard/toolguard/cases"
@@ -144,4 +145,31 @@ func SeedOptions(p guard.Principal) host.Options {
 		Principal: func(context.Context) (guard.Principal, error) { return p, nil },
 		Call:      StepCall,
 	}
+}
+
+// Step is the seed step in flight, for a carrier whose host hook cannot
+// read it from its context (ADK's hooks see an agent.Context that is not
+// the carrier's; a durable engine's activity runs apart): the carrier
+// Sets each step before carrying it, and the hook Applies it.
+type Step struct {
+	mu   sync.Mutex
+	call guard.Call
+}
+
+// Set makes call the step in flight.
+func (s *Step) Set(call guard.Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.call = call
+}
+
+// Apply sets on c the case's ids and grant of the step in flight, which a
+// framework does not carry: the operation id, the idempotency key and the
+// approval. The rest of c is the integration's.
+func (s *Step) Apply(c *guard.Call) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c.Context.OperationID = s.call.Context.OperationID
+	c.Context.IdempotencyKey = s.call.Context.IdempotencyKey
+	c.Approval = s.call.Approval
 }

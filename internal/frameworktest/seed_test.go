@@ -118,3 +118,19 @@ func TestStepCall(t *testing.T) {
 		t.Errorf("without a step: %+v", untouched)
 	}
 }
+
+// TestStep: Apply sets the step's operation id, idempotency key and
+// grant, and keeps the rest of the call.
+func TestStep(t *testing.T) {
+	var s Step
+	var call guard.Call
+	call.Context.OperationID, call.Context.IdempotencyKey, call.Approval = "op", "key", "grant"
+	s.Set(call)
+	var c guard.Call
+	c.Context.CallID, c.Context.ResponseID = "framework-call", "framework-response"
+	s.Apply(&c)
+	if c.Context.OperationID != "op" || c.Context.IdempotencyKey != "key" || c.Approval != "grant" ||
+		c.Context.CallID != "framework-call" || c.Context.ResponseID != "framework-response" {
+		t.Errorf("Apply set %+v", c)
+	}
+}
