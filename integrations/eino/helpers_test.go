@@ -15,6 +15,7 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
+	"github.com/toolguard/toolguard/internal/refunddemo"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -38,24 +39,13 @@ func (s *shop) sideEffects() int {
 	return len(s.drafts)
 }
 
-type orderIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order."`
-}
-
-type refundIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order to refund."`
-	Reason   string `json:"reason" jsonschema:"enum=duplicate,enum=damaged"`
-}
-
-type order struct {
-	OrderRef string `json:"order_ref"`
-	Status   string `json:"status"`
-}
-
-type draft struct {
-	DraftID  string `json:"draft_id"`
-	OrderRef string `json:"order_ref"`
-}
+// The shop's tools take and give the refund example's types.
+type (
+	orderIn  = refunddemo.OrderIn
+	refundIn = refunddemo.RefundIn
+	order    = refunddemo.Order
+	draft    = refunddemo.Draft
+)
 
 // tools declares the shop's tools: a read, and a write that needs approval
 // when approval is set. Both fail closed for another tenant's order.
