@@ -17,7 +17,7 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
-	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -108,10 +108,6 @@ func dbosCarrier(dc dbos.Context) cases.Connect {
 // TestSeedSuite runs testdata/tool-cases-v2.json with every step
 // dispatched through a DBOS step of a workflow, over a real Postgres.
 func TestSeedSuite(t *testing.T) {
-	f, err := cases.Load("../../testdata/tool-cases-v2.json")
-	if err != nil {
-		t.Fatal(err)
-	}
 	ctx := context.Background()
 	dc, err := tgdbos.NewContext(ctx, tgdbos.Config{DatabaseURL: postgresURL(t, "seed"), AppName: "tgdbos-seed", Logger: quietLogger()})
 	if err != nil {
@@ -122,26 +118,5 @@ func TestSeedSuite(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dbos.Shutdown(dc, 10*time.Second)
-	passed, failed := 0, 0
-	for i := range f.Cases {
-		c := &f.Cases[i]
-		w := cases.World{Store: memstore.New(memstore.Options{}), Close: func() {}}
-		rep := cases.RunThrough(ctx, c, w, dbosCarrier(dc))
-		w.Close()
-		if rep.Passed() {
-			passed++
-			continue
-		}
-		failed++
-		t.Errorf("case %s: %v", c.ID, rep.Err)
-		for _, s := range rep.Steps {
-			for _, m := range s.Mismatch {
-				t.Errorf("  %s/%s: %s (result %s)", c.ID, s.StepID, m, s.Result)
-			}
-		}
-	}
-	fmt.Printf("seed suite: %d passed, %d failed\n", passed, failed)
-	if passed != 18 || failed != 0 {
-		t.Errorf("seed suite: %d passed, %d failed, want 18 and 0", passed, failed)
-	}
+	frameworktest.SeedSuite(t, dbosCarrier(dc))
 }

@@ -14,7 +14,7 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	tgtemporal "github.com/toolguard/toolguard/integrations/temporal"
-	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -72,31 +72,5 @@ func temporalCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p 
 }
 
 func TestSeedSuite(t *testing.T) {
-	f, err := cases.Load("../../testdata/tool-cases-v2.json")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx := context.Background()
-	passed, failed := 0, 0
-	for i := range f.Cases {
-		c := &f.Cases[i]
-		w := cases.World{Store: memstore.New(memstore.Options{}), Close: func() {}}
-		rep := cases.RunThrough(ctx, c, w, temporalCarrier)
-		w.Close()
-		if rep.Passed() {
-			passed++
-			continue
-		}
-		failed++
-		t.Errorf("case %s: %v", c.ID, rep.Err)
-		for _, s := range rep.Steps {
-			for _, m := range s.Mismatch {
-				t.Errorf("  %s/%s: %s (result %s)", c.ID, s.StepID, m, s.Result)
-			}
-		}
-	}
-	fmt.Printf("seed suite: %d passed, %d failed\n", passed, failed)
-	if passed != 18 {
-		t.Errorf("seed suite: %d passed, want 18", passed)
-	}
+	frameworktest.SeedSuite(t, temporalCarrier)
 }
