@@ -198,8 +198,8 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "the first argument is list or resolve"},
-		{[]string{"delete"}, "the first argument is list or resolve"},
+		{nil, "the first argument is list, resolve or gaps"},
+		{[]string{"delete"}, "the first argument is list, resolve or gaps"},
 		{[]string{"list", "-redis", url}, "-tenant is required"},
 		{[]string{"list", "-redis", url, "-tenant", "t", "extra"}, "unexpected arguments"},
 		{[]string{"list", "-key", "k"}, "flag provided but not defined"},
