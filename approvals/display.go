@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"slices"
+	"strings"
 	"unicode"
 	"unicode/utf8"
 )
@@ -26,12 +27,17 @@ type Field struct {
 	Fingerprint string `json:"fingerprint"`
 	// Hidden says the tool does not mark the member safe to show.
 	Hidden bool `json:"hidden,omitempty"`
+	// Secret says the member is, or holds, a secret the tool declared
+	// (guard.ToolSpec.SecretArguments): hidden, and without a fingerprint,
+	// which would let a short secret be guessed.
+	Secret bool `json:"secret,omitempty"`
 }
 
 // shownFields splits canonical JSON arguments into fields, showing only the
-// members named in logged. Arguments that are not an object are one hidden
+// members named in logged that hold no secret (secrets: guard's
+// SecretArguments paths). Arguments that are not an object are one hidden
 // field named "".
-func shownFields(args []byte, logged []string) []Field {
+func shownFields(args []byte, logged, secrets []string) []Field {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(args, &members); err != nil {
 		return []Field{{Fingerprint: valueFingerprint(args), Hidden: true}}
@@ -45,7 +51,9 @@ func shownFields(args []byte, logged []string) []Field {
 	for _, n := range names {
 		v := members[n]
 		f := Field{Name: n, Fingerprint: valueFingerprint(v)}
-		if slices.Contains(logged, n) {
+		if holdsSecret(n, secrets) {
+			f.Fingerprint, f.Hidden, f.Secret = "", true, true
+		} else if slices.Contains(logged, n) {
 			f.Value = v
 		} else {
 			f.Hidden = true
@@ -53,6 +61,17 @@ func shownFields(args []byte, logged []string) []Field {
 		out = append(out, f)
 	}
 	return out
+}
+
+// holdsSecret reports whether the top-level member name is, or holds, one
+// of the secrets paths name.
+func holdsSecret(name string, secrets []string) bool {
+	for _, p := range secrets {
+		if p == name || strings.HasPrefix(p, name+".") || strings.HasPrefix(p, name+"[]") {
+			return true
+		}
+	}
+	return false
 }
 
 func valueFingerprint(v []byte) string {

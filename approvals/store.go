@@ -129,12 +129,13 @@ func newID() string {
 func (s *Queue) newRequest(runID string, req agentloop.ApprovalRequest, now time.Time) *Request {
 	var (
 		logged      []string
+		secrets     []string
 		description string
 		props       map[string]any
 	)
 	if s.tools != nil {
 		if t := s.tools.Lookup(req.Tool); t != nil {
-			logged = t.Spec().LoggedArguments
+			logged, secrets = t.Spec().LoggedArguments, t.Spec().SecretArguments
 			// A toolset tool also says what it does and what each
 			// argument means: what the model was told, shown to the
 			// approver.
@@ -144,7 +145,7 @@ func (s *Queue) newRequest(runID string, req agentloop.ApprovalRequest, now time
 			}
 		}
 	}
-	fields := shownFields(req.Arguments, logged)
+	fields := shownFields(req.Arguments, logged, secrets)
 	for i := range fields {
 		if p, ok := props[fields[i].Name].(map[string]any); ok {
 			fields[i].Description, _ = p["description"].(string)

@@ -120,6 +120,7 @@ type Invocation struct {
 	idemKey  string
 	opID     string
 	approval string
+	secret   []byte // the guard's key of secret hashes
 }
 
 // Tool returns the tool the proposal names, once looked up.

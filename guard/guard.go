@@ -64,6 +64,12 @@ type Options struct {
 	// Interceptors wrap Dispatch and QueryStatus; the first listed runs
 	// first (outermost).
 	Interceptors []Interceptor
+	// SecretKey keys the hashes of declared secrets (SecretHash): the
+	// audit record's and the placeholders'. Keep it with the signing key;
+	// an auditor needs it to check a known value against a record. Empty:
+	// a random key of this guard's, so hashes are stable only within the
+	// process and no auditor can check them.
+	SecretKey []byte
 }
 
 // Guard dispatches tool calls. It is safe for concurrent use.
@@ -71,6 +77,7 @@ type Guard struct {
 	tools    Tools
 	store    Store
 	opts     Options
+	secret   []byte // the key of secret hashes (secret.go)
 	limits   canon.Limits
 	dispatch Handler
 	status   StatusHandler
@@ -87,7 +94,7 @@ func New(tools Tools, store Store, opts Options) *Guard {
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = 10 * time.Second
 	}
-	g := &Guard{tools: tools, store: store, opts: opts,
+	g := &Guard{tools: tools, store: store, opts: opts, secret: secretKey(opts.SecretKey),
 		limits: canon.Limits{MaxBytes: opts.MaxArgumentBytes, MaxDepth: opts.MaxDepth}}
 	g.dispatch, g.status = g.dispatchCall, g.queryStatus
 	for i := len(opts.Interceptors) - 1; i >= 0; i-- {
@@ -138,7 +145,7 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	}
 	tool := inv.tool
 	if tool.Spec().Effect != Write {
-		out, xerr := execute(ctx, tool, inv)
+		out, xerr := g.execute(ctx, tool, inv)
 		e.setOutcome(out, xerr, Read)
 		return g.finish(ctx, e)
 	}
@@ -162,7 +169,7 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	if answer != nil {
 		return answer, nil
 	}
-	out, xerr := execute(ctx, tool, inv)
+	out, xerr := g.execute(ctx, tool, inv)
 	e.setOutcome(out, xerr, Write)
 	return g.commit(ctx, e)
 }
@@ -300,6 +307,7 @@ func (g *Guard) prepare(call *Call, inv *Invocation) {
 		Context:   call.Context,
 		Now:       g.opts.Clock.Now(),
 		approval:  call.Approval,
+		secret:    g.secret,
 	}
 	c, v, err := canon.Parse(call.Proposal.Arguments, g.limits)
 	inv.Arguments, inv.args, inv.argsErr = c, v, err
@@ -400,6 +408,16 @@ func safeRun(f func() error) (err error) {
 		}
 	}()
 	return f()
+}
+
+// execute runs the tool, its output secrets replaced by their
+// placeholders.
+func (g *Guard) execute(ctx context.Context, tool Tool, inv *Invocation) (json.RawMessage, error) {
+	out, err := execute(ctx, tool, inv)
+	if err == nil {
+		out = redactOutput(g.secret, tool.Spec().SecretOutput, out)
+	}
+	return out, err
 }
 
 func execute(ctx context.Context, tool Tool, inv *Invocation) (out json.RawMessage, err error) {

@@ -53,6 +53,7 @@ func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error
 		Context:   sc.Context,
 		Now:       g.opts.Clock.Now(),
 		opID:      sc.OperationID,
+		secret:    g.secret,
 	}
 	e := g.entry(inv, "query_status")
 	guessed := false
@@ -122,5 +123,6 @@ func lookupReceipt(ctx context.Context, tool Tool, inv *Invocation) (Receipt, js
 	if len(data) == 0 {
 		data = json.RawMessage("null")
 	}
-	return ReceiptFound, data
+	// A receipt is the tool's output: its secrets are withheld too.
+	return ReceiptFound, redactOutput(inv.secret, tool.Spec().SecretOutput, data)
 }

@@ -46,6 +46,15 @@ type ToolSpec struct {
 	// LoggedArguments names the top-level argument members that are safe
 	// to copy into the audit record; the others are only fingerprinted.
 	LoggedArguments []string
+	// SecretArguments names the argument members that are secrets
+	// ("name", "name.member", "name[].member"): where LoggedArguments
+	// names them (or the member holding them), the audit record keeps
+	// their keyed hash (SecretHash), never their value. See secret.go.
+	SecretArguments []string
+	// SecretOutput names the output members that are secrets (the same
+	// paths): each is replaced by SecretPlaceholder before the outcome is
+	// stored, audited or answered.
+	SecretOutput []string
 }
 
 // Tool is what the guard needs of a tool: its description (Spec) and what

@@ -105,7 +105,8 @@ func newTool[In, Out any](name, description string, effect guard.Effect, fn Func
 	}
 	return &Tool[In, Out]{
 		spec: guard.ToolSpec{Name: name, Effect: effect, NeedsApproval: opts.NeedsApproval && effect == guard.Write,
-			Repeatable: opts.Repeatable && effect == guard.Write, LoggedArguments: append([]string(nil), opts.LoggedArguments...)},
+			Repeatable: opts.Repeatable && effect == guard.Write, LoggedArguments: append([]string(nil), opts.LoggedArguments...),
+			SecretArguments: mustSecretPaths(name, reflect.TypeFor[In]()), SecretOutput: mustSecretPaths(name, reflect.TypeFor[Out]())},
 		description: description, schema: s, fn: fn, authorize: opts.Authorize, receipt: opts.Receipt,
 	}
 }

@@ -1,0 +1,191 @@
+package guard_test
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/toolguard/toolguard/audit"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+const (
+	vaultKey   = "sk-live-VAULTED-0123456789abcdef"
+	cardNumber = "4111111111111111"
+	resetLink  = "https://example.com/reset?token=RESET-TOKEN-42"
+)
+
+type rotateIn struct {
+	Service string `json:"service"`
+	// The card to charge; the audit keeps its hash.
+	Card cardIn `json:"card"`
+}
+
+type cardIn struct {
+	Holder string `json:"holder"`
+	Number string `json:"number" toolguard:"secret"`
+}
+
+type rotateOut struct {
+	Service string     `json:"service"`
+	APIKey  string     `json:"api_key" toolguard:"secret"`
+	Links   []linkOut  `json:"links"`
+	Owner   *ownerInfo `json:"owner"`
+}
+
+type linkOut struct {
+	Kind string `json:"kind"`
+	URL  string `json:"url" toolguard:"secret"`
+}
+
+type ownerInfo struct {
+	Name string `json:"name"`
+}
+
+var secretKey = []byte(strings.Repeat("a", 32))
+
+func secretTools(t *testing.T, receipts map[string]rotateOut) *toolset.Set {
+	rotate := toolset.Write("rotate_key", "Rotate a service's API key.",
+		func(_ context.Context, inv *guard.Invocation, in rotateIn) (rotateOut, error) {
+			out := rotateOut{Service: in.Service, APIKey: vaultKey, Links: []linkOut{{Kind: "reset", URL: resetLink}, {Kind: "none"}},
+				Owner: &ownerInfo{Name: in.Card.Holder}}
+			receipts[inv.IdempotencyKey] = out
+			return out, nil
+		}, &toolset.Options[rotateIn, rotateOut]{LoggedArguments: []string{"service", "card"},
+			Receipt: func(_ context.Context, inv *guard.Invocation) (rotateOut, bool, error) {
+				out, ok := receipts[inv.IdempotencyKey]
+				return out, ok, nil
+			}})
+	return toolset.MustNew(rotate)
+}
+
+// allStored returns every value the Redis server holds, as text.
+func allStored(t *testing.T, rdb redis.UniversalClient) string {
+	t.Helper()
+	ctx := context.Background()
+	keys, err := rdb.Keys(ctx, "*").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var b strings.Builder
+	for _, k := range keys {
+		switch rdb.Type(ctx, k).Val() {
+		case "string":
+			b.WriteString(rdb.Get(ctx, k).Val())
+		case "stream":
+			for _, m := range rdb.XRange(ctx, k, "-", "+").Val() {
+				for f, v := range m.Values {
+					b.WriteString(f)
+					b.WriteString(v.(string))
+				}
+			}
+		default:
+			t.Fatalf("key %s of type %s", k, rdb.Type(ctx, k).Val())
+		}
+	}
+	return b.String()
+}
+
+// TestDeclaredSecrets: a tool whose output declares secrets (a key, the
+// URLs of a list) and whose input declares one (a card number inside a
+// logged member). The model result, its replay, a status query answered
+// from the receipt and everything the store holds carry placeholders, never
+// the values; the audit record keeps the card number's keyed hash, which
+// an auditor checks against a known value, and the chain verifies.
+func TestDeclaredSecrets(t *testing.T) {
+	receipts := map[string]rotateOut{}
+	tools := secretTools(t, receipts)
+	spec := tools.Lookup("rotate_key").Spec()
+	if strings.Join(spec.SecretArguments, ",") != "card.number" || strings.Join(spec.SecretOutput, ",") != "api_key,links[].url" {
+		t.Fatalf("secret paths: arguments %v, output %v", spec.SecretArguments, spec.SecretOutput)
+	}
+	_, rdb := redistest.Mini(t)
+	store, err := idem.New(rdb, idem.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := guard.New(tools, store, guard.Options{SecretKey: secretKey})
+	p := guard.Principal{TenantID: "t1", SubjectID: "u1"}
+	args := `{"service":"billing","card":{"holder":"Ada","number":"` + cardNumber + `"}}`
+	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: "rotate_key", Arguments: []byte(args)},
+		Context: guard.ExecutionContext{CallID: "c1", IdempotencyKey: "k1"}}
+	keyHash, _ := guard.SecretHash(secretKey, vaultKey)
+	linkHash, _ := guard.SecretHash(secretKey, resetLink)
+	want := `{"api_key":"` + guard.SecretPlaceholder(keyHash) + `","links":[{"kind":"reset","url":"` + guard.SecretPlaceholder(linkHash) +
+		`"},{"kind":"none","url":""}],"owner":{"name":"Ada"},"service":"billing"}`
+	for i, delivery := range []guard.Delivery{guard.DeliveryFresh, guard.DeliveryLocalReplay} {
+		res, err := g.Dispatch(context.Background(), call)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Code != guard.CodeOK || res.Delivery != delivery || string(res.Data) != want {
+			t.Fatalf("dispatch %d: %s %s %s\nwant data %s", i, res.Code, res.Delivery, res.Data, want)
+		}
+	}
+
+	held := allStored(t, rdb)
+	for _, secret := range []string{vaultKey, cardNumber, resetLink, "RESET-TOKEN"} {
+		if strings.Contains(held, secret) {
+			t.Errorf("the store holds the secret %q", secret)
+		}
+	}
+
+	recs, _, err := store.Audit(context.Background(), "t1", 0, 10)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("audit: %d records, %v", len(recs), err)
+	}
+	var body struct {
+		Arguments struct {
+			Service string `json:"service"`
+			Card    struct {
+				Holder string            `json:"holder"`
+				Number map[string]string `json:"number"`
+			} `json:"card"`
+		} `json:"arguments"`
+	}
+	if err := json.Unmarshal(recs[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	known, _ := guard.SecretHash(secretKey, cardNumber)
+	if body.Arguments.Service != "billing" || body.Arguments.Card.Holder != "Ada" || body.Arguments.Card.Number["hmac-sha256"] != known {
+		t.Errorf("audited arguments = %s; want the card number as its keyed hash %s", recs[0].Body, known)
+	}
+	if other, _ := guard.SecretHash(secretKey, "4000000000000002"); other == known {
+		t.Error("another card number has the same hash")
+	}
+	if n, err := audit.Verify(context.Background(), store, "t1"); err != nil || n != int64(len(recs)) {
+		t.Errorf("audit.Verify = %d, %v", n, err)
+	}
+	// A status query answered from the receipt (a write whose record the
+	// store lost) withholds them too.
+	lost := guard.Call{Principal: p, Proposal: guard.Proposal{Name: "rotate_key", Arguments: []byte(args)},
+		Context: guard.ExecutionContext{CallID: "c2", IdempotencyKey: "k2"}}
+	if _, err := g.Dispatch(context.Background(), lost); err != nil {
+		t.Fatal(err)
+	}
+	rdb.FlushAll(context.Background()) // the store lost everything; the receipts remain
+	st, err := g.QueryStatus(context.Background(), guard.StatusCall{Principal: p, OperationID: "c2", Tool: "rotate_key",
+		Context: guard.ExecutionContext{CallID: "s1", IdempotencyKey: "k2"}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Code != guard.CodeOK || strings.Contains(string(st.Data), vaultKey) || !strings.Contains(string(st.Data), guard.SecretPlaceholder(keyHash)) {
+		t.Errorf("status from the receipt: %s %s %s", st.Code, st.Delivery, st.Data)
+	}
+}
+
+// TestSecretsWithoutKey: without Options.SecretKey the guard withholds
+// secrets all the same, with a key of its own.
+func TestSecretsWithoutKey(t *testing.T) {
+	g, _ := newGuard(t, secretTools(t, map[string]rotateOut{}), guard.Options{})
+	res := dispatch(t, g, "rotate_key", `{"service":"s","card":{"holder":"h","number":"1"}}`, "c1")
+	if res.Code != guard.CodeOK || strings.Contains(string(res.Data), vaultKey) || !strings.Contains(string(res.Data), "[secret withheld; hmac-sha256:") {
+		t.Errorf("result = %s %s", res.Code, res.Data)
+	}
+}
