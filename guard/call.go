@@ -120,7 +120,8 @@ type Invocation struct {
 	idemKey  string
 	opID     string
 	approval string
-	secret   []byte // the guard's key of secret hashes
+	secret   []byte   // the guard's key of secret hashes
+	detector Detector // the guard's detector of undeclared secrets
 }
 
 // Tool returns the tool the proposal names, once looked up.

@@ -70,6 +70,10 @@ type Options struct {
 	// a random key of this guard's, so hashes are stable only within the
 	// process and no auditor can check them.
 	SecretKey []byte
+	// Detector, if set, finds secrets the tools did not declare in their
+	// outputs (and receipts), which are withheld as declared ones are. Nil:
+	// only declared secrets are withheld.
+	Detector Detector
 }
 
 // Guard dispatches tool calls. It is safe for concurrent use.
@@ -415,7 +419,7 @@ func safeRun(f func() error) (err error) {
 func (g *Guard) execute(ctx context.Context, tool Tool, inv *Invocation) (json.RawMessage, error) {
 	out, err := execute(ctx, tool, inv)
 	if err == nil {
-		out = redactOutput(g.secret, tool.Spec().SecretOutput, out)
+		out = withhold(g.secret, tool.Spec().SecretOutput, g.opts.Detector, out)
 	}
 	return out, err
 }

@@ -7,6 +7,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"slices"
 	"strings"
 
 	"github.com/toolguard/toolguard/internal/canon"
@@ -131,6 +132,12 @@ func redactPath(v any, path []string, with func(any) any) (any, bool) {
 	return v, changed
 }
 
+// withhold replaces a tool's output secrets, declared (paths) and found
+// by the detector, by their placeholders.
+func withhold(key []byte, paths []string, d Detector, out json.RawMessage) json.RawMessage {
+	return withholdDetected(key, d, redactOutput(key, paths, out))
+}
+
 // redactOutput replaces the output secrets of a tool's JSON output by
 // their placeholders. Output that is not JSON is left to the guard's own
 // checks; output with no secret present is returned as it is.
@@ -154,4 +161,90 @@ func redactOutput(key []byte, paths []string, out json.RawMessage) json.RawMessa
 // auditSecret is what the audit record keeps of an argument secret.
 func auditSecret(key []byte, v any) any {
 	return map[string]any{"hmac-sha256": secretHash(key, canon.AppendValue(nil, v))}
+}
+
+// Detector finds secrets a tool did not declare in the text of its output
+// (Options.Detector): provider API keys, private keys, tokens, card
+// numbers. Find returns the substrings of text to withhold; the guard
+// replaces each, wherever it stands in a string of the output (or where a
+// number is one), by its placeholder, as it does a declared secret. It must
+// be safe for concurrent use.
+type Detector interface {
+	Find(text string) []string
+}
+
+// withholdDetected replaces what d finds in the strings and numbers of a
+// tool's JSON output by placeholders. Output that is not JSON is left to
+// the guard's own checks; output where nothing is found is returned as it
+// is.
+func withholdDetected(key []byte, d Detector, out json.RawMessage) json.RawMessage {
+	if d == nil || len(out) == 0 {
+		return out
+	}
+	_, tree, err := canon.Parse(out, canon.Limits{})
+	if err != nil {
+		return out
+	}
+	tree, changed := detectTree(key, d, tree)
+	if !changed {
+		return out
+	}
+	return canon.AppendValue(nil, tree)
+}
+
+func detectTree(key []byte, d Detector, v any) (any, bool) {
+	switch t := v.(type) {
+	case string:
+		return detectString(key, d, t)
+	case json.Number:
+		if s, c := detectString(key, d, string(t)); c {
+			return s, true
+		}
+	case map[string]any:
+		changed := false
+		for k, m := range t {
+			if nv, c := detectTree(key, d, m); c {
+				t[k], changed = nv, true
+			}
+		}
+		return t, changed
+	case []any:
+		changed := false
+		for i, m := range t {
+			if nv, c := detectTree(key, d, m); c {
+				t[i], changed = nv, true
+			}
+		}
+		return t, changed
+	}
+	return v, false
+}
+
+func detectString(key []byte, d Detector, s string) (string, bool) {
+	found := safeFind(d, s)
+	if len(found) == 0 {
+		return s, false
+	}
+	// Longest first, so that a secret inside another is not cut out of it.
+	slices.SortFunc(found, func(a, b string) int { return len(b) - len(a) })
+	changed := false
+	for _, f := range found {
+		if f == "" || !strings.Contains(s, f) {
+			continue
+		}
+		s = strings.ReplaceAll(s, f, SecretPlaceholder(secretHash(key, canon.AppendString(nil, f))))
+		changed = true
+	}
+	return s, changed
+}
+
+// safeFind asks the detector, a panic finding everything: a text the
+// detector could not read is withheld whole.
+func safeFind(d Detector, s string) (found []string) {
+	defer func() {
+		if recover() != nil {
+			found = []string{s}
+		}
+	}()
+	return d.Find(s)
 }

@@ -189,3 +189,43 @@ func TestSecretsWithoutKey(t *testing.T) {
 		t.Errorf("result = %s %s", res.Code, res.Data)
 	}
 }
+
+// keyPattern is a detector of test keys: "sk-" and 20 or more letters and
+// digits, and the number 4111111111111111.
+type keyPattern struct{}
+
+func (keyPattern) Find(text string) []string {
+	var out []string
+	for _, f := range strings.Fields(strings.NewReplacer(",", " ", ".", " ", `"`, " ").Replace(text)) {
+		if (strings.HasPrefix(f, "sk-") && len(f) >= 23) || f == "4111111111111111" {
+			out = append(out, f)
+		}
+	}
+	return out
+}
+
+type noteOut struct {
+	Note  string          `json:"note"`
+	Card  json.RawMessage `json:"card"`
+	Other []string        `json:"other"`
+}
+
+// TestDetectedSecrets: secrets no tool declared, found by the detector in
+// the strings (and numbers) of an output, are withheld the same way, in
+// place; what the detector does not find is left as it is.
+func TestDetectedSecrets(t *testing.T) {
+	const leaked = "sk-proj-UNDECLARED0123456789"
+	tool := toolset.Read("lookup", "Look something up.", func(context.Context, *guard.Invocation, in) (noteOut, error) {
+		return noteOut{Note: "the key is " + leaked + ", keep it safe", Card: json.RawMessage(`4111111111111111`),
+			Other: []string{"sk-short", leaked}}, nil
+	}, nil)
+	g, _ := newGuard(t, toolset.MustNew(tool), guard.Options{SecretKey: secretKey, Detector: keyPattern{}})
+	res := dispatch(t, g, "lookup", `{"n":1}`, "c1")
+	h, _ := guard.SecretHash(secretKey, leaked)
+	c, _ := guard.SecretHash(secretKey, "4111111111111111")
+	want := `{"card":"` + guard.SecretPlaceholder(c) + `","note":"the key is ` + guard.SecretPlaceholder(h) + `, keep it safe","other":["sk-short","` +
+		guard.SecretPlaceholder(h) + `"]}`
+	if res.Code != guard.CodeOK || string(res.Data) != want {
+		t.Errorf("result = %s %s\nwant %s", res.Code, res.Data, want)
+	}
+}

@@ -54,6 +54,7 @@ func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error
 		Now:       g.opts.Clock.Now(),
 		opID:      sc.OperationID,
 		secret:    g.secret,
+		detector:  g.opts.Detector,
 	}
 	e := g.entry(inv, "query_status")
 	guessed := false
@@ -124,5 +125,5 @@ func lookupReceipt(ctx context.Context, tool Tool, inv *Invocation) (Receipt, js
 		data = json.RawMessage("null")
 	}
 	// A receipt is the tool's output: its secrets are withheld too.
-	return ReceiptFound, redactOutput(inv.secret, tool.Spec().SecretOutput, data)
+	return ReceiptFound, withhold(inv.secret, tool.Spec().SecretOutput, inv.detector, data)
 }
