@@ -53,7 +53,10 @@ type fake struct {
 	results func() [][]guard.Result
 	// answered counts the requests the server answered with 200.
 	answered func() int
-	close    func()
+	// bodies are the raw bodies of the requests the server answered with
+	// 200, in order.
+	bodies func() []string
+	close  func()
 }
 
 // providers are the fakes, each about to play the steps: the Responses
@@ -105,6 +108,7 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 			return out
 		}
 		f.answered = func() int { return len(okRequests(srv)) }
+		f.bodies = func() []string { return rawBodies(okRequests(srv), func(r openaitest.Request) []byte { return r.Body }) }
 		f.close = srv.Close
 	case "chat":
 		var turns []chattest.Turn
@@ -137,6 +141,7 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 			return out
 		}
 		f.answered = func() int { return len(ok200()) }
+		f.bodies = func() []string { return rawBodies(ok200(), func(r chattest.Request) []byte { return r.Body }) }
 		f.close = srv.Close
 	case "anthropic":
 		var turns []anthropictest.Turn
@@ -175,6 +180,7 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 			return out
 		}
 		f.answered = func() int { return len(ok200()) }
+		f.bodies = func() []string { return rawBodies(ok200(), func(r anthropictest.Request) []byte { return r.Body }) }
 		f.close = srv.Close
 	case "gemini", "gemini-noids":
 		var turns []geminitest.Turn
@@ -218,12 +224,22 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 			return out
 		}
 		f.answered = func() int { return len(ok200()) }
+		f.bodies = func() []string { return rawBodies(ok200(), func(r geminitest.Request) []byte { return r.Body }) }
 		f.close = srv.Close
 	default:
 		t.Fatalf("no fake %s", name)
 	}
 	t.Cleanup(f.close)
 	return f
+}
+
+// rawBodies are the requests' bodies as text.
+func rawBodies[R any](reqs []R, body func(R) []byte) []string {
+	out := make([]string, len(reqs))
+	for i, r := range reqs {
+		out[i] = string(body(r))
+	}
+	return out
 }
 
 // answered returns the requests a fake answered with 200.
