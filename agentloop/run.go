@@ -444,6 +444,9 @@ func (r *run) dispatch(ctx context.Context, respID string, c provider.ToolCall, 
 		Context: l.info.Context(respID, c.ID), Approval: grant}
 	op := l.operation(st.RunID, c)
 	call.Context.OperationID, call.Context.IdempotencyKey = op.id, op.key
+	// The run is the scope: a tool's budget per run (guard.Budget) counts
+	// here. (The ids above are the run's already.)
+	call.Context.Scope = guard.SafeID(st.RunID)
 	res, err := l.guard.Dispatch(ctx, call)
 	if err == nil && res.Code.Recovery() == guard.RecoveryQueryStatus {
 		// Calls of one reply run at once: the run's state is shared.

@@ -22,6 +22,7 @@ const (
 	CodeOutcomeUnknown            // the call started but its outcome was lost
 	CodeInProgress                // the same operation is executing right now
 	CodeUnavailable               // the idempotency store (or a read's backend) is unreachable; nothing changed
+	CodeBudgetExhausted           // the tool's budget for the run, or the tenant's for the period, is spent; nothing ran
 	maxCode
 )
 
@@ -94,6 +95,9 @@ var codeTable = [maxCode]codeInfo{
 	CodeOutcomeUnknown:       {"OUTCOME_UNKNOWN", StatusUnknown, OutcomeUnknown, RecoveryQueryStatus, "The call started but its outcome is unknown; query its status before doing anything else."},
 	CodeInProgress:           {"IN_PROGRESS", StatusUnknown, OutcomeUnknown, RecoveryRetryAfter, "The same operation is running right now."},
 	CodeUnavailable:          {"UNAVAILABLE", StatusFailed, OutcomeNotStarted, RecoveryRetryAfter, "A backing service is unavailable; nothing changed."},
+	// BUDGET_EXHAUSTED extends the contract's table (docs/contract.md):
+	// no code of SPEC.md says "spent, do not retry".
+	CodeBudgetExhausted: {"BUDGET_EXHAUSTED", StatusFailed, OutcomeNotStarted, RecoveryNone, "The budget for this tool is spent; nothing ran. Do not call it again; tell the user."},
 }
 
 // Codes lists every valid code in table order.

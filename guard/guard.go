@@ -74,6 +74,9 @@ type Options struct {
 	// outputs (and receipts), which are withheld as declared ones are. Nil:
 	// only declared secrets are withheld.
 	Detector Detector
+	// TenantBudget bounds what each tenant spends in a period across all
+	// tools (budget.go); the zero value bounds nothing.
+	TenantBudget TenantBudget
 }
 
 // Guard dispatches tool calls. It is safe for concurrent use.
@@ -148,9 +151,17 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 		return g.finish(ctx, e)
 	}
 	tool := inv.tool
+	charge, code, cerr := g.charge(ctx, inv)
+	if code != 0 {
+		e.setError(code, cerr)
+		return g.finish(ctx, e)
+	}
 	if tool.Spec().Effect != Write {
 		out, xerr := g.execute(ctx, tool, inv)
 		e.setOutcome(out, xerr, Read)
+		if e.Code.Outcome() == OutcomeNotStarted {
+			g.refund(ctx, charge)
+		}
 		return g.finish(ctx, e)
 	}
 	e.seal()
@@ -168,13 +179,19 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 		if !errors.Is(err, ErrStoreRefused) {
 			g.release(ctx, e)
 		}
+		g.refund(ctx, charge)
 		return storeUnavailable(), nil
 	}
 	if answer != nil {
+		// A replay, or an answer from the store: nothing ran.
+		g.refund(ctx, charge)
 		return answer, nil
 	}
 	out, xerr := g.execute(ctx, tool, inv)
 	e.setOutcome(out, xerr, Write)
+	if e.Code.Outcome() == OutcomeNotStarted {
+		g.refund(ctx, charge)
+	}
 	return g.commit(ctx, e)
 }
 

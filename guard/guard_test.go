@@ -31,6 +31,8 @@ func TestCodeTable(t *testing.T) {
 		"OUTCOME_UNKNOWN":        {"unknown", "unknown", "query_status"},
 		"IN_PROGRESS":            {"unknown", "unknown", "retry_after"},
 		"UNAVAILABLE":            {"failed", "not_started", "retry_after"},
+		// The project's extension (docs/contract.md, budgets).
+		"BUDGET_EXHAUSTED": {"failed", "not_started", "none"},
 	}
 	codes := guard.Codes()
 	if len(codes) != len(want) {

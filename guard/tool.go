@@ -55,6 +55,9 @@ type ToolSpec struct {
 	// paths): each is replaced by SecretPlaceholder before the outcome is
 	// stored, audited or answered.
 	SecretOutput []string
+	// Budget bounds what one run spends on the tool (budget.go); the
+	// zero value bounds nothing.
+	Budget Budget
 }
 
 // Tool is what the guard needs of a tool: its description (Spec) and what

@@ -191,15 +191,8 @@ func moving(err error) bool {
 
 // run1 is one try of run.
 func (s *Store) run1(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
-	if !s.checked.Load() {
-		if r := s.refused.Load(); r != nil && time.Now().Before(r.until) {
-			return nil, r.err // refused a moment ago: the same answer, at once
-		}
-		if err := s.Check(ctx); err != nil {
-			return nil, err
-		}
-	} else {
-		s.recheck()
+	if err := s.admit(ctx); err != nil {
+		return nil, err
 	}
 	if s.opts.Replicas <= 0 {
 		return s.batched(ctx, sc, keys, argv)
@@ -229,6 +222,20 @@ func (s *Store) run1(ctx context.Context, sc *script, keys []string, argv []any)
 		return reply, fmt.Errorf("%w: %d of %d", ErrNotReplicated, acked, s.opts.Replicas)
 	}
 	return reply, nil
+}
+
+// admit lets a state change go to the server: at once while the server is
+// accepted (starting a periodic check when one is due), else after a Check
+// that passes; a server refused a moment ago is refused again at once.
+func (s *Store) admit(ctx context.Context) error {
+	if s.checked.Load() {
+		s.recheck()
+		return nil
+	}
+	if r := s.refused.Load(); r != nil && time.Now().Before(r.until) {
+		return r.err // refused a moment ago: the same answer, at once
+	}
+	return s.Check(ctx)
 }
 
 // batched runs a script through the batcher of the server that holds the

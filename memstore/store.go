@@ -31,6 +31,7 @@ type Store struct {
 	commits   map[scope]*expiring[reply]  // applied commits by token (rule 14)
 	grants    map[scope]*expiring[string] // spent grants: the effective key of the operation each paid for (rule 22)
 	logs      map[string]*auditLog        // audit logs by tenant (rule 5)
+	budget    budgets                     // budget counters (budget.go)
 	nextSweep int64
 }
 

@@ -64,6 +64,34 @@ type Options[In, Out any] struct {
 	// LoggedArguments names top-level argument members safe to copy into
 	// the audit record. Others are only fingerprinted.
 	LoggedArguments []string
+	// Budget bounds what one run spends on the tool (guard.Budget): at
+	// most MaxCalls executions and MaxCost cost units, each execution
+	// costing Cost, or CostOf(input). Nil: no bound.
+	Budget *Budget[In]
+}
+
+// Budget bounds what one run spends on a tool (guard.Budget), with the
+// cost of an execution priced from its typed input.
+type Budget[In any] struct {
+	MaxCalls int64
+	Cost     int64
+	CostOf   func(in In) int64
+	MaxCost  int64
+}
+
+// spec is the budget as the guard reads it.
+func (b *Budget[In]) spec() guard.Budget {
+	if b == nil {
+		return guard.Budget{}
+	}
+	out := guard.Budget{MaxCalls: b.MaxCalls, Cost: b.Cost, MaxCost: b.MaxCost}
+	if f := b.CostOf; f != nil {
+		out.CostOf = func(input any) int64 {
+			in, _ := input.(In)
+			return f(in)
+		}
+	}
+	return out
 }
 
 // Tool is a typed tool. It implements guard.Tool.
@@ -106,7 +134,8 @@ func newTool[In, Out any](name, description string, effect guard.Effect, fn Func
 	return &Tool[In, Out]{
 		spec: guard.ToolSpec{Name: name, Effect: effect, NeedsApproval: opts.NeedsApproval && effect == guard.Write,
 			Repeatable: opts.Repeatable && effect == guard.Write, LoggedArguments: append([]string(nil), opts.LoggedArguments...),
-			SecretArguments: mustSecretPaths(name, reflect.TypeFor[In]()), SecretOutput: mustSecretPaths(name, reflect.TypeFor[Out]())},
+			SecretArguments: mustSecretPaths(name, reflect.TypeFor[In]()), SecretOutput: mustSecretPaths(name, reflect.TypeFor[Out]()),
+			Budget: opts.Budget.spec()},
 		description: description, schema: s, fn: fn, authorize: opts.Authorize, receipt: opts.Receipt,
 	}
 }
