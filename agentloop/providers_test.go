@@ -108,7 +108,9 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 			return out
 		}
 		f.answered = func() int { return len(okRequests(srv)) }
-		f.bodies = func() []string { return rawBodies(okRequests(srv), func(r openaitest.Request) []byte { return r.Body }) }
+		f.bodies = func() []string {
+			return rawBodies(okRequests(srv), func(r openaitest.Request) []byte { return r.Body })
+		}
 		f.close = srv.Close
 	case "chat":
 		var turns []chattest.Turn
