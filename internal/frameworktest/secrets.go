@@ -10,8 +10,10 @@ import (
 	"sync/atomic"
 	"testing"
 
-	sdktrace "go.opentelemetry.io/otel/sdk/trace"
-	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+	"go.opentelemetry.io/otel/trace/embedded"
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/memstore"
@@ -74,7 +76,9 @@ var SecretsUser = guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
 // Secrets is what an entry point's leak test runs against: VaultTool
 // behind a guard on memstore whose options declare the secret key and
 // the SecretKeys detector, observed (observe.Options.Apply) into a span
-// recorder and a JSON log.
+// recorder and a JSON log. (The recorder is SpanText's and not the
+// OpenTelemetry SDK's so that the nested modules, whose go.mod does not
+// require the SDK, can use it.)
 type Secrets struct {
 	Tools   *toolset.Set
 	Store   *memstore.Store
@@ -82,20 +86,20 @@ type Secrets struct {
 	Options guard.Options // the guard's, SecretKey among them
 	Reads   atomic.Int64  // how often VaultTool ran
 
-	spans *tracetest.SpanRecorder
+	spans SpanText
 	logs  lockedBuffer
 }
 
 // NewSecrets returns a fresh Secrets.
 func NewSecrets(t testing.TB) *Secrets {
 	t.Helper()
-	s := &Secrets{Store: memstore.New(memstore.Options{}), spans: tracetest.NewSpanRecorder()}
+	s := &Secrets{Store: memstore.New(memstore.Options{})}
 	s.Tools = toolset.MustNew(toolset.Read(VaultTool, "Read a service's API key from the vault.",
 		func(context.Context, *guard.Invocation, VaultIn) (VaultOut, error) {
 			s.Reads.Add(1)
 			return VaultOut{Service: "billing", APIKey: DeclaredSecret, Note: "the old key was " + UndeclaredSecret + " until today"}, nil
 		}, nil))
-	if err := (observe.Options{TracerProvider: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(s.spans)),
+	if err := (observe.Options{TracerProvider: &s.spans,
 		Logger: slog.New(slog.NewJSONHandler(&s.logs, &slog.HandlerOptions{Level: slog.LevelDebug})), Tools: s.Tools}).Apply(&s.Options); err != nil {
 		t.Fatal(err)
 	}
@@ -145,25 +149,12 @@ func (s *Secrets) WantWithheld(t testing.TB, given map[string]string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var spans strings.Builder
-	for _, sp := range s.spans.Ended() {
-		spans.WriteString(sp.Name())
-		for _, a := range sp.Attributes() {
-			spans.WriteString(string(a.Key) + "=" + a.Value.Emit() + "\n")
-		}
-		for _, e := range sp.Events() {
-			spans.WriteString(e.Name)
-			for _, a := range e.Attributes {
-				spans.WriteString(string(a.Key) + "=" + a.Value.Emit() + "\n")
-			}
-		}
-		spans.WriteString(sp.Status().Description)
-	}
 	logs := s.logs.String()
-	if len(s.spans.Ended()) == 0 || logs == "" {
-		t.Fatalf("%d spans, %d bytes of logs: the call was not observed", len(s.spans.Ended()), len(logs))
+	spans, ended := s.spans.Text()
+	if ended == 0 || logs == "" {
+		t.Fatalf("%d spans, %d bytes of logs: the call was not observed", ended, len(logs))
 	}
-	all := map[string]string{"the audit log": string(audited), "the spans": spans.String(), "the logs": logs}
+	all := map[string]string{"the audit log": string(audited), "the spans": spans, "the logs": logs}
 	for where, text := range given {
 		all[where] = text
 	}
@@ -193,3 +184,91 @@ func (l *lockedBuffer) String() string {
 	defer l.mu.Unlock()
 	return l.b.String()
 }
+
+// SpanText is a trace.TracerProvider that records, as text, everything
+// the spans of its tracers were given: names, attributes (at the start
+// and later), events and their attributes, errors, status descriptions.
+// It keeps more than an exporter would get, never less.
+type SpanText struct {
+	embedded.TracerProvider
+	mu    sync.Mutex
+	b     strings.Builder
+	ended int
+}
+
+// Text returns the text recorded and how many spans ended.
+func (r *SpanText) Text() (string, int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.b.String(), r.ended
+}
+
+func (r *SpanText) write(parts ...string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, p := range parts {
+		r.b.WriteString(p)
+	}
+	r.b.WriteByte('\n')
+}
+
+func (r *SpanText) writeAttrs(kv []attribute.KeyValue) {
+	for _, a := range kv {
+		r.write(string(a.Key), "=", a.Value.Emit())
+	}
+}
+
+// Tracer implements trace.TracerProvider.
+func (r *SpanText) Tracer(string, ...trace.TracerOption) trace.Tracer { return textTracer{r: r} }
+
+type textTracer struct {
+	embedded.Tracer
+	r *SpanText
+}
+
+func (t textTracer) Start(ctx context.Context, name string, opts ...trace.SpanStartOption) (context.Context, trace.Span) {
+	t.r.write("span ", name)
+	c := trace.NewSpanStartConfig(opts...)
+	t.r.writeAttrs(c.Attributes())
+	sp := &textSpan{r: t.r}
+	return trace.ContextWithSpan(ctx, sp), sp
+}
+
+type textSpan struct {
+	embedded.Span
+	r *SpanText
+}
+
+func (s *textSpan) End(...trace.SpanEndOption) {
+	s.r.mu.Lock()
+	s.r.ended++
+	s.r.mu.Unlock()
+}
+
+func (s *textSpan) AddEvent(name string, opts ...trace.EventOption) {
+	s.r.write("event ", name)
+	c := trace.NewEventConfig(opts...)
+	s.r.writeAttrs(c.Attributes())
+}
+
+func (s *textSpan) AddLink(l trace.Link) { s.r.writeAttrs(l.Attributes) }
+
+func (s *textSpan) IsRecording() bool { return true }
+
+func (s *textSpan) RecordError(err error, opts ...trace.EventOption) {
+	if err != nil {
+		s.r.write("error ", err.Error())
+	}
+	c := trace.NewEventConfig(opts...)
+	s.r.writeAttrs(c.Attributes())
+}
+
+func (s *textSpan) SpanContext() trace.SpanContext { return trace.SpanContext{} }
+
+func (s *textSpan) SetStatus(_ codes.Code, description string) { s.r.write("status ", description) }
+
+func (s *textSpan) SetName(name string) { s.r.write("name ", name) }
+
+func (s *textSpan) SetAttributes(kv ...attribute.KeyValue) { s.r.writeAttrs(kv) }
+
+func (s *textSpan) TracerProvider() trace.TracerProvider { return s.r }
