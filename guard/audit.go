@@ -165,11 +165,11 @@ func loggedValue(inv *Invocation, name string, v any) any {
 			if list, ok := v.([]any); ok && p != name {
 				out := make([]any, len(list))
 				for i, el := range list {
-					out[i] = auditSecret(inv.secret, el)
+					out[i] = auditSecret(inv.secrets.key, el)
 				}
 				return out
 			}
-			return auditSecret(inv.secret, v)
+			return auditSecret(inv.secrets.key, v)
 		case strings.HasPrefix(p, name+"."), strings.HasPrefix(p, name+"[]."):
 			within = append(within, p)
 		}
@@ -182,6 +182,6 @@ func loggedValue(inv *Invocation, name string, v any) any {
 	if err != nil {
 		return v
 	}
-	tree, _ = redactTree(tree, within, func(s any) any { return auditSecret(inv.secret, s) })
+	tree, _ = redactTree(tree, within, func(s any) any { return auditSecret(inv.secrets.key, s) })
 	return tree.(map[string]any)[name]
 }

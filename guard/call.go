@@ -120,8 +120,7 @@ type Invocation struct {
 	idemKey  string
 	opID     string
 	approval string
-	secret   []byte   // the guard's key of secret hashes
-	detector Detector // the guard's detector of undeclared secrets
+	secrets  *secrets // the guard's key and detector of secrets (secret.go)
 }
 
 // Tool returns the tool the proposal names, once looked up.

@@ -84,7 +84,7 @@ type Guard struct {
 	tools    Tools
 	store    Store
 	opts     Options
-	secret   []byte // the key of secret hashes (secret.go)
+	secrets  *secrets // the key of secret hashes and the detector (secret.go)
 	limits   canon.Limits
 	dispatch Handler
 	status   StatusHandler
@@ -101,7 +101,7 @@ func New(tools Tools, store Store, opts Options) *Guard {
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = 10 * time.Second
 	}
-	g := &Guard{tools: tools, store: store, opts: opts, secret: secretKey(opts.SecretKey),
+	g := &Guard{tools: tools, store: store, opts: opts, secrets: &secrets{key: secretKey(opts.SecretKey), detector: opts.Detector},
 		limits: canon.Limits{MaxBytes: opts.MaxArgumentBytes, MaxDepth: opts.MaxDepth}}
 	g.dispatch, g.status = g.dispatchCall, g.queryStatus
 	for i := len(opts.Interceptors) - 1; i >= 0; i-- {
@@ -328,7 +328,7 @@ func (g *Guard) prepare(call *Call, inv *Invocation) {
 		Context:   call.Context,
 		Now:       g.opts.Clock.Now(),
 		approval:  call.Approval,
-		secret:    g.secret,
+		secrets:   g.secrets,
 	}
 	c, v, err := canon.Parse(call.Proposal.Arguments, g.limits)
 	inv.Arguments, inv.args, inv.argsErr = c, v, err
@@ -436,7 +436,7 @@ func safeRun(f func() error) (err error) {
 func (g *Guard) execute(ctx context.Context, tool Tool, inv *Invocation) (json.RawMessage, error) {
 	out, err := execute(ctx, tool, inv)
 	if err == nil {
-		out = withhold(g.secret, tool.Spec().SecretOutput, g.opts.Detector, out)
+		out = withhold(g.secrets.key, tool.Spec().SecretOutput, g.secrets.detector, out)
 	}
 	return out, err
 }

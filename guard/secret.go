@@ -71,6 +71,13 @@ func SecretPlaceholder(hash string) string {
 	return "[secret withheld; hmac-sha256:" + hash + "]"
 }
 
+// secrets are the guard's key of secret hashes and its detector, one
+// pointer in each invocation.
+type secrets struct {
+	key      []byte
+	detector Detector
+}
+
 // secretKey is the guard's key for secret hashes: Options.SecretKey, or a
 // random one of this guard's when the host gave none (placeholders are
 // then stable only within the process, and no auditor can check them).

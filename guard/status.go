@@ -53,8 +53,7 @@ func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error
 		Context:   sc.Context,
 		Now:       g.opts.Clock.Now(),
 		opID:      sc.OperationID,
-		secret:    g.secret,
-		detector:  g.opts.Detector,
+		secrets:   g.secrets,
 	}
 	e := g.entry(inv, "query_status")
 	guessed := false
@@ -125,5 +124,5 @@ func lookupReceipt(ctx context.Context, tool Tool, inv *Invocation) (Receipt, js
 		data = json.RawMessage("null")
 	}
 	// A receipt is the tool's output: its secrets are withheld too.
-	return ReceiptFound, withhold(inv.secret, tool.Spec().SecretOutput, inv.detector, data)
+	return ReceiptFound, withhold(inv.secrets.key, tool.Spec().SecretOutput, inv.secrets.detector, data)
 }
