@@ -13,9 +13,11 @@ import (
 
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/cases"
+	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 // fill writes n audit records of tenant-a (reads, a write, a status query)
@@ -517,4 +519,44 @@ func TestAnchor(t *testing.T) {
 		_ = os.WriteFile(path, []byte("junk"), 0o600)
 		want(t, exec(args...), 2, "is not an anchor file")
 	})
+}
+
+type secretPayIn struct {
+	Amount int    `json:"amount"`
+	Card   string `json:"card" toolguard:"secret"`
+}
+
+// TestVerifyWithSecrets: records whose logged arguments hold a declared
+// secret keep its keyed hash; toolaudit prints and verifies them, and the
+// export holds the hash an auditor checks, never the value.
+func TestVerifyWithSecrets(t *testing.T) {
+	rdb, url := mini(t)
+	s, err := idem.New(rdb, idem.Options{Prefix: "tgs:"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := toolset.Write("pay", "Pay.", func(context.Context, *guard.Invocation, secretPayIn) (string, error) { return "paid", nil },
+		&toolset.Options[secretPayIn, string]{LoggedArguments: []string{"amount", "card"}})
+	key := []byte(strings.Repeat("z", 32))
+	g := guard.New(toolset.MustNew(pay), s, guard.Options{SecretKey: key})
+	for i, card := range []string{"4111111111111111", "5500005555555559"} {
+		res, err := g.Dispatch(context.Background(), guard.Call{Principal: guardtest.Principal("tenant-s", "u"),
+			Proposal: guard.Proposal{Name: "pay", Arguments: []byte(`{"amount":5,"card":"` + card + `"}`)},
+			Context:  guard.ExecutionContext{CallID: "c" + string(rune('0'+i)), IdempotencyKey: "k" + string(rune('0'+i))}})
+		if err != nil || res.Code != guard.CodeOK {
+			t.Fatalf("pay: %v %v", res, err)
+		}
+	}
+	o := exec("-redis", url, "-prefix", "tgs:", "-tenant", "tenant-s", "-verify")
+	want(t, o, 0, "2 records verified")
+	if strings.Contains(o.stdout, "4111111111111111") || strings.Contains(o.stdout, "5500005555555559") {
+		t.Fatalf("the export holds a card number:\n%s", o.stdout)
+	}
+	known, _ := guard.SecretHash(key, "5500005555555559")
+	recs := o.lines(t)
+	args, _ := recs[1]["arguments"].(map[string]any)
+	card, _ := args["card"].(map[string]any)
+	if card["hmac-sha256"] != known || args["amount"] != float64(5) {
+		t.Errorf("record 2's arguments = %v; want the card's keyed hash %s", args, known)
+	}
 }
