@@ -6,6 +6,7 @@ import (
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -21,10 +22,10 @@ func TestRunBudget(t *testing.T) {
 		step{calls: []stepCall{{"c4", "search", `{"service":"d"}`}}},
 		step{text: "done again"})
 	ran := 0
-	tools := toolset.MustNew(toolset.Read("search", "Search (paid).", func(context.Context, *guard.Invocation, vaultIn) (string, error) {
+	tools := toolset.MustNew(toolset.Read("search", "Search (paid).", func(context.Context, *guard.Invocation, frameworktest.VaultIn) (string, error) {
 		ran++
 		return "found", nil
-	}, &toolset.Options[vaultIn, string]{Budget: &toolset.Budget[vaultIn]{MaxCalls: 2}}))
+	}, &toolset.Options[frameworktest.VaultIn, string]{Budget: &toolset.Budget[frameworktest.VaultIn]{MaxCalls: 2}}))
 	l := agentloop.New(f.model(), tools, agentloop.Options{Store: memstore.New(memstore.Options{})})
 	for i, want := range []int{2, 3} {
 		res, err := l.Run(testCtx(t), user1, "search")
