@@ -42,9 +42,9 @@ type evictionRun struct {
 }
 
 type evictionAnswer struct {
-	o     op
-	code  guard.Code
-	start time.Time
+	o          op
+	code       guard.Code
+	start, end time.Time
 }
 
 func newEvictionRun(t *testing.T, rdb redis.UniversalClient) *evictionRun {
@@ -82,7 +82,7 @@ func (e *evictionRun) write(t *testing.T, o op) guard.Code {
 		return guard.CodeUnavailable
 	}
 	e.mu.Lock()
-	e.answers = append(e.answers, evictionAnswer{o: o, code: res.Code, start: start})
+	e.answers = append(e.answers, evictionAnswer{o: o, code: res.Code, start: start, end: time.Now()})
 	e.mu.Unlock()
 	return res.Code
 }
@@ -214,8 +214,13 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string) {
 	first := time.Unix(0, firstEviction.Load())
 
 	// What the store acknowledged after the switch and no longer holds.
+	// Redis's first eviction takes whatever it takes (under allkeys-*, a
+	// whole tenant's audit stream may go, with records of answers given
+	// before anything was evicted): only noeviction prevents that. What the
+	// store bounds is what it acknowledges from then on: at most the
+	// dispatches in flight, and none of their records lost beyond those.
 	audited := e.audited(t)
-	var okAfter, lost, okAfterEviction int
+	var okAfter, lost, okAfterEviction, lostAfterEviction int
 	var acked []op
 	for _, a := range e.answers {
 		if a.code != guard.CodeOK {
@@ -229,17 +234,22 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string) {
 		if !audited[a.o.callID] {
 			lost++
 		}
-		if a.start.After(first) {
+		if a.end.After(first) {
 			okAfterEviction++
+			if !audited[a.o.callID] {
+				lostAfterEviction++
+			}
 		}
 	}
-	t.Logf("%s: %d writes acknowledged after the switch, %d of them without an audit record; %d started after the poller saw the first evicted key (it polls every ms); %d keys evicted",
-		policy, okAfter, lost, okAfterEviction, evictedKeys(t, rdb))
-	if lost > evictionAgents {
-		t.Errorf("%s: %d acknowledged writes lost their audit record, want at most the %d in flight", policy, lost, evictionAgents)
+	t.Logf("%s: %d writes acknowledged after the switch, %d of them without an audit record; %d acknowledged after the poller saw the first evicted key (it polls every ms), %d of them without an audit record; %d keys evicted",
+		policy, okAfter, lost, okAfterEviction, lostAfterEviction, evictedKeys(t, rdb))
+	if okAfterEviction > evictionAgents || lostAfterEviction > evictionAgents {
+		t.Errorf("%s: %d writes acknowledged after the first eviction, %d without an audit record; want at most the %d in flight",
+			policy, okAfterEviction, lostAfterEviction, evictionAgents)
 	}
-	if okAfterEviction > evictionAgents {
-		t.Errorf("%s: %d writes started after the first eviction were acknowledged, want at most the %d in flight", policy, okAfterEviction, evictionAgents)
+	if strings.HasPrefix(policy, "volatile-") && lost != 0 {
+		// Audit logs have no TTL: a volatile policy never evicts them.
+		t.Errorf("%s: %d acknowledged writes lost their audit record, want 0", policy, lost)
 	}
 	if !strings.Contains(e.logs.String(), "evicted a key") || !strings.Contains(e.logs.String(), "reason=evicted") {
 		t.Errorf("%s: no log line says why:\n%s", policy, e.logs.String())
