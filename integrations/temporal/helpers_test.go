@@ -71,7 +71,7 @@ func newWorld(t *testing.T, store guard.Store, turns ...openaitest.Turn) *world 
 // redisStore is an idem store on rdb.
 func redisStore(t *testing.T, rdb redis.UniversalClient) guard.Store {
 	t.Helper()
-	s, err := idem.New(rdb, idem.Options{})
+	s, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t)}) // the call ids of the scripts recur across tests
 	if err != nil {
 		t.Fatal(err)
 	}
