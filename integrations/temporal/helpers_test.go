@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"os"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.temporal.io/sdk/client"
 	"go.temporal.io/sdk/interceptor"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
@@ -114,6 +117,7 @@ func fastRetries() tgtemporal.Options {
 func env(t *testing.T, r *durable.Runner, opts tgtemporal.Options, runID string, ics ...interceptor.WorkerInterceptor) *testsuite.TestWorkflowEnvironment {
 	t.Helper()
 	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quietLogger) // the SDK's debug lines, a screen a test, would bury a failure in CI's log
 	e := s.NewTestWorkflowEnvironment()
 	e.SetTestTimeout(30 * time.Second)
 	if len(ics) > 0 {
@@ -254,3 +258,7 @@ func hangingTools(hang <-chan struct{}) func(*orders.Service) *toolset.Set {
 		return toolset.MustNew(get, refund)
 	}
 }
+
+// quietLogger keeps the SDK's warnings and errors out of the test's
+// output: the tests assert what matters.
+var quietLogger = tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(io.Discard, nil)))

@@ -40,6 +40,7 @@ func temporalCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p 
 		return nil, nil, err
 	}
 	var s testsuite.WorkflowTestSuite
+	s.SetLogger(quietLogger)
 	env := s.NewTestActivityEnvironment()
 	tgtemporal.RegisterActivities(env, &tgtemporal.Activities{Runner: &durable.Runner{Host: h}})
 	return func(_ context.Context, call guard.Call, sc *guard.StatusCall) (string, error) {
