@@ -243,8 +243,14 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string) {
 	}
 	t.Logf("%s: %d writes acknowledged after the switch, %d of them without an audit record; %d acknowledged after the poller saw the first evicted key (it polls every ms), %d of them without an audit record; %d keys evicted",
 		policy, okAfter, lost, okAfterEviction, lostAfterEviction, evictedKeys(t, rdb))
-	if okAfterEviction > evictionAgents || lostAfterEviction > evictionAgents {
-		t.Errorf("%s: %d writes acknowledged after the first eviction, %d without an audit record; want at most the %d in flight",
+	// The store learns of the eviction from Redis's event, asynchronously:
+	// what it acknowledges after the first eviction is what reached it
+	// before the event did, one round or so of the agents (0 to 38 on a
+	// quiet machine, 69 while another build loaded it). The bound asserted
+	// is that window, generously: a few rounds of the agents, against the
+	// thousands a periodic check let through.
+	if okAfterEviction > 4*evictionAgents || lostAfterEviction > 4*evictionAgents {
+		t.Errorf("%s: %d writes acknowledged after the first eviction, %d without an audit record; want at most a few rounds of the %d agents",
 			policy, okAfterEviction, lostAfterEviction, evictionAgents)
 	}
 	if strings.HasPrefix(policy, "volatile-") && lost != 0 {
