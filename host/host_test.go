@@ -243,8 +243,11 @@ func TestNewRefuses(t *testing.T) {
 	tools := orders.Tools(orders.NewService())
 	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{})
 	cases := map[string]func() error{
-		"no guard":         func() error { _, err := host.New(nil, tools, host.Options{}); return err },
-		"other tools":      func() error { _, err := host.New(guard.New(orders.NoopTools(), memstore.New(memstore.Options{}), guard.Options{}), tools, host.Options{}); return err },
+		"no guard": func() error { _, err := host.New(nil, tools, host.Options{}); return err },
+		"other tools": func() error {
+			_, err := host.New(guard.New(orders.NoopTools(), memstore.New(memstore.Options{}), guard.Options{}), tools, host.Options{})
+			return err
+		},
 		"status name":      func() error { _, err := host.New(g, tools, host.Options{StatusTool: "get_order"}); return err },
 		"bad status name":  func() error { _, err := host.New(g, tools, host.Options{StatusTool: "no spaces, please"}); return err },
 		"approver, signer": func() error { _, err := host.New(g, tools, host.Options{Approver: host.ApproverFunc(nil)}); return err },

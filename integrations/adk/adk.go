@@ -17,8 +17,8 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/toolset"
 )
 
