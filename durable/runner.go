@@ -93,15 +93,10 @@ func (r *Runner) Dispatch(ctx context.Context, in DispatchInput) (DispatchOutput
 	if r.Host == nil {
 		return DispatchOutput{}, errors.New("durable: a Runner needs a Host")
 	}
-	opts := r.Host.Options()
-	call := guard.Call{Principal: in.Principal, Proposal: guard.Proposal{Name: in.Call.Name, Arguments: []byte(in.Call.Arguments)},
-		Context: guard.ExecutionContext{Provider: opts.Provider, APIFamily: opts.APIFamily, AdapterRevision: opts.AdapterRevision,
-			ResponseID: guard.SafeID(in.ResponseID), CallID: guard.SafeID(in.Call.ID), Scope: guard.SafeID(in.RunID)}}
-	call.Proposal.Arguments = r.Host.Arguments(call.Proposal.Name, call.Proposal.Arguments)
-	if opts.Call != nil {
-		if err := host.Safely(func() error { opts.Call(ctx, &call); return nil }); err != nil {
-			return DispatchOutput{}, fmt.Errorf("durable: Options.Call for tool call %q: %w", in.Call.Name, err)
-		}
+	call, err := r.Host.CallFor(ctx, in.Principal, guard.SafeID(in.RunID),
+		host.Frame{Name: in.Call.Name, Arguments: []byte(in.Call.Arguments), CallID: in.Call.ID, ResponseID: in.ResponseID})
+	if err != nil {
+		return DispatchOutput{}, fmt.Errorf("durable: %w", err)
 	}
 	if in.Decision != nil {
 		if in.Pending == nil {

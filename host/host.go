@@ -222,12 +222,20 @@ func (h *Host) Call(ctx context.Context, f Frame) (guard.Call, error) {
 		}
 		return guard.Call{}, fmt.Errorf("no principal for tool call %q: %w: %w", f.Name, ErrNoPrincipal, err)
 	}
-	args := h.Arguments(f.Name, f.Arguments)
 	var scope string
 	if err := Safely(func() error { scope = h.opts.Scope(ctx); return nil }); err != nil {
 		return guard.Call{}, fmt.Errorf("scope of tool call %q: %w", f.Name, err)
 	}
-	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: f.Name, Arguments: args},
+	return h.CallFor(ctx, p, scope, f)
+}
+
+// CallFor builds the guard call of a tool call whose principal and scope
+// the host already has (a durable run's, from its input) instead of from
+// its functions of ctx: the arguments as Arguments reads them, the
+// framework's names and ids in the execution context, and then
+// Options.Call, whose failure or panic is an error.
+func (h *Host) CallFor(ctx context.Context, p guard.Principal, scope string, f Frame) (guard.Call, error) {
+	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: f.Name, Arguments: h.Arguments(f.Name, f.Arguments)},
 		Context: guard.ExecutionContext{Provider: h.opts.Provider, APIFamily: h.opts.APIFamily,
 			AdapterRevision: h.opts.AdapterRevision, ResponseID: guard.SafeID(f.ResponseID),
 			CallID: guard.SafeID(f.CallID), Scope: scope}}
