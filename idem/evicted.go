@@ -9,8 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/metric"
 )
 
 // ErrEvicted is the refusal of every call once the server evicted a key:
@@ -125,13 +123,9 @@ func (s *Store) listen(addr string, ps *redis.PubSub) {
 // server at addr evicted key.
 func (s *Store) evicted(addr, key string) {
 	s.evictions.Add(1)
-	err := fmt.Errorf("%w (%s evicted %s)", ErrEvicted, addr, key)
-	s.refused.Store(&refusal{err: err, until: time.Now().Add(refusalHold)})
-	if s.checked.Swap(false) {
-		s.logger.Error("idem: the Redis server evicted a key; every call is refused (UNAVAILABLE) until its policy is noeviction again and a check passes",
-			"reason", "evicted", "server", addr, "key", key)
-		s.refusals.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", "evicted")))
-	}
+	s.refuse(fmt.Errorf("%w (%s evicted %s)", ErrEvicted, addr, key), "evicted",
+		"idem: the Redis server evicted a key; every call is refused (UNAVAILABLE) until its policy is noeviction again and a check passes",
+		"server", addr, "key", key)
 }
 
 // Close stops the store's subscriptions to its servers' evicted-key

@@ -94,20 +94,28 @@ func (s *Store) check(ctx context.Context, load bool) error {
 			s.logger.Info("idem: the Redis server is accepted again: writes go on")
 		}
 	case errors.Is(err, guard.ErrStoreRefused):
-		s.refused.Store(&refusal{err: err, until: time.Now().Add(refusalHold)})
-		if s.checked.Swap(false) {
-			// Accepted until now: the configuration changed under the
-			// store. Writes are refused from here on, as at start.
-			reason := "eviction_policy"
-			if errors.Is(err, ErrTooFewReplicas) {
-				reason = "too_few_replicas"
-			}
-			s.logger.Error("idem: the Redis server's configuration changed; every call is refused (UNAVAILABLE) until it is restored",
-				"reason", reason, "error", err.Error())
-			s.refusals.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
+		// Refused from here on, as at start; for a server accepted until
+		// now, the configuration changed under the store, which refuse
+		// logs and counts.
+		reason := "eviction_policy"
+		if errors.Is(err, ErrTooFewReplicas) {
+			reason = "too_few_replicas"
 		}
+		s.refuse(err, reason, "idem: the Redis server's configuration changed; every call is refused (UNAVAILABLE) until it is restored",
+			"error", err.Error())
 	}
 	return err
+}
+
+// refuse refuses every call with err until a Check passes. The first
+// refusal of a server the store had accepted is logged (msg, with reason
+// and attrs) and counted (MetricStoreRefusals, attribute reason).
+func (s *Store) refuse(err error, reason, msg string, attrs ...any) {
+	s.refused.Store(&refusal{err: err, until: time.Now().Add(refusalHold)})
+	if s.checked.Swap(false) {
+		s.logger.Error(msg, append([]any{"reason", reason}, attrs...)...)
+		s.refusals.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
+	}
 }
 
 // recheck starts a background check of the configuration when the last
