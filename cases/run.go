@@ -76,7 +76,7 @@ var approvalKey = bytes.Repeat([]byte("toolcases-approval-key/"), 2)
 
 // Run runs one case in the world, through the world's provider adapter.
 func Run(ctx context.Context, c *Case, w World) *CaseReport {
-	return run(ctx, c, w, directCarrier(w.adapter()))
+	return run(ctx, c, w, Direct(w.adapter()))
 }
 
 // adapter returns the world's adapter, the Responses one by default.
@@ -109,10 +109,12 @@ func RunThrough(ctx context.Context, c *Case, w World, connect Connect) *CaseRep
 	return run(ctx, c, w, connect)
 }
 
-// directCarrier drives each step through a provider's adapter: the adapter
+// Direct drives each step through a provider's adapter: the adapter
 // decoded the call from the provider's wire item, the guard answers, and
-// the result goes back out in the provider's tool-result shape.
-func directCarrier(a Adapter) Connect {
+// the result goes back out in the provider's tool-result shape. It is the
+// host Run connects; a test of a suite driver uses it as a host that is
+// right by construction.
+func Direct(a Adapter) Connect {
 	return func(_ context.Context, g *guard.Guard, _ *toolset.Set, _ guard.Principal) (Carry, func(), error) {
 		return func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (string, error) {
 			var (

@@ -14,24 +14,7 @@ import (
 
 // direct carries each step straight to the guard, its result in the
 // Responses API's shape: the host a framework's Connect stands in for.
-func direct(_ context.Context, g *guard.Guard, _ *toolset.Set, _ guard.Principal) (cases.Carry, func(), error) {
-	return func(ctx context.Context, call guard.Call, sc *guard.StatusCall) (string, error) {
-		var (
-			res *guard.Result
-			err error
-		)
-		if sc != nil {
-			res, err = g.QueryStatus(ctx, *sc)
-		} else {
-			res, err = g.Dispatch(ctx, call)
-		}
-		if err != nil {
-			return "", err
-		}
-		out, err := cases.Adapters["responses"].Output(call.Context.CallID, res)
-		return string(out), err
-	}, func() {}, nil
-}
+var direct = cases.Direct(cases.Adapters["responses"])
 
 // recorder is a test whose errors are recorded, not reported.
 type recorder struct {
