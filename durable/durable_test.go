@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"strings"
 	"testing"
 	"time"
@@ -405,5 +406,26 @@ func TestDispatchSeesHostCall(t *testing.T) {
 	}
 	if n := w.svc.SideEffects(); n != 0 {
 		t.Errorf("side effects %d, want 0", n)
+	}
+}
+
+// TestValidate: a Runner an engine can register has a Host and a Provider,
+// and its Host asks no human inline: the run's durable wait does.
+func TestValidate(t *testing.T) {
+	w := newWorld(t)
+	if err := w.runner.Validate(); err != nil {
+		t.Fatalf("the world's runner: %v", err)
+	}
+	if err := (&durable.Runner{Host: w.runner.Host}).Validate(); err == nil {
+		t.Error("a Runner without a Provider passed")
+	}
+	signer, _ := guard.NewSigner(bytes.Repeat([]byte("durable-test-key/"), 2))
+	h, err := host.New(w.runner.Host.Guard(), w.tools, host.Options{Signer: signer,
+		Approver: host.ApproverFunc(func(context.Context, host.ApprovalRequest) (host.Decision, error) { return host.Decision{}, nil })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := (&durable.Runner{Host: h, Provider: w.runner.Provider}).Validate(); !errors.Is(err, durable.ErrInlineApprover) {
+		t.Errorf("a Host with an Approver: %v, want ErrInlineApprover", err)
 	}
 }

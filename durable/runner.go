@@ -20,14 +20,31 @@ type Runner struct {
 	// durable run's principal is the one it was started for
 	// (Run.Principal), and its scope is the run id. Its Call function,
 	// if any, sees each call of a dispatch step (with the step's
-	// context) before it is dispatched. Its Approver, if any,
-	// is asked inline, in the dispatch step; without one, a write that
-	// waits for a human is the run's durable wait (Steps.Approve).
+	// context) before it is dispatched. It has no Approver (Validate): a
+	// write that waits for a human is the run's durable wait
+	// (Steps.Approve), not an inline call in a step.
 	Host *host.Host
 	// Provider is the model API.
 	Provider provider.Provider
 	// Instructions is the system prompt.
 	Instructions string
+}
+
+// ErrInlineApprover is Validate's error for a Runner whose Host has an
+// Approver.
+var ErrInlineApprover = errors.New("durable: the Runner's Host has an Approver: a durable run waits for its humans itself (Steps.Approve)")
+
+// Validate reports whether r can run an engine's steps: it has a Host and
+// a Provider, and its Host no Approver (ErrInlineApprover). An engine's
+// module calls it when the Runner is registered.
+func (r *Runner) Validate() error {
+	if r == nil || r.Host == nil || r.Provider == nil {
+		return errors.New("durable: a Runner needs a Host and a Provider")
+	}
+	if r.Host.Options().Approver != nil {
+		return ErrInlineApprover
+	}
+	return nil
 }
 
 // ErrProviderPanic is the error of a turn whose provider panicked: the

@@ -100,11 +100,11 @@ func (a *Agent) ConfigName() string { return a.opts.Name }
 // Approver: a write that waits for a human is the run's durable wait, not
 // an inline call in a step.
 func Register(ctx dbos.Context, r *durable.Runner, opts Options) (a *Agent, err error) {
-	if ctx == nil || r == nil || r.Host == nil || r.Provider == nil {
-		return nil, errors.New("tgdbos: Register needs a DBOS context and a Runner with a Host and a Provider")
+	if ctx == nil {
+		return nil, errors.New("tgdbos: Register needs a DBOS context")
 	}
-	if r.Host.Options().Approver != nil {
-		return nil, errors.New("tgdbos: the Runner's Host has an Approver: a durable run waits for its humans itself (see Approve)")
+	if err := r.Validate(); err != nil {
+		return nil, fmt.Errorf("tgdbos: %w", err)
 	}
 	if opts.Name == "" {
 		opts.Name = DefaultName

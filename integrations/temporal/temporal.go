@@ -173,11 +173,11 @@ func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 // activities over runner on w. It fails for a Runner without a Host or a
 // Provider, or whose Host has an Approver.
 func Register(w worker.Registry, runner *durable.Runner, opts Options) error {
-	if w == nil || runner == nil || runner.Host == nil || runner.Provider == nil {
-		return errors.New("tgtemporal: Register needs a worker and a Runner with a Host and a Provider")
+	if w == nil {
+		return errors.New("tgtemporal: Register needs a worker")
 	}
-	if runner.Host.Options().Approver != nil {
-		return errors.New("tgtemporal: the Runner's Host has an Approver: a durable run waits for its humans itself (see Approve)")
+	if err := runner.Validate(); err != nil {
+		return fmt.Errorf("tgtemporal: %w", err)
 	}
 	w.RegisterWorkflowWithOptions(NewWorkflow(opts), workflow.RegisterOptions{Name: WorkflowName})
 	RegisterActivities(w, &Activities{Runner: runner})
