@@ -19,18 +19,35 @@ import (
 // again once a Check passes, its policy noeviction again.
 var ErrEvicted = fmt.Errorf("%w: the server evicted a key", ErrEvictionPolicy)
 
-// The store learns of an eviction from Redis itself, when it happens: a
-// store that refuses eviction (no Options.AllowEviction) turns on the
-// evicted-key events of every master it checks (keyspace notifications of
-// class "e", on the keyevent channel: notify-keyspace-events gains "Ee",
-// keeping what it had) and listens to them on one connection of its own
-// per master. The first event refuses every call, as a policy found at a
-// check does, with a log line and a count (MetricStoreRefusals, reason
-// "evicted"); the calls already past the store's door when Redis evicted
-// the key are the only ones it cannot stop (docs/reliability.md). A server
-// whose configuration the store may not change (an ACL without CONFIG) is
-// said once in the log, and then only the periodic check notices its
-// policy. Nothing of it is on the dispatch path.
+// A store that refuses eviction (no Options.AllowEviction) keeps two
+// watches on a server that reports its policy:
+//
+//   - The fence, in the script: every reservation (a write about to run,
+//     and a write's replay) reads the server's maxmemory-policy (INFO
+//     memory) before it reads or writes a key, and is refused with the
+//     policy if it may evict ({'E', policy}: ErrEvictionPolicy, reason
+//     "eviction_policy"). Redis runs a script alone, so an operator's
+//     CONFIG SET that came first is seen by it: from the switch on, no
+//     write runs and no replay is answered, before Redis evicts anything.
+//     What the store acknowledges after the switch is only the writes
+//     whose reservation ran before it, at most the dispatches in flight.
+//     It costs the script one INFO (about 6 µs of the server's time per
+//     reservation; docs/reliability.md), and no round trip.
+//   - The events: each master publishes its evicted-key events (keyspace
+//     notifications of class "e", on the keyevent channel:
+//     notify-keyspace-events gains "Ee", keeping what it had; set again at
+//     each check) and the store listens to them on one connection of its
+//     own per master. The first event refuses every call, as a policy
+//     found at a check does, with a log line and a count
+//     (MetricStoreRefusals, reason "evicted"), even when the fence already
+//     refused: an eviction lost records. It catches what the fence cannot
+//     see: a policy switched and switched back between two reservations of
+//     a master. A server whose configuration the store may not change (an
+//     ACL without CONFIG) is said once in the log.
+//
+// What Redis evicts was written before: nothing brings it back. Replays of
+// it are refused until a check passes, and toolctl gaps names the tenants
+// whose audit chains lost records (docs/reliability.md).
 
 // watchers are the store's subscriptions to its masters' evicted-key
 // events, by master address.
@@ -123,7 +140,7 @@ func (s *Store) listen(addr string, ps *redis.PubSub) {
 // server at addr evicted key.
 func (s *Store) evicted(addr, key string) {
 	s.evictions.Add(1)
-	s.refuse(fmt.Errorf("%w (%s evicted %s)", ErrEvicted, addr, key), "evicted",
+	s.refuse(fmt.Errorf("%w (%s evicted %s)", ErrEvicted, addr, key), reasonEvicted,
 		"idem: the Redis server evicted a key; every call is refused (UNAVAILABLE) until its policy is noeviction again and a check passes",
 		"server", addr, "key", key)
 }
@@ -141,4 +158,18 @@ func (s *Store) Close() error {
 		_ = ps.Close()
 	}
 	return nil
+}
+
+// reasonEvicted is the refusal reason of an evicted key.
+const reasonEvicted = "evicted"
+
+// fenced refuses every call from now on, until a Check passes: a
+// reservation read the server's maxmemory-policy, policy, and it may
+// evict. Nothing of that call ran or was answered from the store.
+func (s *Store) fenced(policy string) error {
+	err := fmt.Errorf("%w (a master has %s)", ErrEvictionPolicy, policy)
+	s.refuse(err, "eviction_policy",
+		"idem: the Redis server's maxmemory-policy allows eviction; every call is refused (UNAVAILABLE) until it is noeviction again and a check passes",
+		"policy", policy)
+	return err
 }

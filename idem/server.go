@@ -73,7 +73,9 @@ func (s *Store) check(ctx context.Context, load bool) error {
 		}
 		if _, real := info["maxmemory_policy"]; real && !s.opts.AllowEviction {
 			// A server that may come to evict (its policy or its
-			// maxmemory changed later) tells the store at once.
+			// maxmemory changed later) is read by every reservation, and
+			// tells the store of an eviction at once.
+			s.fence.Store(true)
 			s.watch(ctx, c)
 		}
 		if !load || s.scripts.Load() {
@@ -89,6 +91,7 @@ func (s *Store) check(ctx context.Context, load bool) error {
 	}
 	switch {
 	case err == nil:
+		s.evictedSeen.Store(false)
 		refused := s.refused.Swap(nil) != nil
 		if !s.checked.Swap(true) && refused {
 			s.logger.Info("idem: the Redis server is accepted again: writes go on")
@@ -109,10 +112,15 @@ func (s *Store) check(ctx context.Context, load bool) error {
 
 // refuse refuses every call with err until a Check passes. The first
 // refusal of a server the store had accepted is logged (msg, with reason
-// and attrs) and counted (MetricStoreRefusals, attribute reason).
+// and attrs) and counted (MetricStoreRefusals, attribute reason); so is
+// the first eviction since the last check that passed, even when the
+// store already refused the server (its policy, read by a reservation):
+// an eviction loses records, which an operator must know of.
 func (s *Store) refuse(err error, reason, msg string, attrs ...any) {
 	s.refused.Store(&refusal{err: err, until: time.Now().Add(refusalHold)})
-	if s.checked.Swap(false) {
+	accepted := s.checked.Swap(false)
+	firstEviction := reason == reasonEvicted && !s.evictedSeen.Swap(true)
+	if accepted || firstEviction {
 		s.logger.Error(msg, append([]any{"reason", reason}, attrs...)...)
 		s.refusals.Add(context.Background(), 1, metric.WithAttributes(attribute.String("reason", reason)))
 	}

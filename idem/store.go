@@ -102,13 +102,16 @@ type Options struct {
 	ReplicaTimeout time.Duration
 	// AllowEviction accepts a server whose maxmemory-policy may evict keys.
 	// By default Check, and so the store's first call, refuses it: an
-	// evicted record makes an acknowledged write run again on replay.
+	// evicted record makes an acknowledged write run again on replay. A
+	// policy switched while the store runs is refused by the first
+	// reservation after it, which reads the policy in its script, and an
+	// evicted key as soon as Redis says so (evicted.go).
 	AllowEviction bool
 	// CheckEvery is how often the store reads its server's configuration
 	// again while it runs (Check: maxmemory-policy, connected replicas), in
 	// the background, after a call; a change is refused from the next
-	// check on. Default 5s; negative never checks again after the first
-	// pass.
+	// check on (an eviction policy sooner: AllowEviction). Default 5s;
+	// negative never checks again after the first pass.
 	CheckEvery time.Duration
 	// Logger gets a line when a running store's server is refused (its
 	// configuration changed) and when it is accepted again; nil means
@@ -165,6 +168,13 @@ type Store struct {
 	// one does not accept the server after it.
 	watchers  watchers
 	evictions atomic.Int64
+	// evictedSeen: an eviction was logged and counted since the last
+	// check that passed.
+	evictedSeen atomic.Bool
+	// fence: reservations read the server's maxmemory-policy (evicted.go).
+	// Set by a check of a server that reports its policy, unless
+	// Options.AllowEviction.
+	fence atomic.Bool
 }
 
 var _ guard.Store = (*Store)(nil)
@@ -266,12 +276,18 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	keys, a := s.args(e, e.CallID, lease, guard.ReceiptInconclusive)
 	keys = s.spendsGrant(keys, a, e)
 	a.reservation = a.reservationRecord()
+	if s.fence.Load() {
+		a.fence = "1"
+	}
 	reply, err := s.run(ctx, reserveScript, keys, a.argv())
 	if err != nil {
 		return nil, err
 	}
 	if len(reply) == 1 && reply[0] == "T" {
 		return nil, nil
+	}
+	if len(reply) == 2 && reply[0] == "E" {
+		return nil, s.fenced(reply[1])
 	}
 	return parseResult(reply, a)
 }

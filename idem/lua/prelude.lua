@@ -25,6 +25,7 @@ local TTL              -- retention of records (ms, a string: only ever sent bac
 local AUDIT_TTL        -- retention of an idle audit log (ms, '0': kept)
 local RECEIPT          -- settle: 'found', 'absent' or '' (inconclusive)
 local GRANT_MS         -- how long K[7], a spent grant's marker, is kept (ms, a string)
+local FENCE            -- reserve: '1' reads the server's maxmemory-policy before anything else
 local HAS_CALL, HAS_KEY
 local TAG, LINK        -- K[2] up to its hash tag's end, and the rest: a binding's link to K[2] (tag, link)
 
@@ -137,7 +138,7 @@ local function setup(keys, packed)
   end
   PACKED = packed
   FP, CODE, DATA, MSG, NOW, CALL, KEY, OP, TOOL, RETRY, SIDE, BODY, BODYSUM, TOKEN, LEASE, TTL, AUDIT_TTL,
-    RECEIPT, RESERVATION, GRANT_MS = ARGS(packed)
+    RECEIPT, RESERVATION, GRANT_MS, FENCE = ARGS(packed)
   HAS_CALL, HAS_KEY = CALL ~= '', KEY ~= ''
   TAG, LINK = nil, nil
 end

@@ -2,6 +2,17 @@
 -- Idempotent per token: a copy of this reservation sent again (a client
 -- retry after a lost reply) finds its own token and changes nothing; after
 -- the token's release it is refused, so the key stays free.
+-- The fence (idem/evicted.go): on a server whose policy may evict, a key
+-- this reservation reads or writes may go at any time, so no write runs and
+-- no replay is answered. It is read here, in the script, so a CONFIG SET
+-- that came before this call is seen by it: {'E', policy}, packed.
+if FENCE ~= '' then
+  local info = rcall('INFO', 'memory')
+  if not find(info, 'maxmemory_policy:noeviction', 1, true) then
+    local policy = match(info, 'maxmemory_policy:([%w%-]+)')
+    if policy then return PACK({'E', policy}, 2) end
+  end
+end
 local own, ownn = readkey(K[2])
 if own[R.token] == TOKEN then
   if own[R.state] == 'P' then return RESERVED end
