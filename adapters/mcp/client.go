@@ -11,6 +11,7 @@ import (
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -65,14 +66,17 @@ func (rt *RemoteTools) Set() (*toolset.Set, error) {
 }
 
 // RemoteTool is one tool of a remote MCP server, called through its client
-// session after the guard's checks. It implements toolset.Declared (and so
-// guard.Tool): its Schema is the server's inputSchema, not Strict.
+// session after the guard's checks. It is a host.Imported (which gives it
+// guard.Tool and toolset.Declared: its Schema is the server's inputSchema,
+// not Strict, validating the arguments before anything is sent; its
+// Authorize is ImportOptions.Authorize; no argument is logged, they are
+// only fingerprinted; every receipt lookup is inconclusive, since MCP has
+// none, so an unknown outcome of a remote write stays unknown until a
+// human settles it) whose run is the remote tools/call.
 type RemoteTool struct {
-	cs        *sdk.ClientSession
-	def       *sdk.Tool
-	schema    *toolset.Schema
-	spec      guard.ToolSpec
-	authorize func(ctx context.Context, tool string, inv *guard.Invocation) error
+	*host.Imported
+	cs  *sdk.ClientSession
+	def *sdk.Tool
 }
 
 var _ toolset.Declared = (*RemoteTool)(nil)
@@ -80,8 +84,9 @@ var _ toolset.Declared = (*RemoteTool)(nil)
 // Import lists the tools of the session's server and returns them as guard
 // tools. Each tool's inputSchema is compiled once (toolset.CompileSchema:
 // JSON Schema 2020-12 unless it names its draft) and validates the
-// arguments before anything is sent. A tool with readOnlyHint is a read; every other tool is a write,
-// which needs approval unless opts.NoApproval says otherwise.
+// arguments before anything is sent. A tool with readOnlyHint is a read;
+// every other tool is a write, which needs approval unless opts.NoApproval
+// says otherwise.
 func Import(ctx context.Context, cs *sdk.ClientSession, opts ImportOptions) (*RemoteTools, error) {
 	if opts.Authorize == nil {
 		return nil, errors.New("mcp: Import needs ImportOptions.Authorize")
@@ -109,38 +114,23 @@ func newRemoteTool(cs *sdk.ClientSession, def *sdk.Tool, opts ImportOptions) (*R
 	if err != nil {
 		return nil, fmt.Errorf("mcp: tool %q inputSchema: %w", def.Name, err)
 	}
-	schema, err := toolset.CompileSchema(raw)
+	t := &RemoteTool{cs: cs, def: def}
+	read := def.Annotations != nil && def.Annotations.ReadOnlyHint
+	t.Imported, err = host.Import(def.Name, def.Description, raw, t.call, host.ImportOptions{
+		Authorize:  opts.Authorize,
+		Read:       read,
+		NoApproval: !read && opts.NoApproval != nil && opts.NoApproval(def),
+		Receipt:    noReceipt,
+	})
 	if err != nil {
-		return nil, fmt.Errorf("mcp: tool %q inputSchema: %w", def.Name, err)
+		return nil, fmt.Errorf("mcp: %w", err)
 	}
-	t := &RemoteTool{cs: cs, def: def, schema: schema, authorize: opts.Authorize,
-		spec: guard.ToolSpec{Name: def.Name, Effect: guard.Write}}
-	if def.Annotations != nil && def.Annotations.ReadOnlyHint {
-		t.spec.Effect = guard.Read
-	}
-	t.spec.NeedsApproval = t.spec.Effect == guard.Write && (opts.NoApproval == nil || !opts.NoApproval(def))
 	return t, nil
 }
 
-// Spec implements guard.Tool: read for readOnlyHint, write otherwise;
-// writes need approval unless ImportOptions.NoApproval says not; no
-// argument is logged, they are only fingerprinted.
-func (t *RemoteTool) Spec() *guard.ToolSpec { return &t.spec }
-
-// Name returns the tool's name.
-func (t *RemoteTool) Name() string { return t.def.Name }
-
-// Description returns the remote server's description of the tool.
-func (t *RemoteTool) Description() string { return t.def.Description }
-
 // InputSchema returns the remote server's input schema, the one arguments
 // are validated against.
-func (t *RemoteTool) InputSchema() json.RawMessage { return t.schema.JSON() }
-
-// Schema returns the remote server's input schema compiled, the one
-// arguments are validated against; it is not Strict, so providers declare
-// the tool without strict mode and send the schema as is.
-func (t *RemoteTool) Schema() *toolset.Schema { return t.schema }
+func (t *RemoteTool) InputSchema() json.RawMessage { return t.Schema().JSON() }
 
 // Definition returns the tool as the remote server listed it.
 func (t *RemoteTool) Definition() *sdk.Tool { return t.def }
@@ -152,31 +142,14 @@ func (t *RemoteTool) Idempotent() bool {
 	return t.def.Annotations != nil && t.def.Annotations.IdempotentHint
 }
 
-// Decode implements guard.Tool: the arguments must be an object the
-// server's inputSchema accepts; the input is their canonical JSON.
-func (t *RemoteTool) Decode(canonical []byte, parsed any) (any, error) {
-	if _, ok := parsed.(map[string]any); !ok {
-		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments must be a JSON object.")
-	}
-	if err := t.schema.Validate(parsed); err != nil {
-		return nil, guard.NewError(guard.CodeInvalidArguments, "The arguments do not match the tool's schema.")
-	}
-	return json.RawMessage(canonical), nil
-}
-
-// AuthorizeCall implements guard.Tool with the host's Authorize.
-func (t *RemoteTool) AuthorizeCall(ctx context.Context, inv *guard.Invocation) error {
-	return t.authorize(ctx, t.def.Name, inv)
-}
-
-// Execute implements guard.Tool: the remote tools/call, with the downstream
-// idempotency key in _meta (MetaIdempotencyKey). A connection refused
-// before the request was sent is TIMEOUT_BEFORE_EXECUTE; a reply that never
-// came (the deadline, a connection lost after sending) is OUTCOME_UNKNOWN
-// for a write; a remote tool error is OUTCOME_UNKNOWN for a write too,
-// unless the remote is a toolguard server whose result says it did not
-// start.
-func (t *RemoteTool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
+// call is the tool's run (host.ExecFunc): the remote tools/call, with the
+// downstream idempotency key in _meta (MetaIdempotencyKey). A connection
+// refused before the request was sent is TIMEOUT_BEFORE_EXECUTE; a reply
+// that never came (the deadline, a connection lost after sending) is
+// OUTCOME_UNKNOWN for a write; a remote tool error is OUTCOME_UNKNOWN for a
+// write too, unless the remote is a toolguard server whose result says it
+// did not start.
+func (t *RemoteTool) call(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
 	params := &sdk.CallToolParams{Name: t.def.Name, Arguments: json.RawMessage(inv.Arguments)}
 	if inv.IdempotencyKey != "" {
 		params.Meta = sdk.Meta{MetaIdempotencyKey: inv.IdempotencyKey}
@@ -251,8 +224,7 @@ func contentText(res *sdk.CallToolResult) string {
 // has no receipt lookup.
 var errNoRemoteReceipt = errors.New("mcp: a remote MCP tool has no receipt lookup")
 
-// LookupReceipt implements guard.Tool: always inconclusive, so an unknown
-// outcome of a remote write stays unknown until a human settles it.
-func (t *RemoteTool) LookupReceipt(context.Context, *guard.Invocation) (json.RawMessage, bool, error) {
+// noReceipt is every remote tool's receipt lookup: inconclusive.
+func noReceipt(context.Context, *guard.Invocation) (json.RawMessage, bool, error) {
 	return nil, false, errNoRemoteReceipt
 }
