@@ -158,9 +158,9 @@ func outputsOf(t *testing.T, req openaitest.Request) []output {
 	t.Helper()
 	var out []output
 	for _, o := range req.FunctionCallOutputs() {
-		var r guard.Result
-		if err := json.Unmarshal([]byte(o.Output), &r); err != nil {
-			t.Fatalf("output for %s is not a guard.Result: %v: %s", o.CallID, err, o.Output)
+		r, err := o.ModelResult()
+		if err != nil {
+			t.Fatal(err)
 		}
 		out = append(out, output{CallID: o.CallID, Raw: o.Output, Result: r})
 	}
@@ -172,8 +172,7 @@ func outputsOf(t *testing.T, req openaitest.Request) []output {
 func lastOutputs(req openaitest.Request) []guard.Result {
 	var out []guard.Result
 	for _, o := range req.FunctionCallOutputs() {
-		var r guard.Result
-		if json.Unmarshal([]byte(o.Output), &r) == nil {
+		if r, err := o.ModelResult(); err == nil {
 			out = append(out, r)
 		}
 	}

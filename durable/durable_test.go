@@ -129,15 +129,9 @@ func call(id, name, args string) openaitest.Call {
 // id, each a tool-model-result-v2 object.
 func outputs(t *testing.T, srv *openaitest.Server) map[string]guard.Result {
 	t.Helper()
-	m := map[string]guard.Result{}
-	for _, req := range srv.Requests() {
-		for _, o := range req.FunctionCallOutputs() {
-			var r guard.Result
-			if err := json.Unmarshal([]byte(o.Output), &r); err != nil {
-				t.Fatalf("output of %s is not a model result: %v: %s", o.CallID, err, o.Output)
-			}
-			m[o.CallID] = r
-		}
+	m, err := srv.ModelResults()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return m
 }

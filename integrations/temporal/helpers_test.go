@@ -3,7 +3,6 @@ package tgtemporal_test
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"io"
 	"log/slog"
 	"os"
@@ -176,15 +175,9 @@ func result(t *testing.T, e *testsuite.TestWorkflowEnvironment) *durable.Result 
 // outputs decodes the function_call_outputs the model was sent, by call id.
 func outputs(t *testing.T, srv *openaitest.Server) map[string]guard.Result {
 	t.Helper()
-	m := map[string]guard.Result{}
-	for _, req := range srv.Requests() {
-		for _, o := range req.FunctionCallOutputs() {
-			var r guard.Result
-			if err := json.Unmarshal([]byte(o.Output), &r); err != nil {
-				t.Fatalf("output of %s is not a model result: %v: %s", o.CallID, err, o.Output)
-			}
-			m[o.CallID] = r
-		}
+	m, err := srv.ModelResults()
+	if err != nil {
+		t.Fatal(err)
 	}
 	return m
 }

@@ -96,6 +96,7 @@ import (
 	"time"
 
 	"github.com/toolguard/toolguard/adapters/internal/fakeapi"
+	"github.com/toolguard/toolguard/guard"
 )
 
 // ExhaustedText is the text of the assistant message the server replies with
@@ -313,6 +314,34 @@ func (r Request) FunctionCallOutputs() []FunctionCallOutput {
 		}
 	}
 	return out
+}
+
+// ModelResult decodes the output as the tool-model-result-v2 object a
+// toolguard loop sends back.
+func (o FunctionCallOutput) ModelResult() (guard.Result, error) {
+	var r guard.Result
+	if err := json.Unmarshal([]byte(o.Output), &r); err != nil {
+		return r, fmt.Errorf("openaitest: the output for %s is not a model result: %v: %s", o.CallID, err, o.Output)
+	}
+	return r, nil
+}
+
+// ModelResults decodes the function_call_outputs of every request the
+// server received, by call id (a later request's output for a call id
+// replaces an earlier one's); it fails at the first output that is not a
+// model result.
+func (s *Server) ModelResults() (map[string]guard.Result, error) {
+	m := map[string]guard.Result{}
+	for _, req := range s.Requests() {
+		for _, o := range req.FunctionCallOutputs() {
+			r, err := o.ModelResult()
+			if err != nil {
+				return nil, err
+			}
+			m[o.CallID] = r
+		}
+	}
+	return m, nil
 }
 
 // ToolNames returns the names of the declared tools that have a name, in
