@@ -189,8 +189,11 @@ func fill(t *testing.T, rdb redis.UniversalClient, ttl bool, n int64) {
 // after the switch is at most the dispatches in flight at it (one per
 // agent), and after the first evicted key nothing; the log and the metric
 // say why (the policy, and the eviction); restoring noeviction lets writes
-// run again after a check passes.
-func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string) {
+// run again after a check passes. With full, the switch comes once the
+// load filled maxmemory and Redis refuses its writes (OOM), as an operator
+// would switch to unblock a full server: Redis then evicts at its next
+// command, whatever it is.
+func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string, full bool) {
 	e := newEvictionRun(t, rdb)
 	var (
 		switched   atomic.Bool
@@ -200,11 +203,12 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string) {
 		filled     atomic.Bool
 		done       = make(chan struct{})
 		okBefore   atomic.Int64
+		oomBefore  atomic.Int64 // UNAVAILABLE answers before the switch
 	)
 	go func() {
 		defer close(done)
 		defer filled.Store(true)
-		for okBefore.Load() < 300 {
+		for okBefore.Load() < 300 || full && oomBefore.Load() < 50 {
 			time.Sleep(5 * time.Millisecond)
 		}
 		configSet(t, rdb, "maxmemory-policy", policy)
@@ -232,6 +236,8 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string) {
 			switch {
 			case !switched.Load() && a.code == guard.CodeOK:
 				okBefore.Add(1)
+			case !switched.Load() && a.code == guard.CodeUnavailable:
+				oomBefore.Add(1)
 			case switched.Load() && a.code == guard.CodeUnavailable:
 				refused.Add(1)
 			}
@@ -272,9 +278,9 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string) {
 			startedAfterEviction++
 		}
 	}
-	t.Logf("%s: %d writes acknowledged before the switch, %d of them without an audit record after the eviction; "+
+	t.Logf("%s (full %v): %d writes acknowledged before the switch, %d of them without an audit record after the eviction; "+
 		"%d acknowledged after it (in flight at the switch), %d of them without an audit record; %d started after the switch; %d refused; %d keys evicted",
-		policy, okBeforeN, lostBefore, okAfter, lostAfter, startedAfter, refused.Load(), evictedKeys(t, rdb))
+		policy, full, okBeforeN, lostBefore, okAfter, lostAfter, startedAfter, refused.Load(), evictedKeys(t, rdb))
 	if startedAfter != 0 || startedAfterEviction != 0 {
 		t.Errorf("%s: %d writes that started after the switch were acknowledged (%d after the first eviction), want 0",
 			policy, startedAfter, startedAfterEviction)
@@ -287,13 +293,23 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string) {
 		// Audit logs have no TTL: a volatile policy never evicts them.
 		t.Errorf("%s: %d acknowledged writes lost their audit record, want 0", policy, lostBefore+lostAfter)
 	}
+	// The log and the metric say why: the eviction, and, when a
+	// reservation saw the policy before Redis evicted, the policy. On a
+	// full server Redis evicts at the first command after the switch, and
+	// the store refuses from that event on: no reservation runs to see the
+	// policy.
+	wantLogs, reasons := []string{"evicted a key", "reason=evicted"}, []string{"evicted"}
+	if !full {
+		wantLogs = append(wantLogs, "maxmemory-policy allows eviction", "reason=eviction_policy")
+		reasons = append(reasons, "eviction_policy")
+	}
 	logs := e.logs.String()
-	for _, want := range []string{"maxmemory-policy allows eviction", "reason=eviction_policy", "evicted a key", "reason=evicted"} {
+	for _, want := range wantLogs {
 		if !strings.Contains(logs, want) {
 			t.Errorf("%s: no log line says %q:\n%s", policy, want, logs)
 		}
 	}
-	for _, reason := range []string{"eviction_policy", "evicted"} {
+	for _, reason := range reasons {
 		if got := refusals(t, e.meter, reason); got < 1 {
 			t.Errorf("%s: %s{reason=%s} = %d, want at least 1", policy, idem.MetricStoreRefusals, reason, got)
 		}
@@ -346,21 +362,28 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string) {
 // an evicting policy (CONFIG SET maxmemory-policy) under 64 agents of 20
 // tenants writing at once, with maxmemory small enough that Redis evicts
 // within seconds of another application's writes; the store's periodic
-// check is an hour away. On a
-// standalone server and on a cluster (every master switched), for
-// allkeys-lru and volatile-lru.
+// check is an hour away. On a standalone server and on a cluster (every
+// master switched), for allkeys-lru and volatile-lru, and on a server
+// switched to allkeys-lru once the load filled it (full).
 func TestEvictionNoticedAtFirstKey(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
 	if testing.Short() {
 		t.Skip("a write load against servers of its own")
 	}
-	for _, policy := range []string{"allkeys-lru", "volatile-lru"} {
-		t.Run("server/"+policy, func(t *testing.T) {
+	for _, c := range []struct {
+		policy string
+		full   bool
+	}{{"allkeys-lru", false}, {"volatile-lru", false}, {"allkeys-lru", true}} {
+		name := "server/" + c.policy
+		if c.full {
+			name += "/full"
+		}
+		t.Run(name, func(t *testing.T) {
 			port := portEvicted
 			startRedis(t, t.TempDir(), port, "--appendonly", "no", "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 			rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", port), PoolSize: 2 * evictionAgents})
 			t.Cleanup(func() { _ = rdb.Close() })
-			evictionNoticed(t, rdb, policy)
+			evictionNoticed(t, rdb, c.policy, c.full)
 		})
 	}
 	t.Run("cluster/allkeys-lru", func(t *testing.T) {
@@ -382,7 +405,7 @@ func TestEvictionNoticedAtFirstKey(t *testing.T) {
 		}
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{ContextTimeoutEnabled: true, Addrs: addrs, PoolSize: 2 * evictionAgents})
 		t.Cleanup(func() { _ = rdb.Close() })
-		evictionNoticed(t, rdb, "allkeys-lru")
+		evictionNoticed(t, rdb, "allkeys-lru", false)
 	})
 }
 
