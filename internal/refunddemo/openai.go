@@ -1,0 +1,58 @@
+package refunddemo
+
+import (
+	"encoding/json"
+
+	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+)
+
+// modelTurns is how many requests the story's longest run makes of the
+// model: the order read, the draft asked for, the draft repeated, the
+// answer.
+const modelTurns = 4
+
+// OpenAITurns returns the script as the turns of a fake OpenAI Responses
+// server, openaitest.NewServer(OpenAITurns()...), for an example whose
+// model is an openai-go client. A server plays one turn per request (and
+// answers "done" once they are used up), so there are as many as the
+// story's longest run asks for; each plays Next on the request's last
+// input item. The model must send the whole conversation
+// (tgopenai.ModelOptions.Stateless): the tool whose result it reads is
+// named by the request's function_call of the result's call id. Its calls
+// carry no call id: the server makes a fresh one for each.
+func OpenAITurns() []openaitest.Turn {
+	turns := make([]openaitest.Turn, modelTurns)
+	for i := range turns {
+		turns[i] = openaitest.Turn{Respond: openAIReply}
+	}
+	return turns
+}
+
+// openAIReply is Next's reply to req as a turn: the conversation's last
+// turn is a tool's result when the request's last input item is a
+// function_call_output, a user's turn otherwise.
+func openAIReply(req openaitest.Request) *openaitest.Turn {
+	var r Reply
+	if n := len(req.Input); n == 0 || req.Input[n-1].Type != "function_call_output" {
+		r = Next("", nil, nil)
+	} else {
+		outs := req.FunctionCallOutputs()
+		out := outs[len(outs)-1]
+		tool := ""
+		for _, it := range req.Input {
+			if it.Type == "function_call" && it.CallID == out.CallID {
+				tool = it.Name
+			}
+		}
+		if tool == "" {
+			return &openaitest.Turn{Text: "refunddemo: the request has no function_call " + out.CallID + ": is the model stateless?"}
+		}
+		res, err := out.ModelResult()
+		r = Next(tool, &res, err)
+	}
+	if r.Tool == "" {
+		return &openaitest.Turn{Text: r.Text}
+	}
+	args, _ := json.Marshal(r.Arguments) // strings: it cannot fail
+	return &openaitest.Turn{Calls: []openaitest.Call{{Name: r.Tool, Arguments: string(args)}}}
+}
