@@ -1,10 +1,14 @@
-// Command refund runs a guarded refund agent as a DBOS workflow: the model
-// (a scripted fake OpenAI Responses server, offline) looks an order up and
-// drafts a refund, which waits for a human; the human's yes comes through
-// DBOS (tgdbos.Approve), as it would from another process; the run ends
-// with the model's answer.
+// Command refund runs refunddemo's guarded refund agent as a DBOS
+// workflow: the model (refunddemo's script, played by a fake OpenAI
+// Responses server, offline) looks an order up and drafts a refund, which
+// waits for a human; the human's answer comes through DBOS
+// (tgdbos.Approve), as it would from another process; the run ends with
+// the model's answer, and the draft is made once, however often the
+// model asks for it. It fails unless the shop made one draft when the
+// human approved and none when they denied.
 //
 //	go run ./examples/refund -postgres postgres://postgres@127.0.0.1:5432/refund_demo
+//	go run ./examples/refund -postgres … -approve=false  (the human says no: nothing is drafted)
 //
 // It needs a Postgres for DBOS's system database (DBOS creates the
 // database); the idempotency store is in memory here (use idem over Redis
@@ -18,7 +22,6 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
-	"strings"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
@@ -31,68 +34,36 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
-	"github.com/toolguard/toolguard/memstore"
-	"github.com/toolguard/toolguard/toolset"
+	"github.com/toolguard/toolguard/internal/refunddemo"
 )
-
-type orderIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order."`
-}
-
-type refundIn struct {
-	OrderRef string `json:"order_ref" jsonschema:"description=The order to refund."`
-	Reason   string `json:"reason" jsonschema:"enum=duplicate,enum=damaged"`
-}
-
-type order struct {
-	OrderRef string `json:"order_ref"`
-	Status   string `json:"status"`
-}
-
-type draft struct {
-	DraftID string `json:"draft_id"`
-}
 
 func main() {
 	pg := flag.String("postgres", os.Getenv("DBOS_SYSTEM_DATABASE_URL"),
 		"Postgres URL of DBOS's system database (default $DBOS_SYSTEM_DATABASE_URL)")
-	flag.Parse()
-	if err := run(*pg); err != nil {
-		fmt.Fprintln(os.Stderr, "refund:", err)
-		os.Exit(1)
-	}
+	refunddemo.Main(func(approve bool) (int, error) { return run(*pg, approve) })
 }
 
-func run(pg string) error {
+// run runs the refund workflow with the human's answer and returns the
+// number of refund drafts the shop made.
+func run(pg string, approve bool) (int, error) {
 	if pg == "" {
-		return errors.New("no Postgres: DBOS keeps its workflows in Postgres; pass -postgres postgres://user:password@host:5432/database (or set DBOS_SYSTEM_DATABASE_URL)")
+		return 0, errors.New("no Postgres: DBOS keeps its workflows in Postgres; pass -postgres postgres://user:password@host:5432/database (or set DBOS_SYSTEM_DATABASE_URL)")
 	}
 	ctx := context.Background()
 
-	// The model: a scripted fake Responses API, answering by the
-	// conversation: get_order, then the refund, then a final text.
-	srv := openaitest.NewServer(openaitest.Turn{Respond: script}, openaitest.Turn{Respond: script}, openaitest.Turn{Respond: script},
-		openaitest.Turn{Respond: script})
+	// The model: refunddemo's script, answering by the conversation, which
+	// the workflow keeps whole (Stateless).
+	srv := openaitest.NewServer(refunddemo.OpenAITurns()...)
 	defer srv.Close()
 	model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline")),
 		tgopenai.ModelOptions{Stateless: true})
 
-	// The guard, its tools and the host step.
-	get := toolset.Read("get_order", "Look up an order.", func(_ context.Context, _ *guard.Invocation, in orderIn) (order, error) {
-		return order{OrderRef: in.OrderRef, Status: "paid"}, nil
-	}, nil)
-	refund := toolset.Write("create_refund_draft", "Draft a refund.", func(_ context.Context, inv *guard.Invocation, in refundIn) (draft, error) {
-		return draft{DraftID: "DRAFT-" + in.OrderRef}, nil
-	}, &toolset.Options[refundIn, draft]{NeedsApproval: true})
-	set := toolset.MustNew(get, refund)
-	signer, err := guard.NewSigner([]byte("example-signing-key-of-32-bytes!"))
+	// The shop's guard, its tools and the host step.
+	shop := refunddemo.NewShop(os.Stdout)
+	g, tools, signer := shop.Guard()
+	h, err := host.New(g, tools, host.Options{Provider: "openai", APIFamily: "responses", Signer: signer})
 	if err != nil {
-		return err
-	}
-	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
-	h, err := host.New(g, set, host.Options{Provider: "openai", APIFamily: "responses", Signer: signer})
-	if err != nil {
-		return err
+		return 0, err
 	}
 
 	// DBOS: bounded connection, the Agent registered, then Launch (which
@@ -101,61 +72,54 @@ func run(pg string) error {
 		ApplicationVersion: "example-1", StartupTimeout: 10 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	defer dbos.Shutdown(dc, 10*time.Second)
-	agent, err := tgdbos.Register(dc, &durable.Runner{Host: h, Provider: model, Instructions: "Refund agent."}, tgdbos.Options{
+	agent, err := tgdbos.Register(dc, &durable.Runner{Host: h, Provider: model, Instructions: refunddemo.Instruction}, tgdbos.Options{
 		Notify: func(_ context.Context, req host.ApprovalRequest) error {
 			fmt.Printf("approval asked: %s %s (operation %s)\n", req.Tool, req.Arguments, req.OperationID)
 			return nil
 		}})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	if err := dbos.Launch(dc); err != nil {
-		return fmt.Errorf("launching DBOS: %w", err)
+		return 0, fmt.Errorf("launching DBOS: %w", err)
 	}
 
+	// The principal is the run's input, never the model's; the workflow id
+	// is the run's scope.
 	id := fmt.Sprintf("refund-%d", time.Now().UnixNano())
+	fmt.Println("user:", refunddemo.Ask)
 	hd, err := agent.Start(dc, durable.Run{ID: id, Principal: guard.Principal{TenantID: "acme", SubjectID: "alice"},
-		Input: "refund ORDER-7"})
+		Input: refunddemo.Ask})
 	if err != nil {
-		return err
+		return 0, err
 	}
 	// The human, who could be another process with a dbos.Client.
 	req, err := tgdbos.Pending(dc, id, time.Minute)
 	if err != nil || req == nil {
-		return fmt.Errorf("the run asked nothing: %v", err)
+		return 0, fmt.Errorf("the run asked nothing: %v", err)
 	}
-	if err := tgdbos.Approve(dc, id, host.Decision{Approved: true, Approver: "manager@acme"}); err != nil {
-		return err
+	d := host.Decision{Approved: approve, Approver: "manager@acme"}
+	if !approve {
+		d.Reason = "not a duplicate"
+	}
+	fmt.Printf("human: %s %s for %s/%s -> approved: %v\n", req.Tool, req.Arguments, req.Principal.TenantID, req.Principal.SubjectID, approve)
+	if err := tgdbos.Approve(dc, id, d); err != nil {
+		return 0, err
 	}
 	res, err := hd.GetResult(dbos.WithHandleTimeout(time.Minute))
 	if err != nil {
-		return err
+		return shop.Drafts(), err
 	}
 	fmt.Printf("run %s: %s after %d turns: %s\n", res.RunID, res.Status, res.Turns, res.Output)
 	for _, c := range res.Calls {
 		fmt.Printf("  %s %s (%s, asked: %v)\n", c.Tool, c.Code, c.Delivery, c.Asked)
 	}
-	return nil
-}
-
-// script is the fake model's reply to the conversation so far.
-func script(req openaitest.Request) *openaitest.Turn {
-	outs := map[string]string{}
-	for _, o := range req.FunctionCallOutputs() {
-		outs[o.CallID] = o.Output
+	fmt.Println("drafts created:", shop.Drafts())
+	if want := map[bool]int{true: 1}[approve]; shop.Drafts() != want {
+		return shop.Drafts(), fmt.Errorf("the shop made %d drafts; want %d", shop.Drafts(), want)
 	}
-	switch {
-	case outs["call_get"] == "":
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: "get_order", CallID: "call_get", Arguments: `{"order_ref":"ORDER-7"}`}}}
-	case outs["call_refund"] == "":
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: "create_refund_draft", CallID: "call_refund",
-			Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}}}
-	}
-	if strings.Contains(outs["call_refund"], "DRAFT-ORDER-7") {
-		return &openaitest.Turn{Text: "I drafted refund DRAFT-ORDER-7 for ORDER-7."}
-	}
-	return &openaitest.Turn{Text: "The refund was not drafted."}
+	return shop.Drafts(), nil
 }

@@ -1,27 +1,32 @@
-// Command refund runs a guarded refund agent as a Temporal workflow: the
-// model (a scripted fake of the OpenAI Responses API) reads an order and
-// asks for a refund draft, a write that waits for a human; the human
-// approves it from outside the workflow (query, then signal), and the
-// draft is created once.
+// Command refund runs refunddemo's guarded refund agent as a Temporal
+// workflow: the model (refunddemo's script, played by a fake OpenAI
+// Responses server) reads an order and asks for a refund draft, a write
+// that waits for a human; the human answers from outside the workflow
+// (query, then signal), and the draft is made once, however often the
+// model asks for it. It fails unless the shop made one draft when the
+// human approved and none when they denied.
 //
 // By default it runs offline, on the Temporal SDK's test environment. With
 // -hostport it runs a worker on that Temporal server (temporal server
 // start-dev: -hostport localhost:7233) and starts the run through a
 // client.
+//
+//	go run ./examples/refund                 (from integrations/temporal)
+//	go run ./examples/refund -approve=false  (the human says no: nothing is drafted)
 package main
 
 import (
-	"bytes"
 	"context"
 	"flag"
 	"fmt"
-	"log"
+	"log/slog"
 	"os"
 	"time"
 
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"go.temporal.io/sdk/client"
+	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
@@ -31,119 +36,151 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	tgtemporal "github.com/toolguard/toolguard/integrations/temporal"
-	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/internal/refunddemo"
 )
+
+// logger keeps the SDK's debug lines out of the transcript.
+var logger = tlog.NewStructuredLogger(slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn})))
 
 func main() {
 	hostport := flag.String("hostport", "", "Temporal server host:port; empty runs offline on the SDK's test environment")
 	namespace := flag.String("namespace", "default", "Temporal namespace")
 	queue := flag.String("queue", "toolguard-refund", "task queue")
-	flag.Parse()
-	if err := run(*hostport, *namespace, *queue); err != nil {
-		log.Fatal(err)
-	}
+	refunddemo.Main(func(approve bool) (int, error) { return run(*hostport, *namespace, *queue, approve) })
 }
 
-func run(hostport, namespace, queue string) error {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{{CallID: "c1", Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
-		openaitest.Turn{Calls: []openaitest.Call{{CallID: "c2", Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}}},
-		openaitest.Turn{Text: "Your refund draft is ready."})
+// run runs the refund workflow with the human's answer and returns the
+// number of refund drafts the shop made.
+func run(hostport, namespace, queue string, approve bool) (int, error) {
+	srv := openaitest.NewServer(refunddemo.OpenAITurns()...)
 	defer srv.Close()
-	model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline")), tgopenai.ModelOptions{Name: "scripted-model"})
+	// Stateless: the workflow keeps the whole conversation, which the
+	// scripted model reads.
+	model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline")),
+		tgopenai.ModelOptions{Name: "scripted-model", Stateless: true})
 
-	svc := orders.NewService()
-	tools := orders.Tools(svc)
-	signer, err := guard.NewSigner(bytes.Repeat([]byte("refund-example-key/"), 2))
-	if err != nil {
-		return err
-	}
 	// A real deployment keeps the guard's state in Redis (package idem),
 	// shared by every worker.
-	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	shop := refunddemo.NewShop(os.Stdout)
+	g, tools, signer := shop.Guard()
 	h, err := host.New(g, tools, host.Options{Signer: signer})
 	if err != nil {
-		return err
+		return 0, err
 	}
-	runner := &durable.Runner{Host: h, Provider: model, Instructions: "You handle refunds."}
+	runner := &durable.Runner{Host: h, Provider: model, Instructions: refunddemo.Instruction}
+	// The principal is the run's input, never the model's; the workflow id
+	// is the run's scope.
 	r := durable.Run{ID: fmt.Sprintf("refund-%d", time.Now().UnixNano()),
-		Principal: guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}, Input: "Refund ORDER-7, I was charged twice."}
-	approve := host.Decision{Approved: true, Approver: "ann"}
+		Principal: guard.Principal{TenantID: "acme", SubjectID: "ada"}, Input: refunddemo.Ask}
+	d := host.Decision{Approved: approve, Approver: "manager-1"}
+	if !approve {
+		d.Reason = "not a duplicate"
+	}
+	fmt.Println("user:", r.Input)
 
-	var res durable.Result
+	var res *durable.Result
 	if hostport == "" {
-		var s testsuite.WorkflowTestSuite
-		env := s.NewTestWorkflowEnvironment()
-		env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: r.ID, TaskQueue: queue})
-		if err := tgtemporal.Register(env, runner, tgtemporal.Options{}); err != nil {
-			return err
-		}
-		var poll func()
-		poll = func() {
-			v, err := env.QueryWorkflow(tgtemporal.QueryPending)
-			var req *host.ApprovalRequest
-			if err == nil && v.Get(&req) == nil && req != nil {
-				fmt.Printf("asked: %s %s\n", req.Tool, req.Arguments)
-				env.SignalWorkflow(tgtemporal.SignalDecision, tgtemporal.SignalOf(*req, approve))
-				return
-			}
-			env.RegisterDelayedCallback(poll, time.Second)
+		res, err = offline(runner, r, queue, d)
+	} else {
+		res, err = online(runner, r, hostport, namespace, queue, d)
+	}
+	if err != nil {
+		return shop.Drafts(), err
+	}
+	fmt.Println("run", res.Status+":", res.Output)
+	for _, c := range res.Calls { // a call: the activity toolguard.dispatch, after its turn's toolguard.turn
+		fmt.Printf("  turn %d: %s %s (%s, asked: %v)\n", c.Turn, c.Tool, c.Code, c.Delivery, c.Asked)
+	}
+	fmt.Println("drafts created:", shop.Drafts())
+	if want := map[bool]int{true: 1}[approve]; shop.Drafts() != want {
+		return shop.Drafts(), fmt.Errorf("the shop made %d drafts; want %d", shop.Drafts(), want)
+	}
+	return shop.Drafts(), nil
+}
+
+// offline runs r on the SDK's test environment, answering its question
+// with d once the query shows it.
+func offline(runner *durable.Runner, r durable.Run, queue string, d host.Decision) (*durable.Result, error) {
+	var s testsuite.WorkflowTestSuite
+	s.SetLogger(logger)
+	env := s.NewTestWorkflowEnvironment()
+	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: r.ID, TaskQueue: queue})
+	if err := tgtemporal.Register(env, runner, tgtemporal.Options{}); err != nil {
+		return nil, err
+	}
+	var poll func()
+	poll = func() {
+		v, err := env.QueryWorkflow(tgtemporal.QueryPending)
+		var req *host.ApprovalRequest
+		if err == nil && v.Get(&req) == nil && req != nil {
+			decide(*req, d)
+			env.SignalWorkflow(tgtemporal.SignalDecision, tgtemporal.SignalOf(*req, d))
+			return
 		}
 		env.RegisterDelayedCallback(poll, time.Second)
-		env.ExecuteWorkflow(tgtemporal.WorkflowName, r)
-		if err := env.GetWorkflowError(); err != nil {
-			return err
-		}
-		if err := env.GetWorkflowResult(&res); err != nil {
-			return err
-		}
-	} else {
-		c, err := client.Dial(client.Options{HostPort: hostport, Namespace: namespace})
+	}
+	env.RegisterDelayedCallback(poll, time.Second)
+	env.ExecuteWorkflow(tgtemporal.WorkflowName, r)
+	if err := env.GetWorkflowError(); err != nil {
+		return nil, err
+	}
+	var res durable.Result
+	if err := env.GetWorkflowResult(&res); err != nil {
+		return nil, err
+	}
+	return &res, nil
+}
+
+// online runs a worker on the Temporal server at hostport, starts r
+// through a client, and answers its question with d, as another process
+// could (tgtemporal.Pending, then tgtemporal.Decide).
+func online(runner *durable.Runner, r durable.Run, hostport, namespace, queue string, d host.Decision) (*durable.Result, error) {
+	c, err := client.Dial(client.Options{HostPort: hostport, Namespace: namespace, Logger: logger})
+	if err != nil {
+		return nil, err
+	}
+	defer c.Close()
+	w := worker.New(c, queue, worker.Options{})
+	if err := tgtemporal.Register(w, runner, tgtemporal.Options{}); err != nil {
+		return nil, err
+	}
+	if err := w.Start(); err != nil {
+		return nil, err
+	}
+	defer w.Stop()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	wr, err := tgtemporal.Start(ctx, c, client.StartWorkflowOptions{TaskQueue: queue}, r)
+	if err != nil {
+		return nil, err
+	}
+	for {
+		req, err := tgtemporal.Pending(ctx, c, r.ID)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		defer c.Close()
-		w := worker.New(c, queue, worker.Options{})
-		if err := tgtemporal.Register(w, runner, tgtemporal.Options{}); err != nil {
-			return err
-		}
-		if err := w.Start(); err != nil {
-			return err
-		}
-		defer w.Stop()
-		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
-		defer cancel()
-		wr, err := tgtemporal.Start(ctx, c, client.StartWorkflowOptions{TaskQueue: queue}, r)
-		if err != nil {
-			return err
-		}
-		// The approver's side, which could be another process.
-		for {
-			req, err := tgtemporal.Pending(ctx, c, r.ID)
-			if err != nil {
-				return err
+		if req != nil {
+			decide(*req, d)
+			if err := tgtemporal.Decide(ctx, c, *req, d); err != nil {
+				return nil, err
 			}
-			if req != nil {
-				fmt.Printf("asked: %s %s\n", req.Tool, req.Arguments)
-				if err := tgtemporal.Decide(ctx, c, *req, approve); err != nil {
-					return err
-				}
-				break
-			}
-			time.Sleep(200 * time.Millisecond)
+			break
 		}
-		if err := wr.Get(ctx, &res); err != nil {
-			return err
-		}
+		time.Sleep(200 * time.Millisecond)
 	}
-	fmt.Println(res.Status, res.Output)
-	for _, c := range res.Calls {
-		fmt.Println(c.Tool, c.Code, "asked:", c.Asked)
+	var res durable.Result
+	if err := wr.Get(ctx, &res); err != nil {
+		return nil, err
 	}
-	fmt.Println("drafts created:", svc.SideEffects())
-	if svc.SideEffects() != 1 {
-		os.Exit(1)
+	return &res, nil
+}
+
+// decide tells what the human was asked and answers.
+func decide(req host.ApprovalRequest, d host.Decision) {
+	answer := "approved"
+	if !d.Approved {
+		answer = "denied"
 	}
-	return nil
+	fmt.Printf("human: asked to approve %s %s for %s/%s: %s\n", req.Tool, req.Arguments,
+		req.Principal.TenantID, req.Principal.SubjectID, answer)
 }

@@ -1,10 +1,15 @@
 package main
 
-import "testing"
+import (
+	"testing"
 
-// TestOffline runs the example on the SDK's test environment.
+	"github.com/toolguard/toolguard/internal/frameworktest"
+)
+
+// TestOffline runs the example on the SDK's test environment: approved,
+// the shop makes one draft, however often the model asks; denied, none.
 func TestOffline(t *testing.T) {
-	if err := run("", "default", "toolguard-refund"); err != nil {
-		t.Fatal(err)
-	}
+	frameworktest.WantDraftOnce(t, func(approve bool) (int, error) {
+		return run("", "default", "toolguard-refund", approve)
+	})
 }
