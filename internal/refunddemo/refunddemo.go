@@ -171,12 +171,32 @@ func Next(tool string, res *guard.Result, err error) Reply {
 
 // Main is an example's main: it reads the human's answer from the
 // -approve flag (yes by default), runs the example with it (run returns
-// how many drafts the shop made), and exits 1 with the error if it fails.
+// how many drafts the shop made), and exits 1 with the error if it fails,
+// or if the shop did not make exactly one draft when approved and none
+// when denied (WantDrafts).
 func Main(run func(approve bool) (drafts int, err error)) {
 	approve := flag.Bool("approve", true, "the human's answer to the refund's approval")
 	flag.Parse()
-	if _, err := run(*approve); err != nil {
+	drafts, err := run(*approve)
+	if err == nil {
+		err = WantDrafts(*approve, drafts)
+	}
+	if err != nil {
 		fmt.Fprintln(os.Stderr, "refund:", err)
 		os.Exit(1)
 	}
+}
+
+// WantDrafts says what is wrong with drafts, the drafts the shop made in a
+// run whose human answered approve: an approved refund is drafted once,
+// however often the model asks, and a denied one never.
+func WantDrafts(approve bool, drafts int) error {
+	want := 0
+	if approve {
+		want = 1
+	}
+	if drafts != want {
+		return fmt.Errorf("the shop made %d drafts; want %d", drafts, want)
+	}
+	return nil
 }

@@ -92,9 +92,6 @@ func run(hostport, namespace, queue string, approve bool) (int, error) {
 		fmt.Printf("  turn %d: %s %s (%s, asked: %v)\n", c.Turn, c.Tool, c.Code, c.Delivery, c.Asked)
 	}
 	fmt.Println("drafts created:", shop.Drafts())
-	if want := map[bool]int{true: 1}[approve]; shop.Drafts() != want {
-		return shop.Drafts(), fmt.Errorf("the shop made %d drafts; want %d", shop.Drafts(), want)
-	}
 	return shop.Drafts(), nil
 }
 
