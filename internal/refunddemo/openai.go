@@ -3,6 +3,10 @@ package refunddemo
 import (
 	"encoding/json"
 
+	oai "github.com/openai/openai-go/v3"
+	"github.com/openai/openai-go/v3/option"
+
+	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 )
 
@@ -26,6 +30,17 @@ func OpenAITurns() []openaitest.Turn {
 		turns[i] = openaitest.Turn{Respond: openAIReply}
 	}
 	return turns
+}
+
+// OpenAIModel returns the script as the model of an engine that needs a
+// provider (durable.Runner): an openai-go client of a fake Responses
+// server playing OpenAITurns, offline. It is Stateless, since the script
+// reads the whole conversation. Close the server when done.
+func OpenAIModel() (*tgopenai.Model, *openaitest.Server) {
+	srv := openaitest.NewServer(OpenAITurns()...)
+	model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline")),
+		tgopenai.ModelOptions{Name: "refunddemo-script", Stateless: true})
+	return model, srv
 }
 
 // openAIReply is Next's reply to req as a turn: the conversation's last

@@ -6,10 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
-
-	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
@@ -38,15 +34,14 @@ func (h *human) Approve(host.ApprovalRequest) (host.Decision, error) {
 	return host.Decision{Approved: h.approve, Approver: "manager-1", Reason: "not a duplicate"}, nil
 }
 
-// TestOpenAITurns plays the story through a real openai-go client: the
+// TestOpenAITurns plays the story through OpenAIModel, a real openai-go
+// client of the fake server: the
 // read, the draft asked for and approved, its repeat replayed, and the
 // answer; or, denied, no draft.
 func TestOpenAITurns(t *testing.T) {
 	for _, approve := range []bool{true, false} {
-		srv := openaitest.NewServer(refunddemo.OpenAITurns()...)
+		model, srv := refunddemo.OpenAIModel()
 		defer srv.Close()
-		model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline")),
-			tgopenai.ModelOptions{Stateless: true})
 		shop := refunddemo.NewShop(io.Discard)
 		g, tools, signer := shop.Guard()
 		hst, err := host.New(g, tools, host.Options{Signer: signer})

@@ -25,11 +25,7 @@ import (
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
-	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 
-	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
@@ -53,10 +49,8 @@ func run(pg string, approve bool) (int, error) {
 
 	// The model: refunddemo's script, answering by the conversation, which
 	// the workflow keeps whole (Stateless).
-	srv := openaitest.NewServer(refunddemo.OpenAITurns()...)
+	model, srv := refunddemo.OpenAIModel()
 	defer srv.Close()
-	model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline")),
-		tgopenai.ModelOptions{Stateless: true})
 
 	// The shop's guard, its tools and the host step.
 	shop := refunddemo.NewShop(os.Stdout)

@@ -23,15 +23,11 @@ import (
 	"os"
 	"time"
 
-	oai "github.com/openai/openai-go/v3"
-	"github.com/openai/openai-go/v3/option"
 	"go.temporal.io/sdk/client"
 	tlog "go.temporal.io/sdk/log"
 	"go.temporal.io/sdk/testsuite"
 	"go.temporal.io/sdk/worker"
 
-	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
@@ -52,12 +48,10 @@ func main() {
 // run runs the refund workflow with the human's answer and returns the
 // number of refund drafts the shop made.
 func run(hostport, namespace, queue string, approve bool) (int, error) {
-	srv := openaitest.NewServer(refunddemo.OpenAITurns()...)
+	// The model: refunddemo's script, answering by the conversation, which
+	// the workflow keeps whole.
+	model, srv := refunddemo.OpenAIModel()
 	defer srv.Close()
-	// Stateless: the workflow keeps the whole conversation, which the
-	// scripted model reads.
-	model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline")),
-		tgopenai.ModelOptions{Name: "scripted-model", Stateless: true})
 
 	// A real deployment keeps the guard's state in Redis (package idem),
 	// shared by every worker.
