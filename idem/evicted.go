@@ -31,7 +31,7 @@ var ErrEvicted = fmt.Errorf("%w: the server evicted a key", ErrEvictionPolicy)
 //     write runs and no replay is answered, before Redis evicts anything.
 //     What the store acknowledges after the switch is only the writes
 //     whose reservation ran before it, at most the dispatches in flight.
-//     It costs the script one INFO (about 6 µs of the server's time per
+//     It costs the script one INFO (about 7 µs of the server's time per
 //     reservation; docs/reliability.md), and no round trip.
 //   - The events: each master publishes its evicted-key events (keyspace
 //     notifications of class "e", on the keyevent channel:
@@ -160,15 +160,19 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// reasonEvicted is the refusal reason of an evicted key.
-const reasonEvicted = "evicted"
+// The refusal reasons of MetricStoreRefusals that evicted.go and
+// server.go both give.
+const (
+	reasonEvicted        = "evicted"         // an evicted key
+	reasonEvictionPolicy = "eviction_policy" // a policy that may evict
+)
 
 // fenced refuses every call from now on, until a Check passes: a
 // reservation read the server's maxmemory-policy, policy, and it may
 // evict. Nothing of that call ran or was answered from the store.
 func (s *Store) fenced(policy string) error {
 	err := fmt.Errorf("%w (a master has %s)", ErrEvictionPolicy, policy)
-	s.refuse(err, "eviction_policy",
+	s.refuse(err, reasonEvictionPolicy,
 		"idem: the Redis server's maxmemory-policy allows eviction; every call is refused (UNAVAILABLE) until it is noeviction again and a check passes",
 		"policy", policy)
 	return err

@@ -100,7 +100,7 @@ func (s *Store) check(ctx context.Context, load bool) error {
 		// Refused from here on, as at start; for a server accepted until
 		// now, the configuration changed under the store, which refuse
 		// logs and counts.
-		reason := "eviction_policy"
+		reason := reasonEvictionPolicy
 		if errors.Is(err, ErrTooFewReplicas) {
 			reason = "too_few_replicas"
 		}
