@@ -46,6 +46,18 @@ func Declined(message string) *Result {
 	return &Result{Code: CodeApprovalRequired, Delivery: DeliveryFresh, Message: msg}
 }
 
+// ExpiredMessage is the message of the APPROVAL_REQUIRED result a call
+// gets when the human it waited for did not decide in time, on every entry
+// point that waits for a human: nobody said no, so the model may ask
+// again later, unlike after DeclinedMessage.
+const ExpiredMessage = "Nobody decided on this action in time, so it did not run. It was not declined: tell the user it is still waiting for approval; you may ask again later."
+
+// Expired returns the model result of an approval that nobody decided
+// before its deadline.
+func Expired() *Result {
+	return &Result{Code: CodeApprovalRequired, Delivery: DeliveryFresh, Message: ExpiredMessage}
+}
+
 // GrantUsedMessage is the message of the APPROVAL_INVALID result a write
 // gets when its grant already paid for another operation's execution.
 const GrantUsedMessage = "The approval was already used for another execution: one approval pays for one execution. Ask a human to approve this call."
