@@ -191,7 +191,8 @@ func findCards(text string, words []span, out []span) []span {
 func cardIn(text string, groups []group, words []span) (span, bool) {
 	short := func(g group) bool { return g.end-g.start <= 3 }
 	n := len(groups)
-	tries := [][2]int{{0, n}}
+	var buf [4][2]int
+	tries := append(buf[:0], [2]int{0, n})
 	if n > 1 && short(groups[n-1]) {
 		tries = append(tries, [2]int{0, n - 1})
 	}

@@ -1,6 +1,7 @@
 package secretscan_test
 
 import (
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -106,4 +107,76 @@ func TestLookAlikes(t *testing.T) {
 	if flagged*1000 > len(la) {
 		t.Errorf("%d of %d look-alikes flagged: more than 0.1 %%", flagged, len(la))
 	}
+}
+
+// TestFindOverJSON: the one-pass use of Find (docs/secrets.md, "One pass
+// over an output"). Each case put in a tool's JSON output, as a member's
+// value or as a key, and the output's whole JSON text given to Find: it
+// finds something; and an output's strings, each with what Find finds in
+// it and what it found in the JSON text (as found, and JSON-unescaped)
+// replaced, leak nothing. Look-alikes in an output: at most 0.1 % of
+// outputs flagged.
+func TestFindOverJSON(t *testing.T) {
+	d := newDetector(t, secretscan.Options{})
+	for _, c := range secretcorpus.Cases() {
+		var out any = map[string]any{"data": map[string]any{"note": c.Text, "id": 7}}
+		if c.Where == secretcorpus.AsMapKey {
+			out = map[string]any{"data": map[string]any{c.Text: 7}}
+		}
+		raw, err := json.Marshal(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := d.Find(string(raw))
+		if len(found) == 0 {
+			t.Errorf("%s/%s: nothing found in %s", c.Shape, c.Context, raw)
+			continue
+		}
+		for _, f := range found {
+			var s string
+			if json.Unmarshal([]byte(`"`+f+`"`), &s) == nil {
+				found = append(found, s)
+			}
+		}
+		redacted, err := json.Marshal(withholdTree(d, out, found))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p, ok := c.Leak(string(redacted)); ok {
+			t.Errorf("%s/%s: %q left in %s", c.Shape, c.Context, p, redacted)
+		}
+	}
+	flagged := 0
+	la := secretcorpus.LookAlikes()
+	for _, l := range la {
+		raw, _ := json.Marshal(map[string]any{"data": map[string]any{"note": l.Text, l.Text: 1}})
+		if got := d.Find(string(raw)); len(got) > 0 {
+			flagged++
+			t.Logf("flagged %s in %s: %q", l.Kind, raw, got)
+		}
+	}
+	t.Logf("look-alikes in JSON: %d of %d outputs flagged", flagged, len(la))
+	if flagged*1000 > len(la) {
+		t.Errorf("%d of %d flagged: more than 0.1 %%", flagged, len(la))
+	}
+}
+
+// withholdTree replaces, in every string and key of v, what d finds in it
+// and also.
+func withholdTree(d *secretscan.Detector, v any, also []string) any {
+	switch t := v.(type) {
+	case string:
+		return replaceFound(t, append(d.Find(t), also...))
+	case map[string]any:
+		m := map[string]any{}
+		for k, x := range t {
+			m[replaceFound(k, append(d.Find(k), also...))] = withholdTree(d, x, also)
+		}
+		return m
+	case []any:
+		for i := range t {
+			t[i] = withholdTree(d, t[i], also)
+		}
+	}
+	return v
 }

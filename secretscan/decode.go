@@ -19,12 +19,16 @@ import (
 // run is wrapped as in a PEM body or a MIME part). A layer is made only
 // where the text holds what it undoes (a backslash escape, a %XX, a run of
 // at least minBase64 base64 characters), so text without them costs one
-// pass and no allocation.
+// pass and no allocation. What all layers of one Find decode is bounded
+// by decodeBudget: a text built to branch at every layer (escapes,
+// %XX and base64 in each) stops being decoded there, and costs at most
+// some twenty passes over its length.
 
 const (
 	// maxDepth bounds the layers of encoding Find undoes: a JSON string in
-	// a JSON string in a base64 blob is three.
-	maxDepth = 3
+	// a JSON string in a base64 blob is three, and a fourth is the JSON
+	// text of a whole output that holds such a string.
+	maxDepth = 4
 	// minBase64 is the shortest run of base64 decoded: 15 bytes, fewer than
 	// any secret Find knows with the name a text gives it.
 	minBase64 = 20
@@ -32,6 +36,10 @@ const (
 	// has lines of 64, MIME of 76).
 	minWrapped = 40
 )
+
+// decodeBudget is how many bytes one Find over n bytes may decode, all
+// layers together.
+func decodeBudget(n int) int { return 16*n + 64<<10 }
 
 // layer is a text decoded from its parent, with where its bytes came from.
 type layer struct {

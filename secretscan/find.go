@@ -104,7 +104,7 @@ func (d *Detector) scan(text string, p *pass) {
 	}
 	p.b64 = joinWrapped(text, p.b64)
 	// A form's '+' is a space: "Bearer+…", "4111+1111+…" in a query.
-	p.pct = p.pct || (strings.IndexByte(text, '+') >= 0 && strings.IndexByte(text, '=') >= 0)
+	p.pct = p.pct || formPlus(text)
 }
 
 // joinWrapped joins the runs of base64 that are the lines of one wrapped
@@ -147,6 +147,21 @@ func joinWrapped(text string, runs []span) []span {
 	return out
 }
 
+// formPlus reports whether text holds a URL query ('?' then '=') with a
+// '+' between two letters or digits in it: a space as a form encodes it.
+func formPlus(text string) bool {
+	q := strings.IndexByte(text, '?')
+	if q < 0 || strings.IndexByte(text[q:], '=') < 0 {
+		return false
+	}
+	for i := q + 1; i+1 < len(text); i++ {
+		if text[i] == '+' && isAlnum(text[i-1]) && isAlnum(text[i+1]) {
+			return true
+		}
+	}
+	return false
+}
+
 // Find returns the secrets in text, each once, as substrings of text as
 // they stand there: what a rule matched (its secret group where it has
 // one), a card number with its separators, a password or a token, or,
@@ -158,7 +173,8 @@ func (d *Detector) Find(text string) []string {
 	if len(text) < minCardDigits {
 		return nil
 	}
-	spans := d.find(text, 0, nil)
+	budget := decodeBudget(len(text))
+	spans := d.find(text, 0, &budget, nil)
 	if len(spans) == 0 {
 		return nil
 	}
@@ -182,8 +198,9 @@ func (d *Detector) Find(text string) []string {
 	return out
 }
 
-// find appends the secrets of text, at depth layers of decoding, to out.
-func (d *Detector) find(text string, depth int, out []span) []span {
+// find appends the secrets of text, at depth layers of decoding, to out;
+// budget is what may still be decoded, in bytes.
+func (d *Detector) find(text string, depth int, budget *int, out []span) []span {
 	p := getPass()
 	defer passes.Put(p)
 	d.scan(text, p)
@@ -221,24 +238,36 @@ func (d *Detector) find(text string, depth int, out []span) []span {
 	if depth == maxDepth {
 		return out
 	}
-	if p.esc {
-		out = d.findIn(unescapeJSON(text), depth, out)
+	if p.esc && spend(budget, len(text)) {
+		out = d.findIn(unescapeJSON(text), depth, budget, out)
 	}
-	if p.pct {
-		out = d.findIn(unpercent(text), depth, out)
+	if p.pct && spend(budget, len(text)) {
+		out = d.findIn(unpercent(text), depth, budget, out)
 	}
 	for _, r := range p.b64 {
-		if dec, ok := unbase64(text[r.start:r.end]); ok && len(d.find(dec, depth+1, nil)) > 0 {
+		if !spend(budget, r.end-r.start) {
+			break
+		}
+		if dec, ok := unbase64(text[r.start:r.end]); ok && len(d.find(dec, depth+1, budget, nil)) > 0 {
 			out = append(out, r) // the whole run: the guard withholds it
 		}
 	}
 	return out
 }
 
+// spend takes n bytes from budget, if it has them.
+func spend(budget *int, n int) bool {
+	if *budget < n {
+		return false
+	}
+	*budget -= n
+	return true
+}
+
 // findIn appends what is found in a decoded layer, where it stands in the
 // layer's parent.
-func (d *Detector) findIn(l *layer, depth int, out []span) []span {
-	for _, s := range d.find(l.text, depth+1, nil) {
+func (d *Detector) findIn(l *layer, depth int, budget *int, out []span) []span {
+	for _, s := range d.find(l.text, depth+1, budget, nil) {
 		a, b := l.parent(s.start, s.end)
 		out = append(out, span{a, b})
 	}
