@@ -61,6 +61,19 @@ func ticketsJSON(size int) []byte {
 	}
 }
 
+// jsonStrings returns the strings and numbers of raw, as the guard hands
+// them to a Detector.
+func jsonStrings(t testing.TB, raw []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		t.Fatal(err)
+	}
+	return strs(tree, nil)
+}
+
 // strs collects the strings and numbers of a JSON value, as the guard
 // hands them to a Detector.
 func strs(v any, out []string) []string {
@@ -90,13 +103,7 @@ func BenchmarkFind(b *testing.B) {
 		b.Fatal(err)
 	}
 	raw := ticketsJSON(4096)
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	var tree any
-	if err := dec.Decode(&tree); err != nil {
-		b.Fatal(err)
-	}
-	values := strs(tree, nil)
+	values := jsonStrings(b, raw)
 	kb := float64(len(raw)) / 1024
 	b.Run("text", func(b *testing.B) {
 		text := string(raw)
