@@ -16,6 +16,8 @@ type pass struct {
 	hits   []hit     // keywords, in the order they end
 	b64    []span    // runs of base64 long enough to decode
 	wins   []ruleWin // the rules' windows
+	last   []window  // by rule: its last window in this text, or {-1, -1}
+	rules  []int32   // the rules whose last window is set
 	words  []span    // card words
 	digits int       // how many digits the text holds
 	esc    bool      // a JSON string escape
@@ -203,18 +205,28 @@ func (d *Detector) Find(text string) []string {
 func (d *Detector) find(text string, depth int, budget *int, out []span) []span {
 	p := getPass()
 	defer passes.Put(p)
+	for len(p.last) < len(d.rules) {
+		p.last = append(p.last, window{-1, -1})
+	}
+	defer func() {
+		for _, ri := range p.rules {
+			p.last[ri] = window{-1, -1}
+		}
+		p.rules = p.rules[:0]
+	}()
 	d.scan(text, p)
 
 	// The keywords: windows for gitleaks' rules, the own shapes at once.
 	for _, h := range p.hits {
 		at, n := int(h.at), d.ac.lens[h.keyword]
 		for _, ri := range d.kwRules[h.keyword] {
-			r := d.rules[ri]
-			w := window{0, len(text)}
-			if !r.whole {
-				w = r.around(text, at, n)
+			if w, ok := d.rules[ri].next(text, at, n, p.last[ri]); ok {
+				if p.last[ri].start < 0 {
+					p.rules = append(p.rules, ri)
+				}
+				p.last[ri] = w
+				p.wins = append(p.wins, ruleWin{ri, int32(w.start), int32(w.end)})
 			}
-			p.wins = append(p.wins, ruleWin{ri, int32(w.start), int32(w.end)})
 		}
 		for _, o := range d.kwOwn[h.keyword] {
 			if o == ownCard {

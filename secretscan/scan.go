@@ -247,11 +247,36 @@ func isSpace(c byte) bool {
 // window is text[start:end].
 type window struct{ start, end int }
 
-// around returns the window of r around a keyword at text[at:at+n].
-func (r *rule) around(text string, at, n int) window {
+// next returns the window of r around a keyword at text[at:at+n], given
+// r's last window in the text (start -1: none), or false where the last
+// window holds it already. Hits come in order, so a window need not scan
+// again what the last one did: a text that repeats a keyword costs a pass
+// over it, not one per repeat.
+func (r *rule) next(text string, at, n int, last window) (window, bool) {
+	switch {
+	case last.start < 0:
+		last = window{0, 0}
+	case r.whole:
+		return window{}, false
+	case r.token && at >= last.start+2 && at+n <= last.end-2:
+		return window{}, false // in the same run
+	}
+	if r.whole {
+		return window{0, len(text)}, true
+	}
+	return r.around(text, at, n, last.start, last.end), true
+}
+
+// around returns the window of r around a keyword at text[at:at+n]; it
+// reaches no further left than lo and, unless it starts at or after hi,
+// at least to hi (the last window's bounds: the two are merged).
+func (r *rule) around(text string, at, n, lo, hi int) window {
 	start, end := at, at+n
+	if start < hi {
+		end = max(end, hi)
+	}
 	if r.token {
-		for i := 0; i < maxWindowRun && start > 0 && r.inner[text[start-1]]; i++ {
+		for i := 0; i < maxWindowRun && start > lo && r.inner[text[start-1]]; i++ {
 			start--
 		}
 		for i := 0; i < maxWindowRun && end < len(text) && r.inner[text[end]]; i++ {
@@ -261,9 +286,9 @@ func (r *rule) around(text string, at, n int) window {
 		return window{max(0, start-2), min(len(text), end+2)}
 	}
 	for range r.runs + 1 {
-		start = max(0, start-r.width)
+		start = max(lo, start-r.width)
 		end = min(len(text), end+r.width)
-		for i := 0; i < maxWindowRun && start > 0 && !isSpace(text[start-1]); i++ {
+		for i := 0; i < maxWindowRun && start > lo && !isSpace(text[start-1]); i++ {
 			start--
 		}
 		for i := 0; i < maxWindowRun && end < len(text) && !isSpace(text[end]); i++ {

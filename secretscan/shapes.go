@@ -184,7 +184,7 @@ func queryToken(text string, at, n int, out []span) []span {
 		return out
 	}
 	vs, ve := eq+1, eq+1
-	for ve < len(text) && ve-vs < maxToken && !strings.ContainsRune("&#;,)\"'<>\\` \t\r\n", rune(text[ve])) {
+	for ve < len(text) && ve-vs < maxToken && !strings.ContainsRune("&#;,)?\"'<>\\` \t\r\n", rune(text[ve])) {
 		ve++
 	}
 	if v := text[vs:ve]; tokenLike(v) {
