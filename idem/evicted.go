@@ -167,6 +167,15 @@ const (
 	reasonEvictionPolicy = "eviction_policy" // a policy that may evict
 )
 
+// fenceArg is the FENCE argument of a script: "1" while the store's
+// scripts read the server's policy.
+func (s *Store) fenceArg() string {
+	if s.fence.Load() {
+		return "1"
+	}
+	return ""
+}
+
 // fenced refuses every call from now on, until a Check passes: a
 // reservation read the server's maxmemory-policy, policy, and it may
 // evict. Nothing of that call ran or was answered from the store.

@@ -34,7 +34,7 @@ var libraryName = regexp.MustCompile(`^toolguard_[0-9a-f]{12}$`)
 
 // scriptNames are the store's state changes, each a function of its
 // library.
-var scriptNames = []string{"finish", "reserve", "commit", "status", "settle", "resolve"}
+var scriptNames = []string{"finish", "reserve", "commit", "status", "settle", "resolve", "charge", "refund"}
 
 // nodeClient returns a client of one server of the test's own.
 func nodeClient(t *testing.T, port int) *redis.Client {

@@ -164,6 +164,11 @@ type refusal struct {
 func (s *Store) run(ctx context.Context, sc *script, keys []string, argv []any) ([]string, error) {
 	for attempt := 0; ; attempt++ {
 		reply, err := s.run1(ctx, sc, keys, argv)
+		if len(reply) == 2 && reply[0] == "F" {
+			// The fence (evicted.go): the script read nothing and wrote
+			// nothing.
+			return nil, s.fenced(reply[1])
+		}
 		if err == nil || !moving(err) {
 			return reply, err
 		}

@@ -275,19 +275,27 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	}
 	keys, a := s.args(e, e.CallID, lease, guard.ReceiptInconclusive)
 	keys = s.spendsGrant(keys, a, e)
-	a.reservation = a.reservationRecord()
-	if s.fence.Load() {
-		a.fence = "1"
+	if e.Charge != nil {
+		a.charge = packCharge(e.Charge)
+		keys = s.withBudget(keys, a, e.TenantID)
 	}
+	a.reservation = a.reservationRecord()
 	reply, err := s.run(ctx, reserveScript, keys, a.argv())
 	if err != nil {
 		return nil, err
 	}
-	if len(reply) == 1 && reply[0] == "T" {
+	switch {
+	case len(reply) == 1 && reply[0] == "T":
 		return nil, nil
-	}
-	if len(reply) == 2 && reply[0] == "E" {
-		return nil, s.fenced(reply[1])
+	case len(reply) == 1 && reply[0] == "L":
+		e.MayBeLost = true
+		return nil, nil
+	case len(reply) == 2 && reply[0] == "B" && e.Charge != nil:
+		v := guard.BudgetRunSpent
+		if reply[1] == "2" {
+			v = guard.BudgetTenantSpent
+		}
+		return &guard.Result{Code: guard.CodeBudgetExhausted, Delivery: guard.DeliveryFresh, Message: e.Charge.Refusal(v)}, nil
 	}
 	return parseResult(reply, a)
 }
@@ -304,6 +312,9 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 	}
 	keys, a := s.args(e, e.CallID, releaseHold, guard.ReceiptInconclusive)
 	keys = s.returnsGrant(keys, e)
+	if e.Charge != nil {
+		keys = s.withBudget(keys, a, e.TenantID) // the charge is settled
+	}
 	reply, err := s.run(ctx, commitScript, keys, a.argv())
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err
@@ -332,6 +343,9 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, r 
 	e.Code = 0
 	e.Data = data
 	keys, a := s.args(&e, p.CallID, releaseHold, r)
+	// The reservation may hold a budget charge, which the settle keeps or
+	// gives back.
+	keys = s.withBudget(keys, a, e.TenantID)
 	reply, err := s.run(ctx, settleScript, keys, a.argv())
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err
