@@ -285,9 +285,11 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 		return nil, err
 	}
 	switch {
-	case len(reply) == 1 && reply[0] == "T":
+	case len(reply) == 1 && (reply[0] == "T" || reply[0] == "H"):
+		e.Reserved = reply[0] == "T" // "H": the token's reservation stood already
 		return nil, nil
-	case len(reply) == 1 && reply[0] == "L":
+	case len(reply) == 1 && (reply[0] == "L" || reply[0] == "HL"):
+		e.Reserved = reply[0] == "L"
 		e.MayBeLost = true
 		return nil, nil
 	case len(reply) == 2 && reply[0] == "B" && e.Charge != nil:

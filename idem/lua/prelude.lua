@@ -259,9 +259,12 @@ end
 
 -- RESERVED is reserve's reply when the reservation is made: {'T'}, packed;
 -- MAYBELOST when it is made in a tenant that lost records and the key has
--- none: {'L'}.
+-- none: {'L'}. HELD when it stood already under the entry's token: {'H'};
+-- HELDLOST when it stood already and was made as MAYBELOST: {'HL'}.
 local RESERVED = '\161T'
 local MAYBELOST = '\161L'
+local HELD = '\161H'
+local HELDLOST = '\162HL'
 
 -- Records and bindings are strings: their fields in a fixed order, packed
 -- (PACK: MessagePack strings), so that one SET stores one with its TTL,

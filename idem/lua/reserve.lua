@@ -5,9 +5,12 @@
 -- release it is refused, so the key stays free.
 local own, ownn = readkey(K[2])
 if own[R.token] == TOKEN then
+  -- Standing already (HELD): the store tells the guard, whose holder may
+  -- have run the write (a durable step run again: guard.Call.Step). A
+  -- reservation made as MAYBELOST answers so again (HELDLOST, below).
   if own[R.state] == 'P' then
-    if own[R.done] == 'L' then return MAYBELOST end -- (below)
-    return RESERVED
+    if own[R.done] == 'L' then return HELDLOST end
+    return HELD
   end
   return answer('UNAVAILABLE', 'fresh')
 end
