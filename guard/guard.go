@@ -180,6 +180,9 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 		// The reservation takes the charge, and its commit settles it.
 		charge.Token, e.Charge = e.Token, charge
 	}
+	if tool.Spec().Transactional {
+		return g.runTx(ctx, call, tool, inv, e)
+	}
 	rctx, cancel := reserveContext(ctx)
 	answer, err := g.store.Reserve(rctx, e, g.opts.Lease)
 	cancel()
@@ -217,6 +220,34 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 		e.setOutcome(out, xerr, Write)
 	}
 	return g.commit(ctx, e)
+}
+
+// runTx runs a transactional write (ToolSpec.Transactional) inside the
+// store's transaction (TxStore.RunTx): its rows, the reservation, the
+// outcome and its audit record commit together, so a failure of the tool
+// is a write that did not happen, and the outcome is never unknown. On a
+// store that cannot hold it, it does not run: UNAVAILABLE.
+func (g *Guard) runTx(ctx context.Context, call *Call, tool Tool, inv *Invocation, e *Entry) (*Result, error) {
+	ts, ok := g.store.(TxStore)
+	if !ok {
+		e.setError(CodeUnavailable, nil)
+		return g.finish(ctx, e)
+	}
+	ran := false
+	res, err := ts.RunTx(ctx, e, g.opts.Lease, func(ctx context.Context) {
+		ran = true
+		out, xerr := g.execute(ctx, tool, inv)
+		e.setTxOutcome(out, xerr)
+	})
+	if err != nil {
+		return storeUnavailable(), nil
+	}
+	if !ran && call.Step != "" && res.Code == CodeUnavailable {
+		// As for other writes: this step's token reserved the key in an
+		// earlier run of the step, committed since.
+		return g.rerun(ctx, e)
+	}
+	return res, nil
 }
 
 // MayBeLostMessage is the message of the OUTCOME_UNKNOWN a write gets when
@@ -609,6 +640,19 @@ func (e *Entry) setOutcome(out json.RawMessage, err error, effect Effect) {
 		e.SideEffect = SideEffectYes
 	}
 	e.seal()
+}
+
+// setTxOutcome records what a transactional write's execution produced.
+// Its rows commit only with an OK outcome, so a failure is a write that
+// did not happen: the code a tool's typed error claims where a read's may
+// (NOT_FOUND, RATE_LIMIT, …), else UNAVAILABLE; never OUTCOME_UNKNOWN,
+// and no side effect.
+func (e *Entry) setTxOutcome(out json.RawMessage, err error) {
+	if err != nil {
+		e.setError(classify(err, Read), err)
+		return
+	}
+	e.setOutcome(out, nil, Write)
 }
 
 // seal completes the entry once the outcome is known: the tool's effect,

@@ -89,6 +89,36 @@ type Store interface {
 	Settle(ctx context.Context, q *Entry, p *Pending, r Receipt, data []byte) (*Result, error)
 }
 
+// TxStore is a Store whose database can hold a write's effect: a tool
+// declared Transactional (ToolSpec) writes rows in the store's own
+// transaction, and they commit with the write's outcome and audit record,
+// or not at all (package pgstore is one; idem and memstore are not, and a
+// transactional tool does not run on them). The guard calls RunTx instead
+// of Reserve, the tool and Commit.
+type TxStore interface {
+	Store
+	// RunTx does in one transaction of the store what Reserve, the tool
+	// and Commit do for other writes. It applies Reserve's checks and
+	// reserves e's key under e.Token (Reserve's rules: an answer they
+	// decide is returned, audited, and run is not called); then it calls
+	// run with a context that carries the transaction for the tool (the
+	// store's own way: pgstore.WriteTx's function receives it), and run
+	// leaves the outcome in e; then it stores that outcome as Commit does
+	// and commits the transaction. A write whose outcome is not OK leaves
+	// no row of the tool's. The key stays locked until the transaction
+	// ends: a concurrent call of the same key waits for it, then replays
+	// its result; a status query of the operation waits for it too.
+	//
+	// A crash before the commit leaves nothing of the write (no row, no
+	// reservation: a retry runs it), a crash after leaves all of it (a
+	// retry replays), so RunTx never answers OUTCOME_UNKNOWN: a commit
+	// whose reply was lost is settled by asking the database whether the
+	// transaction committed, and one it cannot settle in time is answered
+	// IN_PROGRESS (a retry or a status query decides). It returns an error
+	// only when nothing was committed; the guard answers UNAVAILABLE.
+	RunTx(ctx context.Context, e *Entry, lease time.Duration, run func(ctx context.Context)) (*Result, error)
+}
+
 // ErrStoreRefused is wrapped by the error of a store that refuses to work
 // with its server as configured (package idem: an eviction policy, too few
 // replicas): it sent nothing, stored nothing, and asked again now it would

@@ -58,6 +58,14 @@ type ToolSpec struct {
 	// Budget bounds what one run spends on the tool (budget.go); the
 	// zero value bounds nothing.
 	Budget Budget
+	// Transactional says that a write's effect is rows in the store's own
+	// database: the guard runs it inside the store's transaction
+	// (TxStore.RunTx), so its rows, the reservation, the outcome and the
+	// audit record commit together or not at all, and its outcome is never
+	// unknown. On a store that is not a TxStore it does not run: the call
+	// is UNAVAILABLE. It applies to writes only; pgstore.WriteTx declares
+	// such a tool.
+	Transactional bool
 }
 
 // Tool is what the guard needs of a tool: its description (Spec) and what

@@ -92,6 +92,7 @@ var tests = []struct {
 	{"ChargeOncePerToken", "a budget charge sent again with its token takes nothing more, a read's or a write's; a token given back stays spent (memstore rules 24, 25)", testChargeOncePerToken},
 	{"ReplaysTakeNoCharge", "replays, IN_PROGRESS and conflicts take no budget: near the limit a fresh write runs, the next is BUDGET_EXHAUSTED (memstore rule 24)", testReplaysTakeNoCharge},
 	{"ChargeSettledWithReservation", "a write's charge is kept if it may have run and given back if it did not: not started, released, receipt absent after the lease (memstore rule 25)", testChargeSettledWithReservation},
+	{"TransactionalWriteIsNeverUnknown", "on a guard.TxStore a transactional write runs once per key and replays; a failure is a write that did not happen (never OUTCOME_UNKNOWN, status NOT_FOUND, a retry runs it); concurrent callers and status queries wait for its transaction and replay it. On another store it does not run: UNAVAILABLE, audited", testTx},
 	{"StatusAnswersForItsOwnOperation", "a status query never answers with another operation's result; an operation that never started is NOT_FOUND; a read is never OUTCOME_UNKNOWN; no receipt under a guessed key proves nothing", testStatusOwnOperation},
 }
 
@@ -361,8 +362,10 @@ type GetIn struct {
 
 // Tools returns the suite's tools: get (read; keys starting "secret" are
 // NOT_FOUND), put (write, needs approval, receipt by idempotency key, an
-// execution costs 1 against a tenant budget, if the guard has one) and
-// append (write, no approval, Repeatable: each call appends again).
+// execution costs 1 against a tenant budget, if the guard has one),
+// append (write, no approval, Repeatable: each call appends again) and
+// put_tx (put as a transactional write, guard.ToolSpec.Transactional:
+// no approval, no receipt; see tx.go).
 func (d *Downstream) Tools() *toolset.Set {
 	get := toolset.Read("get", "Read a value.", func(_ context.Context, _ *guard.Invocation, in GetIn) (map[string]string, error) {
 		d.mu.Lock()
@@ -412,5 +415,5 @@ func (d *Downstream) Tools() *toolset.Set {
 		d.values[in.Key] += in.Value
 		return map[string]any{"key": in.Key, "value": d.values[in.Key], "write": d.writes}, nil
 	}, &toolset.Options[PutIn, map[string]any]{Repeatable: true})
-	return toolset.MustNew(get, put, appendTool)
+	return toolset.MustNew(get, put, appendTool, d.txTool())
 }
