@@ -90,17 +90,30 @@ func (s *Store) migrate(ctx context.Context) error {
 	return nil
 }
 
+// cryptoSchema is where the store creates pgcrypto when the database has
+// none: a schema of its own, so that dropping a store's schema never drops
+// the extension other stores' functions call.
+const cryptoSchema = "toolguard_pgcrypto"
+
 // pgcrypto returns the quoted schema of the pgcrypto extension, creating
-// the extension in the store's schema if the database has none: its
-// digest computes the audit chain's SHA-1 (audit.Hash) in the transaction
-// that appends a record. pgcrypto is a trusted extension: a role that may
-// create in the database may create it.
+// it (in cryptoSchema) if the database has none: its digest computes the
+// audit chain's SHA-1 (audit.Hash) in the transaction that appends a
+// record. pgcrypto is a trusted extension: a role that may create in the
+// database may create it. Stores of several schemas starting at once
+// create it once, under a lock of the database's.
 func (s *Store) pgcrypto(ctx context.Context, conn *pgx.Conn) (string, error) {
 	const find = "SELECT n.nspname FROM pg_extension e JOIN pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'pgcrypto'"
 	var nsp string
 	err := conn.QueryRow(ctx, find).Scan(&nsp)
 	if errors.Is(err, pgx.ErrNoRows) {
-		if _, err := conn.Exec(ctx, "CREATE EXTENSION IF NOT EXISTS pgcrypto WITH SCHEMA "+s.schema); err != nil {
+		err = pgx.BeginFunc(ctx, conn, func(tx pgx.Tx) error {
+			if _, err := tx.Exec(ctx, "SELECT pg_advisory_xact_lock(7421000233)"); err != nil {
+				return err
+			}
+			_, err := tx.Exec(ctx, "CREATE SCHEMA IF NOT EXISTS "+cryptoSchema+";\nCREATE EXTENSION IF NOT EXISTS pgcrypto WITH SCHEMA "+cryptoSchema)
+			return err
+		})
+		if err != nil {
 			return "", permission(err, "create the pgcrypto extension (its digest computes the audit chain's SHA-1)")
 		}
 		err = conn.QueryRow(ctx, find).Scan(&nsp)

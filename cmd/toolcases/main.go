@@ -1,7 +1,7 @@
 // Command toolcases runs tool-call conformance case files through the whole
-// path of a call: the OpenAI adapter, the guard, the Redis store and back.
+// path of a call: the OpenAI adapter, the guard, the store and back.
 //
-//	go run ./cmd/toolcases [-adapter responses|chat|anthropic|gemini|mcp] [-redis URL|ADDRS [-keep]] [-json] FILE...
+//	go run ./cmd/toolcases [-adapter responses|chat|anthropic|gemini|mcp] [-store URL|ADDRS [-keep]] [-json] FILE...
 //
 // -adapter picks the path each step takes to the guard (default
 // responses): for a provider adapter, the proposal is encoded as that
@@ -10,11 +10,15 @@
 // result is read; with mcp, each step is a tools/call from an MCP client to
 // the adapters/mcp server, connected in memory.
 //
-// Each case runs in a fresh world: an embedded miniredis by default, or a
-// real server (-redis redis://host:port/db) or Redis Cluster (-redis
-// host:port,host:port,…) with a key prefix of its own, deleted after the
-// case unless -keep (which prints "KEYS <case> prefix <prefix> tenant
-// <tenant>" per case, for cmd/toolaudit -prefix … -tenant … -verify). It
+// Each case runs in a fresh world: an embedded miniredis by default; with
+// -store, a store on a real server with a namespace of the case's own:
+// Redis (redis://host:port/db) or a Redis Cluster (host:port,host:port,…)
+// with a key prefix, deleted after the case unless -keep (which prints
+// "KEYS <case> prefix <prefix> tenant <tenant>" per case, for cmd/toolaudit
+// -prefix … -tenant … -verify); or Postgres (postgres://…/db) with a schema
+// of the case's own in that database (package pgstore), dropped after the
+// case unless -keep (which prints "SCHEMA <case> schema <schema> tenant
+// <tenant>", for cmd/toolaudit -schema …). -redis is -store's older name. It
 // prints PASS or FAIL per case, then "N passed, N failed", and exits 1 if
 // any case failed and 2 if a file could not be read or is malformed. A case
 // with a call the adapter's wire cannot carry at all (Gemini's arguments
@@ -36,11 +40,14 @@ import (
 	"strings"
 
 	"github.com/alicebob/miniredis/v2"
+	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/pgopen"
 	"github.com/toolguard/toolguard/internal/redisconn"
+	"github.com/toolguard/toolguard/pgstore"
 )
 
 func main() {
@@ -50,12 +57,13 @@ func main() {
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("toolcases", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	redisAddr := fs.String("redis", "", "a redis:// URL for one server, or a comma-separated host:port list for a cluster (default: embedded miniredis)")
+	storeAddr := fs.String("store", "", "the store's server: a redis:// URL, a comma-separated host:port list for a Redis Cluster, or a postgres:// URL (default: embedded miniredis)")
+	fs.StringVar(storeAddr, "redis", "", "the same as -store (its older name)")
 	adapterName := fs.String("adapter", "responses", "the adapter each step goes through: mcp (tools/call over an in-memory MCP session) or a provider adapter: "+strings.Join(cases.AdapterNames(), ", "))
 	asJSON := fs.Bool("json", false, "also print each step's model result and audit record as JSON")
-	keep := fs.Bool("keep", false, "with -redis: keep each case's keys and print its key prefix (for cmd/toolaudit)")
+	keep := fs.Bool("keep", false, "with -store: keep each case's keys (or schema) and print its key prefix (or schema), for cmd/toolaudit")
 	fs.Usage = func() {
-		fmt.Fprintln(stderr, "usage: toolcases [-adapter NAME] [-redis URL|ADDRS [-keep]] [-json] FILE...")
+		fmt.Fprintln(stderr, "usage: toolcases [-adapter NAME] [-store URL|ADDRS [-keep]] [-json] FILE...")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -84,11 +92,23 @@ func run(args []string, stdout, stderr io.Writer) int {
 		files = append(files, f)
 	}
 
-	var shared redis.UniversalClient
-	if *redisAddr != "" {
-		c, err := redisconn.Open(*redisAddr, 0)
+	var (
+		shared redis.UniversalClient
+		pool   *pgxpool.Pool
+	)
+	switch {
+	case pgopen.Is(*storeAddr):
+		p, err := pgopen.Open(*storeAddr, 4)
 		if err != nil {
-			fmt.Fprintf(stderr, "toolcases: -redis: %v\n", err)
+			fmt.Fprintf(stderr, "toolcases: -store: %v\n", err)
+			return 2
+		}
+		defer p.Close()
+		pool = p
+	case *storeAddr != "":
+		c, err := redisconn.Open(*storeAddr, 0)
+		if err != nil {
+			fmt.Fprintf(stderr, "toolcases: -store: %v\n", err)
 			return 2
 		}
 		defer c.Close()
@@ -103,8 +123,16 @@ func run(args []string, stdout, stderr io.Writer) int {
 	for _, f := range files {
 		for i := range f.Cases {
 			c := &f.Cases[i]
-			prefix := fmt.Sprintf("tgcases:%s:%d:", runID, passed+failed+notCarried)
-			w, err := world(shared, prefix, *keep)
+			n := passed + failed + notCarried
+			var (
+				w   cases.World
+				err error
+			)
+			if pool != nil {
+				w, err = pgWorld(ctx, pool, fmt.Sprintf("tgcases_%s_%d", runID, n), *keep)
+			} else {
+				w, err = world(shared, fmt.Sprintf("tgcases:%s:%d:", runID, n), *keep)
+			}
 			if err != nil {
 				fmt.Fprintf(stderr, "toolcases: %v\n", err)
 				return 2
@@ -112,8 +140,11 @@ func run(args []string, stdout, stderr io.Writer) int {
 			w.Adapter = adapter
 			rep := runCase(ctx, c, w)
 			w.Close()
-			if *keep && shared != nil {
-				fmt.Fprintf(stdout, "KEYS %s prefix %s tenant %s\n", c.ID, prefix, c.Principal.TenantID)
+			switch {
+			case *keep && shared != nil:
+				fmt.Fprintf(stdout, "KEYS %s prefix tgcases:%s:%d: tenant %s\n", c.ID, runID, n, c.Principal.TenantID)
+			case *keep && pool != nil:
+				fmt.Fprintf(stdout, "SCHEMA %s schema tgcases_%s_%d tenant %s\n", c.ID, runID, n, c.Principal.TenantID)
 			}
 			switch {
 			case rep.NotCarried != "":
@@ -176,6 +207,19 @@ func auditJSON(s cases.StepReport) []json.RawMessage {
 		}
 	}
 	return out
+}
+
+// pgWorld returns a fresh world on Postgres: a store in a schema of its
+// own, dropped when the case is done unless keep.
+func pgWorld(ctx context.Context, pool *pgxpool.Pool, schema string, keep bool) (cases.World, error) {
+	s, err := pgstore.New(ctx, pool, pgstore.Options{Schema: schema})
+	if err != nil {
+		return cases.World{}, err
+	}
+	if keep {
+		return cases.World{Store: s, Close: func() {}}, nil
+	}
+	return cases.World{Store: s, Close: func() { _ = pgopen.DropSchema(context.Background(), pool, schema) }}, nil
 }
 
 // world returns a fresh world: its own miniredis, or its own key prefix on

@@ -1,11 +1,14 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/toolguard/toolguard/internal/pgtest"
 )
 
 func runCmd(t *testing.T, args ...string) (int, string, string) {
@@ -179,5 +182,36 @@ func TestEveryAdapter(t *testing.T) {
 	}
 	if code, _, errOut := runCmd(t, "-adapter", "bedrock", "../../testdata/tool-cases-v2.json"); code != 2 || !strings.Contains(errOut, "anthropic, chat, gemini, responses") {
 		t.Errorf("unknown adapter: exit %d, %s", code, errOut)
+	}
+}
+
+// The seed suite on Postgres (-store postgres://…): each case in a schema
+// of its own, dropped after it, or kept and named with -keep.
+func TestPostgres(t *testing.T) {
+	db := pgtest.NewDB(t)
+	code, out, errOut := runCmd(t, "-store", db, "../../testdata/tool-cases-v2.json")
+	if code != 0 || !strings.HasSuffix(out, "18 passed, 0 failed\n") {
+		t.Fatalf("exit %d, stdout:\n%s\nstderr:\n%s", code, out, errOut)
+	}
+	pool := pgtest.Pool(t, db, 1)
+	schemas := func() int {
+		var n int
+		if err := pool.QueryRow(context.Background(), "SELECT count(*) FROM pg_namespace WHERE nspname LIKE 'tgcases_%'").Scan(&n); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	if n := schemas(); n != 0 {
+		t.Fatalf("%d case schemas left after the run, want 0", n)
+	}
+	code, out, _ = runCmd(t, "-store", db, "-keep", "-adapter", "chat", "../../testdata/cases-section8.json")
+	if code != 0 || strings.Count(out, "SCHEMA ") != 8 || !strings.HasSuffix(out, "8 passed, 0 failed\n") {
+		t.Fatalf("-keep: exit %d:\n%s", code, out)
+	}
+	if n := schemas(); n != 8 {
+		t.Fatalf("-keep left %d case schemas, want 8", n)
+	}
+	if code, _, errOut := runCmd(t, "-store", "postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "../../testdata/tool-cases-v2.json"); code != 2 || !strings.Contains(errOut, "-store") {
+		t.Fatalf("an unreachable server: exit %d, %s; want 2 naming -store", code, errOut)
 	}
 }

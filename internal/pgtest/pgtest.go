@@ -43,8 +43,9 @@ func Unavailable(tb testing.TB, why string) {
 }
 
 // NewDB creates a database of the test's own, named tg_pg_<16 hex
-// digits>, on the server URL names, and returns its URL. It is dropped
-// (WITH FORCE: connections left open are closed) when the test ends.
+// digits>, on the server URL names, and returns its URL. Its commits do
+// not wait for the disk (synchronous_commit off). It is dropped (WITH
+// FORCE: connections left open are closed) when the test ends.
 func NewDB(tb testing.TB) string {
 	tb.Helper()
 	return NewDBOn(tb, URL())
@@ -65,6 +66,12 @@ func NewDBOn(tb testing.TB, base string) string {
 	name := "tg_pg_" + hex.EncodeToString(r[:])
 	if _, err := admin.Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		Unavailable(tb, "creating a database: "+err.Error())
+	}
+	// Its commits do not wait for the disk: these tests are not about
+	// durability (those start servers of their own, server.go), and a
+	// crash of the machine loses only a test's database.
+	if _, err := admin.Exec(ctx, "ALTER DATABASE "+name+" SET synchronous_commit = off"); err != nil {
+		tb.Logf("pgtest: %v", err)
 	}
 	tb.Cleanup(func() { Drop(tb, base, name) })
 	u, err := url.Parse(base)
