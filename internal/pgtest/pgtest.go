@@ -79,6 +79,11 @@ func NewDBOn(tb testing.TB, base string) string {
 		tb.Fatal(err)
 	}
 	u.Path = "/" + name
+	// In the clear: a TCP proxy between the store and the server (the
+	// fault tests') sees what is sent.
+	q := u.Query()
+	q.Set("sslmode", "disable")
+	u.RawQuery = q.Encode()
 	return u.String()
 }
 
