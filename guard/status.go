@@ -30,7 +30,10 @@ import (
 //     under, and then no receipt proves nothing (the operation may have
 //     had a key): the answer is OUTCOME_UNKNOWN, never "may be run again".
 //   - a read is never OUTCOME_UNKNOWN: its result is stored, or it never
-//     ran (NOT_FOUND).
+//     ran (NOT_FOUND); nor is a transactional write (ToolSpec.Transactional)
+//     on a TxStore: its records commit with its effect, so a store that
+//     has nothing of it says it did not happen (NOT_FOUND), whatever key
+//     the query names.
 //
 // Every query is audited. The error is for the host only, as for Dispatch.
 func (g *Guard) QueryStatus(ctx context.Context, sc StatusCall) (*Result, error) {
@@ -84,8 +87,19 @@ func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error
 	e.Tool, e.Fingerprint, e.IdempotencyKey = pending.Tool, pending.Fingerprint, pending.IdempotencyKey
 	e.AuditBody = auditBody("query_status", inv)
 
-	receipt, data := lookupReceipt(ctx, g.tools.Lookup(pending.Tool), inv)
-	if pending.Lost && guessed && receipt == ReceiptAbsent {
+	tool := g.tools.Lookup(pending.Tool)
+	var (
+		receipt Receipt
+		data    json.RawMessage
+	)
+	if _, tx := g.store.(TxStore); tx && pending.Lost && tool != nil && tool.Spec().Transactional {
+		// A transactional write's records commit in the transaction that
+		// holds its effect: where the store has none, it did not happen.
+		receipt = ReceiptAbsent
+	} else {
+		receipt, data = lookupReceipt(ctx, tool, inv)
+	}
+	if pending.Lost && guessed && receipt == ReceiptAbsent && (tool == nil || !tool.Spec().Transactional) {
 		// No receipt under a key the operation may not have run under
 		// proves nothing: it stays unknown (contract section 8).
 		receipt = ReceiptInconclusive

@@ -224,13 +224,14 @@ func (s *Store) abandon(ctx context.Context, e *guard.Entry, msg string) (*guard
 // settleCommit decides a transactional write whose COMMIT reply was lost,
 // on a new connection, until Options.SettleTimeout: pg_xact_status of the
 // transaction's id says committed, aborted or in progress (a commit
-// waiting for synchronous standbys is still in progress). Committed, a
-// write of the store's own is committed after it, so that with
-// synchronous_standby_names the standbys hold both before the write is
-// acknowledged, and the answer is what the commit step stored for the
-// token; aborted (or an id the server never reached, as after a failover
-// to a standby that did not have it), the write did not happen.
-// Undecided in time, it is IN_PROGRESS: never a guess.
+// waiting for synchronous standbys is still in progress). Committed, the
+// row its commit step wrote for the token must be there too (an id a new
+// primary gave another transaction after a failover is not this write's)
+// and is the answer, once a write of the store's own has committed after
+// it, so that with synchronous_standby_names the standbys hold both before
+// the write is acknowledged. Aborted, an id the server never reached, or
+// committed without that row, the write did not happen. Undecided in
+// time, it is IN_PROGRESS: never a guess.
 func (s *Store) settleCommit(ctx context.Context, e *guard.Entry, xid string) (*guard.Result, error) {
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), s.settleTimeout)
 	defer cancel()
@@ -282,7 +283,14 @@ func (s *Store) askCommit(ctx context.Context, e *guard.Entry, xid string) (res 
 	var a answer
 	err = a.scan(s.pool.QueryRow(actx, "SELECT 'R', code, delivery, data, msg, retry_ms, op, NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea, false, ''"+
 		" FROM "+s.schema+".commits WHERE tenant = $1 AND subject = $2 AND token = $3", b(e.TenantID), b(e.SubjectID), b(e.Token)))
-	if err != nil {
+	switch {
+	case errors.Is(err, pgx.ErrNoRows):
+		// The transaction that committed under this id is not this
+		// write's, which would have left its commit's row: after a
+		// failover to a standby that never saw this write's id, the new
+		// primary gives it to another. This write did not commit.
+		return nil, true, false
+	case err != nil:
 		return nil, false, false
 	}
 	res, err = a.result()
