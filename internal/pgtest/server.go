@@ -50,6 +50,11 @@ var binDirs = []string{"/usr/lib/postgresql/17/bin", "/usr/lib/postgresql/16/bin
 // binDir returns the directory of initdb, pg_ctl and postgres.
 func binDir() (string, error) {
 	if p, err := exec.LookPath("initdb"); err == nil {
+		// The directory of the binaries, not of a link to one (Debian's
+		// pg_basebackup is beside initdb, not beside its link).
+		if real, err := filepath.EvalSymlinks(p); err == nil {
+			p = real
+		}
 		return filepath.Dir(p), nil
 	}
 	for _, d := range binDirs {
@@ -230,6 +235,17 @@ func childrenOf(pid int) []int {
 // commit s acknowledges is in the standby's WAL too.
 func (s *Server) Standby(name string, synchronous bool) *Server {
 	s.tb.Helper()
+	return s.StandbyVia(name, synchronous, fmt.Sprintf("127.0.0.1:%d", s.Port))
+}
+
+// StandbyVia is Standby reaching s at addr (host:port): a proxy, to stall
+// or cut its stream.
+func (s *Server) StandbyVia(name string, synchronous bool, addr string) *Server {
+	s.tb.Helper()
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		s.tb.Fatal(err)
+	}
 	dir, err := os.MkdirTemp("", "tg-pg-standby-")
 	if err != nil {
 		s.tb.Fatal(err)
@@ -244,8 +260,8 @@ func (s *Server) Standby(name string, synchronous bool) *Server {
 			s.tb.Fatal(err)
 		}
 	}
-	if out, err := s.run("pg_basebackup", "-h", "127.0.0.1", "-p", strconv.Itoa(s.Port), "-U", "postgres", "-D", st.data,
-		"-R", "-X", "stream", "--no-sync", "-d", "application_name="+name); err != nil {
+	if out, err := s.run("pg_basebackup", "-h", host, "-p", port, "-U", "postgres", "-D", st.data,
+		"-R", "-X", "stream", "-c", "fast", "--no-sync", "-d", "application_name="+name); err != nil {
 		s.tb.Fatalf("pg_basebackup: %v: %s", err, out)
 	}
 	st.configure([]string{"listen_addresses=127.0.0.1", "max_connections=200", "wal_level=replica", "max_wal_senders=10",
