@@ -128,20 +128,7 @@ type tally struct{ lost, twice, noAudit, unknownTx int }
 func (l *load) check(t *testing.T, pool *pgxpool.Pool) tally {
 	t.Helper()
 	ctx := context.Background()
-	rows := map[string]int{}
-	r, err := pool.Query(ctx, "SELECT op, count(*) FROM effects GROUP BY op")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r.Next() {
-		var op string
-		var n int
-		if err := r.Scan(&op, &n); err != nil {
-			t.Fatal(err)
-		}
-		rows[op] = n
-	}
-	r.Close()
+	rows := effectRows(t, pool)
 	count := func(key string) int {
 		if l.ops[key] == "effect" {
 			return rows[key]

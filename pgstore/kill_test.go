@@ -181,20 +181,7 @@ func TestKilledWriters(t *testing.T) {
 
 	// Every operation: 0 or 1 rows; 1 when acknowledged OK; never told
 	// OUTCOME_UNKNOWN.
-	rows := map[string]int{}
-	r, err := direct.Query(ctx, "SELECT op, count(*) FROM effects GROUP BY op")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for r.Next() {
-		var op string
-		var n int
-		if err := r.Scan(&op, &n); err != nil {
-			t.Fatal(err)
-		}
-		rows[op] = n
-	}
-	r.Close()
+	rows := effectRows(t, direct)
 	g := guard.New(toolset.MustNew(effectTool(func(string) {})), store, guard.Options{})
 	byKey := func(key string) int { return rows[key] }
 	for key, ans := range st.acked {
@@ -278,6 +265,29 @@ func TestKilledWriters(t *testing.T) {
 		}
 	}
 	t.Logf("audit: %d records, chain verified", n)
+}
+
+// effectRows counts the effect rows of each operation key.
+func effectRows(t *testing.T, pool *pgxpool.Pool) map[string]int {
+	t.Helper()
+	rows := map[string]int{}
+	r, err := pool.Query(context.Background(), "SELECT op, count(*) FROM effects GROUP BY op")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer r.Close()
+	for r.Next() {
+		var op string
+		var n int
+		if err := r.Scan(&op, &n); err != nil {
+			t.Fatal(err)
+		}
+		rows[op] = n
+	}
+	if err := r.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rows
 }
 
 // keyN is the n a key's operation was dispatched with.
