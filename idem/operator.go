@@ -13,9 +13,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
+	"github.com/toolguard/toolguard/internal/resolution"
 )
 
 // This file is the operator's way out of an operation whose outcome nobody
@@ -254,7 +254,8 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 	if k.idem != recKey {
 		return nil, fmt.Errorf("idem: record %q names key %q of another subject", recKey, rec.key)
 	}
-	body := resolveBody(r, &rec)
+	body := resolution.Body{Now: r.Now, TenantID: r.TenantID, SubjectID: r.SubjectID, Operator: r.Operator, Outcome: r.Outcome,
+		Force: r.Force, CallID: rec.call, OperationID: rec.op, Key: rec.key, Tool: rec.tool, Fingerprint: rec.fp}.JSON()
 	sum := sha256.Sum256(body)
 	code, msg := guard.CodeOK, ""
 	if r.Outcome == guard.OutcomeNotStarted {
@@ -331,44 +332,4 @@ func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
 		return "", fmt.Errorf("idem: the index of operation %q names %q, not a record of the tenant", r.OperationID, ref)
 	}
 	return key, nil
-}
-
-// resolveBody writes the audit body of a resolution: the fields of
-// audit.Body, with action "resolve", the record's subject, call,
-// operation, key, tool and fingerprint, and no approval, then the
-// operator and the verdict. guard's own body writer is unexported and
-// takes an invocation, which a resolution does not have; this writes the
-// same canonical JSON (canon's string encoding), and audit.Verify
-// reads it as a tool-audit-v2 body.
-func resolveBody(r Resolution, rec *storedRecord) []byte {
-	str := func(dst []byte, s string) []byte { return canon.AppendString(dst, strings.ToValidUTF8(s, "\uFFFD")) }
-	b := make([]byte, 0, 512)
-	b = append(b, `{"contract":"`+audit.Contract+`","action":"resolve","time":"`...)
-	b = r.Now.UTC().AppendFormat(b, time.RFC3339Nano)
-	b = append(b, `","principal":{"tenant_id":`...)
-	b = str(b, r.TenantID)
-	b = append(b, `,"subject_id":`...)
-	b = str(b, r.SubjectID)
-	b = append(b, `,"roles":[]},"context":{"provider":"","api_family":"","response_id":"","call_id":`...)
-	b = str(b, rec.call)
-	b = append(b, `,"operation_id":`...)
-	b = str(b, rec.op)
-	b = append(b, `,"idempotency_key":`...)
-	if ctxKey, ok := strings.CutPrefix(rec.key, "k:"); ok {
-		b = str(b, ctxKey) // the caller's key, as a dispatch audits it
-	} else {
-		b = append(b, "null"...) // "o:" and the operation id: the caller gave none
-	}
-	b = append(b, `,"adapter_revision":""},"tool":`...)
-	b = str(b, rec.tool)
-	b = append(b, `,"fingerprint":`...)
-	b = str(b, rec.fp)
-	b = append(b, `,"approval":null,"operator":`...)
-	b = str(b, r.Operator)
-	b = append(b, `,"resolution":`...)
-	b = str(b, string(r.Outcome))
-	if r.Force {
-		b = append(b, `,"forced":true`...)
-	}
-	return append(b, '}')
 }
