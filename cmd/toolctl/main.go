@@ -1,11 +1,15 @@
 // Command toolctl is the operator's way out of writes whose outcome nobody
 // knows: it lists a tenant's unknown and stuck operations, and resolves one
-// by hand, audited with the operator's name.
+// by hand, audited with the operator's name. It works on the Redis store
+// (idem) and on the Postgres store (pgstore): -store names the server, a
+// redis:// URL or a comma-separated cluster list (with -prefix), or a
+// postgres:// URL (with -schema); -redis is -store's older name.
 //
-//	toolctl list    [-redis URL|ADDRS] [-prefix P] -tenant T [-json]
-//	toolctl resolve [-redis URL|ADDRS] [-prefix P] -tenant T -subject S (-key K | -op OP)
-//	                -as committed -data JSON | -as not_started   -by OPERATOR [-force]
-//	toolctl gaps    [-redis URL|ADDRS] [-prefix P] [-tenant T]
+//	toolctl list      [-store URL|ADDRS] [-prefix P | -schema S] -tenant T [-json]
+//	toolctl resolve   [-store URL|ADDRS] [-prefix P | -schema S] -tenant T -subject S (-key K | -op OP)
+//	                  -as committed -data JSON | -as not_started   -by OPERATOR [-force]
+//	toolctl gaps      [-store URL|ADDRS] [-prefix P | -schema S] [-tenant T]
+//	toolctl retention -store postgres://… [-schema S]
 //
 // list prints the writes whose outcome is unknown (OUTCOME_UNKNOWN that no
 // receipt settled) and those stuck in a reservation whose lease ran out
@@ -26,7 +30,14 @@
 // them some other way. It verifies the chain of -tenant, or of every tenant
 // whose audit log the server holds (found with SCAN), as audit.Verify does,
 // and prints a line for each tenant: "gap" with the first sequence number
-// that breaks and why, or "whole" with its record count.
+// that breaks and why, or "whole" with its record count. On Postgres it
+// finds the tenants in the store's chain heads; "verify" is its other name.
+//
+// retention deletes, on Postgres, what the store's retention let go by now
+// (pgstore.Store.Sweep: bindings, records, indexes and budget tokens past
+// their TTL; audit logs are kept), and prints how many rows went. The store
+// sweeps on its own (pgstore.Options.SweepEvery); this runs one by hand, or
+// from cron where the store's own sweeps are off. Redis forgets by its TTLs.
 //
 // Exit status: 0 success (for gaps: no gap), 1 a resolution refused
 // (already committed, in progress, not found, changed meanwhile) or a
@@ -41,23 +52,27 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
 	"text/tabwriter"
 	"time"
 
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/pgopen"
 	"github.com/toolguard/toolguard/internal/redisconn"
+	"github.com/toolguard/toolguard/pgstore"
 )
 
 func main() {
 	os.Exit(run(os.Args[1:], os.Stdout, os.Stderr, time.Now))
 }
 
-const usage = `usage: toolctl list    [-redis URL|ADDRS] [-prefix P] -tenant T [-json]
-       toolctl resolve [-redis URL|ADDRS] [-prefix P] -tenant T -subject S (-key K | -op OP)
-                       (-as committed -data JSON | -as not_started) -by OPERATOR [-force]
-       toolctl gaps    [-redis URL|ADDRS] [-prefix P] [-tenant T]`
+const usage = `usage: toolctl list      [-store URL|ADDRS] [-prefix P | -schema S] -tenant T [-json]
+       toolctl resolve   [-store URL|ADDRS] [-prefix P | -schema S] -tenant T -subject S (-key K | -op OP)
+                         (-as committed -data JSON | -as not_started) -by OPERATOR [-force]
+       toolctl gaps      [-store URL|ADDRS] [-prefix P | -schema S] [-tenant T]
+       toolctl retention -store postgres://… [-schema S]`
 
 // run runs the command; now is the clock leases are compared with.
 func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
@@ -65,15 +80,20 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 		fmt.Fprintln(stderr, "toolctl: "+msg)
 		return 2
 	}
-	if len(args) == 0 || (args[0] != "list" && args[0] != "resolve" && args[0] != "gaps") {
+	if len(args) == 0 || !slices.Contains([]string{"list", "resolve", "gaps", "verify", "retention"}, args[0]) {
 		fmt.Fprintln(stderr, usage)
-		return fail("the first argument is list, resolve or gaps")
+		return fail("the first argument is list, resolve, gaps (verify) or retention")
 	}
 	cmd := args[0]
+	if cmd == "verify" {
+		cmd = "gaps"
+	}
 	fs := flag.NewFlagSet("toolctl "+cmd, flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	redisAddr := fs.String("redis", "redis://127.0.0.1:6379/0", "a redis:// URL for one server, or a comma-separated host:port list for a cluster")
-	prefix := fs.String("prefix", "tg:", "the store's key prefix (idem.Options.Prefix)")
+	storeAddr := fs.String("store", "redis://127.0.0.1:6379/0", "the store's server: a redis:// URL, a comma-separated host:port list for a Redis Cluster, or a postgres:// URL")
+	fs.StringVar(storeAddr, "redis", "redis://127.0.0.1:6379/0", "the same as -store (its older name)")
+	prefix := fs.String("prefix", "tg:", "Redis: the store's key prefix (idem.Options.Prefix)")
+	schema := fs.String("schema", "toolguard", "Postgres: the store's schema (pgstore.Options.Schema)")
 	tenant := fs.String("tenant", "", "the tenant id (required)")
 	var (
 		asJSON                         *bool
@@ -103,12 +123,14 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	switch {
 	case fs.NArg() > 0:
 		return fail(fmt.Sprintf("unexpected arguments %q", fs.Args()))
-	case *tenant == "" && cmd != "gaps":
+	case *tenant == "" && cmd != "gaps" && cmd != "retention":
 		return fail("-tenant is required")
+	case cmd == "retention" && !pgopen.Is(*storeAddr):
+		return fail("retention is for the Postgres store (-store postgres://…): Redis forgets by its TTLs")
 	}
-	var res idem.Resolution
+	var res pgstore.Resolution // the same fields as idem.Resolution
 	if cmd == "resolve" {
-		res = idem.Resolution{TenantID: *tenant, SubjectID: *subject, IdempotencyKey: *key, OperationID: *op,
+		res = pgstore.Resolution{TenantID: *tenant, SubjectID: *subject, IdempotencyKey: *key, OperationID: *op,
 			Outcome: guard.Outcome(*as), Data: []byte(*data), Operator: *by, Force: *force}
 		switch {
 		case *subject == "":
@@ -126,17 +148,41 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 		}
 	}
 
-	rdb, err := redisconn.Open(*redisAddr, 0)
-	if err != nil {
-		return fail("-redis: " + err.Error())
-	}
-	defer rdb.Close()
-	store, err := idem.New(rdb, idem.Options{Prefix: *prefix})
-	if err != nil {
-		return fail("-prefix: " + err.Error())
-	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
+	var store operatorStore
+	if pgopen.Is(*storeAddr) {
+		pool, err := pgopen.Open(*storeAddr, 2)
+		if err != nil {
+			return fail("-store: " + err.Error())
+		}
+		defer pool.Close()
+		s, err := pgstore.New(ctx, pool, pgstore.Options{Schema: *schema, SweepEvery: -1})
+		if err != nil {
+			return fail("-schema: " + err.Error())
+		}
+		if cmd == "retention" {
+			n, err := s.Sweep(ctx, now())
+			if err != nil {
+				fmt.Fprintf(stderr, "toolctl: %v\n", err)
+				return 2
+			}
+			fmt.Fprintf(stdout, "swept %d rows past their retention\n", n)
+			return 0
+		}
+		store = pgOperator{s}
+	} else {
+		rdb, err := redisconn.Open(*storeAddr, 0)
+		if err != nil {
+			return fail("-store: " + err.Error())
+		}
+		defer rdb.Close()
+		s, err := idem.New(rdb, idem.Options{Prefix: *prefix})
+		if err != nil {
+			return fail("-prefix: " + err.Error())
+		}
+		store = redisOperator{s}
+	}
 	switch cmd {
 	case "list":
 		return list(ctx, store, *tenant, now(), *asJSON, stdout, stderr)
@@ -147,20 +193,80 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	return resolve(ctx, store, res, stdout, stderr)
 }
 
-// listed is one line of list -json.
-type listed struct {
-	State          idem.UnsettledState `json:"state"`
-	Subject        string              `json:"subject"`
-	OperationID    string              `json:"operation_id"`
-	Tool           string              `json:"tool"`
-	IdempotencyKey string              `json:"idempotency_key"`
-	CallID         string              `json:"call_id"`
-	LeaseExpired   string              `json:"lease_expired,omitempty"`
-	Record         string              `json:"record"`
+// operatorStore is what toolctl does with a store, Redis or Postgres.
+type operatorStore interface {
+	audit.Log
+	AuditTenants(ctx context.Context) ([]string, error)
+	unsettled(ctx context.Context, tenant string, now time.Time) ([]listed, error)
+	resolve(ctx context.Context, r pgstore.Resolution) (*guard.Result, error)
 }
 
-func list(ctx context.Context, s *idem.Store, tenant string, now time.Time, asJSON bool, stdout, stderr io.Writer) int {
-	us, err := s.Unsettled(ctx, tenant, now)
+// redisOperator is the Redis store's.
+type redisOperator struct{ *idem.Store }
+
+func (o redisOperator) unsettled(ctx context.Context, tenant string, now time.Time) ([]listed, error) {
+	us, err := o.Unsettled(ctx, tenant, now)
+	out := make([]listed, 0, len(us))
+	for _, u := range us {
+		out = append(out, listed{State: string(u.State), Subject: u.SubjectID, OperationID: u.OperationID, Tool: u.Tool,
+			IdempotencyKey: u.IdempotencyKey, CallID: u.CallID, Record: u.Record, lease: u.LeaseExpiry})
+	}
+	return out, err
+}
+
+func (o redisOperator) resolve(ctx context.Context, r pgstore.Resolution) (*guard.Result, error) {
+	res, err := o.Resolve(ctx, idem.Resolution(r))
+	switch {
+	case errors.Is(err, idem.ErrAlreadyCommitted), errors.Is(err, idem.ErrLeaseActive),
+		errors.Is(err, idem.ErrNoRecord), errors.Is(err, idem.ErrRecordChanged):
+		return nil, refusal{err}
+	}
+	return res, err
+}
+
+// pgOperator is the Postgres store's.
+type pgOperator struct{ *pgstore.Store }
+
+func (o pgOperator) unsettled(ctx context.Context, tenant string, now time.Time) ([]listed, error) {
+	us, err := o.Unsettled(ctx, tenant, now)
+	out := make([]listed, 0, len(us))
+	for _, u := range us {
+		out = append(out, listed{State: u.State, Subject: u.SubjectID, OperationID: u.OperationID, Tool: u.Tool,
+			IdempotencyKey: u.IdempotencyKey, CallID: u.CallID, lease: u.LeaseExpiry})
+	}
+	return out, err
+}
+
+func (o pgOperator) resolve(ctx context.Context, r pgstore.Resolution) (*guard.Result, error) {
+	res, err := o.Resolve(ctx, r)
+	switch {
+	case errors.Is(err, pgstore.ErrAlreadyCommitted), errors.Is(err, pgstore.ErrLeaseActive),
+		errors.Is(err, pgstore.ErrNoRecord), errors.Is(err, pgstore.ErrRecordChanged):
+		return nil, refusal{err}
+	}
+	return res, err
+}
+
+// refusal is a resolution the store refused: exit status 1.
+type refusal struct{ error }
+
+func (r refusal) Unwrap() error { return r.error }
+
+// listed is one line of list -json.
+type listed struct {
+	State          string    `json:"state"`
+	Subject        string    `json:"subject"`
+	OperationID    string    `json:"operation_id"`
+	Tool           string    `json:"tool"`
+	IdempotencyKey string    `json:"idempotency_key"`
+	CallID         string    `json:"call_id"`
+	LeaseExpired   string    `json:"lease_expired,omitempty"`
+	Record         string    `json:"record,omitempty"` // Redis: the record's key
+	lease          time.Time // when a stuck reservation's lease ran out
+}
+
+func list(ctx context.Context, s operatorStore, tenant string, now time.Time, asJSON bool, stdout, stderr io.Writer) int {
+	us, err := s.unsettled(ctx, tenant, now)
 	if err != nil {
 		fmt.Fprintf(stderr, "toolctl: listing tenant %q: %v\n", tenant, err)
 		return 2
@@ -170,11 +276,9 @@ func list(ctx context.Context, s *idem.Store, tenant string, now time.Time, asJS
 		fmt.Fprintln(tw, "STATE\tSUBJECT\tOPERATION\tTOOL\tKEY\tCALL\tLEASE EXPIRED")
 	}
 	enc := json.NewEncoder(stdout)
-	for _, u := range us {
-		l := listed{State: u.State, Subject: u.SubjectID, OperationID: u.OperationID, Tool: u.Tool,
-			IdempotencyKey: u.IdempotencyKey, CallID: u.CallID, Record: u.Record}
-		if !u.LeaseExpiry.IsZero() {
-			l.LeaseExpired = u.LeaseExpiry.UTC().Format(time.RFC3339)
+	for _, l := range us {
+		if !l.lease.IsZero() {
+			l.LeaseExpired = l.lease.UTC().Format(time.RFC3339)
 		}
 		if asJSON {
 			_ = enc.Encode(l)
@@ -191,14 +295,14 @@ func list(ctx context.Context, s *idem.Store, tenant string, now time.Time, asJS
 	return 0
 }
 
-func resolve(ctx context.Context, s *idem.Store, r idem.Resolution, stdout, stderr io.Writer) int {
-	res, err := s.Resolve(ctx, r)
+func resolve(ctx context.Context, s operatorStore, r pgstore.Resolution, stdout, stderr io.Writer) int {
+	res, err := s.resolve(ctx, r)
+	var refused refusal
 	switch {
 	case errors.Is(err, idem.ErrNotReplicated):
 		fmt.Fprintf(stderr, "toolctl: warning: %v (the resolution was applied)\n", err)
-	case errors.Is(err, idem.ErrAlreadyCommitted), errors.Is(err, idem.ErrLeaseActive),
-		errors.Is(err, idem.ErrNoRecord), errors.Is(err, idem.ErrRecordChanged):
-		fmt.Fprintf(stderr, "toolctl: refused: %v\n", err)
+	case errors.As(err, &refused):
+		fmt.Fprintf(stderr, "toolctl: refused: %v\n", refused.error)
 		return 1
 	case err != nil:
 		fmt.Fprintf(stderr, "toolctl: %v\n", err)
@@ -218,7 +322,7 @@ func resolve(ctx context.Context, s *idem.Store, r idem.Resolution, stdout, stde
 
 // gaps verifies the audit chain of tenant, or of every tenant the server
 // holds an audit log of, and prints a line for each.
-func gaps(ctx context.Context, s *idem.Store, tenant string, stdout, stderr io.Writer) int {
+func gaps(ctx context.Context, s operatorStore, tenant string, stdout, stderr io.Writer) int {
 	tenants := []string{tenant}
 	if tenant == "" {
 		var err error

@@ -16,7 +16,9 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/pgtest"
 	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/pgstore"
 )
 
 type outcome struct {
@@ -78,7 +80,7 @@ func TestListAndResolve(t *testing.T) {
 		want(t, o, 0, "2 unsettled")
 		var first listed
 		if err := json.Unmarshal([]byte(strings.Split(o.stdout, "\n")[0]), &first); err != nil ||
-			first.State != idem.StateUnknown || first.OperationID != "c1" || first.IdempotencyKey != "k:idem-1" || first.Record == "" {
+			first.State != string(idem.StateUnknown) || first.OperationID != "c1" || first.IdempotencyKey != "k:idem-1" || first.Record == "" {
 			t.Fatalf("list -json: %v\n%s", err, o.stdout)
 		}
 
@@ -198,8 +200,9 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "the first argument is list, resolve or gaps"},
-		{[]string{"delete"}, "the first argument is list, resolve or gaps"},
+		{nil, "the first argument is list, resolve, gaps (verify) or retention"},
+		{[]string{"delete"}, "the first argument is list, resolve, gaps (verify) or retention"},
+		{[]string{"retention", "-redis", url}, "retention is for the Postgres store"},
 		{[]string{"list", "-redis", url}, "-tenant is required"},
 		{[]string{"list", "-redis", url, "-tenant", "t", "extra"}, "unexpected arguments"},
 		{[]string{"list", "-key", "k"}, "flag provided but not defined"},
@@ -218,7 +221,70 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 	dead := miniredis.RunT(t)
 	addr := dead.Addr()
 	dead.Close()
-	want(t, exec(time.Now, "list", "-redis", "redis://"+addr, "-tenant", "t"), 2, "toolctl: -redis:")
+	want(t, exec(time.Now, "list", "-redis", "redis://"+addr, "-tenant", "t"), 2, "toolctl: -store:")
+	want(t, exec(time.Now, "list", "-store", "postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "-tenant", "t"), 2, "toolctl: -store:")
+}
+
+// TestPostgres: list, resolve, gaps (verify) and retention on the Postgres
+// store.
+func TestPostgres(t *testing.T) {
+	db := pgtest.NewDB(t)
+	pool := pgtest.Pool(t, db, 2)
+	ctx := context.Background()
+	s, err := pgstore.New(ctx, pool, pgstore.Options{Schema: "ops", TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w := guardtest.NewWorld(t, s)
+	for _, c := range []string{"1", "2"} {
+		w.Down.FailNext(guard.CodeOutcomeUnknown, false)
+		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"`+c+`"}`, "c"+c, "idem-"+c), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	}
+	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"c","value":"3"}`, "c3", "idem-3"), guard.CodeOK, guard.DeliveryFresh)
+	base := func(cmd string, args ...string) []string {
+		return append([]string{cmd, "-store", db, "-schema", "ops", "-tenant", "tenant-a"}, args...)
+	}
+	o := exec(w.Now, base("list")...)
+	want(t, o, 0, `tenant "tenant-a": 2 unsettled operations`)
+	lines := strings.Split(strings.TrimSpace(o.stdout), "\n")
+	if len(lines) != 3 || strings.Join(strings.Fields(lines[1]), " ") != `unknown "alice" "c1" put "k:idem-1" "c1" -` {
+		t.Fatalf("list:\n%s", o.stdout)
+	}
+	o = exec(w.Now, base("resolve", "-subject", "alice", "-key", "k:idem-1", "-as", "committed", "-data", `{"key":"a","value":"1"}`, "-by", "ops@example")...)
+	want(t, o, 0, "")
+	if !strings.Contains(o.stdout, `resolved tenant "tenant-a" subject "alice" key "k:idem-1" as committed by ops@example: OK {"key":"a","value":"1"}`) {
+		t.Fatalf("resolve: %s", o.stdout)
+	}
+	want(t, exec(w.Now, base("resolve", "-subject", "alice", "-op", "c3", "-as", "not_started", "-by", "ops@example")...), 1, "refused: pgstore: the operation is already committed")
+	want(t, exec(w.Now, base("resolve", "-subject", "alice", "-op", "c2", "-as", "not_started", "-by", "ops@example")...), 0, "")
+	want(t, exec(w.Now, base("list")...), 0, "0 unsettled operations")
+	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1-again", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+
+	// gaps: a tenant whose records were deleted has a gap; verify is gaps.
+	other := guardtest.Principal("tenant-b", "bob")
+	for i := range 3 {
+		id := "b" + strconv.Itoa(i)
+		guardtest.Want(t, w.Dispatch(t, other, "put", `{"key":"`+id+`","value":"v"}`, id, id), guard.CodeOK, guard.DeliveryFresh)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM ops.audit WHERE tenant = 'tenant-b' AND seq = 2"); err != nil {
+		t.Fatal(err)
+	}
+	o = exec(time.Now, "verify", "-store", db, "-schema", "ops")
+	want(t, o, 1, "1 of 2 tenants' audit chains have gaps")
+	if lines := strings.Split(strings.TrimSpace(o.stdout), "\n"); len(lines) != 2 ||
+		!strings.HasPrefix(lines[0], "whole\t\"tenant-a\"\t") || !strings.HasPrefix(lines[1], "gap\t\"tenant-b\"\tsince sequence 2\t") {
+		t.Fatalf("verify:\n%s", o.stdout)
+	}
+	// retention: nothing before the TTL, the records after it.
+	o = exec(w.Now, "retention", "-store", db, "-schema", "ops")
+	want(t, o, 0, "")
+	if o.stdout != "swept 0 rows past their retention\n" {
+		t.Fatalf("retention within the TTL: %s", o.stdout)
+	}
+	o = exec(func() time.Time { return w.Now().Add(2 * time.Hour) }, "retention", "-store", db, "-schema", "ops")
+	if o.code != 0 || !strings.HasPrefix(o.stdout, "swept ") || strings.HasPrefix(o.stdout, "swept 0 ") {
+		t.Fatalf("retention past the TTL: %d %s %s", o.code, o.stdout, o.stderr)
+	}
 }
 
 // TestGaps: toolctl gaps names the tenants whose audit chains lost
