@@ -50,6 +50,12 @@ func world(t *testing.T, rdb redis.UniversalClient, prefix string) *guardtest.Wo
 	if err != nil {
 		t.Fatal(err)
 	}
+	return worldOn(t, s)
+}
+
+// worldOn is world on any store.
+func worldOn(t *testing.T, s guardtest.Store) *guardtest.World {
+	t.Helper()
 	w := guardtest.NewWorld(t, s)
 	for _, c := range []string{"1", "2"} {
 		w.Down.FailNext(guard.CodeOutcomeUnknown, false)
@@ -235,12 +241,7 @@ func TestPostgres(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := guardtest.NewWorld(t, s)
-	for _, c := range []string{"1", "2"} {
-		w.Down.FailNext(guard.CodeOutcomeUnknown, false)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"`+c+`"}`, "c"+c, "idem-"+c), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
-	}
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"c","value":"3"}`, "c3", "idem-3"), guard.CodeOK, guard.DeliveryFresh)
+	w := worldOn(t, s)
 	base := func(cmd string, args ...string) []string {
 		return append([]string{cmd, "-store", db, "-schema", "ops", "-tenant", "tenant-a"}, args...)
 	}
