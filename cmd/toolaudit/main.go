@@ -1,13 +1,15 @@
 // Command toolaudit prints a tenant's tool-audit-v2 records from the Redis
-// store as JSON lines, and verifies their hash chain.
+// store or the Postgres store as JSON lines, and verifies their hash chain.
 //
-//	go run ./cmd/toolaudit [-redis URL|ADDRS] [-prefix P] -tenant T [-verify] [-anchor FILE] [-format flat|raw] [-after N [-prev HASH]]
+//	go run ./cmd/toolaudit [-store URL|ADDRS] [-prefix P | -schema S] -tenant T [-verify] [-anchor FILE] [-format flat|raw] [-after N [-prev HASH]]
 //	go run ./cmd/toolaudit -file EXPORT.jsonl -tenant T [-verify] [-after N [-prev HASH]]
 //	go run ./cmd/toolaudit [-prefix P] -tenant T -keys
 //
-// -redis is a redis:// URL (default redis://127.0.0.1:6379/0) or a
-// comma-separated host:port list for a Redis Cluster; -prefix is the
-// store's key prefix (idem.Options.Prefix, default "tg:"). Records are
+// -store (or its older name -redis) is a redis:// URL (default
+// redis://127.0.0.1:6379/0) or a comma-separated host:port list for a
+// Redis Cluster, with -prefix the store's key prefix (idem.Options.Prefix,
+// default "tg:"); or a postgres:// URL, with -schema the store's schema
+// (pgstore.Options.Schema, default "toolguard"). Records are
 // printed oldest first, one JSON object a line: -format flat (the default)
 // is audit.Record's flat tool-audit-v2 object, for reading and jq;
 // -format raw keeps the record as stored — the body's exact bytes as a JSON
@@ -58,7 +60,9 @@ import (
 	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/pgopen"
 	"github.com/toolguard/toolguard/internal/redisconn"
+	"github.com/toolguard/toolguard/pgstore"
 )
 
 func main() {
@@ -68,15 +72,17 @@ func main() {
 // page is how many records one read fetches.
 const page = 1000
 
-const usage = `usage: toolaudit [-redis URL|ADDRS] [-prefix P] -tenant T [-verify] [-anchor FILE] [-format flat|raw] [-after N [-prev HASH]]
+const usage = `usage: toolaudit [-store URL|ADDRS] [-prefix P | -schema S] -tenant T [-verify] [-anchor FILE] [-format flat|raw] [-after N [-prev HASH]]
        toolaudit -file EXPORT.jsonl -tenant T [-verify] [-after N [-prev HASH]]
        toolaudit [-prefix P] -tenant T -keys`
 
 func run(args []string, stdout, stderr io.Writer) int {
 	fs := flag.NewFlagSet("toolaudit", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	redisAddr := fs.String("redis", "redis://127.0.0.1:6379/0", "a redis:// URL for one server, or a comma-separated host:port list for a cluster")
-	prefix := fs.String("prefix", "tg:", "the store's key prefix (idem.Options.Prefix)")
+	storeAddr := fs.String("store", "redis://127.0.0.1:6379/0", "the store's server: a redis:// URL, a comma-separated host:port list for a Redis Cluster, or a postgres:// URL")
+	fs.StringVar(storeAddr, "redis", "redis://127.0.0.1:6379/0", "the same as -store (its older name)")
+	prefix := fs.String("prefix", "tg:", "Redis: the store's key prefix (idem.Options.Prefix)")
+	schema := fs.String("schema", "toolguard", "Postgres: the store's schema (pgstore.Options.Schema)")
 	tenant := fs.String("tenant", "", "the tenant id whose audit log to print (required)")
 	verify := fs.Bool("verify", false, "verify the hash chain; exit 1 at the first bad record")
 	format := fs.String("format", "flat", "flat (tool-audit-v2 objects) or raw (as stored, verifiable again with -file)")
@@ -149,10 +155,21 @@ func run(args []string, stdout, stderr io.Writer) int {
 			r = f
 		}
 		src = newFileSource(r)
-	} else {
-		rdb, err := redisconn.Open(*redisAddr, 0)
+	} else if pgopen.Is(*storeAddr) {
+		pool, err := pgopen.Open(*storeAddr, 1)
 		if err != nil {
-			return fail("-redis: " + err.Error())
+			return fail("-store: " + err.Error())
+		}
+		defer pool.Close()
+		store, err := pgstore.New(context.Background(), pool, pgstore.Options{Schema: *schema, SweepEvery: -1})
+		if err != nil {
+			return fail("-schema: " + err.Error())
+		}
+		src = store
+	} else {
+		rdb, err := redisconn.Open(*storeAddr, 0)
+		if err != nil {
+			return fail("-store: " + err.Error())
 		}
 		defer rdb.Close()
 		store, err := idem.New(rdb, idem.Options{Prefix: *prefix})

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"strings"
 	"testing"
@@ -16,7 +17,9 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/pgtest"
 	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/pgstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -248,10 +251,10 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 	mr := miniredis.RunT(t)
 	dead := mr.Addr()
 	mr.Close()
-	want(t, exec("-redis", "redis://"+dead+"/0", "-tenant", "t"), 2, "toolaudit: -redis:")
-	want(t, exec("-redis", dead, "-tenant", "t"), 2, "toolaudit: -redis:")
-	want(t, exec("-redis", "bogus://x", "-tenant", "t"), 2, "toolaudit: -redis:")
-	want(t, exec("-redis", " , ", "-tenant", "t"), 2, "toolaudit: -redis:")
+	want(t, exec("-redis", "redis://"+dead+"/0", "-tenant", "t"), 2, "toolaudit: -store:")
+	want(t, exec("-redis", dead, "-tenant", "t"), 2, "toolaudit: -store:")
+	want(t, exec("-redis", "bogus://x", "-tenant", "t"), 2, "toolaudit: -store:")
+	want(t, exec("-redis", " , ", "-tenant", "t"), 2, "toolaudit: -store:")
 }
 
 func TestKeys(t *testing.T) {
@@ -559,4 +562,68 @@ func TestVerifyWithSecrets(t *testing.T) {
 	if card["hmac-sha256"] != known || args["amount"] != float64(5) {
 		t.Errorf("record 2's arguments = %v; want the card's keyed hash %s", args, known)
 	}
+}
+
+// TestPostgres: the seed suite's logs on the Postgres store, each case in
+// a schema of its own, verify with -store postgres://… -schema; a record
+// edited afterwards fails naming it, and an anchor detects a dropped tail.
+func TestPostgres(t *testing.T) {
+	db := pgtest.NewDB(t)
+	pool := pgtest.Pool(t, db, 2)
+	ctx := context.Background()
+	f, err := cases.Load("../../testdata/tool-cases-v2.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range f.Cases {
+		c := &f.Cases[i]
+		schema := fmt.Sprintf("case_%d", i)
+		s, err := pgstore.New(ctx, pool, pgstore.Options{Schema: schema})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep := cases.Run(ctx, c, cases.World{Store: s, Close: func() {}}); !rep.Passed() {
+			t.Fatalf("case %s failed", c.ID)
+		}
+		o := exec("-store", db, "-schema", schema, "-tenant", c.Principal.TenantID, "-verify")
+		if o.code != 0 || len(o.lines(t)) != len(c.Steps) {
+			t.Fatalf("case %s: exit %d, %d records for %d steps\n%s", c.ID, o.code, len(o.lines(t)), len(c.Steps), o.stderr)
+		}
+	}
+	last := f.Cases[len(f.Cases)-1].Principal.TenantID
+	schema := fmt.Sprintf("case_%d", len(f.Cases)-1)
+	anchorFile := t.TempDir() + "/anchor.json"
+	want(t, exec("-store", db, "-schema", schema, "-tenant", last, "-anchor", anchorFile), 0, "")
+	var code string
+	if err := pool.QueryRow(ctx, "SELECT code FROM "+schema+".audit WHERE seq = 1").Scan(&code); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".audit SET code = 'CALL_ID_CONFLICT' WHERE seq = 1"); err != nil {
+		t.Fatal(err)
+	}
+	o := exec("-store", db, "-schema", schema, "-tenant", last, "-verify")
+	if o.code != 1 || !strings.Contains(o.stderr, "record 1") {
+		t.Fatalf("edited record: exit %d, stderr %q; want 1 naming record 1", o.code, o.stderr)
+	}
+	// The tail and its head deleted together: consistent by itself, the
+	// anchor says what was lost.
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".audit SET code = $1 WHERE seq = 1", code); err != nil {
+		t.Fatal(err)
+	}
+	var n int64
+	if err := pool.QueryRow(ctx, "SELECT seq FROM "+schema+".heads").Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	if n < 2 {
+		t.Fatalf("the last seed case has %d records: nothing to drop", n)
+	}
+	if _, err := pool.Exec(ctx, "DELETE FROM "+schema+".audit WHERE seq = $1", n); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "UPDATE "+schema+".heads SET seq = a.seq, hash = a.hash FROM "+schema+".audit a WHERE a.seq = $1", n-1); err != nil {
+		t.Fatal(err)
+	}
+	want(t, exec("-store", db, "-schema", schema, "-tenant", last, "-verify"), 0, "")
+	want(t, exec("-store", db, "-schema", schema, "-tenant", last, "-anchor", anchorFile), 1, "lost its tail")
+	want(t, exec("-store", "postgres://postgres@127.0.0.1:1/none?connect_timeout=2", "-tenant", "t"), 2, "toolaudit: -store:")
 }
