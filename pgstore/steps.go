@@ -133,14 +133,23 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	defer cancel()
 	defer s.maybeSweep()
 	var a answer
-	if err := s.reserve(ctx, s.pool, e, lease, false, &a); err != nil {
+	if err := s.reserve(ctx, s.pool, e, lease, &a); err != nil {
 		return nil, err
 	}
 	return s.reserved(e, &a)
 }
 
-// reserve runs the reserve step on d; xid asks for the transaction's id.
-func (s *Store) reserve(ctx context.Context, d db, e *guard.Entry, lease time.Duration, xid bool, a *answer) error {
+// reserve runs the reserve step on d.
+func (s *Store) reserve(ctx context.Context, d db, e *guard.Entry, lease time.Duration, a *answer) error {
+	if err := a.scan(d.QueryRow(ctx, s.q.reserve, s.reserveArgs(e, lease, false)...)); err != nil {
+		return errorf("reserve: %w", err)
+	}
+	return nil
+}
+
+// reserveArgs are the reserve step's arguments for e; xid asks for the
+// transaction's id (a transactional write's).
+func (s *Store) reserveArgs(e *guard.Entry, lease time.Duration, xid bool) []any {
 	var grant []byte = empty
 	var grantUntil int64
 	extra := make([]int64, 0, 1)
@@ -152,14 +161,10 @@ func (s *Store) reserve(ctx context.Context, d db, e *guard.Entry, lease time.Du
 	if e.Charge != nil {
 		c = chargeOf(e.Charge)
 	}
-	err := a.scan(d.QueryRow(ctx, s.q.reserve, s.stepLocks(e, e.CallID, extra...), b(e.TenantID), b(e.SubjectID), b(e.CallID),
+	return []any{s.stepLocks(e, e.CallID, extra...), b(e.TenantID), b(e.SubjectID), b(e.CallID),
 		b(e.OperationID), b(e.IdempotencyKey), b(e.Tool), b(e.Fingerprint), e.Now.UnixMilli(), s.until(e.Now), leaseMS(lease),
 		b(e.Token), grant, grantUntil, e.Charge != nil, c.scope, c.tool, c.cost, c.maxCalls, c.maxCost, c.limit, c.pstart, c.pend,
-		xid, e.AuditBody, bodySum(e.AuditBody)))
-	if err != nil {
-		return errorf("reserve: %w", err)
-	}
-	return nil
+		xid, e.AuditBody, bodySum(e.AuditBody)}
 }
 
 // leaseMS is a lease in milliseconds, at least 1 when positive (memstore

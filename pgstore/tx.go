@@ -88,8 +88,8 @@ const unsettledMessage = "The store has not confirmed this write's commit yet: i
 
 // RunTx implements guard.TxStore: one transaction holds the reservation,
 // the tool's rows (run's), the outcome, the idempotency record and the
-// audit record. Its round trips: BEGIN; the reservation; the tool's own
-// statements; the outcome's commit and COMMIT together. A write whose
+// audit record. Its round trips: BEGIN and the reservation together; the
+// tool's own statements; the outcome's commit and COMMIT together. A write whose
 // outcome is not OK is rolled back whole, and its outcome is stored on
 // its own as a dispatch that reserved nothing (Finish). A COMMIT whose
 // reply is lost is settled by asking Postgres whether the transaction
@@ -106,10 +106,13 @@ func (s *Store) RunTx(ctx context.Context, e *guard.Entry, lease time.Duration, 
 		return nil, errorf("connecting: %w", err)
 	}
 	defer conn.Release()
-	tx, err := conn.Begin(ctx)
-	if err != nil {
-		return nil, errorf("begin: %w", err)
-	}
+	// BEGIN and the reservation go together, one round trip.
+	var a answer
+	begin := &pgx.Batch{}
+	begin.BeginTx(pgx.TxOptions{})
+	begin.Queue(s.q.reserve, s.reserveArgs(e, lease, true)...)
+	br := conn.SendBatch(ctx, begin)
+	tx := br.Tx()
 	// From here on, a step that fails rolls the transaction back; its end
 	// outlives the caller's context.
 	end := func() (context.Context, context.CancelFunc) {
@@ -120,10 +123,16 @@ func (s *Store) RunTx(ctx context.Context, e *guard.Entry, lease time.Duration, 
 		defer cancel()
 		_ = tx.Rollback(rctx)
 	}
-	var a answer
-	if err := s.reserve(ctx, tx, e, lease, true, &a); err != nil {
+	_, err = br.Exec()
+	if err == nil {
+		err = a.scan(br.QueryRow())
+	}
+	if cerr := br.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
 		rollback()
-		return nil, err
+		return nil, errorf("reserve: %w", err)
 	}
 	switch a.kind {
 	case "T":
@@ -164,7 +173,7 @@ func (s *Store) RunTx(ctx context.Context, e *guard.Entry, lease time.Duration, 
 	batch := &pgx.Batch{}
 	batch.Queue(s.q.commit, s.commitArgs(e)...)
 	batch.Queue("COMMIT")
-	br := conn.SendBatch(cctx, batch)
+	br = conn.SendBatch(cctx, batch)
 	cerr := a.scan(br.QueryRow())
 	var tag pgconn.CommandTag
 	if cerr == nil {
@@ -281,8 +290,10 @@ func (s *Store) askCommit(ctx context.Context, e *guard.Entry, xid string) (res 
 		return nil, false, false
 	}
 	var a answer
-	err = a.scan(s.pool.QueryRow(actx, "SELECT 'R', code, delivery, data, msg, retry_ms, op, NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea, false, ''"+
-		" FROM "+s.schema+".commits WHERE tenant = $1 AND subject = $2 AND token = $3", b(e.TenantID), b(e.SubjectID), b(e.Token)))
+	// Its commit step wrote the record, its token the record's done.
+	err = a.scan(s.pool.QueryRow(actx, "SELECT 'R', 'OK', 'fresh', data, msg, 0::bigint, op, NULL::bytea, NULL::bytea, NULL::bytea, NULL::bytea, false, ''"+
+		" FROM "+s.schema+".records WHERE tenant = $1 AND subject = $2 AND key = $3 AND done = $4 AND state = 'C'",
+		b(e.TenantID), b(e.SubjectID), b(e.IdempotencyKey), b(e.Token)))
 	switch {
 	case errors.Is(err, pgx.ErrNoRows):
 		// The transaction that committed under this id is not this

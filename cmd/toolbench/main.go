@@ -63,6 +63,7 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/internal/pgopen"
 	"github.com/toolguard/toolguard/internal/redisconn"
 )
 
@@ -75,6 +76,7 @@ func main() {
 
 type config struct {
 	addr          string
+	store         string // -store: a postgres:// URL (postgres.go)
 	c, n          int
 	cs            []int           // -c: each a run
 	rtts          []time.Duration // -rtt: each a run through a delaying proxy
@@ -93,7 +95,8 @@ type config struct {
 func run(args []string, w io.Writer) error {
 	fs := flag.NewFlagSet("toolbench", flag.ContinueOnError)
 	var cfg config
-	fs.StringVar(&cfg.addr, "redis", "redis://127.0.0.1:6379/0", "a redis:// URL, or a comma-separated host:port list for a cluster")
+	fs.StringVar(&cfg.addr, "redis", "redis://127.0.0.1:6379/0", "a redis:// URL, or a comma-separated host:port list for a cluster; with -store, the Redis store runs beside when it is given")
+	fs.StringVar(&cfg.store, "store", "", "a postgres:// URL: the guard on the Postgres store, with a transactional write, against a Stripe-style peer with -peer (postgres.go)")
 	cList := fs.String("c", "64", "concurrent agents; a comma-separated list runs each in turn")
 	rttList := fs.String("rtt", "", "a comma-separated list of delays D (0,250us,1ms): for each, the guard, the peer and the floor run through a loopback proxy that delays each direction by D (a round trip 2·D more); implies -peer, and a table of all runs closes the output")
 	fs.IntVar(&cfg.n, "n", 100000, "dispatches in all (with -peer: each for the guard and the peer)")
@@ -139,6 +142,21 @@ func run(args []string, w io.Writer) error {
 	}
 	if cfg.rtt && !strings.Contains(cfg.addr, "://") {
 		return errors.New("-rtt needs a standalone server's redis:// URL")
+	}
+	if cfg.store != "" {
+		if !pgopen.Is(cfg.store) {
+			return fmt.Errorf("-store %q: a postgres:// URL (Redis is -redis)", cfg.store)
+		}
+		if cfg.rtt || cfg.cpuProfile != "" {
+			return errors.New("-store postgres://… takes no -rtt or -cpuprofile")
+		}
+		beside := ""
+		fs.Visit(func(f *flag.Flag) {
+			if f.Name == "redis" {
+				beside = cfg.addr
+			}
+		})
+		return benchPostgres(cfg, beside, w)
 	}
 	if len(cfg.cs) == 1 && !cfg.rtt {
 		cfg.c = cfg.cs[0]

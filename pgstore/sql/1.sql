@@ -36,6 +36,7 @@ CREATE TABLE @S@.records ( -- rule 3
   token    bytea,
   tool     bytea,
   call_id  bytea,
+  done     bytea,           -- the token whose commit wrote this C or U (rule 14)
   until_ms bigint NOT NULL,
   PRIMARY KEY (tenant, subject, key)
 ) WITH (fillfactor = 80);
@@ -50,7 +51,7 @@ CREATE TABLE @S@.ops ( -- rule 4
   PRIMARY KEY (tenant, subject, op)
 ) WITH (fillfactor = 80);
 
-CREATE TABLE @S@.commits ( -- rule 14: what each token's first commit answered
+CREATE TABLE @S@.commits ( -- rule 14: what a token's first commit answered when it wrote no record of its own
   tenant   bytea  NOT NULL,
   subject  bytea  NOT NULL,
   token    bytea  NOT NULL,
@@ -88,7 +89,8 @@ CREATE TABLE @S@.audit ( -- rule 5
 CREATE TABLE @S@.heads ( -- rule 5: each tenant's last record, locked by every append
   tenant bytea  PRIMARY KEY,
   seq    bigint NOT NULL,
-  hash   text   NOT NULL
+  hash   text   NOT NULL,
+  prev   text   NOT NULL  -- the hash before it: the last record's prev
 ) WITH (fillfactor = 50);
 
 CREATE TABLE @S@.budget_runs ( -- rule 23
@@ -166,11 +168,8 @@ $$;
 -- transactional write's key stays locked while its tool runs, and a
 -- duplicate waits for its commit.
 CREATE FUNCTION @S@.lock(p_locks bigint[]) RETURNS void LANGUAGE plpgsql AS $$
-DECLARE k bigint;
 BEGIN
-  FOREACH k IN ARRAY p_locks LOOP
-    PERFORM pg_advisory_xact_lock(k);
-  END LOOP;
+  PERFORM pg_advisory_xact_lock(k) FROM unnest(p_locks) AS k; -- in the array's order
 END $$;
 
 -- append adds the step's audit record to the tenant's chain (rule 5),
@@ -179,18 +178,23 @@ END $$;
 -- lock it takes, so no step waits for a head while holding one.
 CREATE FUNCTION @S@.append(p_tenant bytea, p_body bytea, p_bsum text, p_code text, p_delivery text, p_side text)
 RETURNS void LANGUAGE plpgsql AS $$
-DECLARE h record; n bigint; hv text;
+DECLARE h record;
 BEGIN
-  SELECT seq, hash INTO h FROM @S@.heads WHERE tenant = p_tenant FOR UPDATE;
+  -- One statement locks the head, links the record to it and advances it:
+  -- SET reads the row as it was (prev := the old hash), RETURNING gives it
+  -- as it is now.
+  UPDATE @S@.heads SET prev = hash, seq = seq + 1,
+      hash = encode(@C@.digest(hash || E'\n' || (seq + 1)::text || E'\n' || p_bsum || E'\n' || p_code || E'\n' || p_delivery || E'\n' || p_side, 'sha1'), 'hex')
+    WHERE tenant = p_tenant RETURNING seq, prev, hash INTO h;
   IF NOT FOUND THEN
-    INSERT INTO @S@.heads (tenant, seq, hash) VALUES (p_tenant, 0, '') ON CONFLICT DO NOTHING;
-    SELECT seq, hash INTO h FROM @S@.heads WHERE tenant = p_tenant FOR UPDATE;
+    -- The tenant's first record.
+    INSERT INTO @S@.heads (tenant, seq, hash, prev) VALUES (p_tenant, 0, '', '') ON CONFLICT DO NOTHING;
+    UPDATE @S@.heads SET prev = hash, seq = seq + 1,
+        hash = encode(@C@.digest(hash || E'\n' || (seq + 1)::text || E'\n' || p_bsum || E'\n' || p_code || E'\n' || p_delivery || E'\n' || p_side, 'sha1'), 'hex')
+      WHERE tenant = p_tenant RETURNING seq, prev, hash INTO h;
   END IF;
-  n := h.seq + 1;
-  hv := encode(@C@.digest(h.hash || E'\n' || n::text || E'\n' || p_bsum || E'\n' || p_code || E'\n' || p_delivery || E'\n' || p_side, 'sha1'), 'hex');
   INSERT INTO @S@.audit (tenant, seq, body, code, delivery, side, prev, hash)
-    VALUES (p_tenant, n, p_body, p_code, p_delivery, p_side, h.hash, hv);
-  UPDATE @S@.heads SET seq = n, hash = hv WHERE tenant = p_tenant;
+    VALUES (p_tenant, h.seq, p_body, p_code, p_delivery, p_side, h.prev, h.hash);
 END $$;
 
 -- bind binds a call id not yet bound to the fingerprint, with the result
@@ -208,10 +212,23 @@ BEGIN
 END $$;
 
 -- index_call points the operation id at the call binding, unless the
--- index names something already (rule 4).
+-- index names something already (rule 4). For an operation named after
+-- its call the entry would name what a status query finds without it (the
+-- binding of the call whose id is the operation id: find), so none is
+-- written: one that would be replaced is deleted instead.
 CREATE FUNCTION @S@.index_call(p_tenant bytea, p_subject bytea, p_op bytea, p_call bytea, p_now bigint, p_until bigint)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+  IF p_op = p_call THEN
+    DELETE FROM @S@.ops WHERE tenant = p_tenant AND subject = p_subject AND op = p_op AND (until_ms <= p_now OR kind = 'n');
+    RETURN;
+  END IF;
+  -- The entry an operation named after its call has without one: its
+  -- binding, when it holds a result or links a record.
+  IF EXISTS (SELECT 1 FROM @S@.bindings WHERE tenant = p_tenant AND subject = p_subject AND call_id = p_op
+      AND until_ms > p_now AND (code IS NOT NULL OR link IS NOT NULL)) THEN
+    RETURN;
+  END IF;
   INSERT INTO @S@.ops AS x (tenant, subject, op, kind, ref, until_ms) VALUES (p_tenant, p_subject, p_op, 'c', p_call, p_until)
     ON CONFLICT (tenant, subject, op) DO UPDATE SET kind = 'c', ref = excluded.ref, until_ms = excluded.until_ms
     WHERE x.until_ms <= p_now OR x.kind = 'n';
@@ -224,6 +241,12 @@ CREATE FUNCTION @S@.never(p_tenant bytea, p_subject bytea, p_op bytea, p_call by
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
   IF p_op = p_call OR length(p_key) = 0 THEN RETURN; END IF;
+  -- An operation named after a call has an entry already: its binding
+  -- (index_call).
+  IF EXISTS (SELECT 1 FROM @S@.bindings WHERE tenant = p_tenant AND subject = p_subject AND call_id = p_op
+      AND until_ms > p_now AND (code IS NOT NULL OR link IS NOT NULL)) THEN
+    RETURN;
+  END IF;
   INSERT INTO @S@.ops AS x (tenant, subject, op, kind, ref, until_ms) VALUES (p_tenant, p_subject, p_op, 'n', NULL, p_until)
     ON CONFLICT (tenant, subject, op) DO UPDATE SET kind = 'n', ref = NULL, until_ms = excluded.until_ms
     WHERE x.until_ms <= p_now;
@@ -231,10 +254,26 @@ END $$;
 
 -- index_record points the operation id at the record of p_key, unless it
 -- names another record still stored: the first operation keeps its id
--- (rule 4).
-CREATE FUNCTION @S@.index_record(p_tenant bytea, p_subject bytea, p_op bytea, p_key bytea, p_now bigint, p_until bigint)
+-- (rule 4). For an operation named after its call (p_call), whose binding
+-- links the record or holds its result, an entry that would be replaced is
+-- deleted instead, as index_call does.
+CREATE FUNCTION @S@.index_record(p_tenant bytea, p_subject bytea, p_op bytea, p_key bytea, p_call bytea, p_now bigint, p_until bigint)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
+  IF p_op = p_call AND length(p_call) > 0 THEN
+    DELETE FROM @S@.ops x WHERE x.tenant = p_tenant AND x.subject = p_subject AND x.op = p_op
+      AND NOT (x.until_ms > p_now AND x.kind = 'k' AND x.ref <> p_key AND EXISTS (
+        SELECT 1 FROM @S@.records r WHERE r.tenant = p_tenant AND r.subject = p_subject AND r.key = x.ref AND r.until_ms > p_now));
+    RETURN;
+  END IF;
+  -- An operation named after a call whose binding links another record
+  -- still stored keeps it (index_call).
+  IF EXISTS (SELECT 1 FROM @S@.bindings b WHERE b.tenant = p_tenant AND b.subject = p_subject AND b.call_id = p_op
+      AND b.until_ms > p_now AND b.link IS NOT NULL AND b.link <> p_key AND EXISTS (
+        SELECT 1 FROM @S@.records r WHERE r.tenant = p_tenant AND r.subject = p_subject AND r.key = b.link AND r.until_ms > p_now))
+      AND NOT EXISTS (SELECT 1 FROM @S@.ops x WHERE x.tenant = p_tenant AND x.subject = p_subject AND x.op = p_op AND x.until_ms > p_now) THEN
+    RETURN;
+  END IF;
   INSERT INTO @S@.ops AS x (tenant, subject, op, kind, ref, until_ms) VALUES (p_tenant, p_subject, p_op, 'k', p_key, p_until)
     ON CONFLICT (tenant, subject, op) DO UPDATE SET kind = 'k', ref = excluded.ref, until_ms = excluded.until_ms
     WHERE NOT (x.until_ms > p_now AND x.kind = 'k' AND x.ref <> p_key AND EXISTS (
@@ -251,7 +290,7 @@ BEGIN
   IF length(p_token) > 0 THEN
     INSERT INTO @S@.records AS r (tenant, subject, key, state, token, until_ms) VALUES (p_tenant, p_subject, p_key, 'X', p_token, p_until)
       ON CONFLICT (tenant, subject, key) DO UPDATE SET state = 'X', fp = NULL, data = NULL, msg = NULL, op = NULL, lease_ms = 0,
-        token = excluded.token, tool = NULL, call_id = NULL, until_ms = excluded.until_ms;
+        token = excluded.token, tool = NULL, call_id = NULL, done = NULL, until_ms = excluded.until_ms;
   ELSE
     DELETE FROM @S@.records WHERE tenant = p_tenant AND subject = p_subject AND key = p_key;
   END IF;
@@ -349,7 +388,7 @@ BEGIN
       ON CONFLICT (tenant, subject, key) DO UPDATE SET state = 'C', fp = excluded.fp, data = excluded.data, msg = excluded.msg,
         op = excluded.op, tool = excluded.tool, call_id = excluded.call_id, until_ms = excluded.until_ms,
         token = CASE WHEN r.until_ms > p_now THEN r.token END, lease_ms = CASE WHEN r.until_ms > p_now THEN r.lease_ms ELSE 0 END;
-    PERFORM @S@.index_record(p_tenant, p_subject, p_op, p_key, p_now, p_until);
+    PERFORM @S@.index_record(p_tenant, p_subject, p_op, p_key, p_call, p_now, p_until);
   ELSIF term AND length(p_call) > 0 THEN
     PERFORM @S@.index_call(p_tenant, p_subject, p_op, p_call, p_now, p_until);
   ELSIF NOT term THEN
@@ -509,8 +548,9 @@ BEGIN
   INSERT INTO @S@.records AS r (tenant, subject, key, state, fp, op, lease_ms, token, tool, call_id, until_ms)
     VALUES (p_tenant, p_subject, p_key, 'P', p_fp, p_op, p_now + p_lease, p_token, p_tool, p_call, p_until)
     ON CONFLICT (tenant, subject, key) DO UPDATE SET state = 'P', fp = excluded.fp, data = NULL, msg = NULL, op = excluded.op,
-      lease_ms = excluded.lease_ms, token = excluded.token, tool = excluded.tool, call_id = excluded.call_id, until_ms = excluded.until_ms;
-  PERFORM @S@.index_record(p_tenant, p_subject, p_op, p_key, p_now, p_until);
+      lease_ms = excluded.lease_ms, token = excluded.token, tool = excluded.tool, call_id = excluded.call_id, done = NULL,
+      until_ms = excluded.until_ms;
+  PERFORM @S@.index_record(p_tenant, p_subject, p_op, p_key, p_call, p_now, p_until);
   a := @S@.result(NULL, NULL, NULL, NULL, 0, NULL); a.kind := 'T';
   IF p_xid THEN a.xid := pg_current_xact_id()::text; END IF;
   RETURN a;
@@ -522,17 +562,29 @@ CREATE FUNCTION @S@.commit(p_locks bigint[], p_tenant bytea, p_subject bytea, p_
   p_tool bytea, p_fp bytea, p_now bigint, p_until bigint, p_token bytea, p_code text, p_data bytea, p_msg bytea,
   p_retry bigint, p_side text, p_charge boolean, p_grant bytea, p_body bytea, p_bsum text)
 RETURNS @S@.answer LANGUAGE plpgsql AS $$
-DECLARE m @S@.commits; k @S@.records; a @S@.answer; side text := p_side; store text := ''; term boolean;
+DECLARE m @S@.commits; k @S@.records; a @S@.answer; side text := p_side; store text := ''; term boolean; mine boolean;
 BEGIN
   PERFORM @S@.lock(p_locks);
-  -- rule 14: a retry of this very commit answers as the first did
+  SELECT * INTO k FROM @S@.records
+    WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now FOR UPDATE;
+  -- rule 14: a retry of this very commit answers as the first did. A
+  -- first commit that wrote the record left its token there (done);
+  -- otherwise beside it (commits).
+  IF k.done = p_token THEN
+    IF k.state = 'C' AND k.fp = p_fp THEN
+      RETURN @S@.result('OK', 'fresh', k.data, k.msg, 0, NULL);
+    END IF;
+    RETURN @S@.result(p_code, 'fresh', p_data, p_msg, p_retry, CASE WHEN p_code = 'OUTCOME_UNKNOWN' THEN p_op END);
+  END IF;
   SELECT * INTO m FROM @S@.commits WHERE tenant = p_tenant AND subject = p_subject AND token = p_token AND until_ms > p_now;
   IF FOUND THEN
     RETURN @S@.result(m.code, m.delivery, m.data, m.msg, m.retry_ms, m.op);
   END IF;
+  -- The fresh path: this token's reservation stands. Its reserve bound
+  -- the call id to this intent and linked it to the record, which keeps
+  -- the outcome: the binding is not written again.
+  mine := k.state = 'P' AND k.token = p_token;
   a := @S@.result(p_code, 'fresh', p_data, p_msg, p_retry, NULL);
-  SELECT * INTO k FROM @S@.records
-    WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now FOR UPDATE;
   IF k.state = 'C' AND k.fp = p_fp THEN
     -- Settled meanwhile from a receipt: the stored result stands, and the
     -- side effect was already audited by the status query.
@@ -554,13 +606,13 @@ BEGIN
   IF a.code = 'OUTCOME_UNKNOWN' THEN a.op := p_op; END IF;
   PERFORM @S@.append(p_tenant, p_body, p_bsum, a.code, a.delivery, side);
   IF store = 'C' OR store = 'U' THEN
-    INSERT INTO @S@.records AS r (tenant, subject, key, state, fp, data, msg, op, tool, call_id, until_ms)
+    INSERT INTO @S@.records AS r (tenant, subject, key, state, fp, data, msg, op, tool, call_id, done, until_ms)
       VALUES (p_tenant, p_subject, p_key, store, p_fp, CASE WHEN store = 'C' THEN a.data END, CASE WHEN store = 'C' THEN a.msg END,
-        p_op, p_tool, p_call, p_until)
+        p_op, p_tool, p_call, p_token, p_until)
       ON CONFLICT (tenant, subject, key) DO UPDATE SET state = excluded.state, fp = excluded.fp,
         data = CASE WHEN excluded.state = 'C' THEN excluded.data ELSE r.data END,
         msg = CASE WHEN excluded.state = 'C' THEN excluded.msg ELSE r.msg END,
-        op = excluded.op, tool = excluded.tool, call_id = excluded.call_id, until_ms = excluded.until_ms;
+        op = excluded.op, tool = excluded.tool, call_id = excluded.call_id, done = excluded.done, until_ms = excluded.until_ms;
   ELSIF store = 'X' THEN
     PERFORM @S@.release(p_tenant, p_subject, p_key, p_token, p_op, p_now, p_until);
     -- The write did not start: the grant it spent paid for nothing (rule 22).
@@ -576,7 +628,7 @@ BEGIN
       PERFORM @S@.keep(p_tenant, p_token);
     END IF;
   END IF;
-  IF length(p_call) > 0 THEN
+  IF length(p_call) > 0 AND NOT (mine AND store IN ('C', 'U')) THEN
     term := @S@.terminal(a.code);
     INSERT INTO @S@.bindings AS b (tenant, subject, call_id, fp, code, data, msg, until_ms)
       VALUES (p_tenant, p_subject, p_call, p_fp, CASE WHEN term THEN a.code END, CASE WHEN term THEN a.data END,
@@ -587,10 +639,12 @@ BEGIN
         msg = CASE WHEN term THEN excluded.msg WHEN b.until_ms > p_now THEN b.msg END,
         link = CASE WHEN b.until_ms > p_now THEN b.link END, until_ms = excluded.until_ms;
   END IF;
-  INSERT INTO @S@.commits (tenant, subject, token, code, delivery, data, msg, retry_ms, op, until_ms)
-    VALUES (p_tenant, p_subject, p_token, a.code, a.delivery, a.data, a.msg, a.retry_ms, a.op, p_until)
-    ON CONFLICT (tenant, subject, token) DO UPDATE SET code = excluded.code, delivery = excluded.delivery, data = excluded.data,
-      msg = excluded.msg, retry_ms = excluded.retry_ms, op = excluded.op, until_ms = excluded.until_ms;
+  IF store NOT IN ('C', 'U') THEN
+    INSERT INTO @S@.commits (tenant, subject, token, code, delivery, data, msg, retry_ms, op, until_ms)
+      VALUES (p_tenant, p_subject, p_token, a.code, a.delivery, a.data, a.msg, a.retry_ms, a.op, p_until)
+      ON CONFLICT (tenant, subject, token) DO UPDATE SET code = excluded.code, delivery = excluded.delivery, data = excluded.data,
+        msg = excluded.msg, retry_ms = excluded.retry_ms, op = excluded.op, until_ms = excluded.until_ms;
+  END IF;
   RETURN a;
 END $$;
 
@@ -795,7 +849,7 @@ BEGIN
     PERFORM @S@.append(p_tenant, p_body, p_bsum, 'OK', 'fresh', 'yes');
     UPDATE @S@.records SET state = 'C', data = p_data, msg = NULL, until_ms = p_until
       WHERE tenant = p_tenant AND subject = p_subject AND key = p_key;
-    PERFORM @S@.index_record(p_tenant, p_subject, k.op, p_key, p_now, p_until);
+    PERFORM @S@.index_record(p_tenant, p_subject, k.op, p_key, coalesce(k.call_id, ''::bytea), p_now, p_until);
     PERFORM @S@.keep(p_tenant, coalesce(k.token, ''::bytea)); -- it ran: its budget charge stays
     RETURN @S@.result('OK', 'fresh', p_data, NULL, 0, NULL);
   END IF;
