@@ -140,15 +140,15 @@ func run(args []string, w io.Writer) error {
 			return errors.New("need -c >= 1, -n >= -c, 0 <= -reads + -writes <= 100, -tenants >= 1, 1 <= -rounds <= -n")
 		}
 	}
-	if cfg.rtt && !strings.Contains(cfg.addr, "://") {
+	if cfg.rtt && !strings.Contains(cfg.addr, "://") && cfg.store == "" {
 		return errors.New("-rtt needs a standalone server's redis:// URL")
 	}
 	if cfg.store != "" {
 		if !pgopen.Is(cfg.store) {
 			return fmt.Errorf("-store %q: a postgres:// URL (Redis is -redis)", cfg.store)
 		}
-		if cfg.rtt || cfg.cpuProfile != "" {
-			return errors.New("-store postgres://… takes no -rtt or -cpuprofile")
+		if cfg.cpuProfile != "" {
+			return errors.New("-store postgres://… takes no -cpuprofile")
 		}
 		beside := ""
 		fs.Visit(func(f *flag.Flag) {

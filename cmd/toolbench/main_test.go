@@ -8,6 +8,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/toolguard/toolguard/internal/pgtest"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
 
@@ -121,5 +122,62 @@ func TestRTTRun(t *testing.T) {
 		if r, err := strconv.ParseFloat(f[2], 64); err != nil || r <= 0 {
 			t.Errorf("row %q: guard/peer %q", want, f[2])
 		}
+	}
+}
+
+// TestPostgresRun runs a short -store postgres://… -peer bench, with the
+// Redis store beside on miniredis, direct and through a delaying proxy,
+// and checks that what it prints adds up: each run's dispatches are
+// counted once as a read, a write or a replay, none unexpected; the
+// guard's round trips are 1 a read, 3 a fresh write (BEGIN with the
+// reservation, the tool's insert, the commit with COMMIT) and 2 a replay,
+// the peer's 4 a read and a replay and 5 a write, within the pool's own
+// pings; and the closing table has a row per run. It makes no timing
+// assertion.
+func TestPostgresRun(t *testing.T) {
+	db := pgtest.NewDB(t)
+	redisAddr := "redis://" + miniredis.RunT(t).Addr() + "/0"
+	const n = 300
+	var out strings.Builder
+	if err := run([]string{"-store", db, "-peer", "-redis", redisAddr, "-c", "4", "-n", strconv.Itoa(n), "-rounds", "3", "-rtt", "0,100us"}, &out); err != nil {
+		t.Fatal(err)
+	}
+	text := out.String()
+	t.Log("\n" + text)
+	for _, block := range strings.Split(text, "== ")[1:] {
+		rows := map[string][]string{}
+		for _, line := range strings.Split(block, "\n") {
+			f := strings.Fields(line)
+			if len(f) > 3 {
+				rows[strings.Join(f[:len(f)-3], " ")] = f[len(f)-3:]
+			}
+		}
+		num := func(label string, col int) float64 {
+			t.Helper()
+			v, err := strconv.ParseFloat(rows[label][col], 64)
+			if err != nil {
+				t.Fatalf("row %q column %d: %v\n%s", label, col, err, block)
+			}
+			return v
+		}
+		for col, name := range []string{"guard", "peer", "redis"} {
+			if num("reads", col)+num("writes", col)+num("replays", col) != n {
+				t.Errorf("%s: the kinds do not add up to %d", name, n)
+			}
+			if num("unexpected", col) != 0 {
+				t.Errorf("%s: %v unexpected results", name, rows["unexpected"])
+			}
+		}
+		trips := func(col int, read, write, replay float64) float64 {
+			return (read*num("reads", col) + write*num("writes", col) + replay*num("replays", col)) / n
+		}
+		for col, want := range []float64{trips(0, 1, 3, 2), trips(1, 4, 5, 4)} {
+			if got := num("round trips per dispatch", col); got < want || got > want*1.05 {
+				t.Errorf("column %d: %.3f round trips a dispatch, want %.3f (and a few pings)", col, got, want)
+			}
+		}
+	}
+	if !strings.Contains(text, "guard/peer = ") || strings.Count(text, "each direction delayed by") != 2 {
+		t.Errorf("the runs did not all run")
 	}
 }

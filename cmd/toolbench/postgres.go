@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net"
+	"net/url"
 	"os"
 	"strconv"
 	"strings"
@@ -22,6 +23,7 @@ import (
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redisconn"
+	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/pgstore"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -202,30 +204,60 @@ type pgRun struct {
 	redisCPU          bool // the run's server CPU counts Redis's too
 }
 
-// benchPostgres runs the bench on Postgres at each -c.
+// benchPostgres runs the bench on Postgres at each -c and, with -rtt, each
+// delay: through a loopback proxy to Postgres (and to Redis beside) that
+// delays each direction by D, so that a round trip costs 2·D more, as
+// across a network.
 func benchPostgres(cfg config, redisAddr string, w io.Writer) error {
+	delays := cfg.rtts
+	if !cfg.rtt {
+		delays = []time.Duration{-1}
+	}
 	var rows [][]string
 	for _, c := range cfg.cs {
-		cfg.c = c
-		fmt.Fprintf(w, "== %d agents ==\n", c)
-		row, err := benchPostgresOnce(cfg, redisAddr, w)
-		if err != nil {
-			return err
+		for _, d := range delays {
+			run := cfg
+			run.c = c
+			beside := redisAddr
+			label := "direct"
+			if d >= 0 {
+				label = d.String()
+				pg, err := url.Parse(cfg.store)
+				if err != nil {
+					return err
+				}
+				p, err := redistest.StartProxy(pg.Host)
+				if err != nil {
+					return err
+				}
+				defer p.Close()
+				p.Delay(d, d)
+				pg.Host = p.Addr()
+				run.store = pg.String()
+				if beside != "" {
+					var rp *redistest.Proxy
+					if rp, beside, err = delayed(beside, d); err != nil {
+						return err
+					}
+					defer rp.Close()
+				}
+				fmt.Fprintf(w, "== %d agents, each direction delayed by %v ==\n", c, d)
+			} else {
+				fmt.Fprintf(w, "== %d agents ==\n", c)
+			}
+			row, err := benchPostgresOnce(run, beside, w)
+			if err != nil {
+				return err
+			}
+			rows = append(rows, append([]string{row[0], label}, row[1:]...))
+			fmt.Fprintln(w)
 		}
-		rows = append(rows, row)
-		fmt.Fprintln(w)
 	}
 	if len(rows) > 1 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "agents\tguard/peer\tredis/peer\tround trips guard/peer/redis\twire bytes guard/peer/redis\tp50/p99 guard | peer | redis")
+		fmt.Fprintln(tw, "agents\tD\tguard/peer\tredis/peer\tround trips guard/peer/redis\twire bytes guard/peer/redis\tp50/p99 guard | peer | redis")
 		for _, r := range rows {
-			for i, f := range r {
-				if i > 0 {
-					fmt.Fprint(tw, "\t")
-				}
-				fmt.Fprint(tw, f)
-			}
-			fmt.Fprintln(tw)
+			fmt.Fprintln(tw, strings.Join(r, "\t"))
 		}
 		_ = tw.Flush()
 	}
