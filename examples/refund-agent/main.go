@@ -9,6 +9,7 @@
 //	go run ./examples/refund-agent -provider anthropic  # Anthropic Messages
 //	go run ./examples/refund-agent -provider gemini     # Gemini (no call ids, as 2.x sends)
 //	go run ./examples/refund-agent -stream              # the model's text as it arrives
+//	go run ./examples/refund-agent -store postgres://…  # records in Postgres (package pgstore), no Redis
 //
 // Approval comes from the terminal when standard input is one, otherwise
 // from -approve; with neither, the draft is denied (and the program says
@@ -19,7 +20,8 @@
 // (ANTHROPIC_MODEL), GEMINI_API_KEY or GOOGLE_API_KEY for gemini
 // (GEMINI_MODEL). With
 // TOOLGUARD_REDIS_URL (or its alias REDIS_URL) set it keeps its records in
-// that Redis. Every run is a fresh run (a new run id and new call ids), so
+// that Redis; with -store postgres://… in that database (schema toolguard).
+// Every run is a fresh run (a new run id and new call ids), so
 // running it again against the same Redis drafts the refund again rather
 // than replaying the previous run.
 package main
@@ -36,12 +38,15 @@ import (
 	"os"
 	"strings"
 
+	"github.com/jackc/pgx/v5/pgxpool"
 	"golang.org/x/term"
 
 	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/pgstore"
 )
 
 func main() {
@@ -49,6 +54,7 @@ func main() {
 	var set settings
 	flag.StringVar(&set.provider, "provider", "responses", "the model API: "+strings.Join(demo.Providers(), ", "))
 	flag.BoolVar(&set.stream, "stream", false, "print the model's text as it arrives")
+	flag.StringVar(&set.store, "store", "", "a postgres:// URL: keep the records in Postgres (package pgstore) instead of Redis")
 	flag.Parse()
 	var approve *bool // nil: no -approve given
 	flag.Visit(func(f *flag.Flag) {
@@ -94,6 +100,7 @@ func script() []demo.Turn {
 type settings struct {
 	provider string // "responses" (default), "chat", "anthropic" or "gemini"
 	stream   bool   // print the model's text as it arrives
+	store    string // a postgres:// URL, or "" for Redis
 }
 
 // run runs the agent; the human answers from terminal when it is set, else
@@ -107,14 +114,26 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool, se
 		return err
 	}
 	defer closeModel()
-	rdb, closeRedis, err := demo.Redis(w)
-	if err != nil {
-		return err
-	}
-	defer closeRedis()
-	guardStore, err := demo.Store(rdb)
-	if err != nil {
-		return err
+	var guardStore audit.Store
+	if set.store != "" {
+		pool, err := pgxpool.New(ctx, set.store)
+		if err != nil {
+			return fmt.Errorf("-store: %w", err)
+		}
+		defer pool.Close()
+		if guardStore, err = pgstore.New(ctx, pool, pgstore.Options{}); err != nil {
+			return fmt.Errorf("-store: %w", err)
+		}
+		fmt.Fprintln(w, "store:     Postgres (pgstore, schema toolguard)")
+	} else {
+		rdb, closeRedis, err := demo.Redis(w)
+		if err != nil {
+			return err
+		}
+		defer closeRedis()
+		if guardStore, err = demo.Store(rdb); err != nil {
+			return err
+		}
 	}
 
 	svc := orders.NewService()

@@ -6,6 +6,8 @@ import (
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/toolguard/toolguard/internal/pgtest"
 )
 
 func TestRefundAgentApproved(t *testing.T) {
@@ -163,5 +165,29 @@ func TestRefundAgentDeniesByDefault(t *testing.T) {
 	if !strings.Contains(s, "no terminal and no -approve flag: denied by default") ||
 		!strings.Contains(s, "drafts:    0 created downstream") {
 		t.Errorf("default run:\n%s", s)
+	}
+}
+
+// TestRefundAgentOnPostgres: the same run with its records in Postgres
+// (-store postgres://…), no Redis.
+func TestRefundAgentOnPostgres(t *testing.T) {
+	t.Setenv("OPENAI_API_KEY", "")
+	t.Setenv("TOOLGUARD_REDIS_URL", "")
+	t.Setenv("REDIS_URL", "")
+	var out strings.Builder
+	if err := run(context.Background(), &out, nil, ptr(true), settings{store: pgtest.NewDB(t)}); err != nil {
+		t.Fatal(err)
+	}
+	s := out.String()
+	for _, want := range []string{
+		"store:     Postgres",
+		`guard:     create_refund_draft OK (delivery fresh, recovery none) {"draft_id":"DRAFT-1"`,
+		`guard:     create_refund_draft OK (delivery local_replay, recovery none) {"draft_id":"DRAFT-1"`,
+		"drafts:    1 created downstream",
+		"audit:     4 records, hash chain verified",
+	} {
+		if !strings.Contains(s, want) {
+			t.Errorf("transcript lacks %q:\n%s", want, s)
+		}
 	}
 }
