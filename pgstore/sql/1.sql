@@ -308,8 +308,10 @@ DECLARE b @S@.bindings; r @S@.records; term boolean;
 BEGIN
   decided := false; bound := false;
   IF length(p_call) > 0 THEN
+    -- (No row lock: the step holds the call id's advisory lock, which
+    -- every step that writes the binding takes.)
     SELECT * INTO b FROM @S@.bindings
-      WHERE tenant = p_tenant AND subject = p_subject AND call_id = p_call AND until_ms > p_now FOR UPDATE;
+      WHERE tenant = p_tenant AND subject = p_subject AND call_id = p_call AND until_ms > p_now;
     IF FOUND THEN
       bound := true;
       IF b.fp <> p_fp THEN
@@ -326,13 +328,15 @@ BEGIN
   END IF;
   -- The record to check: the one this call id already reserved (its own
   -- operation, whatever key the retry carries), else the key's.
-  IF bound AND b.link IS NOT NULL THEN
+  -- A record of another key is locked; the entry's own key is the
+  -- step's advisory lock's.
+  IF bound AND b.link IS NOT NULL AND b.link <> p_key THEN
     SELECT * INTO r FROM @S@.records
       WHERE tenant = p_tenant AND subject = p_subject AND key = b.link AND until_ms > p_now FOR UPDATE;
   END IF;
   IF (r.state IS NULL OR r.state = 'X') AND length(p_key) > 0 THEN
     SELECT * INTO r FROM @S@.records
-      WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now FOR UPDATE;
+      WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now;
   END IF;
   IF r.state IS NULL OR r.state = 'X' THEN
     RETURN;
@@ -496,9 +500,9 @@ RETURNS @S@.answer LANGUAGE plpgsql AS $$
 DECLARE own @S@.records; pc record; g bytea; v integer; a @S@.answer;
 BEGIN
   PERFORM @S@.lock(p_locks);
-  -- rule 12: idempotent per token
+  -- rule 12: idempotent per token (the key's advisory lock is held)
   SELECT * INTO own FROM @S@.records
-    WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now FOR UPDATE;
+    WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now;
   IF FOUND AND own.token = p_token THEN
     IF own.state = 'P' THEN
       a := @S@.result(NULL, NULL, NULL, NULL, 0, NULL); a.kind := 'H';
@@ -565,8 +569,8 @@ RETURNS @S@.answer LANGUAGE plpgsql AS $$
 DECLARE m @S@.commits; k @S@.records; a @S@.answer; side text := p_side; store text := ''; term boolean; mine boolean;
 BEGIN
   PERFORM @S@.lock(p_locks);
-  SELECT * INTO k FROM @S@.records
-    WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now FOR UPDATE;
+  SELECT * INTO k FROM @S@.records -- (the key's advisory lock is held)
+    WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now;
   -- rule 14: a retry of this very commit answers as the first did. A
   -- first commit that wrote the record left its token there (done);
   -- otherwise beside it (commits).
