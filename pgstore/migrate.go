@@ -38,8 +38,15 @@ func (s *Store) migrate(ctx context.Context) error {
 	if err := conn.QueryRow(ctx, "SELECT current_setting('server_version_num')::int").Scan(&version); err != nil {
 		return errorf("reading the server's version: %w", err)
 	}
-	if version < minServer {
-		return fmt.Errorf("%w (it is %d.%d); upgrade the server", ErrServerTooOld, version/10000, version%10000)
+	if err := checkVersion(version); err != nil {
+		return err
+	}
+	// A schema at this version needs nothing created: a role with the
+	// rights on it but not CREATE on the database uses it as it is.
+	if current, err := s.version(ctx, conn.Conn()); err != nil {
+		return err
+	} else if current == schemaVersion {
+		return nil
 	}
 	lock := int64(s.lockSeed ^ 0x6d6967726174696f) // "migratio"
 	if _, err := conn.Exec(ctx, "SELECT pg_advisory_lock($1)", lock); err != nil {
@@ -56,15 +63,9 @@ func (s *Store) migrate(ctx context.Context) error {
 		";\nCREATE TABLE IF NOT EXISTS "+s.schema+".migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())"); err != nil {
 		return permission(err, "create the schema "+s.schema)
 	}
-	var current int
-	if err := conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+s.schema+".migrations").Scan(&current); err != nil {
-		return permission(err, "read "+s.schema+".migrations")
-	}
-	if current > schemaVersion {
-		return errorf("schema %s is at version %d, newer than this store's %d: upgrade the library", s.schema, current, schemaVersion)
-	}
-	if current == schemaVersion {
-		return nil
+	current, err := s.version(ctx, conn.Conn())
+	if err != nil || current == schemaVersion {
+		return err
 	}
 	crypto, err := s.pgcrypto(ctx, conn.Conn())
 	if err != nil {
@@ -86,6 +87,31 @@ func (s *Store) migrate(ctx context.Context) error {
 		if err != nil {
 			return permission(err, fmt.Sprintf("migrate schema %s to version %d", s.schema, v))
 		}
+	}
+	return nil
+}
+
+// version returns the schema's version, 0 when it has none yet, and
+// refuses one newer than this store's.
+func (s *Store) version(ctx context.Context, conn *pgx.Conn) (int, error) {
+	var current int
+	err := conn.QueryRow(ctx, "SELECT CASE WHEN to_regclass($1) IS NULL THEN 0 ELSE -1 END", s.schema+".migrations").Scan(&current)
+	if err == nil && current == -1 {
+		err = conn.QueryRow(ctx, "SELECT coalesce(max(version), 0) FROM "+s.schema+".migrations").Scan(&current)
+	}
+	switch {
+	case err != nil:
+		return 0, permission(err, "read "+s.schema+".migrations")
+	case current > schemaVersion:
+		return 0, errorf("schema %s is at version %d, newer than this store's %d: upgrade the library", s.schema, current, schemaVersion)
+	}
+	return current, nil
+}
+
+// checkVersion refuses a server_version_num before minServer.
+func checkVersion(version int) error {
+	if version < minServer {
+		return fmt.Errorf("%w (it is %d.%d); upgrade the server", ErrServerTooOld, version/10000, version%10000)
 	}
 	return nil
 }
