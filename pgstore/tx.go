@@ -171,7 +171,9 @@ func (s *Store) RunTx(ctx context.Context, e *guard.Entry, lease time.Duration, 
 	cctx, cancel := end()
 	defer cancel()
 	batch := &pgx.Batch{}
-	batch.Queue(s.q.commit, s.commitArgs(e)...)
+	args := s.commitArgs(e)
+	args[0] = []int64{} // the reservation took the locks, held until COMMIT
+	batch.Queue(s.q.commit, args...)
 	batch.Queue("COMMIT")
 	br = conn.SendBatch(cctx, batch)
 	cerr := a.scan(br.QueryRow())

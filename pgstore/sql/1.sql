@@ -162,15 +162,11 @@ CREATE FUNCTION @S@.terminal(p_code text) RETURNS boolean LANGUAGE sql IMMUTABLE
   SELECT p_code IN ('OK', 'NOT_FOUND', 'UNKNOWN_TOOL', 'INVALID_ARGUMENTS', 'IDEMPOTENCY_CONFLICT', 'CALL_ID_CONFLICT')
 $$;
 
--- lock takes the step's advisory locks (one per call id, key, operation id
--- and grant it touches), in the order given: the store sorts them, so no
--- two steps wait for each other. They hold until the transaction ends: a
--- transactional write's key stays locked while its tool runs, and a
--- duplicate waits for its commit.
-CREATE FUNCTION @S@.lock(p_locks bigint[]) RETURNS void LANGUAGE plpgsql AS $$
-BEGIN
-  PERFORM pg_advisory_xact_lock(k) FROM unnest(p_locks) AS k; -- in the array's order
-END $$;
+-- Every step first takes its advisory locks (one per call id, key,
+-- operation id and grant it touches), in the order the store gave them:
+-- it sorts them, so no two steps wait for each other. They hold until the
+-- transaction ends: a transactional write's key stays locked while its
+-- tool runs, and a duplicate waits for its commit.
 
 -- append adds the step's audit record to the tenant's chain (rule 5),
 -- under the tenant's head row, locked until the transaction ends: appends
@@ -376,7 +372,24 @@ CREATE FUNCTION @S@.finish(p_locks bigint[], p_tenant bytea, p_subject bytea, p_
 RETURNS @S@.answer LANGUAGE plpgsql AS $$
 DECLARE pc record; term boolean := @S@.terminal(p_code);
 BEGIN
-  PERFORM @S@.lock(p_locks);
+  PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk; -- the step's locks, in the array's order
+  -- A call id bound now, with no key: the checks have nothing to find.
+  -- The binding is made first, and the rest follows in the same step.
+  IF length(p_call) > 0 AND length(p_key) = 0 THEN
+    INSERT INTO @S@.bindings (tenant, subject, call_id, fp, code, data, msg, until_ms)
+      VALUES (p_tenant, p_subject, p_call, p_fp, CASE WHEN term THEN p_code END, CASE WHEN term THEN p_data END,
+        CASE WHEN term THEN p_msg END, p_until)
+      ON CONFLICT DO NOTHING;
+    IF FOUND THEN
+      PERFORM @S@.append(p_tenant, p_body, p_bsum, p_code, 'fresh', p_side);
+      IF term THEN
+        PERFORM @S@.index_call(p_tenant, p_subject, p_op, p_call, p_now, p_until);
+      ELSE
+        PERFORM @S@.never(p_tenant, p_subject, p_op, p_call, p_key, p_now, p_until);
+      END IF;
+      RETURN @S@.result(p_code, 'fresh', p_data, p_msg, p_retry, NULL);
+    END IF;
+  END IF;
   SELECT * INTO pc FROM @S@.precheck(p_tenant, p_subject, p_call, p_op, p_key, p_fp, p_now, p_until, p_body, p_bsum);
   IF pc.decided THEN RETURN pc.a; END IF;
   PERFORM @S@.append(p_tenant, p_body, p_bsum, p_code, 'fresh', p_side);
@@ -499,7 +512,7 @@ CREATE FUNCTION @S@.reserve(p_locks bigint[], p_tenant bytea, p_subject bytea, p
 RETURNS @S@.answer LANGUAGE plpgsql AS $$
 DECLARE own @S@.records; pc record; g bytea; v integer; a @S@.answer;
 BEGIN
-  PERFORM @S@.lock(p_locks);
+  PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk; -- the step's locks, in the array's order
   -- rule 12: idempotent per token (the key's advisory lock is held)
   SELECT * INTO own FROM @S@.records
     WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now;
@@ -568,7 +581,7 @@ CREATE FUNCTION @S@.commit(p_locks bigint[], p_tenant bytea, p_subject bytea, p_
 RETURNS @S@.answer LANGUAGE plpgsql AS $$
 DECLARE m @S@.commits; k @S@.records; a @S@.answer; side text := p_side; store text := ''; term boolean; mine boolean;
 BEGIN
-  PERFORM @S@.lock(p_locks);
+  PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk; -- the step's locks, in the array's order
   SELECT * INTO k FROM @S@.records -- (the key's advisory lock is held)
     WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now;
   -- rule 14: a retry of this very commit answers as the first did. A
@@ -580,14 +593,17 @@ BEGIN
     END IF;
     RETURN @S@.result(p_code, 'fresh', p_data, p_msg, p_retry, CASE WHEN p_code = 'OUTCOME_UNKNOWN' THEN p_op END);
   END IF;
-  SELECT * INTO m FROM @S@.commits WHERE tenant = p_tenant AND subject = p_subject AND token = p_token AND until_ms > p_now;
-  IF FOUND THEN
-    RETURN @S@.result(m.code, m.delivery, m.data, m.msg, m.retry_ms, m.op);
-  END IF;
-  -- The fresh path: this token's reservation stands. Its reserve bound
-  -- the call id to this intent and linked it to the record, which keeps
-  -- the outcome: the binding is not written again.
+  -- The fresh path: this token's reservation stands (so no commit of it
+  -- came before). Its reserve bound the call id to this intent and linked
+  -- it to the record, which keeps the outcome: the binding is not written
+  -- again.
   mine := k.state = 'P' AND k.token = p_token;
+  IF NOT mine THEN
+    SELECT * INTO m FROM @S@.commits WHERE tenant = p_tenant AND subject = p_subject AND token = p_token AND until_ms > p_now;
+    IF FOUND THEN
+      RETURN @S@.result(m.code, m.delivery, m.data, m.msg, m.retry_ms, m.op);
+    END IF;
+  END IF;
   a := @S@.result(p_code, 'fresh', p_data, p_msg, p_retry, NULL);
   IF k.state = 'C' AND k.fp = p_fp THEN
     -- Settled meanwhile from a receipt: the stored result stands, and the
@@ -747,7 +763,7 @@ CREATE FUNCTION @S@.status(p_locks bigint[], p_tenant bytea, p_subject bytea, p_
 RETURNS @S@.answer LANGUAGE plpgsql AS $$
 DECLARE s record; r @S@.records; a @S@.answer;
 BEGIN
-  PERFORM @S@.lock(p_locks);
+  PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk; -- the step's locks, in the array's order
   SELECT * INTO s FROM @S@.settled(p_tenant, p_op, p_key, p_tool, p_subject, p_now, p_body, p_bsum);
   IF s.decided THEN RETURN s.a; END IF;
   a := @S@.result(NULL, NULL, NULL, NULL, 0, NULL); a.kind := 'P';
@@ -776,7 +792,7 @@ CREATE FUNCTION @S@.settle(p_locks bigint[], p_tenant bytea, p_subject bytea, p_
 RETURNS @S@.answer LANGUAGE plpgsql AS $$
 DECLARE s record; r @S@.records;
 BEGIN
-  PERFORM @S@.lock(p_locks);
+  PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk; -- the step's locks, in the array's order
   SELECT * INTO s FROM @S@.settled(p_tenant, p_op, p_key, p_tool, p_subject, p_now, p_body, p_bsum);
   IF s.decided THEN RETURN s.a; END IF;
   r := s.rec;
@@ -816,7 +832,7 @@ CREATE FUNCTION @S@.charge(p_locks bigint[], p_tenant bytea, p_token bytea, p_no
   p_tool bytea, p_cost bigint, p_max_calls bigint, p_max_cost bigint, p_limit bigint, p_pstart bigint, p_pend bigint)
 RETURNS integer LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM @S@.lock(p_locks);
+  PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk; -- the step's locks, in the array's order
   RETURN @S@.take(p_tenant, p_token, p_now, p_until, p_scope, p_tool, p_cost, p_max_calls, p_max_cost, p_limit, p_pstart, p_pend);
 END $$;
 
@@ -824,7 +840,7 @@ END $$;
 CREATE FUNCTION @S@.refund(p_locks bigint[], p_tenant bytea, p_token bytea, p_now bigint, p_until bigint)
 RETURNS void LANGUAGE plpgsql AS $$
 BEGIN
-  PERFORM @S@.lock(p_locks);
+  PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk; -- the step's locks, in the array's order
   PERFORM @S@.give_back(p_tenant, p_token, p_now, p_until);
 END $$;
 
@@ -840,7 +856,7 @@ CREATE FUNCTION @S@.resolve(p_locks bigint[], p_tenant bytea, p_subject bytea, p
 RETURNS @S@.answer LANGUAGE plpgsql AS $$
 DECLARE k @S@.records; a @S@.answer;
 BEGIN
-  PERFORM @S@.lock(p_locks);
+  PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk; -- the step's locks, in the array's order
   a := @S@.result(NULL, NULL, NULL, NULL, 0, NULL); a.kind := 'E';
   SELECT * INTO k FROM @S@.records WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now FOR UPDATE;
   IF NOT FOUND OR k.state = 'X' THEN a.code := 'gone'; RETURN a; END IF;
