@@ -1,0 +1,400 @@
+package tgmcp_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
+	"github.com/redis/go-redis/v9"
+
+	tgmcp "github.com/toolguard/toolguard/adapters/mcp"
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/toolset"
+)
+
+// fleet is two replicas of one MCP server, as two processes would run it:
+// each its own guard, store client, server and HTTP handler, over one
+// Redis (the guard's records and the StateStore under one prefix) and one
+// Signer key, behind a round-robin proxy. The downstream system (the order
+// service) is one, as a real one is; every execution of a write tool is
+// counted, on either replica.
+type fleet struct {
+	t        *testing.T
+	rdb      redis.UniversalClient
+	prefix   string
+	svc      *orders.Service
+	runs     atomic.Int64                  // executions of write tools, both replicas
+	gate     atomic.Pointer[chan struct{}] // when set, send_note waits for it to close
+	started  chan struct{}                 // send_note signals each start here
+	opts     tgmcp.Options
+	replicas [2]*replica
+	proxy    *rrProxy
+	url      string // the proxy's endpoint
+}
+
+// replica is one server of the fleet behind its own listener; restart
+// replaces it with a new one, as a process started again is, on the same
+// address.
+type replica struct {
+	handler atomic.Pointer[http.Handler]
+	url     string
+	starts  int
+}
+
+func (r *replica) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	(*r.handler.Load()).ServeHTTP(w, req)
+}
+
+// noteIn and noteOut are the input and output of send_note, a write that
+// needs no approval.
+type noteIn struct {
+	To   string `json:"to"`
+	Text string `json:"text"`
+}
+type noteOut struct {
+	Sent string `json:"sent"`
+}
+
+// countedTool counts the executions of a write tool and, for send_note,
+// waits on the fleet's gate.
+type countedTool struct {
+	toolset.Declared
+	f *fleet
+}
+
+func (c countedTool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
+	c.f.runs.Add(1)
+	if c.Name() == "send_note" {
+		select {
+		case c.f.started <- struct{}{}:
+		default:
+		}
+		if g := c.f.gate.Load(); g != nil {
+			<-*g
+		}
+	}
+	return c.Declared.Execute(ctx, inv)
+}
+
+// tools are the order tools and send_note, their writes counted.
+func (f *fleet) tools() *toolset.Set {
+	note := toolset.Write("send_note", "Send a note to someone.", func(_ context.Context, _ *guard.Invocation, in noteIn) (noteOut, error) {
+		return noteOut{Sent: in.To + ": " + in.Text}, nil
+	}, nil)
+	var all []toolset.Declared
+	for _, d := range append(orders.Tools(f.svc).Tools(), note) {
+		if d.Spec().Effect == guard.Write {
+			d = countedTool{Declared: d, f: f}
+		}
+		all = append(all, d)
+	}
+	return toolset.MustNew(all...)
+}
+
+// newFleet starts two replicas over rdb behind a round-robin proxy.
+func newFleet(t *testing.T, rdb redis.UniversalClient, opts tgmcp.Options) *fleet {
+	t.Helper()
+	f := &fleet{t: t, rdb: rdb, prefix: redistest.Prefix(t), svc: orders.NewService(), opts: opts, started: make(chan struct{}, 16)}
+	var urls [2]string
+	for i := range f.replicas {
+		r := &replica{}
+		f.replicas[i] = r
+		f.restart(i)
+		hs := httptest.NewServer(r)
+		t.Cleanup(hs.Close)
+		r.url = hs.URL
+		urls[i] = hs.URL
+	}
+	f.proxy = newRRProxy(t, urls)
+	ps := httptest.NewServer(f.proxy)
+	t.Cleanup(ps.Close)
+	f.url = ps.URL
+	return f
+}
+
+// restart replaces replica i by a new one: a new guard, store client
+// objects and server, as a process started again has, nothing kept in
+// memory.
+func (f *fleet) restart(i int) {
+	f.t.Helper()
+	store, err := idem.New(f.rdb, idem.Options{Prefix: f.prefix})
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	signer := mustSigner(f.t)
+	tools := f.tools()
+	g := guard.New(tools, store, guard.Options{Signer: signer})
+	opts := f.opts
+	opts.Signer = signer
+	if opts.State == nil {
+		opts.State = tgmcp.NewRedisStateStore(f.rdb, f.prefix+"mcp:")
+	}
+	srv, err := tgmcp.NewServer(g, tools, opts)
+	if err != nil {
+		f.t.Fatal(err)
+	}
+	var h http.Handler = srv.Handler(testTokens, nil)
+	f.replicas[i].handler.Store(&h)
+	f.replicas[i].starts++
+}
+
+// testTokens accepts "token-a" (tenant-a/user-1) and "token-b"
+// (tenant-b/user-1).
+func testTokens(_ context.Context, tok string, _ *http.Request) (tgmcp.Token, error) {
+	switch tok {
+	case "token-a":
+		return tgmcp.Token{Principal: user1, Expiry: time.Now().Add(time.Hour)}, nil
+	case "token-b":
+		return tgmcp.Token{Principal: user2b, Expiry: time.Now().Add(time.Hour)}, nil
+	}
+	return tgmcp.Token{}, errors.New("unknown token")
+}
+
+// human is the client's human: it answers every question as answer says,
+// and counts them.
+type human struct {
+	asked  atomic.Int64
+	answer func(n int64) bool // the n-th question (1-based): approve?
+	before func(n int64)      // runs before the answer, e.g. to restart the replica that asked
+}
+
+func (h *human) elicit(_ context.Context, _ *sdk.ElicitRequest) (*sdk.ElicitResult, error) {
+	n := h.asked.Add(1)
+	if h.before != nil {
+		h.before(n)
+	}
+	if h.answer != nil && !h.answer(n) {
+		return &sdk.ElicitResult{Action: "decline"}, nil
+	}
+	return &sdk.ElicitResult{Action: "accept", Content: map[string]any{"approve": true}}, nil
+}
+
+// connect connects go-sdk's client to the fleet through the proxy, on the
+// protocol version given ("" for the latest, 2026-07-28), with its own
+// multi round-trip loop unless manual.
+func (f *fleet) connect(t *testing.T, token string, h *human, version string, manual bool) *sdk.ClientSession {
+	t.Helper()
+	copts := &sdk.ClientOptions{}
+	if h != nil {
+		copts.ElicitationHandler = h.elicit
+	}
+	if manual {
+		copts.MultiRoundTrip = &sdk.MultiRoundTripOptions{Disabled: true}
+	}
+	c := sdk.NewClient(&sdk.Implementation{Name: "fleet-test", Version: "v0"}, copts)
+	cs, err := c.Connect(context.Background(), &sdk.StreamableClientTransport{
+		Endpoint: f.url, HTTPClient: &http.Client{Transport: bearer{token}}, MaxRetries: -1,
+	}, &sdk.ClientSessionOptions{ProtocolVersion: version})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = cs.Close() })
+	return cs
+}
+
+// rrProxy is a round-robin load balancer for the fleet: each POST goes to
+// the next replica, whatever it carries (or, with affinity, to the replica
+// that created the request's session). It logs which replica got which
+// message, and can lose a response or deliver a POST to both replicas.
+type rrProxy struct {
+	t        *testing.T
+	backends [2]*httputil.ReverseProxy
+	mu       sync.Mutex
+	next     int
+	affinity bool
+	sessions map[string]int // Mcp-Session-Id → replica, with affinity
+	hops     []hop
+	// lose and twice pick the POSTs whose response is lost (the replica
+	// handles it, the client gets 502) and that are delivered to both
+	// replicas, one after the other (the client gets the second answer).
+	lose, twice func(h hop) bool
+}
+
+// hop is one message through the proxy.
+type hop struct {
+	Replica  int
+	Method   string
+	Tool     string
+	Answered bool // a tools/call carrying a request state
+	Task     string
+}
+
+func newRRProxy(t *testing.T, urls [2]string) *rrProxy {
+	p := &rrProxy{t: t, sessions: map[string]int{}}
+	for i, u := range urls {
+		target, _ := url.Parse(u)
+		p.backends[i] = &httputil.ReverseProxy{
+			Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
+			FlushInterval: -1,
+		}
+	}
+	return p
+}
+
+func (p *rrProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	h := readHop(body)
+	p.mu.Lock()
+	i := p.next
+	if sid := r.Header.Get("Mcp-Session-Id"); p.affinity && sid != "" {
+		i = p.sessions[sid]
+	} else if r.Method == http.MethodPost {
+		p.next = (p.next + 1) % 2
+	}
+	h.Replica = i
+	if r.Method == http.MethodPost {
+		p.hops = append(p.hops, h)
+	}
+	lose := p.lose != nil && p.lose(h)
+	twice := p.twice != nil && p.twice(h)
+	p.mu.Unlock()
+	forward := func(i int, w http.ResponseWriter) {
+		r2 := r.Clone(r.Context())
+		r2.Body = io.NopCloser(bytes.NewReader(body))
+		p.backends[i].ServeHTTP(w, r2)
+	}
+	switch {
+	case lose:
+		forward(i, httptest.NewRecorder())
+		http.Error(w, "bad gateway: the replica's response was lost", http.StatusBadGateway)
+	case twice:
+		forward(i, httptest.NewRecorder())
+		p.mu.Lock()
+		p.hops = append(p.hops, hop{Replica: 1 - i, Method: h.Method, Tool: h.Tool, Answered: h.Answered})
+		p.mu.Unlock()
+		forward(1-i, w)
+	default:
+		rec := &sessionRecorder{ResponseWriter: w}
+		forward(i, rec)
+		if sid := rec.Header().Get("Mcp-Session-Id"); sid != "" {
+			p.mu.Lock()
+			p.sessions[sid] = i
+			p.mu.Unlock()
+		}
+	}
+}
+
+// sessionRecorder passes a response through, flushing as it goes.
+type sessionRecorder struct{ http.ResponseWriter }
+
+func (s *sessionRecorder) Flush() {
+	if f, ok := s.ResponseWriter.(http.Flusher); ok {
+		f.Flush()
+	}
+}
+
+// readHop reads what a POSTed JSON-RPC message is.
+func readHop(body []byte) hop {
+	var m struct {
+		Method string `json:"method"`
+		Params struct {
+			Name         string `json:"name"`
+			RequestState string `json:"requestState"`
+			TaskID       string `json:"taskId"`
+		} `json:"params"`
+	}
+	_ = json.Unmarshal(body, &m)
+	return hop{Method: m.Method, Tool: m.Params.Name, Answered: m.Params.RequestState != "", Task: m.Params.TaskID}
+}
+
+// calls returns the tools/call hops of tool so far.
+func (p *rrProxy) calls(tool string) []hop {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	var out []hop
+	for _, h := range p.hops {
+		if h.Method == "tools/call" && h.Tool == tool {
+			out = append(out, h)
+		}
+	}
+	return out
+}
+
+// lastCall returns the replica that got the last tools/call of tool.
+func (p *rrProxy) lastCall(tool string) int {
+	c := p.calls(tool)
+	if len(c) == 0 {
+		p.t.Fatalf("no tools/call of %s went through the proxy", tool)
+	}
+	return c[len(c)-1].Replica
+}
+
+var refund7 = map[string]any{"order_ref": "ORDER-7", "reason": "duplicate"}
+
+// mustCall calls a tool and returns the model result; any error fails.
+func mustCall(t *testing.T, cs *sdk.ClientSession, params *sdk.CallToolParams) *guard.Result {
+	t.Helper()
+	r, err := cs.CallTool(context.Background(), params)
+	if err != nil {
+		t.Fatalf("%s: %v", params.Name, err)
+	}
+	res, err := tgmcp.ModelResult(r)
+	if err != nil {
+		t.Fatalf("%s: %v (%+v)", params.Name, err, r)
+	}
+	return res
+}
+
+// The issue's first case: two replicas, round robin, protocol 2026-07-28,
+// go-sdk's own client loop. The question is asked by one replica and the
+// answer reaches the other: one question, one execution, no error.
+func TestFleetAnswerReachesTheOtherReplica(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		f := newFleet(t, rdb, tgmcp.Options{})
+		h := &human{}
+		cs := f.connect(t, "token-a", h, "", false)
+		if v := cs.InitializeResult().ProtocolVersion; v != "2026-07-28" {
+			t.Fatalf("protocol %s, want 2026-07-28", v)
+		}
+		res := mustCall(t, cs, &sdk.CallToolParams{Name: "create_refund_draft", Arguments: refund7})
+		if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryFresh {
+			t.Fatalf("refund: %s", res)
+		}
+		hops := f.proxy.calls("create_refund_draft")
+		if len(hops) != 2 || hops[0].Answered || !hops[1].Answered || hops[0].Replica == hops[1].Replica {
+			t.Fatalf("want the question from one replica and the answer to the other, got %+v", hops)
+		}
+		if n := h.asked.Load(); n != 1 {
+			t.Errorf("asked %d times, want 1", n)
+		}
+		if n := f.runs.Load(); n != 1 {
+			t.Errorf("%d executions, want 1", n)
+		}
+	})
+}
+
+// The replica that asked is restarted between the question and the answer
+// (its memory is gone): one question, one execution, no error.
+func TestFleetAskerRestarted(t *testing.T) {
+	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
+		f := newFleet(t, rdb, tgmcp.Options{})
+		h := &human{}
+		h.before = func(int64) { f.restart(f.proxy.lastCall("create_refund_draft")) }
+		cs := f.connect(t, "token-a", h, "", false)
+		res := mustCall(t, cs, &sdk.CallToolParams{Name: "create_refund_draft", Arguments: refund7})
+		if res.Code != guard.CodeOK {
+			t.Fatalf("refund: %s", res)
+		}
+		asker := f.proxy.calls("create_refund_draft")[0].Replica
+		if f.replicas[asker].starts != 2 {
+			t.Fatalf("the asking replica was started %d times, want 2", f.replicas[asker].starts)
+		}
+		if n, runs := h.asked.Load(), f.runs.Load(); n != 1 || runs != 1 {
+			t.Errorf("asked %d times and %d executions, want 1 and 1", n, runs)
+		}
+	})
+}
