@@ -39,7 +39,7 @@ type fleet struct {
 	svc      *orders.Service
 	runs     atomic.Int64                  // executions of write tools, both replicas
 	gate     atomic.Pointer[chan struct{}] // when set, send_note waits for it to close
-	started  chan struct{}                 // send_note signals each start here
+	started  chan struct{}                 // send_note signals here when it waits at the gate
 	opts     tgmcp.Options
 	replicas [2]*replica
 	proxy    *rrProxy
@@ -78,14 +78,9 @@ type countedTool struct {
 
 func (c countedTool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
 	c.f.runs.Add(1)
-	if c.Name() == "send_note" {
-		select {
-		case c.f.started <- struct{}{}:
-		default:
-		}
-		if g := c.f.gate.Load(); g != nil {
-			<-*g
-		}
+	if g := c.f.gate.Load(); g != nil && c.Name() == "send_note" {
+		c.f.started <- struct{}{}
+		<-*g
 	}
 	return c.Declared.Execute(ctx, inv)
 }
@@ -397,4 +392,38 @@ func TestFleetAskerRestarted(t *testing.T) {
 			t.Errorf("asked %d times and %d executions, want 1 and 1", n, runs)
 		}
 	})
+}
+
+// mini returns a client of a miniredis of the test's own.
+func mini(t *testing.T) redis.UniversalClient {
+	_, rdb := redistest.Mini(t)
+	return rdb
+}
+
+// stepClock is a clock that moves when the test says.
+type stepClock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *stepClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *stepClock) add(d time.Duration) {
+	c.mu.Lock()
+	c.now = c.now.Add(d)
+	c.mu.Unlock()
+}
+
+// waitStarted waits until send_note waits at the gate.
+func (f *fleet) waitStarted(t *testing.T) {
+	t.Helper()
+	select {
+	case <-f.started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("send_note did not start within 10 s")
+	}
 }
