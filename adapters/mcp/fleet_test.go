@@ -38,8 +38,8 @@ type fleet struct {
 	prefix   string
 	svc      *orders.Service
 	runs     atomic.Int64                  // executions of write tools, both replicas
-	gate     atomic.Pointer[chan struct{}] // when set, send_note waits for it to close
-	started  chan struct{}                 // send_note signals here when it waits at the gate
+	gate     atomic.Pointer[chan struct{}] // when set, writes wait for it to close
+	started  chan struct{}                 // a write signals here when it waits at the gate
 	opts     tgmcp.Options
 	replicas [2]*replica
 	proxy    *rrProxy
@@ -69,8 +69,8 @@ type noteOut struct {
 	Sent string `json:"sent"`
 }
 
-// countedTool counts the executions of a write tool and, for send_note,
-// waits on the fleet's gate.
+// countedTool counts the executions of a write tool and, while the fleet
+// has a gate, waits for it to open.
 type countedTool struct {
 	toolset.Declared
 	f *fleet
@@ -78,7 +78,7 @@ type countedTool struct {
 
 func (c countedTool) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
 	c.f.runs.Add(1)
-	if g := c.f.gate.Load(); g != nil && c.Name() == "send_note" {
+	if g := c.f.gate.Load(); g != nil {
 		c.f.started <- struct{}{}
 		<-*g
 	}
@@ -124,9 +124,13 @@ func newFleet(t *testing.T, rdb redis.UniversalClient, opts tgmcp.Options) *flee
 // restart replaces replica i by a new one: a new guard, store client
 // objects and server, as a process started again has, nothing kept in
 // memory.
-func (f *fleet) restart(i int) {
+func (f *fleet) restart(i int) { f.restartWith(i, f.rdb) }
+
+// restartWith restarts replica i with its guard's store on rdb (e.g.
+// through a TCP proxy the test cuts); the StateStore stays on the fleet's.
+func (f *fleet) restartWith(i int, rdb redis.UniversalClient) {
 	f.t.Helper()
-	store, err := idem.New(f.rdb, idem.Options{Prefix: f.prefix})
+	store, err := idem.New(rdb, idem.Options{Prefix: f.prefix})
 	if err != nil {
 		f.t.Fatal(err)
 	}
@@ -217,6 +221,9 @@ type rrProxy struct {
 	// handles it, the client gets 502) and that are delivered to both
 	// replicas, one after the other (the client gets the second answer).
 	lose, twice func(h hop) bool
+	// route, when set, sends a POST to the replica it returns (-1: round
+	// robin).
+	route func(h hop) int
 }
 
 // hop is one message through the proxy.
@@ -249,6 +256,11 @@ func (p *rrProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		i = p.sessions[sid]
 	} else if r.Method == http.MethodPost {
 		p.next = (p.next + 1) % 2
+		if p.route != nil {
+			if to := p.route(h); to >= 0 {
+				i = to
+			}
+		}
 	}
 	h.Replica = i
 	if r.Method == http.MethodPost {
@@ -418,12 +430,12 @@ func (c *stepClock) add(d time.Duration) {
 	c.mu.Unlock()
 }
 
-// waitStarted waits until send_note waits at the gate.
+// waitStarted waits until a write waits at the gate.
 func (f *fleet) waitStarted(t *testing.T) {
 	t.Helper()
 	select {
 	case <-f.started:
 	case <-time.After(10 * time.Second):
-		t.Fatal("send_note did not start within 10 s")
+		t.Fatal("no write started within 10 s")
 	}
 }

@@ -140,7 +140,12 @@ func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) 
 			return nil, fmt.Errorf("mcp: the request state key: %w", err)
 		}
 	}
-	s.srv = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, nil)
+	caps := &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{}}
+	caps.AddExtension(TasksExtension, nil)
+	s.srv = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{Capabilities: caps})
+	if err := s.addTasks(); err != nil {
+		return nil, err
+	}
 	for _, t := range set.Tools() {
 		if t.Name() == s.status {
 			return nil, fmt.Errorf("mcp: tool %q has the status tool's name", t.Name())
@@ -167,8 +172,10 @@ func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) 
 // receive is the server's receiving middleware. A call of a tool that
 // does not exist is still a dispatch: the guard answers it UNKNOWN_TOOL
 // (audited), instead of the SDK's protocol error, so the model can correct
-// itself. The results of initialize and server/discover advertise
-// tools.idempotency (SEP-3182), which go-sdk's types cannot hold.
+// itself. A tools/call may be answered with the task it created (Tasks
+// extension). The results of initialize and server/discover advertise
+// tools.idempotency (SEP-3182), which go-sdk's types cannot hold. A
+// tasks/* request gets its principal from its token, as tools/call does.
 func (s *Server) receive(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		switch {
@@ -177,12 +184,28 @@ func (s *Server) receive(next sdk.MethodHandler) sdk.MethodHandler {
 			if !ok || ct.Params == nil {
 				break
 			}
+			slot := &taskSlot{}
+			ctx = context.WithValue(ctx, taskSlotKey{}, slot)
+			var res sdk.Result
+			var err error
 			if ct.Params.Name != s.status && s.tools[ct.Params.Name] == nil {
-				return s.callTool(ctx, ct)
+				res, err = s.callTool(ctx, ct)
+			} else {
+				res, err = next(ctx, method, req)
 			}
+			if err == nil && slot.created != nil {
+				return slot.created, nil
+			}
+			return res, err
 		case method == "initialize" || method == "server/discover":
 			res, err := next(ctx, method, req)
 			return advertise(res), err
+		case isTaskMethod(method):
+			p, err := s.principal(req.GetExtra())
+			if err != nil {
+				return nil, err
+			}
+			ctx = context.WithValue(ctx, principalKeyCtx{}, p)
 		}
 		return next(ctx, method, req)
 	}
@@ -335,7 +358,13 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	} else {
 		res, err = s.g.Dispatch(ctx, call)
 		if err == nil && res.Code == guard.CodeApprovalRequired && call.Approval == "" && s.canElicit(req) {
-			return s.ask(call), nil
+			if !wantsTask(ctx, req) {
+				return s.ask(call), nil
+			}
+			if res = s.createTask(ctx, call); res == nil {
+				// The receiving middleware answers with the task.
+				return &sdk.CallToolResult{}, nil
+			}
 		}
 	}
 	if err != nil {
