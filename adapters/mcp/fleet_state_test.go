@@ -18,6 +18,7 @@ import (
 
 	tgmcp "github.com/toolguard/toolguard/adapters/mcp"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/mcptest"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
 
@@ -169,7 +170,7 @@ func TestFleetReissuedAnswer(t *testing.T) {
 		cs := f.connect(t, "token-a", &human{}, "", true)
 		state := question(t, cs, "create_refund_draft", refund7, nil)
 		var lost sync.Once
-		f.proxy.lose = func(h hop) bool {
+		f.proxy.Lose = func(h mcptest.Hop) bool {
 			lose := false
 			if h.Answered {
 				lost.Do(func() { lose = true })
@@ -190,7 +191,7 @@ func TestFleetReissuedAnswer(t *testing.T) {
 		// The same POST delivered twice, once to each replica.
 		reason := map[string]any{"order_ref": "ORDER-7", "reason": "not_received"}
 		state = question(t, cs, "create_refund_draft", reason, nil)
-		f.proxy.twice = func(h hop) bool { return h.Answered }
+		f.proxy.Twice = func(h mcptest.Hop) bool { return h.Answered }
 		res, _, err = answerCall(t, cs, "create_refund_draft", reason, nil, yes, state)
 		if err != nil || res.Code != guard.CodeOK || res.Delivery != guard.DeliveryLocalReplay {
 			t.Fatalf("the answer delivered twice: %v %v, want the second OK replayed", res, err)
@@ -205,7 +206,7 @@ func TestFleetReissuedAnswer(t *testing.T) {
 // one question, one execution, no error.
 func TestFleetLoopAnswerDeliveredTwice(t *testing.T) {
 	f := newFleet(t, mini(t), tgmcp.Options{})
-	f.proxy.twice = func(h hop) bool { return h.Answered }
+	f.proxy.Twice = func(h mcptest.Hop) bool { return h.Answered }
 	h := &human{}
 	cs := f.connect(t, "token-a", h, "", false)
 	res := mustCall(t, cs, &sdk.CallToolParams{Name: "create_refund_draft", Arguments: refund7})

@@ -1,15 +1,11 @@
 package tgmcp_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
-	"io"
 	"net/http"
 	"net/http/httptest"
-	"net/http/httputil"
-	"net/url"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -21,6 +17,7 @@ import (
 	tgmcp "github.com/toolguard/toolguard/adapters/mcp"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/mcptest"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/toolset"
@@ -42,7 +39,7 @@ type fleet struct {
 	started  chan struct{}                 // a write signals here when it waits at the gate
 	opts     tgmcp.Options
 	replicas [2]*replica
-	proxy    *rrProxy
+	proxy    *mcptest.Balancer
 	url      string // the proxy's endpoint
 }
 
@@ -114,7 +111,7 @@ func newFleet(t *testing.T, rdb redis.UniversalClient, opts tgmcp.Options) *flee
 		r.url = hs.URL
 		urls[i] = hs.URL
 	}
-	f.proxy = newRRProxy(t, urls)
+	f.proxy = mcptest.NewBalancer(urls[:]...)
 	ps := httptest.NewServer(f.proxy)
 	t.Cleanup(ps.Close)
 	f.url = ps.URL
@@ -205,137 +202,11 @@ func (f *fleet) connect(t *testing.T, token string, h *human, version string, ma
 	return cs
 }
 
-// rrProxy is a round-robin load balancer for the fleet: each POST goes to
-// the next replica, whatever it carries (or, with affinity, to the replica
-// that created the request's session). It logs which replica got which
-// message, and can lose a response or deliver a POST to both replicas.
-type rrProxy struct {
-	t        *testing.T
-	backends [2]*httputil.ReverseProxy
-	mu       sync.Mutex
-	next     int
-	affinity bool
-	sessions map[string]int // Mcp-Session-Id → replica, with affinity
-	hops     []hop
-	// lose and twice pick the POSTs whose response is lost (the replica
-	// handles it, the client gets 502) and that are delivered to both
-	// replicas, one after the other (the client gets the second answer).
-	lose, twice func(h hop) bool
-	// route, when set, sends a POST to the replica it returns (-1: round
-	// robin).
-	route func(h hop) int
-}
-
-// hop is one message through the proxy.
-type hop struct {
-	Replica  int
-	Method   string
-	Tool     string
-	Answered bool // a tools/call carrying a request state
-	Task     string
-}
-
-func newRRProxy(t *testing.T, urls [2]string) *rrProxy {
-	p := &rrProxy{t: t, sessions: map[string]int{}}
-	for i, u := range urls {
-		target, _ := url.Parse(u)
-		p.backends[i] = &httputil.ReverseProxy{
-			Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(target) },
-			FlushInterval: -1,
-		}
-	}
-	return p
-}
-
-func (p *rrProxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	body, _ := io.ReadAll(r.Body)
-	h := readHop(body)
-	p.mu.Lock()
-	i := p.next
-	if sid := r.Header.Get("Mcp-Session-Id"); p.affinity && sid != "" {
-		i = p.sessions[sid]
-	} else if r.Method == http.MethodPost {
-		p.next = (p.next + 1) % 2
-		if p.route != nil {
-			if to := p.route(h); to >= 0 {
-				i = to
-			}
-		}
-	}
-	h.Replica = i
-	if r.Method == http.MethodPost {
-		p.hops = append(p.hops, h)
-	}
-	lose := p.lose != nil && p.lose(h)
-	twice := p.twice != nil && p.twice(h)
-	p.mu.Unlock()
-	forward := func(i int, w http.ResponseWriter) {
-		r2 := r.Clone(r.Context())
-		r2.Body = io.NopCloser(bytes.NewReader(body))
-		p.backends[i].ServeHTTP(w, r2)
-	}
-	switch {
-	case lose:
-		forward(i, httptest.NewRecorder())
-		http.Error(w, "bad gateway: the replica's response was lost", http.StatusBadGateway)
-	case twice:
-		forward(i, httptest.NewRecorder())
-		p.mu.Lock()
-		p.hops = append(p.hops, hop{Replica: 1 - i, Method: h.Method, Tool: h.Tool, Answered: h.Answered})
-		p.mu.Unlock()
-		forward(1-i, w)
-	default:
-		rec := &sessionRecorder{ResponseWriter: w}
-		forward(i, rec)
-		if sid := rec.Header().Get("Mcp-Session-Id"); sid != "" {
-			p.mu.Lock()
-			p.sessions[sid] = i
-			p.mu.Unlock()
-		}
-	}
-}
-
-// sessionRecorder passes a response through, flushing as it goes.
-type sessionRecorder struct{ http.ResponseWriter }
-
-func (s *sessionRecorder) Flush() {
-	if f, ok := s.ResponseWriter.(http.Flusher); ok {
-		f.Flush()
-	}
-}
-
-// readHop reads what a POSTed JSON-RPC message is.
-func readHop(body []byte) hop {
-	var m struct {
-		Method string `json:"method"`
-		Params struct {
-			Name         string `json:"name"`
-			RequestState string `json:"requestState"`
-			TaskID       string `json:"taskId"`
-		} `json:"params"`
-	}
-	_ = json.Unmarshal(body, &m)
-	return hop{Method: m.Method, Tool: m.Params.Name, Answered: m.Params.RequestState != "", Task: m.Params.TaskID}
-}
-
-// calls returns the tools/call hops of tool so far.
-func (p *rrProxy) calls(tool string) []hop {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	var out []hop
-	for _, h := range p.hops {
-		if h.Method == "tools/call" && h.Tool == tool {
-			out = append(out, h)
-		}
-	}
-	return out
-}
-
 // lastCall returns the replica that got the last tools/call of tool.
-func (p *rrProxy) lastCall(tool string) int {
-	c := p.calls(tool)
+func (f *fleet) lastCall(tool string) int {
+	c := f.proxy.Calls(tool)
 	if len(c) == 0 {
-		p.t.Fatalf("no tools/call of %s went through the proxy", tool)
+		f.t.Fatalf("no tools/call of %s went through the proxy", tool)
 	}
 	return c[len(c)-1].Replica
 }
@@ -371,7 +242,7 @@ func TestFleetAnswerReachesTheOtherReplica(t *testing.T) {
 		if res.Code != guard.CodeOK || res.Delivery != guard.DeliveryFresh {
 			t.Fatalf("refund: %s", res)
 		}
-		hops := f.proxy.calls("create_refund_draft")
+		hops := f.proxy.Calls("create_refund_draft")
 		if len(hops) != 2 || hops[0].Answered || !hops[1].Answered || hops[0].Replica == hops[1].Replica {
 			t.Fatalf("want the question from one replica and the answer to the other, got %+v", hops)
 		}
@@ -390,13 +261,13 @@ func TestFleetAskerRestarted(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		f := newFleet(t, rdb, tgmcp.Options{})
 		h := &human{}
-		h.before = func(int64) { f.restart(f.proxy.lastCall("create_refund_draft")) }
+		h.before = func(int64) { f.restart(f.lastCall("create_refund_draft")) }
 		cs := f.connect(t, "token-a", h, "", false)
 		res := mustCall(t, cs, &sdk.CallToolParams{Name: "create_refund_draft", Arguments: refund7})
 		if res.Code != guard.CodeOK {
 			t.Fatalf("refund: %s", res)
 		}
-		asker := f.proxy.calls("create_refund_draft")[0].Replica
+		asker := f.proxy.Calls("create_refund_draft")[0].Replica
 		if f.replicas[asker].starts != 2 {
 			t.Fatalf("the asking replica was started %d times, want 2", f.replicas[asker].starts)
 		}
