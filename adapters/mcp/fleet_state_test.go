@@ -50,7 +50,7 @@ func answerCall(t *testing.T, cs *sdk.ClientSession, name string, args any, meta
 	t.Helper()
 	r, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: name, Arguments: args, Meta: meta, InputResponses: ans, RequestState: state})
 	if err != nil {
-		return nil, errorType(err), err
+		return nil, mcptest.DataType(err), err
 	}
 	if r.NeedsInput() {
 		t.Fatalf("%s: answered with a new question %+v", name, r)
@@ -60,19 +60,6 @@ func answerCall(t *testing.T, cs *sdk.ClientSession, name string, args any, meta
 		t.Fatal(err)
 	}
 	return res, "", nil
-}
-
-// errorType returns data.type of the JSON-RPC error err wraps, or "".
-func errorType(err error) string {
-	var werr *jsonrpc.Error
-	if !errors.As(err, &werr) {
-		return ""
-	}
-	var data struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(werr.Data, &data)
-	return data.Type
 }
 
 // A request state answers one question, about one call, for one principal,

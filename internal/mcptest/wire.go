@@ -3,10 +3,13 @@ package mcptest
 import (
 	"bufio"
 	"encoding/json"
+	"errors"
 	"net/http"
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
 )
 
 // TasksExtension names the Tasks extension (SEP-2663).
@@ -164,4 +167,18 @@ func TaskResult(tb testing.TB, task map[string]any) json.RawMessage {
 		tb.Fatalf("task result isError %v for %s", r["isError"], res.Code)
 	}
 	return b
+}
+
+// DataType returns data.type of the JSON-RPC error that err wraps (as
+// go-sdk's client returns it), or "".
+func DataType(err error) string {
+	var werr *jsonrpc.Error
+	if !errors.As(err, &werr) {
+		return ""
+	}
+	var data struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(werr.Data, &data)
+	return data.Type
 }
