@@ -203,3 +203,30 @@ func TestFleetTaskRunTakenOver(t *testing.T) {
 		t.Fatalf("%d executions, want 2", n)
 	}
 }
+
+// A task is served to tokens that may call its tool: one without the
+// tool's scope (Options.ToolScopes) can neither answer nor read the task
+// of its own principal, and nothing runs until a token with it answers.
+func TestFleetTaskNeedsTheToolsScopes(t *testing.T) {
+	f := newFleet(t, mini(t), tgmcp.Options{ToolScopes: map[string][]string{"create_refund_draft": {"orders:refund"}}})
+	refunder := f.wire(t, "token-a-refund", mcptest.TasksCaps())
+	reader := f.wire(t, "token-a-read", mcptest.TasksCaps())
+	id := refunder.CreateTask("create_refund_draft", refund7)["taskId"].(string)
+	yes := map[string]any{"toolguard_approval": map[string]any{"action": "accept", "content": map[string]any{"approve": true}}}
+	for method, params := range map[string]map[string]any{
+		"tasks/update": {"taskId": id, "inputResponses": yes},
+		"tasks/get":    {"taskId": id},
+		"tasks/cancel": {"taskId": id},
+	} {
+		if _, rerr := reader.Call(method, params); rerr == nil || !strings.Contains(rerr.Message, "insufficient scope") {
+			t.Fatalf("%s with orders:read only: %+v, want refused for insufficient scope", method, rerr)
+		}
+	}
+	if n := f.runs.Load(); n != 0 {
+		t.Fatalf("%d executions, want 0", n)
+	}
+	refunder.Answer(id, true)
+	if res := taskModelResult(t, refunder.Get(id)); res.Code != guard.CodeOK || f.runs.Load() != 1 {
+		t.Fatalf("answered with the scope: %s, %d executions", res, f.runs.Load())
+	}
+}

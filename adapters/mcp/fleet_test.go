@@ -149,13 +149,19 @@ func (f *fleet) restartWith(i int, rdb redis.UniversalClient) {
 }
 
 // testTokens accepts "token-a" (tenant-a/user-1) and "token-b"
-// (tenant-b/user-1).
+// (tenant-b/user-1), without scopes, and "token-a-read" and
+// "token-a-refund", tenant-a/user-1 with orders:read, and with
+// orders:read and orders:refund.
 func testTokens(_ context.Context, tok string, _ *http.Request) (tgmcp.Token, error) {
 	switch tok {
 	case "token-a":
 		return tgmcp.Token{Principal: user1, Expiry: time.Now().Add(time.Hour)}, nil
 	case "token-b":
 		return tgmcp.Token{Principal: user2b, Expiry: time.Now().Add(time.Hour)}, nil
+	case "token-a-read":
+		return tgmcp.Token{Principal: user1, Scopes: []string{"orders:read"}, Expiry: time.Now().Add(time.Hour)}, nil
+	case "token-a-refund":
+		return tgmcp.Token{Principal: user1, Scopes: []string{"orders:read", "orders:refund"}, Expiry: time.Now().Add(time.Hour)}, nil
 	}
 	return tgmcp.Token{}, errors.New("unknown token")
 }

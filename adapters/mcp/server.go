@@ -175,7 +175,8 @@ func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) 
 // itself. A tools/call may be answered with the task it created (Tasks
 // extension). The results of initialize and server/discover advertise
 // tools.idempotency (SEP-3182), which go-sdk's types cannot hold. A
-// tasks/* request gets its principal from its token, as tools/call does.
+// tasks/* request gets its principal and scopes from its token, as
+// tools/call does.
 func (s *Server) receive(next sdk.MethodHandler) sdk.MethodHandler {
 	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
 		switch {
@@ -205,7 +206,7 @@ func (s *Server) receive(next sdk.MethodHandler) sdk.MethodHandler {
 			if err != nil {
 				return nil, err
 			}
-			ctx = context.WithValue(ctx, principalKeyCtx{}, p)
+			ctx = context.WithValue(ctx, callerKey{}, caller{p: p, extra: req.GetExtra()})
 		}
 		return next(ctx, method, req)
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"errors"
+	"strings"
 	"time"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -161,9 +162,15 @@ type taskSlot struct{ created *taskView }
 
 type taskSlotKey struct{}
 
-// principalKeyCtx carries the principal of a tasks/* request from the
-// receiving middleware (which sees the request's token) to its handler.
-type principalKeyCtx struct{}
+// caller is who sends a tasks/* request: the principal and the request's
+// extra (its token's scopes), carried from the receiving middleware, which
+// sees them, to the method's handler, which does not.
+type caller struct {
+	p     guard.Principal
+	extra *sdk.RequestExtra
+}
+
+type callerKey struct{}
 
 // addTasks registers the methods of the Tasks extension.
 func (s *Server) addTasks() error {
@@ -312,21 +319,27 @@ func (s *Server) saveTask(ctx context.Context, old []byte, t *task) ([]byte, err
 }
 
 // taskFor returns the task id names for the principal of the request, or
-// errNoTask; the client must have declared the extension.
+// errNoTask; the client must have declared the extension, and its token
+// must grant the scopes of the task's tool (Options.ToolScopes), as a
+// tools/call of it would need.
 func (s *Server) taskFor(ctx context.Context, ss *sdk.ServerSession, id string) (*task, []byte, error) {
 	if !declaresTasks(ss) {
 		return nil, nil, errMissingTasks
 	}
-	p, ok := ctx.Value(principalKeyCtx{}).(guard.Principal)
+	c, ok := ctx.Value(callerKey{}).(caller)
 	if !ok {
 		return nil, nil, errNoPrincipal
 	}
+	p := c.p
 	t, raw, err := s.loadTask(ctx, id)
 	if err != nil {
 		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "the task store is unavailable"}
 	}
 	if t == nil || t.TenantID != p.TenantID || t.SubjectID != p.SubjectID {
 		return nil, nil, errNoTask
+	}
+	if missing := s.missingScopes(t.Tool, c.extra); len(missing) > 0 {
+		return nil, nil, &jsonrpc.Error{Code: jsonrpc.CodeInvalidRequest, Message: "insufficient scope: the token lacks " + strings.Join(missing, " ")}
 	}
 	return t, raw, nil
 }
