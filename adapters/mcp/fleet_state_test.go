@@ -368,3 +368,42 @@ func isCode(err error, code int64) bool {
 	var werr *jsonrpc.Error
 	return errors.As(err, &werr) && werr.Code == code
 }
+
+// Nothing of a question or a task is kept for ever: an answer lives until
+// its question's expiry and 24 hours more (to replay a re-issued call), a
+// task and its operation's claim until an hour after its question's
+// expiry, each by a TTL in Redis.
+func TestStateStoreForgets(t *testing.T) {
+	mr, rdb := redistest.Mini(t)
+	f := newFleet(t, rdb, tgmcp.Options{})
+	cs := f.connect(t, "token-a", &human{}, "", true)
+	state := question(t, cs, "create_refund_draft", refund7, nil)
+	if _, _, err := answerCall(t, cs, "create_refund_draft", refund7, nil, yes, state); err != nil {
+		t.Fatal(err)
+	}
+	w := f.wire(t, "token-a", mcptest.TasksCaps())
+	w.CreateTask("create_refund_draft", map[string]any{"order_ref": "ORDER-7", "reason": "damaged"})
+	kinds := func() map[string]time.Duration {
+		out := map[string]time.Duration{}
+		for _, k := range mr.Keys() {
+			if rest, ok := strings.CutPrefix(k, f.prefix+"mcp:"); ok {
+				kind, _, _ := strings.Cut(rest, ":")
+				out[kind] = mr.TTL(k)
+			}
+		}
+		return out
+	}
+	got := kinds()
+	if len(got) != 3 || got["answer"] <= 24*time.Hour || got["answer"] > 24*time.Hour+10*time.Minute ||
+		got["task"] <= time.Hour || got["task"] > time.Hour+10*time.Minute || got["optask"] <= 0 || got["optask"] > 10*time.Minute {
+		t.Fatalf("keys and TTLs %v, want an answer (24 h 10 min), a task (1 h 10 min) and its operation's claim (10 min)", got)
+	}
+	mr.FastForward(time.Hour + 10*time.Minute + time.Second)
+	if got := kinds(); len(got) != 1 || got["answer"] == 0 {
+		t.Fatalf("after 1 h 10 min: %v, want the answer alone", got)
+	}
+	mr.FastForward(24 * time.Hour)
+	if got := kinds(); len(got) != 0 {
+		t.Fatalf("after 25 h 10 min: %v, want nothing", got)
+	}
+}

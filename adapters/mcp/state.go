@@ -99,7 +99,7 @@ func (s *sealer) open(state string) (*question, error) {
 	if len(state) > maxStateBytes || !strings.HasPrefix(state, statePrefix) {
 		return nil, errBadState
 	}
-	raw, err := base64.RawURLEncoding.DecodeString(state[len(statePrefix):])
+	raw, err := base64.RawURLEncoding.Strict().DecodeString(state[len(statePrefix):])
 	if err != nil || len(raw) < s.aead.NonceSize() {
 		return nil, errBadState
 	}

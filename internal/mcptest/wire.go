@@ -182,3 +182,61 @@ func DataType(err error) string {
 	_ = json.Unmarshal(werr.Data, &data)
 	return data.Type
 }
+
+// Post sends one 2026-07-28 request whose params are the raw JSON given,
+// with the _meta of c's capabilities put in when params is an object, and
+// returns the HTTP status and the last JSON-RPC message of the answer (or
+// the body). Unlike Call, anything may come back.
+func (c *Wire) Post(method, params string) (int, string) {
+	c.TB.Helper()
+	var p map[string]json.RawMessage
+	if json.Unmarshal([]byte(params), &p) == nil && p != nil {
+		meta, _ := json.Marshal(map[string]any{
+			"io.modelcontextprotocol/protocolVersion":    "2026-07-28",
+			"io.modelcontextprotocol/clientCapabilities": c.Caps,
+		})
+		p["_meta"] = meta
+		b, _ := json.Marshal(p)
+		params = string(b)
+	}
+	body := `{"jsonrpc":"2.0","id":1,"method":` + strconvQuote(method) + `,"params":` + params + `}`
+	req, _ := http.NewRequest(http.MethodPost, c.URL, strings.NewReader(body))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json, text/event-stream")
+	req.Header.Set("Authorization", "Bearer "+c.Token)
+	req.Header.Set("Mcp-Protocol-Version", "2026-07-28")
+	req.Header.Set("Mcp-Method", method)
+	var named struct {
+		Name   string `json:"name"`
+		TaskID string `json:"taskId"`
+	}
+	_ = json.Unmarshal([]byte(params), &named)
+	if n := named.Name + named.TaskID; n != "" {
+		req.Header.Set("Mcp-Name", n)
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		c.TB.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var last, all strings.Builder
+	sc := bufio.NewScanner(resp.Body)
+	sc.Buffer(nil, 1<<22)
+	for sc.Scan() {
+		line := sc.Text()
+		all.WriteString(line)
+		if d, ok := strings.CutPrefix(line, "data: "); ok {
+			last.Reset()
+			last.WriteString(d)
+		}
+	}
+	if last.Len() == 0 {
+		return resp.StatusCode, all.String()
+	}
+	return resp.StatusCode, last.String()
+}
+
+func strconvQuote(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
