@@ -30,7 +30,7 @@ import (
 // service) is one, as a real one is; every execution of a write tool is
 // counted, on either replica.
 type fleet struct {
-	t        *testing.T
+	t        testing.TB
 	rdb      redis.UniversalClient
 	prefix   string
 	svc      *orders.Service
@@ -98,7 +98,7 @@ func (f *fleet) tools() *toolset.Set {
 }
 
 // newFleet starts two replicas over rdb behind a round-robin proxy.
-func newFleet(t *testing.T, rdb redis.UniversalClient, opts tgmcp.Options) *fleet {
+func newFleet(t testing.TB, rdb redis.UniversalClient, opts tgmcp.Options) *fleet {
 	t.Helper()
 	f := &fleet{t: t, rdb: rdb, prefix: redistest.Prefix(t), svc: orders.NewService(), opts: opts, started: make(chan struct{}, 16)}
 	var urls [2]string
@@ -284,7 +284,7 @@ func TestFleetAskerRestarted(t *testing.T) {
 }
 
 // mini returns a client of a miniredis of the test's own.
-func mini(t *testing.T) redis.UniversalClient {
+func mini(t testing.TB) redis.UniversalClient {
 	_, rdb := redistest.Mini(t)
 	return rdb
 }

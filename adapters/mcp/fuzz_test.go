@@ -64,8 +64,8 @@ func FuzzStateless(f *testing.F) {
 	f.Add(uint8(1), `"task_00"`, `{"toolguard_approval":{"action":"accept","content":{"approve":true}}}`, `null`, `{}`)
 	f.Add(uint8(2), `7`, `{"x":{"role":"user"}}`, `null`, `{}`)
 	f.Add(uint8(3), `{"taskId":1}`, `null`, `null`, `{}`)
+	fl := newFleet(f, mini(f), tgmcp.Options{}) // one fleet for the run: a fleet takes any request
 	f.Fuzz(func(t *testing.T, method uint8, state, responses, key, args string) {
-		fl := newFleet(t, mini(t), tgmcp.Options{})
 		w := &mcptest.Wire{TB: t, URL: fl.url, Token: "token-a", Caps: mcptest.TasksCaps()}
 		raw := func(s string) json.RawMessage {
 			if json.Valid([]byte(s)) {

@@ -66,7 +66,8 @@ func TestRequestStateSealing(t *testing.T) {
 }
 
 // FuzzOpenState opens arbitrary request states: nothing panics, and only
-// the states the sealer made open.
+// states the sealer made open (its key has sealed testQuestion alone; each
+// fuzzing process seals its own, with a nonce of its own).
 func FuzzOpenState(f *testing.F) {
 	s := testSealer(f, 1)
 	good := s.seal(&testQuestion)
@@ -75,7 +76,7 @@ func FuzzOpenState(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, state string) {
 		q, err := s.open(state)
-		if err == nil && (state != good || *q != testQuestion) {
+		if err == nil && *q != testQuestion {
 			t.Fatalf("%q opened to %+v", state, q)
 		}
 	})

@@ -377,8 +377,8 @@ func TestFleetOfProcesses(t *testing.T) {
 	})
 
 	t.Run("2025-11-25 needs session affinity", func(t *testing.T) {
-		if _, err := f.connect(t, "2025-11-25", &asked, nil, false); err == nil {
-			t.Fatal("a 2025-11-25 session connected through round robin without affinity")
+		if _, err := f.connect(t, "2025-11-25", &asked, nil, false); err == nil || !strings.Contains(err.Error(), "session not found") {
+			t.Fatalf("a 2025-11-25 session through round robin without affinity: %v, want its other replica's 404, session not found", err)
 		}
 		f.lb.Set(func(b *mcptest.Balancer) { b.Affinity = true })
 		defer f.lb.Set(func(b *mcptest.Balancer) { b.Affinity = false })

@@ -211,8 +211,8 @@ func (c *Wire) Post(method, params string) (int, string) {
 		TaskID string `json:"taskId"`
 	}
 	_ = json.Unmarshal([]byte(params), &named)
-	if n := named.Name + named.TaskID; n != "" {
-		req.Header.Set("Mcp-Name", n)
+	if n := named.Name + named.TaskID; n != "" && !strings.ContainsFunc(n, func(r rune) bool { return r < 0x20 || r == 0x7f }) {
+		req.Header.Set("Mcp-Name", n) // a name HTTP cannot carry is left out
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
