@@ -153,7 +153,12 @@ func TestFleetTaskOutcomes(t *testing.T) {
 // execution. A poll while the first run still holds the operation (its
 // lease over by the server's clock, not the guard's) runs nothing more.
 func TestFleetTaskRunTakenOver(t *testing.T) {
-	rdb := redistest.Standalone(t)
+	// Backends a TCP proxy can stand before: one address.
+	t.Run(redistest.BackendMiniredis, func(t *testing.T) { taskRunTakenOver(t, mini(t)) })
+	t.Run(redistest.BackendStandalone, func(t *testing.T) { taskRunTakenOver(t, redistest.Standalone(t)) })
+}
+
+func taskRunTakenOver(t *testing.T, rdb redis.UniversalClient) {
 	clock := &stepClock{now: time.Now()}
 	f := newFleet(t, rdb, tgmcp.Options{Clock: clock})
 	cut := redistest.NewProxy(t, rdb.(*redis.Client).Options().Addr)
