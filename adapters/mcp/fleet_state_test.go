@@ -407,3 +407,32 @@ func TestStateStoreForgets(t *testing.T) {
 		t.Fatalf("after 25 h 10 min: %v, want nothing", got)
 	}
 }
+
+// The server advertises what it honours: capabilities.tools.idempotency
+// (SEP-3182) and the Tasks extension, in server/discover (2026-07-28) and
+// in initialize (2025-11-25).
+func TestCapabilities(t *testing.T) {
+	f := newFleet(t, mini(t), tgmcp.Options{})
+	discovered := f.wire(t, "token-a", map[string]any{}).Must("server/discover", nil)
+	st, body := (&rawSession{t: t, url: f.url, token: "token-a"}).post(`{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"raw","version":"1"}}}`)
+	var initialized struct {
+		Result map[string]any `json:"result"`
+	}
+	if err := json.Unmarshal([]byte(body), &initialized); err != nil || st != http.StatusOK {
+		t.Fatalf("initialize: %d %s", st, body)
+	}
+	for what, res := range map[string]map[string]any{"server/discover": discovered, "initialize": initialized.Result} {
+		caps, _ := res["capabilities"].(map[string]any)
+		tools, _ := caps["tools"].(map[string]any)
+		ext, _ := caps["extensions"].(map[string]any)
+		if _, ok := tools[tgmcp.IdempotencyCapability].(map[string]any); !ok {
+			t.Errorf("%s: capabilities %v without tools.idempotency", what, caps)
+		}
+		if _, ok := ext[tgmcp.TasksExtension].(map[string]any); !ok {
+			t.Errorf("%s: capabilities %v without the Tasks extension", what, caps)
+		}
+	}
+	if v, _ := discovered["supportedVersions"].([]any); len(v) == 0 || v[0] != "2026-07-28" {
+		t.Errorf("server/discover: supportedVersions %v", discovered["supportedVersions"])
+	}
+}
