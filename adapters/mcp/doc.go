@@ -179,5 +179,9 @@
 // server's inputSchema (toolset.CompileSchema, not strict), so
 // RemoteTools.Set (or toolset.New) makes them a toolset.Set that
 // agentloop.New takes like any other: the provider adapters offer them
-// with that schema as is, without strict mode.
+// with that schema as is, without strict mode. A remote result's
+// structuredContent is the tool's output, exact: go-sdk's client decodes
+// it with float64 numbers, so the JSON of a text content that carries the
+// same value (which servers send beside it) is read instead, and an
+// integer above 2^53 reaches the model as the server wrote it.
 package tgmcp

@@ -280,7 +280,7 @@ func ModelResult(r *sdk.CallToolResult) (*guard.Result, error) {
 	if r == nil || r.StructuredContent == nil {
 		return nil, errors.New("mcp: the result has no structuredContent")
 	}
-	b, err := json.Marshal(r.StructuredContent)
+	b, err := structured(r)
 	if err != nil {
 		return nil, err
 	}
