@@ -67,7 +67,10 @@
 // seals the request states). Then a 2026-07-28 client may reach any replica
 // with any request, the answer to an approval question and the polls of a
 // task included, and a replica may be restarted at any time: nothing a
-// request needs is in a replica's memory. A 2025-11-25 client needs
+// request needs is in a replica's memory. Each replica's clock
+// (Options.Clock) decides when a question expires and when a task's run
+// is taken over: keep the replicas' clocks in step (NTP), as the guard's
+// leases already want. A 2025-11-25 client needs
 // session affinity: the balancer must send every request carrying an
 // Mcp-Session-Id to the replica that created it (another answers 404, and
 // the client must start again); a replica restarted loses its sessions.
