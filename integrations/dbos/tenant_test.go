@@ -12,20 +12,22 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
+	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
+	"github.com/toolguard/toolguard/integrations/dbos/internal/pgtest"
 )
 
-// launchWorld builds a world in this process over a fresh database, and
-// launches DBOS.
-func launchWorld(t *testing.T, db string) (*world, env) {
+// launchWorld builds a world in this process over a fresh database, with
+// h's hooks, and launches DBOS; srv is the fake model.
+func launchWorld(t *testing.T, db string, h hooks) (w *world, srv *openaitest.Server) {
 	t.Helper()
-	srv := modelServer(t)
+	srv = modelServer(t, 400)
 	redisURL, prefix := redisFor(t)
 	e := env{Postgres: postgresURL(t, db), Redis: redisURL, Prefix: prefix, Model: srv.BaseURL()}
-	w, err := buildWorld(context.Background(), e, nil, nil, nil, nil)
+	w, err := buildWorld(context.Background(), e, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func launchWorld(t *testing.T, db string) (*world, env) {
 	if err := dbos.Launch(w.dc); err != nil {
 		t.Fatal(err)
 	}
-	return w, e
+	return w, srv
 }
 
 // TestOtherTenantGetsNotFound: a run of acme's drafts a refund (its
@@ -44,7 +46,7 @@ func launchWorld(t *testing.T, db string) (*world, env) {
 // tenant's. Starting a run id that exists for another principal is
 // refused.
 func TestOtherTenantGetsNotFound(t *testing.T) {
-	w, _ := launchWorld(t, "tenant")
+	w, _ := launchWorld(t, "tenant", hooks{})
 	h, err := w.agent.Start(w.dc, durable.Run{ID: "acme-refund", Principal: acme, Input: "refund ORDER-7"})
 	if err != nil {
 		t.Fatal(err)
@@ -90,7 +92,7 @@ func TestOtherTenantGetsNotFound(t *testing.T) {
 	if _, err := w.agent.Start(w.dc, durable.Run{ID: "acme-refund", Principal: globex, Input: "refund ORDER-7"}); !errors.Is(err, tgdbos.ErrOtherRun) {
 		t.Errorf("acme's run id started for globex: %v, want ErrOtherRun", err)
 	}
-	if n := w.shop.executions(context.Background(), refundTool); n != 1 {
+	if n := w.shop.executions(context.Background(), "acme-refund", refundTool); n != 1 {
 		t.Errorf("the refund ran %d times, want once", n)
 	}
 }
@@ -136,7 +138,7 @@ func TestPostgresDown(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	refused, err := freePort()
+	refused, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}
