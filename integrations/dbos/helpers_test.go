@@ -27,6 +27,7 @@ import (
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/idem"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -42,16 +43,16 @@ var signingKey = []byte("tgdbos-test-signing-key-32-bytes!")
 
 // The tools of the shop.
 const (
-	readTool   = "get_order"
-	refundTool = "create_refund_draft"
-	noteTool   = "add_order_note"
+	readTool   = frameworktest.ReadTool
+	refundTool = frameworktest.RefundTool
+	noteTool   = frameworktest.NoteTool
 )
 
-// The call ids the scripted model gives its three calls.
+// The call ids the scripted model gives its calls (without a run's tag).
 const (
-	readCall   = "call_read"
-	refundCall = "call_refund"
-	noteCall   = "call_note"
+	readCall   = frameworktest.ReadCall
+	refundCall = frameworktest.RefundCall
+	noteCall   = frameworktest.NoteCall
 	statusCall = "call_status"
 )
 
@@ -343,95 +344,29 @@ func redisFor(t *testing.T) (url, prefix string) {
 // never by how many requests came before, so that a turn a recovered
 // workflow asks again gets the same answer.
 //
-//   - "refund ORDER-7": get_order, then create_refund_draft (which
-//     needs approval), then add_order_note, one call a turn, then a final
-//     text naming the codes and ids the tools answered;
+//   - "refund ORDER-7" (with " #tag", a run's own call ids):
+//     frameworktest.RefundScript, get_order, then create_refund_draft
+//     (which needs approval), then add_order_note, one call a turn, then a
+//     final text naming the codes and ids the tools answered; a tagged run's
+//     model takes 50 to 300 ms a turn;
 //   - "status OP": the status tool for operation OP, then its code.
 func script(req openaitest.Request) *openaitest.Turn {
-	outs := map[string]string{}
-	for _, o := range req.FunctionCallOutputs() {
-		outs[o.CallID] = o.Output
-	}
-	var input string
-	for _, it := range req.Input {
-		if it.Type == "message" && it.Role == "user" {
-			input = it.Text
-			break
-		}
-	}
+	input := frameworktest.UserInput(req)
 	if op, ok := strings.CutPrefix(input, "status "); ok {
-		if out, done := outs[statusCall]; done {
-			return &openaitest.Turn{Text: "status: " + codeOf(out)}
+		for _, o := range req.FunctionCallOutputs() {
+			if o.CallID == statusCall {
+				return &openaitest.Turn{Text: "status: " + frameworktest.CodeOf(o.Output)}
+			}
 		}
 		return &openaitest.Turn{Calls: []openaitest.Call{{Name: toolset.StatusToolName, CallID: statusCall,
 			Arguments: fmt.Sprintf(`{"operation_id":%q,"tool":null}`, op)}}}
 	}
-	// "refund ORDER-7 #tag": the tag goes into the call ids, unique per
-	// run as a provider's are (a call id is bound per principal).
-	ref, tag, _ := strings.Cut(strings.TrimPrefix(input, "refund "), " ")
-	if tag != "" {
+	if strings.Contains(input, " #") {
 		// A model takes its time: runs killed at random moments are then
 		// at every stage of their run.
 		time.Sleep(time.Duration(50+mrand.IntN(250)) * time.Millisecond)
 	}
-	read, refund, note := readCall+tag, refundCall+tag, noteCall+tag
-	switch {
-	case outs[read] == "":
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: readTool, CallID: read,
-			Arguments: fmt.Sprintf(`{"order_ref":%q}`, ref)}}}
-	case outs[refund] == "":
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: refundTool, CallID: refund,
-			Arguments: fmt.Sprintf(`{"order_ref":%q,"reason":"duplicate"}`, ref)}}}
-	case outs[note] == "":
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: noteTool, CallID: note,
-			Arguments: fmt.Sprintf(`{"order_ref":%q,"text":"refund drafted"}`, ref)}}}
-	}
-	return &openaitest.Turn{Text: fmt.Sprintf("read %s; refund %s %s; note %s %s", codeOf(outs[read]),
-		codeOf(outs[refund]), field(outs[refund], "draft_id"), codeOf(outs[note]), field(outs[note], "note_id"))}
-}
-
-// codeOf is a model result's code.
-func codeOf(result string) string {
-	var r struct {
-		Code string `json:"code"`
-	}
-	if json.Unmarshal([]byte(result), &r) != nil || r.Code == "" {
-		return "?"
-	}
-	return r.Code
-}
-
-// field finds a string member name anywhere in a model result.
-func field(result, name string) string {
-	var v any
-	if json.Unmarshal([]byte(result), &v) != nil {
-		return "?"
-	}
-	var find func(any) string
-	find = func(v any) string {
-		switch x := v.(type) {
-		case map[string]any:
-			if s, ok := x[name].(string); ok {
-				return s
-			}
-			for _, m := range x {
-				if s := find(m); s != "" {
-					return s
-				}
-			}
-		case []any:
-			for _, m := range x {
-				if s := find(m); s != "" {
-					return s
-				}
-			}
-		}
-		return ""
-	}
-	if s := find(v); s != "" {
-		return s
-	}
-	return "-"
+	return frameworktest.RefundScript(req)
 }
 
 // modelServer starts the fake model for a test: the script, for as many

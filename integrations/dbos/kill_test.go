@@ -4,8 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"math/rand/v2"
-	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,6 +21,7 @@ import (
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/idem"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 )
 
 // waitApproval is the kill point the parent itself picks: the run
@@ -55,7 +54,7 @@ var killPoints = []string{
 }
 
 // wantOutput is the final answer of every run of "refund ORDER-7".
-const wantOutput = "read OK; refund OK DRAFT-ORDER-7; note OK NOTE-ORDER-7"
+const wantOutput = frameworktest.RefundAnswer
 
 // TestKillAtEveryStep runs the three-tool run in a child process, SIGKILLs
 // it at each kill point, and lets a new process recover the workflow
@@ -145,24 +144,7 @@ const killBatch = 10
 // of its decision. It logs the figures: runs, kills, repeated
 // notifications (the same key), the longest decision-to-end time.
 func TestKillAtRandom(t *testing.T) {
-	want := 10
-	if v := os.Getenv(EnvKillRuns); v != "" {
-		n, err := strconv.Atoi(v)
-		if err != nil || n < 1 {
-			t.Fatalf("%s=%q: want a number of runs", EnvKillRuns, v)
-		}
-		want = n
-	}
-	seed := rand.Uint64()
-	if v := os.Getenv(EnvKillSeed); v != "" {
-		s, err := strconv.ParseUint(v, 10, 64)
-		if err != nil {
-			t.Fatalf("%s=%q: want a number", EnvKillSeed, v)
-		}
-		seed = s
-	}
-	t.Logf("until %d runs were killed in flight; seed %d (%s=%d reproduces the kill moments)", want, seed, EnvKillSeed, seed)
-	rng := rand.New(rand.NewPCG(seed, seed))
+	want, rng := frameworktest.KillPlan(t, EnvKillRuns, EnvKillSeed, 10)
 	srv := modelServer(t, 40*want+800)
 	redisURL, prefix := redisFor(t)
 	ctx := context.Background()
