@@ -160,58 +160,64 @@ func TestKillAtRandom(t *testing.T) {
 		if st.runs >= 4*want+2*killBatch {
 			t.Fatalf("%d runs, only %d of them killed in flight: the kill moments miss the runs", st.runs, st.interrupted)
 		}
-		n := killBatch
-		e := env{Postgres: postgresURL(t, "random"+itoa(b)), Redis: redisURL, Prefix: prefix + "r" + itoa(b) + ":",
-			Model: srv.BaseURL(), Stagger: 1500 * time.Millisecond}
-		for i := range n {
-			id := fmt.Sprintf("random-%d-%d", b, i)
-			e.Runs = append(e.Runs, durable.Run{ID: id, Principal: acme, Input: "refund ORDER-7 #" + id})
-		}
-		client, db := migratedClient(t, e.Postgres)
-		humans := map[string]*approver{}
-		for _, r := range e.Runs {
-			humans[r.ID] = &approver{client: client, id: r.ID}
-			humans[r.ID].start(t)
-		}
-		// The first process, killed at a random moment; the one that
-		// recovers, killed too a third of the time.
-		for kill, role := range []string{roleStart, roleRecover} {
-			if kill == 1 && rng.IntN(3) != 0 {
-				break
+		// A batch is a subtest, so that its clients and databases are
+		// closed when it ends.
+		if !t.Run(fmt.Sprintf("batch%d", b), func(t *testing.T) {
+			n := killBatch
+			e := env{Postgres: postgresURL(t, "random"+itoa(b)), Redis: redisURL, Prefix: prefix + "r" + itoa(b) + ":",
+				Model: srv.BaseURL(), Stagger: 1500 * time.Millisecond}
+			for i := range n {
+				id := fmt.Sprintf("random-%d-%d", b, i)
+				e.Runs = append(e.Runs, durable.Run{ID: id, Principal: acme, Input: "refund ORDER-7 #" + id})
 			}
-			c := startChild(t, role, e)
-			if l := c.line1(t); l != startedLine {
-				t.Fatalf("child: %q before it launched", l)
+			client, db := migratedClient(t, e.Postgres)
+			humans := map[string]*approver{}
+			for _, r := range e.Runs {
+				humans[r.ID] = &approver{client: client, id: r.ID}
+				humans[r.ID].start(t)
 			}
-			// Runs are started over 1.5 s and take a second or two: a
-			// moment while some run, or while recovered ones do.
-			wait := time.Duration(rng.Int64N(int64([]time.Duration{3 * time.Second, 1500 * time.Millisecond}[kill])))
-			select {
-			case <-c.done:
-				st.finishedFirst++
-			case <-time.After(wait):
-				c.kill()
-				st.kills++
+			// The first process, killed at a random moment; the one that
+			// recovers, killed too a third of the time.
+			for kill, role := range []string{roleStart, roleRecover} {
+				if kill == 1 && rng.IntN(3) != 0 {
+					break
+				}
+				c := startChild(t, role, e)
+				if l := c.line1(t); l != startedLine {
+					t.Fatalf("child: %q before it launched", l)
+				}
+				// Runs are started over 1.5 s and take a second or two: a
+				// moment while some run, or while recovered ones do.
+				wait := time.Duration(rng.Int64N(int64([]time.Duration{3 * time.Second, 1500 * time.Millisecond}[kill])))
+				select {
+				case <-c.done:
+					st.finishedFirst++
+				case <-time.After(wait):
+					c.kill()
+					st.kills++
+				}
 			}
-		}
-		var results []durable.Result
-		for _, r := range startChild(t, roleRecover, e).results(t, n) {
-			humans[r.RunID].endedAt = r.at
-			results = append(results, r.Result)
-		}
-		for _, h := range humans {
-			h.stop()
-		}
-		st.runs += len(results)
-		st.interrupted += interrupted(t, client, e.Runs)
-		p := checkRuns(ctx, e, db, results, ref, humans)
-		problems = append(problems, p...)
-		st.notifyCalls += count(ctx, db, "SELECT count(*) FROM tg_notify_calls")
-		st.notices += count(ctx, db, "SELECT count(*) FROM tg_notices")
-		for _, r := range results {
-			if d := humans[r.RunID].decidedAt(); !d.IsZero() {
-				st.maxLatency = max(st.maxLatency, humans[r.RunID].endedAt.Sub(d))
+			var results []durable.Result
+			for _, r := range startChild(t, roleRecover, e).results(t, n) {
+				humans[r.RunID].endedAt = r.at
+				results = append(results, r.Result)
 			}
+			for _, h := range humans {
+				h.stop()
+			}
+			st.runs += len(results)
+			st.interrupted += interrupted(t, client, e.Runs)
+			p := checkRuns(ctx, e, db, results, ref, humans)
+			problems = append(problems, p...)
+			st.notifyCalls += count(ctx, db, "SELECT count(*) FROM tg_notify_calls")
+			st.notices += count(ctx, db, "SELECT count(*) FROM tg_notices")
+			for _, r := range results {
+				if d := humans[r.RunID].decidedAt(); !d.IsZero() {
+					st.maxLatency = max(st.maxLatency, humans[r.RunID].endedAt.Sub(d))
+				}
+			}
+		}) {
+			break
 		}
 	}
 	t.Logf("%d runs, %d of them killed in flight and recovered; %d processes killed (%d ended before their kill moment); "+

@@ -55,6 +55,7 @@ func TestOtherTenantGetsNotFound(t *testing.T) {
 	if req.Principal.TenantID != acme.TenantID || req.Tool != refundTool || req.OperationID == "" {
 		t.Fatalf("pending %+v", req)
 	}
+	refusedToGlobex(t, w, "acme-refund") // running
 	if err := tgdbos.Approve(w.dc, "acme-refund", host.Decision{Approved: true, Approver: "manager"}); err != nil {
 		t.Fatal(err)
 	}
@@ -87,13 +88,25 @@ func TestOtherTenantGetsNotFound(t *testing.T) {
 		}
 	}
 
-	// The run id of acme's run, started for globex: refused, not
-	// acme's result.
-	if _, err := w.agent.Start(w.dc, durable.Run{ID: "acme-refund", Principal: globex, Input: "refund ORDER-7"}); !errors.Is(err, tgdbos.ErrOtherRun) {
-		t.Errorf("acme's run id started for globex: %v, want ErrOtherRun", err)
-	}
+	refusedToGlobex(t, w, "acme-refund") // ended
 	if n := w.shop.executions(context.Background(), "acme-refund", refundTool); n != 1 {
 		t.Errorf("the refund ran %d times, want once", n)
+	}
+}
+
+// refusedToGlobex checks that acme's run id started for globex (or for
+// another subject of acme's) is refused: no handle, and nothing of the
+// run (its status, its answer) in the error.
+func refusedToGlobex(t *testing.T, w *world, id string) {
+	t.Helper()
+	for _, p := range []guard.Principal{globex, {TenantID: acme.TenantID, SubjectID: "mallory"}} {
+		h, err := w.agent.Start(w.dc, durable.Run{ID: id, Principal: p, Input: "refund ORDER-7"})
+		if !errors.Is(err, tgdbos.ErrOtherRun) || h != nil {
+			t.Errorf("acme's run %s started for %s/%s: %v, %v; want ErrOtherRun and no handle", id, p.TenantID, p.SubjectID, h, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), "DRAFT") || strings.Contains(err.Error(), "PENDING") || strings.Contains(err.Error(), "SUCCESS")) {
+			t.Errorf("the refusal tells of the run: %v", err)
+		}
 	}
 }
 
