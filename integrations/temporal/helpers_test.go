@@ -122,9 +122,10 @@ func env(t *testing.T, r *durable.Runner, opts tgtemporal.Options, runID string,
 	s.SetLogger(quietLogger) // the SDK's debug lines, a screen a test, would bury a failure in CI's log
 	e := s.NewTestWorkflowEnvironment()
 	e.SetTestTimeout(30 * time.Second)
-	if len(ics) > 0 {
-		e.SetWorkerOptions(worker.Options{Interceptors: ics})
-	}
+	// The workflow runs in the test's process beside its activities: under
+	// -race on a busy machine it can wait for the CPU past the deadlock
+	// detector's default second, which is no deadlock.
+	e.SetWorkerOptions(worker.Options{Interceptors: ics, DeadlockDetectionTimeout: 20 * time.Second})
 	e.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: runID})
 	if err := tgtemporal.Register(e, r, opts); err != nil {
 		t.Fatal(err)
