@@ -68,8 +68,9 @@ type Approval struct {
 	// Approver names who decided, for the transcript; Reason, for a
 	// denial, is told to the model.
 	Approver, Reason string
-	// Expired marks a denial because nobody decided in time: the same
-	// intent may be put to a human again later in the run.
+	// Expired marks a denial because nobody decided in time: the model
+	// is told so (guard.Expired, not Reason), and the same intent may be
+	// put to a human again later in the run.
 	Expired bool
 }
 

@@ -620,3 +620,55 @@ func TestResumeDeniedNotAskedAgain(t *testing.T) {
 		t.Errorf("transcript:\n%s", s)
 	}
 }
+
+// TestExpiredApproval: an approval nobody decided in time reaches the
+// model as guard.ExpiredMessage, not as a human's no, whether the Loop's
+// Approver said so (or its wait ran out) or the host resumed the run with
+// an expired Approval; nothing runs, and the repeat of the intent is put
+// to a human again.
+func TestExpiredApproval(t *testing.T) {
+	for name, answer := range map[string]func() (agentloop.Decision, error){
+		"expired":      func() (agentloop.Decision, error) { return agentloop.Decision{Expired: true, Reason: "timed out"}, nil },
+		"wait ran out": func() (agentloop.Decision, error) { return agentloop.Decision{}, context.DeadlineExceeded },
+	} {
+		t.Run("approver/"+name, func(t *testing.T) {
+			asked := 0
+			a := agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
+				asked++
+				return answer()
+			})
+			w := newWorld(t, repeatScript()...)
+			res, err := w.loop(agentloop.Options{Approver: a}).Run(testCtx(t), user1, "refund")
+			if err != nil {
+				t.Fatal(err)
+			}
+			first := byCallID(t, outputsOf(t, w.srv.Requests()[1]))["w1"].Result
+			if first.Code != guard.CodeApprovalRequired || first.Message != guard.ExpiredMessage {
+				t.Errorf("expired approval told as %+v, want %q", first, guard.ExpiredMessage)
+			}
+			if res.Output != "APPROVAL_REQUIRED "+guard.ExpiredMessage || asked != 2 || w.svc.SideEffects() != 0 {
+				t.Errorf("repeat got %q, asked %d times, %d side effects; want the expiry again, 2 and 0", res.Output, asked, w.svc.SideEffects())
+			}
+		})
+	}
+	t.Run("resume", func(t *testing.T) {
+		w := newWorld(t, repeatScript()...)
+		loop := w.loop()
+		res, err := loop.Run(testCtx(t), user1, "refund")
+		if err != nil || res.Status != agentloop.StatusPaused {
+			t.Fatalf("run: %v, status %q", err, res.Status)
+		}
+		done, err := loop.Resume(testCtx(t), user1, roundTrip(t, res.State),
+			agentloop.Approval{CallID: "w1", Denied: true, Expired: true, Reason: "timed out"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		o := resumeOutputs(t, w)["w1"].Result
+		if o.Code != guard.CodeApprovalRequired || o.Message != guard.ExpiredMessage {
+			t.Errorf("expired approval told as %+v, want %q", o, guard.ExpiredMessage)
+		}
+		if done.Status != agentloop.StatusPaused || len(done.Pending) != 1 || w.svc.SideEffects() != 0 {
+			t.Errorf("after the expiry: status %q, pending %+v, %d side effects; want the repeat asked again", done.Status, done.Pending, w.svc.SideEffects())
+		}
+	})
+}

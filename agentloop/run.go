@@ -223,10 +223,12 @@ func (l *Loop) resume(ctx context.Context, p guard.Principal, st *State, approva
 		var res *guard.Result
 		if a.Denied {
 			r.emit(Event{Kind: EventDenied, CallID: c.CallID, Tool: c.Name, Text: orDefault(a.Approver, "host")})
-			if !a.Expired {
+			if a.Expired {
+				res = guard.Expired()
+			} else {
 				r.deny(call)
+				res = guard.Declined(a.Reason)
 			}
-			res = guard.Declined(a.Reason)
 		} else {
 			r.emit(Event{Kind: EventApproved, CallID: c.CallID, Tool: c.Name, Text: orDefault(a.Approver, "grant")})
 			var err error
@@ -502,8 +504,12 @@ func (r *run) approve(ctx context.Context, respID string, c provider.ToolCall, e
 			who = "nobody (" + err.Error() + ")"
 		}
 		emit(Event{Kind: EventDenied, CallID: c.ID, Tool: c.Name, Text: who})
-		if err == nil && !d.Expired {
-			// A human said no (not a failed or unanswered request).
+		if (err == nil && d.Expired) || errors.Is(err, context.DeadlineExceeded) {
+			// Nobody decided in time: not a no, and the model is told so.
+			return guard.Expired(), nil, nil
+		}
+		if err == nil {
+			// A human said no (not a failed request).
 			st.Denied = append(st.Denied, op.fingerprint)
 		}
 		return guard.Declined(d.Reason), nil, nil

@@ -124,6 +124,47 @@ func TestWorkerExpires(t *testing.T) {
 	if len(recs) != 3 || recs[1].Event != "expired" || recs[2].Event != "requested" {
 		t.Fatalf("audit %+v", recs)
 	}
+	wantExpiredTold(t, w)
+}
+
+// wantExpiredTold checks that the model was told of the expiry in its own
+// words (guard.ExpiredMessage), not as a person's no.
+func wantExpiredTold(t *testing.T, w *world) {
+	t.Helper()
+	for _, req := range w.srv.Requests() {
+		for _, out := range req.FunctionCallOutputs() {
+			if strings.Contains(out.Output, "A human declined") {
+				t.Errorf("an expiry told as a no: %s", out.Output)
+			}
+			if guardCode(out.Output) == guard.CodeApprovalRequired && strings.Contains(out.Output, guard.ExpiredMessage) {
+				return
+			}
+		}
+	}
+	t.Errorf("the model was never told %q", guard.ExpiredMessage)
+}
+
+// A Waiter (the run blocked on the inbox) whose request nobody decides
+// before its wait: the model is told it expired, and nothing runs.
+func TestWaiterExpires(t *testing.T) {
+	_, rdb := redistest.Mini(t)
+	w := newWorld(t, rdb, refundTurns()...)
+	q, err := approvals.NewQueue(rdb, approvals.Options{Prefix: w.prefix + "waiter:", Tools: orders.Tools(w.svc), TTL: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	signer, _ := guard.NewSigner(w.key)
+	client := oai.NewClient(option.WithBaseURL(w.srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
+	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(w.svc), agentloop.Options{
+		Store: w.guardStore(rdb), Signer: signer, Approver: &approvals.Waiter{Queue: q, Wait: 50 * time.Millisecond, Poll: 10 * time.Millisecond}})
+	res, err := loop.Run(ctxT(t), user1, "refund ORDER-7")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Status != agentloop.StatusCompleted || res.Output != "not drafted" || w.svc.SideEffects() != 0 {
+		t.Fatalf("result %v %q, drafts %d", res.Status, res.Output, w.svc.SideEffects())
+	}
+	wantExpiredTold(t, w)
 }
 
 // A worker that dies mid-resume (here: the provider fails after the grant

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -50,6 +51,12 @@ type world struct {
 
 func newWorld(t *testing.T, turns ...openaitest.Turn) *world {
 	t.Helper()
+	return newWorldTools(t, orders.Tools, turns...)
+}
+
+// newWorldTools is newWorld with the tools mk makes over the service.
+func newWorldTools(t *testing.T, mk func(*orders.Service) *toolset.Set, turns ...openaitest.Turn) *world {
+	t.Helper()
 	srv := openaitest.NewServer(turns...)
 	t.Cleanup(srv.Close)
 	svc := orders.NewService()
@@ -58,7 +65,7 @@ func newWorld(t *testing.T, turns ...openaitest.Turn) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tools := orders.Tools(svc)
+	tools := mk(svc)
 	g := guard.New(tools, store, guard.Options{Signer: signer})
 	h, err := host.New(g, tools, host.Options{Provider: "openai", APIFamily: "responses", Signer: signer})
 	if err != nil {
@@ -421,5 +428,112 @@ func TestValidate(t *testing.T) {
 	}
 	if err := (&durable.Runner{Host: h, Provider: w.runner.Provider}).Validate(); !errors.Is(err, durable.ErrInlineApprover) {
 		t.Errorf("a Host with an Approver: %v, want ErrInlineApprover", err)
+	}
+}
+
+// heldRefund is the orders tools whose refund stops after its draft is
+// made, once, until release is closed: a step whose process stopped
+// between the side effect and the commit.
+func heldRefund(made chan<- struct{}, release <-chan struct{}) func(*orders.Service) *toolset.Set {
+	return func(svc *orders.Service) *toolset.Set {
+		var once sync.Once
+		get := orders.Tools(svc).Lookup(readTool).(toolset.Declared)
+		refund := toolset.Write(refundTool, "Create a refund draft.",
+			func(ctx context.Context, inv *guard.Invocation, in orders.RefundInput) (orders.Draft, error) {
+				d, err := svc.CreateDraft(ctx, inv.IdempotencyKey, inv.Principal.TenantID, in.OrderRef, in.Reason)
+				once.Do(func() { made <- struct{}{}; <-release })
+				return d, err
+			}, &toolset.Options[orders.RefundInput, orders.Draft]{NeedsApproval: true,
+				Receipt: func(ctx context.Context, inv *guard.Invocation) (orders.Draft, bool, error) {
+					return svc.Receipt(ctx, inv.IdempotencyKey)
+				}})
+		return toolset.MustNew(get, refund)
+	}
+}
+
+// TestStepOwnsItsWrite: the step that carries a human's yes ran the tool
+// and stopped before the guard stored the outcome (its process died); the
+// engine runs the same step again. It is given the draft from the tool's
+// receipt, not IN_PROGRESS, and nothing runs twice. Another step of the
+// same intent while the first holds the write (the model asked twice) is
+// IN_PROGRESS.
+func TestStepOwnsItsWrite(t *testing.T) {
+	made, release := make(chan struct{}, 1), make(chan struct{})
+	var once sync.Once
+	let := func() { once.Do(func() { close(release) }) }
+	t.Cleanup(let)
+	w := newWorldTools(t, heldRefund(made, release))
+	ctx := ctxOf(t)
+	in := durable.DispatchInput{RunID: "run-held", Principal: user1, ResponseID: "resp_1",
+		Call: durable.Call{ID: "c1", Name: refundTool, Arguments: refundDup}, Step: "5"}
+	ask, err := w.runner.Dispatch(ctx, in)
+	if err != nil || ask.Ask == nil {
+		t.Fatalf("dispatch: %+v, %v; want the question", ask, err)
+	}
+	d, pending := host.Decision{Approved: true, Approver: "ann"}, host.PendingOf(*ask.Ask)
+	in.Decision, in.Pending, in.Step = &d, &pending, "8"
+	first := make(chan error, 1)
+	go func() { _, err := w.runner.Dispatch(ctx, in); first <- err }()
+	<-made
+
+	other := in
+	other.Call.ID, other.Step = "c2", "12"
+	if r := result(t, w, ctx, other); r.Code != guard.CodeInProgress {
+		t.Errorf("another step of the intent: %s, want IN_PROGRESS", r.Code)
+	}
+	r := result(t, w, ctx, in)
+	if r.Code != guard.CodeOK || draftID(t, r) != "DRAFT-1" {
+		t.Errorf("the step run again: %+v, want the draft", r)
+	}
+	if n := w.svc.SideEffects(); n != 1 {
+		t.Errorf("side effects %d, want 1", n)
+	}
+	// The first run was only held: let it go; its late commit changes
+	// nothing.
+	let()
+	if err := <-first; err != nil {
+		t.Fatal(err)
+	}
+	if r := result(t, w, ctx, in); r.Code != guard.CodeOK || draftID(t, r) != "DRAFT-1" || w.svc.SideEffects() != 1 {
+		t.Errorf("after the late commit: %+v, %d side effects", r, w.svc.SideEffects())
+	}
+}
+
+// result runs a dispatch step and decodes its model result.
+func result(t *testing.T, w *world, ctx context.Context, in durable.DispatchInput) guard.Result {
+	t.Helper()
+	out, err := w.runner.Dispatch(ctx, in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var r guard.Result
+	if err := r.UnmarshalJSON(out.Result); err != nil {
+		t.Fatalf("dispatch %s: %s: %v", in.Call.ID, out.Result, err)
+	}
+	return r
+}
+
+// TestQuestionID: a question's id is the same each time it is asked, and
+// another for any other question.
+func TestQuestionID(t *testing.T) {
+	req := host.ApprovalRequest{RunID: "run-1", CallID: "c1", Tool: refundTool, Principal: user1,
+		Fingerprint: "f1", OperationID: "op_1"}
+	id := durable.QuestionID(req)
+	if id != durable.QuestionID(req) || !strings.HasPrefix(id, "q_") || len(id) != 34 {
+		t.Fatalf("QuestionID %q", id)
+	}
+	for _, edit := range []func(*host.ApprovalRequest){
+		func(r *host.ApprovalRequest) { r.RunID = "run-2" },
+		func(r *host.ApprovalRequest) { r.CallID = "c2" },
+		func(r *host.ApprovalRequest) { r.Principal = tenantB },
+		func(r *host.ApprovalRequest) { r.Fingerprint = "f2" },
+		func(r *host.ApprovalRequest) { r.OperationID = "op_2" },
+		func(r *host.ApprovalRequest) { r.RunID, r.CallID = "run-1c", "1" }, // fields never run together
+	} {
+		other := req
+		edit(&other)
+		if durable.QuestionID(other) == id {
+			t.Errorf("%+v has the id of %+v", other, req)
+		}
 	}
 }

@@ -1,6 +1,8 @@
 package durable
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -135,6 +137,31 @@ type DispatchInput struct {
 	// call's earlier dispatch asked (DispatchOutput.Ask).
 	Decision *host.Decision `json:"decision,omitempty"`
 	Pending  *host.Pending  `json:"pending,omitempty"`
+	// Step is the engine's id of the step that runs this dispatch (a DBOS
+	// step id, a Temporal activity id), the same each time the engine
+	// runs the step again: the guard's Call.Step is the run id and it, so
+	// the step owns its write's reservation. The engine's
+	// module sets it inside the step; "" takes the call's id and whether
+	// it carries a decision instead, which is as stable but relies on the
+	// provider's call ids being unique in the run.
+	Step string `json:"step,omitempty"`
+}
+
+// QuestionID is the id of the question req asks a human: the same each
+// time an engine asks it again (a run recovered after a crash, a
+// notification retried) and another for every other question, of this
+// run or another. A notifier uses it as its idempotency key (a chat
+// message's client id, an e-mail's Message-ID, an inbox row's key), so
+// that the one notification an engine may repeat (its process died
+// between the send and the record of it) reaches the approvers once.
+func QuestionID(req host.ApprovalRequest) string {
+	h := sha256.New()
+	for _, f := range [...]string{req.Principal.TenantID, req.Principal.SubjectID, req.RunID, req.CallID, req.OperationID, req.Fingerprint} {
+		h.Write([]byte(f))
+		h.Write([]byte{0})
+	}
+	var sum [sha256.Size]byte
+	return "q_" + hex.EncodeToString(h.Sum(sum[:0])[:16])
 }
 
 // DispatchOutput is one tool call's answer: a model result, or a question

@@ -104,8 +104,10 @@ func (r *Runner) ask(ctx context.Context, req provider.Request) (rep *provider.R
 // principal and in the run's scope: a model result, or (without an
 // Approver) a question for a human. With a Decision it carries out the
 // human's answer (host.Host.Decide). A step that runs again, after a
-// crash or a retry, makes the same call in the same scope: the guard
-// replays the stored outcome.
+// crash or a retry, makes the same call in the same scope, as the same
+// step (guard.Call.Step): the guard replays the stored outcome, or
+// settles the reservation the step's earlier run left (doc.go, "Steps own
+// their writes").
 func (r *Runner) Dispatch(ctx context.Context, in DispatchInput) (DispatchOutput, error) {
 	if r.Host == nil {
 		return DispatchOutput{}, errors.New("durable: a Runner needs a Host")
@@ -115,6 +117,7 @@ func (r *Runner) Dispatch(ctx context.Context, in DispatchInput) (DispatchOutput
 	if err != nil {
 		return DispatchOutput{}, fmt.Errorf("durable: %w", err)
 	}
+	call.Step = stepOf(in)
 	if in.Decision != nil {
 		if in.Pending == nil {
 			return DispatchOutput{}, errors.New("durable: a decision without the question it answers")
@@ -133,4 +136,18 @@ func (r *Runner) Dispatch(ctx context.Context, in DispatchInput) (DispatchOutput
 		return DispatchOutput{Ask: a.Ask}, nil
 	}
 	return DispatchOutput{Result: a.Result.AppendJSON(nil)}, nil
+}
+
+// stepOf is the guard's name of the step that runs in (guard.Call.Step):
+// the run id and the engine's id of the step (DispatchInput.Step), or the
+// call's id and phase.
+func stepOf(in DispatchInput) string {
+	if in.Step != "" {
+		return in.RunID + "/" + in.Step
+	}
+	phase := "dispatch"
+	if in.Decision != nil {
+		phase = "decide"
+	}
+	return in.RunID + "/call:" + in.Call.ID + ":" + phase
 }

@@ -75,6 +75,17 @@ type Call struct {
 	Context   ExecutionContext
 	// Approval is a signed grant token from Signer.Sign, or "".
 	Approval string
+	// Step, when set, names the durable step that makes this call: an id
+	// that is the same each time an engine runs the step again after a
+	// crash or a retry, and another for every other step (package durable
+	// derives it from the workflow id and the engine's step id). A
+	// write's reservation is then the step's, not the dispatch's: its
+	// token is derived from Step and the write's key, so the step run
+	// again after its process died finds its own reservation instead of
+	// being answered IN_PROGRESS, and settles it (Guard.Dispatch). ""
+	// (every host that is not a durable engine): each dispatch reserves
+	// under a token of its own.
+	Step string
 }
 
 // StatusCall asks for the outcome of an earlier operation of the same

@@ -21,6 +21,7 @@ package guard
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -165,7 +166,7 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 		return g.finish(ctx, e)
 	}
 	e.seal()
-	e.Token = newToken()
+	e.Token = reservationToken(call.Step, e.IdempotencyKey)
 	if gr := inv.Grant; gr != nil {
 		e.GrantID, e.GrantExpiresAt = gr.ID, gr.ExpiresAt
 	}
@@ -185,14 +186,83 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	if answer != nil {
 		// A replay, or an answer from the store: nothing ran.
 		g.refund(ctx, charge)
+		if call.Step != "" && answer.Code == CodeUnavailable {
+			// This step's token reserved the key in an earlier run of the
+			// step, whose write was committed or released since (Store:
+			// Reserve is idempotent per token): the step gets what any
+			// dispatch of the key gets now.
+			return g.rerun(ctx, e)
+		}
 		return answer, nil
 	}
-	out, xerr := g.execute(ctx, tool, inv)
-	e.setOutcome(out, xerr, Write)
-	if e.Code.Outcome() == OutcomeNotStarted {
+	if call.Step != "" && !e.Reserved {
+		// The reservation stood already: this step's earlier run made it
+		// and died, and may have run the write. It paid the charge.
 		g.refund(ctx, charge)
+		g.settleOwn(ctx, tool, inv, e)
+	} else {
+		out, xerr := g.execute(ctx, tool, inv)
+		e.setOutcome(out, xerr, Write)
+		if e.Code.Outcome() == OutcomeNotStarted {
+			g.refund(ctx, charge)
+		}
 	}
 	return g.commit(ctx, e)
+}
+
+// reservationToken returns a write's reservation token: a fresh random one
+// for a dispatch, or for a durable step's call (Call.Step) one derived
+// from the step and the write's effective key, the same each time the
+// step runs, so that the step run again finds its own reservation.
+func reservationToken(step, key string) string {
+	if step == "" {
+		return newToken()
+	}
+	h := sha256.New()
+	h.Write([]byte("toolguard step token\x00"))
+	h.Write([]byte(step))
+	h.Write([]byte{0})
+	h.Write([]byte(key))
+	var sum [sha256.Size]byte
+	return hex.EncodeToString(h.Sum(sum[:0])[:16])
+}
+
+// settleOwn decides the outcome of a write whose reservation a durable
+// step made in an earlier run that died (Call.Step) and may have run it,
+// as a status query settles an unknown outcome (docs/contract.md, "Unknown
+// outcomes"): the tool's receipt under the same downstream key decides.
+// Found, the write took place and the receipt is its result. Absent, it
+// did not take place and runs now, once: the step owns the reservation,
+// so nobody else runs it, and a late arrival of the dead run's request is
+// deduplicated downstream by the same key. Inconclusive (no receipt
+// lookup, or it failed), the outcome is unknown, and never run blind.
+func (g *Guard) settleOwn(ctx context.Context, tool Tool, inv *Invocation, e *Entry) {
+	switch receipt, data := lookupReceipt(ctx, tool, inv); receipt {
+	case ReceiptFound:
+		e.setOutcome(data, nil, Write)
+	case ReceiptAbsent:
+		out, xerr := g.execute(ctx, tool, inv)
+		e.setOutcome(out, xerr, Write)
+	default:
+		e.setError(CodeOutcomeUnknown, nil)
+		e.SideEffect = SideEffectUnknown
+	}
+}
+
+// rerunMessage is the answer to a durable step run again whose earlier
+// run's write ended without starting (its reservation was released).
+const rerunMessage = "This step ran before and the action did not start; nothing was executed. It may be tried again."
+
+// rerun answers a durable step whose earlier run's reservation was
+// committed or released since: through the store's checks of the call id
+// and the key, as a dispatch that reserves nothing (a replay of the
+// committed result, OUTCOME_UNKNOWN for an unknown one), or, when they
+// find nothing live (the write was released: it never started), that
+// nothing was executed.
+func (g *Guard) rerun(ctx context.Context, e *Entry) (*Result, error) {
+	e.setError(CodeUnavailable, nil)
+	e.Message = rerunMessage
+	return g.finish(ctx, e)
 }
 
 // commit stores a write's outcome. The write already ran, so a store that

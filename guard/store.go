@@ -39,11 +39,17 @@ type Store interface {
 	// is reserved under e.Token until e.Now+lease.
 	//
 	// Reserve is idempotent per token: sent again with the same e.Token
-	// (a client retry after a lost reply) it returns nil again and changes
+	// (a client retry after a lost reply, or a durable step run again
+	// after its process died: Call.Step) it returns nil again and changes
 	// nothing; after the token's reservation was released (Commit with a
 	// not-started code) or committed, it answers UNAVAILABLE, unaudited
 	// (nobody waits for that answer), so a late copy cannot reserve the key
 	// again.
+	//
+	// When it returns nil having made the reservation now, it sets
+	// e.Reserved; a copy that found its token's reservation standing
+	// leaves it false, so that the guard knows the holder may have run
+	// the write already.
 	Reserve(ctx context.Context, e *Entry, lease time.Duration) (answer *Result, err error)
 	// Commit stores the outcome of the write reserved under e.Token, with
 	// its audit record, appended first so that no result is ever stored
@@ -111,8 +117,14 @@ type Entry struct {
 	// fields in declared order (not sorted), hashed as stored.
 	AuditBody []byte
 	// Token names a write's reservation: chosen by the guard, unique per
-	// dispatch, the same for the Reserve and Commit of one write.
+	// dispatch (per durable step and key with Call.Step), the same for the
+	// Reserve and Commit of one write.
 	Token string
+	// Reserved is set by a Reserve that returned nil having made the
+	// reservation now; it stays false when Reserve found the reservation
+	// already standing under Token (its copy, or the same durable step
+	// run again). The guard never sets it.
+	Reserved bool
 	// GrantID is the id of the approval grant that approved this write,
 	// "" when none did; GrantExpiresAt is when the grant expires. A grant
 	// pays for one execution: Reserve spends it on the entry's operation

@@ -44,7 +44,8 @@ type Decision struct {
 	// log, never told to the model.
 	Note string
 	// Expired marks a denial because nobody decided in time: unlike a
-	// human's no, it does not stop the same intent being asked again.
+	// human's no, it does not stop the same intent being asked again, and
+	// the model is told so (guard.Expired; Reason is not told).
 	Expired bool
 }
 

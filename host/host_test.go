@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -204,6 +205,62 @@ func TestApproverFailure(t *testing.T) {
 	if asked.Load() != 2 || w.svc.SideEffects() != 0 {
 		t.Errorf("asked %d, side effects %d; want 2 and 0", asked.Load(), w.svc.SideEffects())
 	}
+}
+
+// TestExpiredIsNotADenial: an approval nobody decided in time reaches the
+// model in its own words (guard.ExpiredMessage), not as a human's no,
+// whether the host asked inline (an Approver that says Expired, or whose
+// wait ran out) or the framework resumed with an expired Decision; nothing
+// runs, and the intent is asked again.
+func TestExpiredIsNotADenial(t *testing.T) {
+	wantExpired := func(t *testing.T, res *guard.Result) {
+		t.Helper()
+		if res == nil || res.Code != guard.CodeApprovalRequired || res.Message != guard.ExpiredMessage {
+			t.Errorf("result %v, want APPROVAL_REQUIRED with the expired message %q", res, guard.ExpiredMessage)
+		}
+	}
+	for name, approve := range map[string]func() (host.Decision, error){
+		"expired":      func() (host.Decision, error) { return host.Decision{Expired: true, Reason: "timed out"}, nil },
+		"wait ran out": func() (host.Decision, error) { return host.Decision{}, context.DeadlineExceeded },
+	} {
+		t.Run("inline/"+name, func(t *testing.T) {
+			var asked atomic.Int32
+			w := newWorld(t, func(o *host.Options) {
+				o.Approver = host.ApproverFunc(func(context.Context, host.ApprovalRequest) (host.Decision, error) {
+					asked.Add(1)
+					return approve()
+				})
+			})
+			ctx := session(userA, "s1")
+			for i := range 2 {
+				a, err := w.h.Answer(ctx, w.call(t, ctx, "create_refund_draft", refundArgs, fmt.Sprintf("c%d", i)))
+				if err != nil {
+					t.Fatal(err)
+				}
+				wantExpired(t, a.Result)
+			}
+			if asked.Load() != 2 || w.svc.SideEffects() != 0 {
+				t.Errorf("asked %d, side effects %d; want 2 (an expiry is no no) and 0", asked.Load(), w.svc.SideEffects())
+			}
+		})
+	}
+	t.Run("resumed", func(t *testing.T) {
+		w := newWorld(t)
+		ctx := session(userA, "s1")
+		c := w.call(t, ctx, "create_refund_draft", refundArgs, "call-1")
+		a, err := w.h.Answer(ctx, c)
+		if err != nil || a.Ask == nil {
+			t.Fatalf("answer = %+v, %v; want a question", a, err)
+		}
+		res, err := w.h.Decide(ctx, c, host.PendingOf(*a.Ask), host.Decision{Expired: true, Reason: "timed out"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wantExpired(t, res)
+		if a, err := w.h.Answer(ctx, w.call(t, ctx, "create_refund_draft", refundArgs, "call-2")); err != nil || a.Ask == nil {
+			t.Errorf("after the expiry: %+v, %v; want the question asked again", a, err)
+		}
+	})
 }
 
 // TestStatusToolAnswersForItsPrincipal: the status tool asks for the

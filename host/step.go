@@ -61,7 +61,10 @@ func (h *Host) Answer(ctx context.Context, call guard.Call) (Answer, error) {
 	var d Decision
 	if err := Safely(func() (err error) { d, err = h.opts.Approver.Approve(ctx, req); return err }); err != nil {
 		// An approver that failed decided nothing: a denial this time,
-		// not remembered.
+		// not remembered; one whose wait ran out, an expiry.
+		if errors.Is(err, context.DeadlineExceeded) {
+			return Answer{Result: guard.Expired()}, nil
+		}
 		return Answer{Result: guard.Declined("")}, nil
 	}
 	res, err = h.decide(ctx, call, req, d, false)
@@ -98,8 +101,10 @@ func PendingOf(req ApprovalRequest) Pending {
 // pays for one execution. A no is dispatched without a grant, so nothing
 // can run: an operation that already ran (a yes answered before) replays
 // its outcome, which the model is told instead; otherwise the model gets
-// the denial (d.Reason), once, and the no is remembered in the scope
-// unless it expired.
+// the denial (d.Reason), once, and the no is remembered in the scope;
+// a decision that expired (d.Expired: nobody decided in time) is told as
+// such (guard.Expired), is not remembered, and the intent may be asked
+// again.
 func (h *Host) Decide(ctx context.Context, call guard.Call, asked Pending, d Decision) (*guard.Result, error) {
 	req := NewApprovalRequest(h.g, call)
 	if PendingOf(req) != asked {
@@ -121,9 +126,10 @@ func (h *Host) decide(ctx context.Context, call guard.Call, req ApprovalRequest,
 				return res, nil
 			}
 		}
-		if !d.Expired {
-			h.opts.Denials.Add(ctx, req)
+		if d.Expired {
+			return guard.Expired(), nil
 		}
+		h.opts.Denials.Add(ctx, req)
 		return guard.Declined(d.Reason), nil
 	}
 	if h.opts.Signer == nil {

@@ -283,7 +283,8 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	if err != nil {
 		return nil, err
 	}
-	if len(reply) == 1 && reply[0] == "T" {
+	if len(reply) == 1 && (reply[0] == "T" || reply[0] == "H") {
+		e.Reserved = reply[0] == "T" // "H": the token's reservation stood already
 		return nil, nil
 	}
 	if len(reply) == 2 && reply[0] == "E" {

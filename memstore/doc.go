@@ -77,11 +77,14 @@
 //     the call binding to the key (binding the call id to the fingerprint
 //     if it is new), make the key's record P under the token until
 //     Now+lease (a tombstone is replaced, a live record merged into), index
-//     it, and return nil, unaudited: the write may run.
+//     it, and return nil, unaudited, with e.Reserved set: the write may
+//     run.
 //  12. Reserve is idempotent per token: if the key's record carries the
-//     entry's token, a P returns nil again, and any other state (the token
-//     committed or released it) answers UNAVAILABLE; either way nothing
-//     changes and nothing is audited.
+//     entry's token, a P returns nil again with e.Reserved left false (the
+//     holder may have run the write: a durable step run again, see
+//     guard.Call.Step), and any other state (the token committed or
+//     released it) answers UNAVAILABLE; either way nothing changes and
+//     nothing is audited.
 //  13. Commit (a token is required) reads the key's record. Same fingerprint
 //     and C (settled meanwhile from a receipt): the answer is OK as
 //     local_replay with the stored result, audited with side effect "no",

@@ -86,6 +86,7 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	r.fp, r.state, r.op, r.leaseMS, r.token = e.Fingerprint, reserved, e.OperationID, t.now+ms(lease), e.Token
 	r.tool, r.key, r.call = e.Tool, e.IdempotencyKey, e.CallID
 	t.indexRecord()
+	e.Reserved = true
 	return nil, nil
 }
 

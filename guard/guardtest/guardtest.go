@@ -82,6 +82,8 @@ var tests = []struct {
 	{"AuditChainOneRecordPerDispatch", "every dispatch and status query appends exactly one hash-chained audit record", testAuditChain},
 	{"CommitRetryIsIdempotent", "a commit sent again with its token changes nothing and audits nothing more", testCommitRetry},
 	{"ReserveRetryIsIdempotent", "a reservation sent again with its token is the same reservation; another token finds it IN_PROGRESS", testReserveRetry},
+	{"ReserveSaysWhetherItReserved", "a Reserve that makes the reservation sets Entry.Reserved; a copy that finds its token's reservation standing leaves it false", testReserveSaysReserved},
+	{"StepRunAgainSettlesItsReservation", "a durable step run again (Call.Step) is never IN_PROGRESS for its own reservation: the receipt settles it, one side effect; another step still waits", testStepRunAgain},
 	{"ReleasedReservationRefusesLateCopy", "a reservation released by its token frees the key, and a late copy of it reserves nothing", testReleaseRefusesLateCopy},
 	{"OperationIDNamesFirstOperation", "a status query answers for the first operation that used the id, its call's own or the host's; a later write takes an id over only from a read", testOperationIDFirst},
 	{"AbsentReceiptAfterLeaseFreesKey", "after the lease, a receipt lookup that finds nothing settles the operation as not run: NOT_FOUND, key free", testAbsentReceiptFreesKey},

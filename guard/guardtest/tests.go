@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -428,6 +429,57 @@ func testReserveRetry(t *testing.T, w *World) {
 	}
 	if n, err := audit.Verify(ctx, w.Store, "tenant-c"); err != nil || n != 2 {
 		t.Fatalf("audit: %d records, %v; want 2 (the IN_PROGRESS answer and the commit)", n, err)
+	}
+}
+
+// testReserveSaysReserved: the guard must know whether a reservation was
+// made now or stood already under its token (a durable step run again,
+// whose earlier run may have executed the write): Entry.Reserved.
+func testReserveSaysReserved(t *testing.T, w *World) {
+	ctx := context.Background()
+	e := writeEntry(w, 3, "token-a")
+	if answer, err := w.Store.Reserve(ctx, e, Lease); err != nil || answer != nil || !e.Reserved {
+		t.Fatalf("first reserve: %v, %v, Reserved %v; want the reservation, made now", answer, err, e.Reserved)
+	}
+	again := writeEntry(w, 3, "token-a")
+	if answer, err := w.Store.Reserve(ctx, again, Lease); err != nil || answer != nil || again.Reserved {
+		t.Fatalf("reserve with the same token: %v, %v, Reserved %v; want the reservation, standing already", answer, err, again.Reserved)
+	}
+}
+
+// testStepRunAgain: a durable step's write reserved and executed, and its
+// process died before the commit (here: the write is held after its side
+// effect). The engine runs the step again with the same Call.Step: it is
+// answered OK from the put's receipt, not IN_PROGRESS, and nothing runs
+// twice; another step of the same intent is IN_PROGRESS. The held run's
+// late commit changes nothing.
+func testStepRunAgain(t *testing.T, w *World) {
+	const args = `{"key":"s","value":"1"}`
+	call := w.Call(alice, "put", args, "c1", "")
+	call.Context.Scope = "run-1"
+	call.Approval = w.Grant(t, alice, "put", args)
+	call.Step = "run-1/step-3"
+	entered, release := w.Down.Block()
+	defer release()
+	pc := &pendingCall{ch: make(chan dispatchAnswer, 1), what: "put " + args}
+	go func() {
+		res, err := bounded(func(ctx context.Context) (*guard.Result, error) { return w.Guard.Dispatch(ctx, call) })
+		pc.ch <- dispatchAnswer{res, err}
+	}()
+	pc.entered(t, entered)
+	other := call
+	other.Step, other.Context.CallID = "run-1/step-7", "c2"
+	Want(t, w.DispatchCall(t, other), guard.CodeInProgress, guard.DeliveryFresh)
+	res := w.DispatchCall(t, call)
+	Want(t, res, guard.CodeOK, guard.DeliveryFresh)
+	if w.Down.Writes() != 1 || !strings.Contains(string(res.Data), `"write":1`) {
+		t.Fatalf("the step run again: %s, %d side effects; want the receipt of the one write", res, w.Down.Writes())
+	}
+	release()
+	Want(t, pc.wait(t), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.DispatchCall(t, call), guard.CodeOK, guard.DeliveryLocalReplay)
+	if w.Down.Writes() != 1 {
+		t.Fatalf("%d side effects, want 1", w.Down.Writes())
 	}
 }
 

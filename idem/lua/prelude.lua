@@ -229,8 +229,10 @@ local function answer(code, delivery, data, msg, retry, op)
   return PACK({'R', code, delivery, data, msg, retry or '0', op}, 7)
 end
 
--- RESERVED is reserve's reply when the reservation is made: {'T'}, packed.
+-- RESERVED is reserve's reply when the reservation is made: {'T'}, packed;
+-- HELD when it stood already under the entry's token: {'H'}.
 local RESERVED = '\161T'
+local HELD = '\161H'
 
 -- Records and bindings are strings: their fields in a fixed order, packed
 -- (PACK: MessagePack strings), so that one SET stores one with its TTL,

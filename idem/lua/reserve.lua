@@ -15,7 +15,9 @@ if FENCE ~= '' then
 end
 local own, ownn = readkey(K[2])
 if own[R.token] == TOKEN then
-  if own[R.state] == 'P' then return RESERVED end
+  -- Standing already (HELD): the store tells the guard, whose holder may
+  -- have run the write (a durable step run again: guard.Call.Step).
+  if own[R.state] == 'P' then return HELD end
   return answer('UNAVAILABLE', 'fresh')
 end
 local pre, c, cn = precheck(own, ownn)
