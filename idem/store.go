@@ -171,10 +171,15 @@ type Store struct {
 	// evictedSeen: an eviction was logged and counted since the last
 	// check that passed.
 	evictedSeen atomic.Bool
-	// fence: reservations read the server's maxmemory-policy (evicted.go).
+	// fence: the scripts read the server's maxmemory-policy (evicted.go).
 	// Set by a check of a server that reports its policy, unless
 	// Options.AllowEviction.
 	fence atomic.Bool
+	// ev is what this process knows of an eviction no operator has
+	// acknowledged; gaps, the tenants whose records were lost, and until
+	// when their writes ask receipts first (evicted.go).
+	ev   evictionState
+	gaps atomic.Pointer[map[string]int64]
 }
 
 var _ guard.Store = (*Store)(nil)
@@ -275,6 +280,9 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	}
 	keys, a := s.args(e, e.CallID, lease, guard.ReceiptInconclusive)
 	keys = s.spendsGrant(keys, a, e)
+	if s.lostRecords(e.TenantID, e.Now) {
+		a.gap = "1"
+	}
 	if e.Charge != nil {
 		a.charge = packCharge(e.Charge)
 		keys = s.withBudget(keys, a, e.TenantID)
