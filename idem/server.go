@@ -38,9 +38,11 @@ var (
 // cannot keep its promises on: a maxmemory-policy other than noeviction
 // (unless Options.AllowEviction), or fewer connected replicas than
 // Options.Replicas. Unless Options.AllowEviction, it also has each master
-// tell the store of an eviction when it happens (evicted.go): from the
-// first evicted key on, every call is refused with ErrEvicted until a
-// Check passes again. A server that does not report its policy in INFO (an
+// tell the store of an eviction when it happens, and reads each master's
+// count of evicted keys and the stores' marker (evicted.go): from the
+// first evicted key on, every call is refused with ErrEvicted until an
+// operator has acknowledged what was lost (AckEvictions) and a Check
+// passes again. A server that does not report its policy in INFO (an
 // embedded test server) is accepted. Unless Options.Scripts is set, it
 // then loads the store's function library on every master (FUNCTION LOAD);
 // a server without Redis Functions makes the store send its Lua as scripts

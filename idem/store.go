@@ -49,8 +49,9 @@
 //	n, err := audit.Verify(ctx, store, principal.TenantID) // records checked, or where the chain breaks
 //
 // An operator settles a stuck or unknown operation with Unsettled and
-// Resolve (or cmd/toolctl); docs/reliability.md says what each Redis fault
-// does and what to configure.
+// Resolve, and after an eviction learns what Redis took and acknowledges it
+// with Evictions and AckEvictions (or cmd/toolctl); docs/reliability.md
+// says what each Redis fault does and what to configure.
 package idem
 
 import (
@@ -103,9 +104,10 @@ type Options struct {
 	// AllowEviction accepts a server whose maxmemory-policy may evict keys.
 	// By default Check, and so the store's first call, refuses it: an
 	// evicted record makes an acknowledged write run again on replay. A
-	// policy switched while the store runs is refused by the first
-	// reservation after it, which reads the policy in its script, and an
-	// evicted key as soon as Redis says so (evicted.go).
+	// policy switched while the store runs is refused by the first script
+	// after it, which reads the policy first, and an evicted key as soon as
+	// Redis says so, until an operator acknowledges what was lost
+	// (evicted.go, AckEvictions).
 	AllowEviction bool
 	// CheckEvery is how often the store reads its server's configuration
 	// again while it runs (Check: maxmemory-policy, connected replicas), in
