@@ -71,9 +71,10 @@ type evictionState struct {
 	unacked bool      // an eviction is known and not acknowledged
 	since   time.Time // when this process first knew of it
 	// acks is the marker's count of acknowledgements when this process
-	// last knew of no eviction: an acknowledgement of what it knows
-	// counts one more.
+	// last knew of no eviction (or first read the marker): an
+	// acknowledgement of what it knows counts one more.
 	acks    int64
+	read    bool            // the marker was read once
 	tenants map[string]bool // tenants whose keys this process heard evicted
 	// heard counts the evicted-key events this process heard, by master,
 	// since the last acknowledgement it knows of: when it heard as many
@@ -204,6 +205,11 @@ func (s *Store) unacknowledged(ctx context.Context, counted bool) (bool, error) 
 	acks, _ := strconv.ParseInt(m[markAcks], 10, 64)
 	ev := &s.ev
 	ev.mu.Lock()
+	if !ev.read {
+		// An eviction heard before the marker was first read (the
+		// subscription comes first) is acknowledged by the next one.
+		ev.read, ev.acks = true, acks
+	}
 	if ev.unacked && acks > ev.acks && !counted && m[markEvicted] == "" {
 		ev.unacked, ev.tenants = false, nil // acknowledged
 	}
