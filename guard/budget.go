@@ -9,16 +9,25 @@ import (
 // Budgets. A tool may bound what one run spends on it (ToolSpec.Budget: a
 // number of executions and a cost), and the host may bound what a tenant
 // spends in a period, across tools (Options.TenantBudget). The store keeps
-// the counters with the same atomicity as the dispatch (Budgeter): a charge
+// the counters (Budgeter) with the same atomicity as the dispatch: a charge
 // is taken, all bounds at once, only if every bound still has room, so
 // concurrent calls of one tenant never overspend. A call that would exceed
 // a bound does not run: it is answered BUDGET_EXHAUSTED (failed, nothing
 // ran, recovery none: the model is told the budget is spent and not to
-// retry), and audited like every answer. What does not run costs nothing:
-// a replay of a stored outcome, a call the store answers IN_PROGRESS or a
-// conflict, and an execution whose outcome is not_started get their charge
-// back. Tools without a budget, with no tenant budget set, take no extra
-// step.
+// retry), and audited like every answer.
+//
+// A charge pays for one execution, and only for one that may have started:
+// the budgets spent are the executions that ran, exactly, whatever the
+// network does to the store's replies. A write's charge is taken by its
+// reservation, in the same atomic step and after the checks that answer
+// from the store: a replay, an answer from the store (IN_PROGRESS, an
+// unknown outcome) and a conflict take none, so they never hold budget a
+// fresh write needs. It is settled with the reservation: kept when the
+// write may have run, given back when it did not (Budgeter). A read runs
+// on every dispatch (its answer may then come from the store, but it ran),
+// so each read that starts is charged; its charge is taken just before it
+// runs, under a token of its own, and given back if it did not start.
+// Tools without a budget, with no tenant budget set, take no extra step.
 
 // Budget bounds what one run (ExecutionContext.Scope: the agent run, the
 // session, the workflow) spends on one tool. A call without a scope is
@@ -46,6 +55,10 @@ type TenantBudget struct {
 
 // BudgetCharge is one execution's charge, for a Budgeter to take.
 type BudgetCharge struct {
+	// Token names the charge: a write's reservation token (Entry.Token),
+	// a read's a token of its own, unique to the dispatch. A Budgeter takes
+	// one charge per token.
+	Token    string
 	TenantID string
 	// Scope and Tool name the run's counter; Scope "" has none.
 	Scope, Tool string
@@ -58,6 +71,9 @@ type BudgetCharge struct {
 	TenantLimit int64
 	PeriodStart time.Time
 	Period      time.Duration
+	// Now is the guard's time of the dispatch; a store keeps its counters
+	// and tokens by it (retention only).
+	Now time.Time
 }
 
 // BudgetVerdict is a Budgeter's answer to a charge.
@@ -75,26 +91,69 @@ const (
 	BudgetTenantSpent
 )
 
+// Refusal is the message of the BUDGET_EXHAUSTED answer to a charge that
+// got verdict v (BudgetRunSpent or BudgetTenantSpent): what a Budgeter's
+// Reserve answers, and the guard for a read.
+func (c *BudgetCharge) Refusal(v BudgetVerdict) string {
+	if v == BudgetTenantSpent {
+		return "The account's budget for this period is spent; nothing ran. Do not retry; tell the user it renews at " +
+			c.PeriodStart.Add(c.Period).Format(time.RFC3339) + "."
+	}
+	return "This tool's budget for this run is spent; nothing ran. Do not call it again in this run; tell the user."
+}
+
 // Budgeter is a store that keeps budgets (idem.Store and memstore.Store
-// are). Charge takes c, atomically, if every bound it names has room, and
-// says which has none otherwise; Refund gives a taken charge back.
+// are; memstore's doc numbers these rules, and guard/guardtest checks
+// them). A store that implements it takes the charges of writes in its
+// Store methods too:
+//
+//   - Bounds: a charge is taken only if every bound it names has room (the
+//     run's MaxCalls and MaxCost for Scope and Tool, the tenant's
+//     TenantLimit for the period starting at PeriodStart), all at once,
+//     atomically with every other charge of the tenant. The run's counter
+//     outlives its last charge by the store's retention at least; the
+//     tenant's counter of a period, the period's end.
+//   - A write's charge: Reserve of an entry with a Charge applies its
+//     checks first (call id, key, grant: what they answer takes no charge),
+//     then takes the charge under e.Token in the same atomic step as the
+//     reservation; when a bound has no room it reserves nothing, spends no
+//     grant, audits and answers BUDGET_EXHAUSTED (fresh, with
+//     Charge.Refusal(verdict)), and binds a new call id to the fingerprint
+//     alone. A copy of the reservation (the same token) takes nothing more.
+//   - Settling it: the charge of a token is given back, at most once, when
+//     the token's reservation ends without the write having run: a Commit
+//     whose entry's SideEffect is none (a not-started outcome, a release),
+//     a Settle that finds no receipt and releases the key. It is kept by a
+//     Commit whose SideEffect is yes or unknown, and by a Settle that finds
+//     the receipt. A reservation whose lease ran out keeps it until a Settle
+//     decides.
+//   - A read's charge: Charge takes c under c.Token, or answers which bound
+//     has no room and takes nothing. Sent again with the same token (a
+//     client's retry after a lost reply) it answers BudgetTaken and takes
+//     nothing more. Refund gives back the charge c.Token took, at most
+//     once, and leaves the token spent: a Charge of it that arrives later
+//     takes nothing and returns ErrChargeRefunded.
 type Budgeter interface {
 	Charge(ctx context.Context, c *BudgetCharge) (BudgetVerdict, error)
 	Refund(ctx context.Context, c *BudgetCharge) error
 }
 
+// ErrChargeRefunded is what a Budgeter's Charge returns for a token whose
+// charge was given back: a late copy of a charge its dispatch gave up on.
+var ErrChargeRefunded = errors.New("guard: the charge's token was given back")
+
 // ErrNoBudgeter is the reason a call with a budget is UNAVAILABLE on a
 // store that keeps no budgets: it fails closed rather than run unbounded.
 var ErrNoBudgeter = errors.New("guard: the store keeps no budgets (guard.Budgeter): a call with a budget cannot run")
 
-// refundTimeout bounds giving a charge back, which must outlive the
+// refundTimeout bounds giving a read's charge back, which must outlive the
 // caller's context.
 const refundTimeout = 5 * time.Second
 
-// charge takes the budget charge of a call about to execute: nil when no
-// budget applies. A charge the store refused is answered with the call's
-// error code in code, and nothing runs.
-func (g *Guard) charge(ctx context.Context, inv *Invocation) (c *BudgetCharge, code Code, err error) {
+// budgetCharge prices the charge of a call about to execute: nil when no
+// budget applies. A call that cannot be priced, or whose store keeps no
+// budgets, gets its error code in code, and nothing runs.
+func (g *Guard) budgetCharge(inv *Invocation) (c *BudgetCharge, code Code, err error) {
 	spec := inv.tool.Spec()
 	b := spec.Budget
 	run := inv.Context.Scope != "" && (b.MaxCalls > 0 || b.MaxCost > 0)
@@ -102,8 +161,7 @@ func (g *Guard) charge(ctx context.Context, inv *Invocation) (c *BudgetCharge, c
 	if !run && !tenant {
 		return nil, 0, nil
 	}
-	bs, ok := g.store.(Budgeter)
-	if !ok {
+	if _, ok := g.store.(Budgeter); !ok {
 		return nil, CodeUnavailable, ErrNoBudgeter
 	}
 	cost := b.Cost
@@ -112,7 +170,7 @@ func (g *Guard) charge(ctx context.Context, inv *Invocation) (c *BudgetCharge, c
 			return nil, CodeUnavailable, perr
 		}
 	}
-	c = &BudgetCharge{TenantID: inv.Principal.TenantID, Tool: spec.Name, Cost: max(cost, 0)}
+	c = &BudgetCharge{TenantID: inv.Principal.TenantID, Tool: spec.Name, Cost: max(cost, 0), Now: inv.Now}
 	if run {
 		c.Scope, c.MaxCalls, c.MaxCost = inv.Context.Scope, b.MaxCalls, b.MaxCost
 	}
@@ -124,27 +182,41 @@ func (g *Guard) charge(ctx context.Context, inv *Invocation) (c *BudgetCharge, c
 		now := inv.Now.UnixNano()
 		c.TenantLimit, c.Period, c.PeriodStart = g.opts.TenantBudget.Limit, p, time.Unix(0, now-now%int64(p)).UTC()
 	}
-	v, err := bs.Charge(ctx, c)
-	switch {
-	case err != nil:
-		return nil, CodeUnavailable, err
-	case v == BudgetRunSpent:
-		return nil, CodeBudgetExhausted, NewError(CodeBudgetExhausted,
-			"This tool's budget for this run is spent; nothing ran. Do not call it again in this run; tell the user.")
-	case v == BudgetTenantSpent:
-		return nil, CodeBudgetExhausted, NewError(CodeBudgetExhausted,
-			"The account's budget for this period is spent; nothing ran. Do not retry; tell the user it renews at "+
-				c.PeriodStart.Add(c.Period).Format(time.RFC3339)+".")
-	}
 	return c, 0, nil
 }
 
-// refund gives back the charge of a call that did not run.
+// chargeRead takes a read's charge under a token of its own. A charge the
+// store refused is answered with the call's error code in code, and
+// nothing runs; one whose reply was lost is given back.
+func (g *Guard) chargeRead(ctx context.Context, c *BudgetCharge) (code Code, err error) {
+	c.Token = newToken()
+	v, err := g.store.(Budgeter).Charge(ctx, c)
+	switch {
+	case err != nil:
+		// Taken with its reply lost, perhaps: give it back by its token
+		// (unless the store refused before sending anything).
+		if !errors.Is(err, ErrStoreRefused) {
+			g.refund(ctx, c)
+		}
+		return CodeUnavailable, err
+	case v != BudgetTaken:
+		return CodeBudgetExhausted, NewError(CodeBudgetExhausted, c.Refusal(v))
+	}
+	return 0, nil
+}
+
+// refund gives back the charge of a read that did not run, by its token,
+// retried within refundTimeout, which outlives the caller's context.
 func (g *Guard) refund(ctx context.Context, c *BudgetCharge) {
 	if c == nil {
 		return
 	}
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), refundTimeout)
 	defer cancel()
-	_ = g.store.(Budgeter).Refund(ctx, c)
+	for attempt := 0; attempt < 3; attempt++ {
+		err := g.store.(Budgeter).Refund(ctx, c)
+		if err == nil || errors.Is(err, ErrStoreRefused) || !pause(ctx, time.Duration(attempt+1)*20*time.Millisecond) {
+			return
+		}
+	}
 }

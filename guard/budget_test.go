@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -103,17 +104,7 @@ func TestBudgets(t *testing.T) {
 		t.Errorf("ran %v, want 6 searches and 1 send", ran)
 	}
 	// Every refusal is audited.
-	recs, _, err := store.Audit(context.Background(), "t1", 0, 100)
-	if err != nil {
-		t.Fatal(err)
-	}
-	refused := 0
-	for _, r := range recs {
-		if r.Code == guard.CodeBudgetExhausted {
-			refused++
-		}
-	}
-	if refused != 4 {
+	if refused := guardtest.AuditedCodes(t, store, "t1")[guard.CodeBudgetExhausted]; refused != 4 {
 		t.Errorf("%d refusals audited, want 4", refused)
 	}
 }

@@ -152,12 +152,18 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 		return g.finish(ctx, e)
 	}
 	tool := inv.tool
-	charge, code, cerr := g.charge(ctx, inv)
+	charge, code, cerr := g.budgetCharge(inv)
 	if code != 0 {
 		e.setError(code, cerr)
 		return g.finish(ctx, e)
 	}
 	if tool.Spec().Effect != Write {
+		if charge != nil {
+			if code, cerr := g.chargeRead(ctx, charge); code != 0 {
+				e.setError(code, cerr)
+				return g.finish(ctx, e)
+			}
+		}
 		out, xerr := g.execute(ctx, tool, inv)
 		e.setOutcome(out, xerr, Read)
 		if e.Code.Outcome() == OutcomeNotStarted {
@@ -170,22 +176,24 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 	if gr := inv.Grant; gr != nil {
 		e.GrantID, e.GrantExpiresAt = gr.ID, gr.ExpiresAt
 	}
+	if charge != nil {
+		// The reservation takes the charge, and its commit settles it.
+		charge.Token, e.Charge = e.Token, charge
+	}
 	rctx, cancel := reserveContext(ctx)
 	answer, err := g.store.Reserve(rctx, e, g.opts.Lease)
 	cancel()
 	if err != nil {
 		// The reservation may have been stored with its reply lost: it
-		// did not run, so release it before saying so (unless the store
-		// refused before sending anything).
+		// did not run, so release it (and give its charge back) before
+		// saying so, unless the store refused before sending anything.
 		if !errors.Is(err, ErrStoreRefused) {
 			g.release(ctx, e)
 		}
-		g.refund(ctx, charge)
 		return storeUnavailable(), nil
 	}
 	if answer != nil {
 		// A replay, or an answer from the store: nothing ran.
-		g.refund(ctx, charge)
 		if call.Step != "" && answer.Code == CodeUnavailable {
 			// This step's token reserved the key in an earlier run of the
 			// step, whose write was committed or released since (Store:
@@ -195,19 +203,34 @@ func (g *Guard) dispatchCall(ctx context.Context, call *Call) (res *Result, err 
 		}
 		return answer, nil
 	}
-	if call.Step != "" && !e.Reserved {
+	switch {
+	case e.MayBeLost && mayHaveRun(ctx, tool, inv):
+		// The store lost records of this tenant: this write may be one of
+		// them, run before. Its outcome is unknown, and nothing runs now.
+		e.setError(CodeOutcomeUnknown, NewError(CodeOutcomeUnknown, MayBeLostMessage))
+	case call.Step != "" && !e.Reserved:
 		// The reservation stood already: this step's earlier run made it
-		// and died, and may have run the write. It paid the charge.
-		g.refund(ctx, charge)
+		// (and its charge) and died, and may have run the write.
 		g.settleOwn(ctx, tool, inv, e)
-	} else {
+	default:
 		out, xerr := g.execute(ctx, tool, inv)
 		e.setOutcome(out, xerr, Write)
-		if e.Code.Outcome() == OutcomeNotStarted {
-			g.refund(ctx, charge)
-		}
 	}
 	return g.commit(ctx, e)
+}
+
+// MayBeLostMessage is the message of the OUTCOME_UNKNOWN a write gets when
+// the store lost records of its tenant (Entry.MayBeLost) and the tool's
+// receipt lookup found the operation or could not say.
+const MayBeLostMessage = "This operation's record may have been lost by the store, and it may have run before: " +
+	"it was not run again. Query its status to learn its outcome."
+
+// mayHaveRun asks the tool's receipt lookup whether a write whose record
+// may have been lost ran before: only a receipt that is absent says it did
+// not.
+func mayHaveRun(ctx context.Context, tool Tool, inv *Invocation) bool {
+	r, _ := lookupReceipt(ctx, tool, inv)
+	return r != ReceiptAbsent
 }
 
 // reservationToken returns a write's reservation token: a fresh random one

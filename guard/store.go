@@ -34,9 +34,14 @@ type Store interface {
 	// an unknown outcome, in progress) it is returned, audited, and the
 	// write must not run. Then, for an entry with a GrantID, a grant that
 	// another operation spent is APPROVAL_INVALID (GrantUsedMessage),
+	// audited, and the write must not run. Then, for an entry with a
+	// Charge (on a Budgeter), a bound without room is BUDGET_EXHAUSTED,
 	// audited, and the write must not run. Otherwise it returns nil: the
-	// grant is spent on this operation, the call id is bound and the key
-	// is reserved under e.Token until e.Now+lease.
+	// grant is spent on this operation, the charge taken under e.Token,
+	// the call id is bound and the key is reserved under e.Token until
+	// e.Now+lease. A store that knows it lost records of the tenant (idem:
+	// Redis evicted them, and an operator acknowledged it) and finds no
+	// record of the key sets e.MayBeLost.
 	//
 	// Reserve is idempotent per token: sent again with the same e.Token
 	// (a client retry after a lost reply, or a durable step run again
@@ -55,7 +60,9 @@ type Store interface {
 	// its audit record, appended first so that no result is ever stored
 	// without it. OK commits the result; OUTCOME_UNKNOWN marks the record
 	// unknown; a not-started outcome (TIMEOUT_BEFORE_EXECUTE, RATE_LIMIT,
-	// UNAVAILABLE) releases the key. If the record was settled meanwhile,
+	// UNAVAILABLE) releases the key. The reservation's budget charge
+	// (Budgeter) is given back when e.SideEffect is none, and kept
+	// otherwise. If the record was settled meanwhile,
 	// the settled result is kept and returned. A commit applied once and
 	// sent again with the same token changes nothing and answers the same.
 	Commit(ctx context.Context, e *Entry) (*Result, error)
@@ -135,6 +142,16 @@ type Entry struct {
 	// not-started outcome) gives the grant back.
 	GrantID        string
 	GrantExpiresAt time.Time
+	// Charge is a write's budget charge (Budgeter), nil when no budget
+	// applies: its Reserve takes it under Token, its Commit settles it.
+	Charge *BudgetCharge
+	// MayBeLost is set by a Reserve that reserved the key but found no
+	// record of it in a tenant whose records the store lost: the write may
+	// have run before. The guard asks the tool's receipt lookup before it
+	// runs; unless the receipt is absent, nothing runs and the outcome is
+	// OUTCOME_UNKNOWN with MayBeLostMessage, committed as unknown (side
+	// effect none) for a status query or an operator to settle.
+	MayBeLost bool
 
 	inv    *Invocation
 	action string

@@ -37,22 +37,26 @@ type scriptArgs struct {
 	receipt     string // 18 RECEIPT: 'found', 'absent' or ''
 	reservation string // 19 RESERVATION: the record a reserve stores (reservationRecord), '' elsewhere
 	grantMS     string // 20 GRANT_MS: how long a spent grant's marker (K[7]) is kept, ms; '' without one
-	fence       string // 21 FENCE: '1' has a reserve read the server's maxmemory-policy first (evicted.go); '' elsewhere
+	fence       string // 21 FENCE: '1' has the script read the server's maxmemory-policy first (evicted.go)
+	charge      string // 22 CHARGE: a budget charge to take (packCharge), '' when none
+	budget      string // 23 BUDGET: '1' when the last two keys are the tenant's budget keys (budgetKeys)
+	gap         string // 24 GAP: '1' has a reserve of a key without a record answer MAYBELOST (evicted.go)
 }
 
 // argv returns the arguments as the scripts take them: one, packed, the
 // numbers as MessagePack integers (the scripts read them as numbers, with
 // no parsing).
 func (a *scriptArgs) argv() []any {
-	n := 21*5 + 2*9 + len(a.fingerprint) + len(a.code) + len(a.data) + len(a.message) + len(a.callID) + len(a.key) +
+	n := 24*5 + 2*9 + len(a.fingerprint) + len(a.code) + len(a.data) + len(a.message) + len(a.callID) + len(a.key) +
 		len(a.opID) + len(a.tool) + len(a.retryMS) + len(a.side) + len(a.body) + len(a.bodySum) + len(a.token) +
-		len(a.ttlMS) + len(a.auditTTLMS) + len(a.receipt) + len(a.reservation) + len(a.grantMS) + len(a.fence)
+		len(a.ttlMS) + len(a.auditTTLMS) + len(a.receipt) + len(a.reservation) + len(a.grantMS) + len(a.fence) +
+		len(a.charge) + len(a.budget) + len(a.gap)
 	b := make([]byte, 0, n)
 	b = appendFields(b, a.fingerprint, a.code, a.data, a.message)
 	b = appendInt(b, a.now)
 	b = appendFields(b, a.callID, a.key, a.opID, a.tool, a.retryMS, a.side, a.body, a.bodySum, a.token)
 	b = appendInt(b, a.leaseMS)
-	b = appendFields(b, a.ttlMS, a.auditTTLMS, a.receipt, a.reservation, a.grantMS, a.fence)
+	b = appendFields(b, a.ttlMS, a.auditTTLMS, a.receipt, a.reservation, a.grantMS, a.fence, a.charge, a.budget, a.gap)
 	return []any{b}
 }
 
@@ -125,6 +129,7 @@ func (s *Store) args(e *guard.Entry, callID string, lease time.Duration, receipt
 		leaseMS:     ms(lease),
 		ttlMS:       s.ttlMS,
 		auditTTLMS:  s.auditTTLMS,
+		fence:       s.fenceArg(),
 	}
 	if int(receipt) < len(receipts) {
 		a.receipt = receipts[receipt]

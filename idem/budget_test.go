@@ -12,6 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/toolset"
@@ -84,17 +85,7 @@ func TestBudgetUnderLoad(t *testing.T) {
 		if ran.Load() != limit {
 			t.Fatalf("replays ran the tool: %d runs", ran.Load())
 		}
-		recs, _, err := s.Audit(context.Background(), p.TenantID, 0, 10000)
-		if err != nil {
-			t.Fatal(err)
-		}
-		refused := 0
-		for _, r := range recs {
-			if r.Code == guard.CodeBudgetExhausted {
-				refused++
-			}
-		}
-		if refused != agents*each-limit {
+		if refused := guardtest.AuditedCodes(t, s, p.TenantID)[guard.CodeBudgetExhausted]; refused != agents*each-limit {
 			t.Errorf("%d refusals audited, want %d", refused, agents*each-limit)
 		}
 	})

@@ -6,3 +6,6 @@ var (
 	DecodeFields = decodeFields
 	PackFields   = packFields
 )
+
+// BudgetKeys names a tenant's budget hash and its due set.
+var BudgetKeys = budgetKeys

@@ -72,6 +72,7 @@ func (l *ledger) tools() *toolset.Set {
 		}
 		return r, nil
 	}, &toolset.Options[putIn, json.RawMessage]{
+		Budget: &toolset.Budget[putIn]{Cost: 1}, // against the rig's tenant budget, if it has one
 		Receipt: func(_ context.Context, inv *guard.Invocation) (json.RawMessage, bool, error) {
 			l.mu.Lock()
 			defer l.mu.Unlock()
@@ -115,7 +116,8 @@ func (l *ledger) tally(t testing.TB, list []op) (never, once, again int) {
 // ledger's put tool.
 type rig struct {
 	*guardtest.World
-	led *ledger
+	led    *ledger
+	budget guard.TenantBudget // each put costs 1 against it (none by default)
 }
 
 func newRig(t testing.TB, s guardtest.Store) *rig {
@@ -129,7 +131,7 @@ func newRig(t testing.TB, s guardtest.Store) *rig {
 // restarted server) with the same clock and ledger.
 func (r *rig) use(s guardtest.Store) {
 	r.Store = s
-	r.Guard = guard.New(r.led.tools(), s, guard.Options{Clock: guard.ClockFunc(r.Now), Lease: guardtest.Lease})
+	r.Guard = guard.New(r.led.tools(), s, guard.Options{Clock: guard.ClockFunc(r.Now), Lease: guardtest.Lease, TenantBudget: r.budget})
 }
 
 // op is one write: its principal, call id and idempotency key.

@@ -46,13 +46,14 @@ func newLibrary(prelude string, scripts []*script) *library {
 
 // libraryCode writes the library's text under the name: each body becomes
 // a local function, and the registered function runs the prelude's setup
-// on the call's keys and arguments before it.
+// on the call's keys and arguments before it (the body does not run if
+// the setup's fence answered).
 func libraryCode(name, prelude string, scripts []*script) string {
 	var b strings.Builder
 	fmt.Fprintf(&b, "#!lua name=%s\n%s\n", name, prelude)
 	for _, sc := range scripts {
 		fmt.Fprintf(&b, "local function s_%s()\n%s\nend\n", sc.name, sc.body)
-		fmt.Fprintf(&b, "redis.register_function('%s_%s', function(keys, args) setup(keys, args[1]) return s_%s() end)\n",
+		fmt.Fprintf(&b, "redis.register_function('%s_%s', function(keys, args) return setup(keys, args[1]) or s_%s() end)\n",
 			name, sc.name, sc.name)
 	}
 	return b.String()

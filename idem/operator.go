@@ -264,8 +264,11 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 		opID: rec.op, tool: rec.tool, code: codeName(code), data: string(data), message: msg,
 		retryMS: "0", side: string(guard.SideEffectNone), body: encodeBody(body),
 		bodySum: hex.EncodeToString(sum[:]), token: rec.token, ttlMS: s.ttlMS,
-		auditTTLMS: s.auditTTLMS}
-	reply, runErr := s.run(ctx, resolveScript, k.list(), a.argv())
+		auditTTLMS: s.auditTTLMS, fence: s.fenceArg()}
+	// The reservation may hold a budget charge, which the resolution keeps
+	// or gives back.
+	keys := s.withBudget(k.list(), a, r.TenantID)
+	reply, runErr := s.run(ctx, resolveScript, keys, a.argv())
 	if runErr != nil && !errors.Is(runErr, ErrNotReplicated) {
 		return nil, runErr
 	}

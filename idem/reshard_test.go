@@ -34,7 +34,7 @@ func TestReshardWhileWriting(t *testing.T) {
 	var addrs []string
 	for i := range nodes {
 		port := portCluster + i
-		startRedis(t, t.TempDir(), port, "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		redistest.StartServer(t, t.TempDir(), port, "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "15000", "--repl-diskless-sync-delay", "0")
 		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(port))
 	}
@@ -71,7 +71,13 @@ func TestReshardWhileWriting(t *testing.T) {
 			if !redistest.WaitUntil(20*time.Second, func() bool { return s.Check(ctx) == nil }) {
 				t.Fatalf("Check: %v", s.Check(ctx))
 			}
-			reshardWhileWriting(t, ctx, newRig(t, s), addrs[0], ids[tc.from], ids[tc.to])
+			// Every write is charged against its tenant's budget: the
+			// charge is taken in the reservation's script, and so waits out
+			// the moving slot with it.
+			r := newRig(t, s)
+			r.budget = guard.TenantBudget{Limit: reshardBudget, Period: budgetPeriod}
+			r.use(s)
+			reshardWhileWriting(t, ctx, r, addrs[0], ids[tc.from], ids[tc.to])
 		})
 	}
 }
@@ -79,10 +85,34 @@ func TestReshardWhileWriting(t *testing.T) {
 // reshardDeadline is each write's deadline during a reshard.
 const reshardDeadline = 2 * time.Second
 
+// reshardBudget is each tenant's budget during a reshard: more than its
+// writes, so that none is refused.
+const reshardBudget = 1 << 20
+
 // reshardWhileWriting moves 1000 slots from one master to another while
 // 16 writers run, each write with a 2 s deadline, then checks every write.
 func reshardWhileWriting(t *testing.T, ctx context.Context, r *rig, seed, from, to string) {
 	const writers, tenantsPerWriter, minWrites = 16, 16, 8
+	rdb := r.Store.(*idem.Store).Client().(*redis.ClusterClient)
+	masters := func(tenants []string) map[string]string {
+		out := map[string]string{}
+		for _, tn := range tenants {
+			stream, _ := r.Store.(*idem.Store).AuditKeys(tn)
+			m, err := rdb.MasterForKey(ctx, stream)
+			if err != nil {
+				t.Fatal(err)
+			}
+			out[tn] = m.Options().Addr
+		}
+		return out
+	}
+	var allTenants []string
+	for w := range writers {
+		for tn := range tenantsPerWriter {
+			allTenants = append(allTenants, fmt.Sprintf("rs-%s-%d-%d", from[:4], w, tn))
+		}
+	}
+	before := masters(allTenants)
 	done := make(chan struct{})
 	var reshardOut []byte
 	var reshardErr error
@@ -154,6 +184,29 @@ func reshardWhileWriting(t *testing.T, ctx context.Context, r *rig, seed, from, 
 		t.Errorf("%d writes: %d never ran, %d ran more than once; want each once", len(list), never, again)
 	}
 	verifyAll(t, r.Store, tenants...)
-	t.Logf("1000 slots moved while %d writers ran %d writes over %d tenants: first answers %v; recovered %v; %d ran once",
-		writers, len(list), len(tenants), first, later, once)
+	// Every execution charged once: the charges kept in each tenant's
+	// budget are its writes that ran.
+	ran := map[string]int64{}
+	for _, o := range list {
+		runs, _ := r.led.count(o)
+		ran[o.p.TenantID] += int64(runs)
+	}
+	for _, tn := range tenants {
+		if kept := spentOf(t, r.Store.(guard.Budgeter), tn, reshardBudget, r.Now()); kept != ran[tn] {
+			t.Errorf("tenant %s: %d executions, %d charges kept", tn, ran[tn], kept)
+		}
+	}
+	rdb.ReloadState(ctx)
+	moved := 0
+	for tn, addr := range masters(allTenants) {
+		if before[tn] != addr {
+			moved++
+		}
+	}
+	if moved == 0 {
+		t.Errorf("no tenant's slot moved: the load did not meet the reshard")
+	}
+	t.Logf("1000 slots moved while %d writers ran %d writes over %d tenants (%d of whose slots moved), each charged to its tenant's budget: "+
+		"first answers %v; recovered %v; %d ran once; charges kept = executions in every tenant",
+		writers, len(list), len(tenants), moved, first, later, once)
 }

@@ -11,7 +11,8 @@ import (
 // after the prelude's setup has read the call's keys and arguments, so the
 // same text serves both ways the store sends it: as a script (EVALSHA:
 // prelude, body, and a call of it) and as a Redis Function library, whose
-// prelude runs once when it is loaded (lib.go).
+// prelude runs once when it is loaded (lib.go). The body runs unless the
+// setup's fence answered first.
 
 var (
 	//go:embed lua/prelude.lua
@@ -28,6 +29,10 @@ var (
 	settleSrc string
 	//go:embed lua/resolve.lua
 	resolveSrc string
+	//go:embed lua/charge.lua
+	chargeSrc string
+	//go:embed lua/refund.lua
+	refundSrc string
 )
 
 // script is one of the store's state changes.
@@ -39,7 +44,7 @@ type script struct {
 
 func newScript(name, body string) *script {
 	return &script{name: name, body: body,
-		eval: redis.NewScript(prelude + "\nlocal function main()\n" + body + "\nend\nsetup(KEYS, ARGV[1])\nreturn main()\n")}
+		eval: redis.NewScript(prelude + "\nlocal function main()\n" + body + "\nend\nreturn setup(KEYS, ARGV[1]) or main()\n")}
 }
 
 var (
@@ -49,6 +54,9 @@ var (
 	statusScript  = newScript("status", statusSrc)
 	settleScript  = newScript("settle", settleSrc)
 	resolveScript = newScript("resolve", resolveSrc)
+	chargeScript  = newScript("charge", chargeSrc)
+	refundScript  = newScript("refund", refundSrc)
 
-	allScripts = []*script{finishScript, reserveScript, commitScript, statusScript, settleScript, resolveScript}
+	allScripts = []*script{finishScript, reserveScript, commitScript, statusScript, settleScript, resolveScript,
+		chargeScript, refundScript}
 )

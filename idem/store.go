@@ -49,8 +49,9 @@
 //	n, err := audit.Verify(ctx, store, principal.TenantID) // records checked, or where the chain breaks
 //
 // An operator settles a stuck or unknown operation with Unsettled and
-// Resolve (or cmd/toolctl); docs/reliability.md says what each Redis fault
-// does and what to configure.
+// Resolve, and after an eviction learns what Redis took and acknowledges it
+// with Evictions and AckEvictions (or cmd/toolctl); docs/reliability.md
+// says what each Redis fault does and what to configure.
 package idem
 
 import (
@@ -103,9 +104,10 @@ type Options struct {
 	// AllowEviction accepts a server whose maxmemory-policy may evict keys.
 	// By default Check, and so the store's first call, refuses it: an
 	// evicted record makes an acknowledged write run again on replay. A
-	// policy switched while the store runs is refused by the first
-	// reservation after it, which reads the policy in its script, and an
-	// evicted key as soon as Redis says so (evicted.go).
+	// policy switched while the store runs is refused by the first script
+	// after it, which reads the policy first, and an evicted key as soon as
+	// Redis says so, until an operator acknowledges what was lost
+	// (evicted.go, AckEvictions).
 	AllowEviction bool
 	// CheckEvery is how often the store reads its server's configuration
 	// again while it runs (Check: maxmemory-policy, connected replicas), in
@@ -171,10 +173,15 @@ type Store struct {
 	// evictedSeen: an eviction was logged and counted since the last
 	// check that passed.
 	evictedSeen atomic.Bool
-	// fence: reservations read the server's maxmemory-policy (evicted.go).
+	// fence: the scripts read the server's maxmemory-policy (evicted.go).
 	// Set by a check of a server that reports its policy, unless
 	// Options.AllowEviction.
 	fence atomic.Bool
+	// ev is what this process knows of an eviction no operator has
+	// acknowledged; gaps, the tenants whose records were lost, and until
+	// when their writes ask receipts first (evicted.go).
+	ev   evictionState
+	gaps atomic.Pointer[map[string]int64]
 }
 
 var _ guard.Store = (*Store)(nil)
@@ -275,20 +282,32 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	}
 	keys, a := s.args(e, e.CallID, lease, guard.ReceiptInconclusive)
 	keys = s.spendsGrant(keys, a, e)
-	a.reservation = a.reservationRecord()
-	if s.fence.Load() {
-		a.fence = "1"
+	if s.lostRecords(e.TenantID, e.Now) {
+		a.gap = "1"
 	}
+	if e.Charge != nil {
+		a.charge = packCharge(e.Charge)
+		keys = s.withBudget(keys, a, e.TenantID)
+	}
+	a.reservation = a.reservationRecord()
 	reply, err := s.run(ctx, reserveScript, keys, a.argv())
 	if err != nil {
 		return nil, err
 	}
-	if len(reply) == 1 && (reply[0] == "T" || reply[0] == "H") {
+	switch {
+	case len(reply) == 1 && (reply[0] == "T" || reply[0] == "H"):
 		e.Reserved = reply[0] == "T" // "H": the token's reservation stood already
 		return nil, nil
-	}
-	if len(reply) == 2 && reply[0] == "E" {
-		return nil, s.fenced(reply[1])
+	case len(reply) == 1 && (reply[0] == "L" || reply[0] == "HL"):
+		e.Reserved = reply[0] == "L"
+		e.MayBeLost = true
+		return nil, nil
+	case len(reply) == 2 && reply[0] == "B" && e.Charge != nil:
+		v := guard.BudgetRunSpent
+		if reply[1] == "2" {
+			v = guard.BudgetTenantSpent
+		}
+		return &guard.Result{Code: guard.CodeBudgetExhausted, Delivery: guard.DeliveryFresh, Message: e.Charge.Refusal(v)}, nil
 	}
 	return parseResult(reply, a)
 }
@@ -305,6 +324,9 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 	}
 	keys, a := s.args(e, e.CallID, releaseHold, guard.ReceiptInconclusive)
 	keys = s.returnsGrant(keys, e)
+	if e.Charge != nil {
+		keys = s.withBudget(keys, a, e.TenantID) // the charge is settled
+	}
 	reply, err := s.run(ctx, commitScript, keys, a.argv())
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err
@@ -333,6 +355,9 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, r 
 	e.Code = 0
 	e.Data = data
 	keys, a := s.args(&e, p.CallID, releaseHold, r)
+	// The reservation may hold a budget charge, which the settle keeps or
+	// gives back.
+	keys = s.withBudget(keys, a, e.TenantID)
 	reply, err := s.run(ctx, settleScript, keys, a.argv())
 	if err != nil && !errors.Is(err, ErrNotReplicated) {
 		return nil, err

@@ -163,6 +163,36 @@
 //     token's reservation gives back a grant spent on that key: a write
 //     that did not start paid for nothing.
 //
+// Budgets (guard.Budgeter), kept per tenant with the same atomicity:
+//
+//  23. Bounds. A charge is taken only if the run's counter of (Scope, Tool)
+//     has room for one more execution and its cost (MaxCalls, MaxCost; no
+//     run counter when Scope is "") and the tenant's counter of the period
+//     starting at PeriodStart has room for its cost (TenantLimit; none
+//     when 0); then every counter it names is charged at once. Otherwise
+//     nothing is taken, and the verdict names the first bound without room:
+//     the run's, then the tenant's.
+//  24. Tokens. A charge is taken under its token, once: a Charge or a
+//     Reserve whose token took its charge takes nothing more (a Charge
+//     answers BudgetTaken again; a Reserve is a copy, rule 12). A Reserve
+//     with a Charge takes it after rules 12, 6–9 and 22 (a replay, a
+//     conflict, IN_PROGRESS, an unknown outcome or a refused grant takes
+//     none) and before it spends the grant; a bound without room is
+//     audited and answered BUDGET_EXHAUSTED (fresh, Charge.Refusal of the
+//     verdict), a new call id is bound to the fingerprint alone, the
+//     operation is marked as one of which nothing ran, and nothing is
+//     reserved or spent.
+//  25. Settling. The charge of a token is given back, once, when nothing
+//     of its dispatch ran: a Refund of it, a Commit of it whose entry's
+//     SideEffect is none, a Settle that releases its record (ReceiptAbsent).
+//     It stays taken otherwise: a Commit with a side effect yes or unknown,
+//     a Settle that finds the receipt. A token given back stays spent: a
+//     later Charge of it takes nothing and returns guard.ErrChargeRefunded.
+//  26. Retention. With Options.TTL, a run's counter is forgotten that long
+//     after its last charge, a token's charge that long after it was taken
+//     or given back, and a period's counter a period after the period
+//     ends; no decision depends on it.
+//
 // Retention: by default memstore keeps everything for the life of the
 // Store, tombstones included (idem keeps a tombstone for a minute, which
 // is all rule 12 needs). Options.TTL forgets bindings, records and index

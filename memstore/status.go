@@ -148,6 +148,7 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, rc
 		}
 		r.state, r.data, r.msg = committed, answer.data, ""
 		r.until = s.expiry(t.now)
+		s.keep(q.TenantID, r.token) // it ran: its charge stays (rule 25)
 		if t.hasCall {
 			b := t.setBinding()
 			b.fp, b.code, b.data, b.msg = r.fp, guard.CodeOK, answer.data, ""
@@ -159,6 +160,7 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, rc
 		// the key downstream, so a late first attempt is deduplicated.
 		t.audit(guard.CodeNotFound, guard.DeliveryFresh, guard.SideEffectNone)
 		if !tg.lost {
+			s.giveBack(q.TenantID, r.token, t.now) // it did not run: its charge goes back (rule 25)
 			t.release(tg.at)
 		}
 		return reply{code: guard.CodeNotFound, delivery: guard.DeliveryFresh, msg: notTakenPlace}.result(), nil

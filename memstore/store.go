@@ -147,6 +147,7 @@ func (s *Store) sweep(nowMS int64) {
 	forget(s.index, func(r ref) int64 { return r.until }, nowMS)
 	forget(s.commits, func(c *expiring[reply]) int64 { return c.until }, nowMS)
 	forget(s.grants, func(g *expiring[string]) int64 { return g.until }, nowMS)
+	s.forgetBudgets(nowMS)
 }
 
 // forget deletes the entries of m that expired by nowMS.

@@ -62,14 +62,23 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	if decided {
 		return answer.result(), nil
 	}
-	if !t.spend() {
-		t.audit(guard.CodeApprovalInvalid, guard.DeliveryFresh, guard.SideEffectNone)
-		if !bound {
-			t.bind(guard.CodeApprovalInvalid, "", guard.GrantUsedMessage)
-		}
-		t.never()
-		return reply{code: guard.CodeApprovalInvalid, delivery: guard.DeliveryFresh, msg: guard.GrantUsedMessage}.result(), nil
+	if !t.spendable() {
+		return t.refuse(bound, guard.CodeApprovalInvalid, guard.GrantUsedMessage), nil
 	}
+	if e.Charge != nil {
+		// The charge (rule 24), after every check that answers from the
+		// store: a replay, a conflict or a refused grant takes none.
+		c := *e.Charge
+		c.Token = e.Token
+		v, err := s.take(&c, t.now)
+		if err != nil {
+			return nil, err
+		}
+		if v != guard.BudgetTaken {
+			return t.refuse(bound, guard.CodeBudgetExhausted, c.Refusal(v)), nil
+		}
+	}
+	t.spend()
 	// Link the call id to the record it reserves: a retry of this call id
 	// is answered from this operation whatever key or operation id it
 	// carries.
@@ -142,6 +151,7 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 		t.release(t.key)
 		t.giveBack()
 	}
+	t.settleCharge(store == committed)
 	if t.hasCall {
 		b := t.setBinding()
 		b.fp = e.Fingerprint
@@ -168,20 +178,37 @@ func ready(ctx context.Context, code guard.Code) error {
 // grant names the entry's spent-grant marker (rule 22).
 func (t *step) grant() scope { return scope{t.e.TenantID, t.e.SubjectID, t.e.GrantID} }
 
-// spend spends the entry's grant on its operation (rule 22): false when
-// another operation spent it, true (and the grant is this operation's)
-// otherwise, or when the entry has no grant.
-func (t *step) spend() bool {
+// spendable reports whether the entry's grant may be spent on its
+// operation (rule 22): false when another operation spent it, true when it
+// is unspent or this operation's, or the entry has no grant.
+func (t *step) spendable() bool {
 	e := t.e
 	if e.GrantID == "" {
 		return true
 	}
 	g := t.s.grants[t.grant()]
-	if g != nil && !expired(g.until, t.now) && g.v != e.IdempotencyKey {
-		return false
+	return g == nil || expired(g.until, t.now) || g.v == e.IdempotencyKey
+}
+
+// spend spends the entry's grant, if it has one, on its operation (rule
+// 22).
+func (t *step) spend() {
+	e := t.e
+	if e.GrantID != "" {
+		t.s.grants[t.grant()] = &expiring[string]{e.IdempotencyKey, e.GrantExpiresAt.Add(guard.GrantSkew).UnixMilli()}
 	}
-	t.s.grants[t.grant()] = &expiring[string]{e.IdempotencyKey, e.GrantExpiresAt.Add(guard.GrantSkew).UnixMilli()}
-	return true
+}
+
+// refuse answers a reservation its grant (rule 22) or its budget (rule 24)
+// refused: audited, a new call id bound to the fingerprint alone (the code
+// is not terminal), the operation marked as one of which nothing ran.
+func (t *step) refuse(bound bool, code guard.Code, msg string) *guard.Result {
+	t.audit(code, guard.DeliveryFresh, guard.SideEffectNone)
+	if !bound {
+		t.bind(code, "", msg)
+	}
+	t.never()
+	return reply{code: code, delivery: guard.DeliveryFresh, msg: msg}.result()
 }
 
 // giveBack returns a grant spent on an operation that did not start (rule

@@ -89,6 +89,9 @@ var tests = []struct {
 	{"AbsentReceiptAfterLeaseFreesKey", "after the lease, a receipt lookup that finds nothing settles the operation as not run: NOT_FOUND, key free", testAbsentReceiptFreesKey},
 	{"GrantPaysForOneExecution", "a grant pays for one execution: another operation presenting it is APPROVAL_INVALID and runs nothing; the operation that spent it replays; a write that did not start gives it back (memstore rule 22)", testGrantOnce},
 	{"SameIntentInScopeIsOneOperation", "a write in a scope without a key or operation id is ScopeIDs' operation: repeated, it replays without approval; another scope or a Repeatable tool runs again", testScope},
+	{"ChargeOncePerToken", "a budget charge sent again with its token takes nothing more, a read's or a write's; a token given back stays spent (memstore rules 24, 25)", testChargeOncePerToken},
+	{"ReplaysTakeNoCharge", "replays, IN_PROGRESS and conflicts take no budget: near the limit a fresh write runs, the next is BUDGET_EXHAUSTED (memstore rule 24)", testReplaysTakeNoCharge},
+	{"ChargeSettledWithReservation", "a write's charge is kept if it may have run and given back if it did not: not started, released, receipt absent after the lease (memstore rule 25)", testChargeSettledWithReservation},
 	{"StatusAnswersForItsOwnOperation", "a status query never answers with another operation's result; an operation that never started is NOT_FOUND; a read is never OUTCOME_UNKNOWN; no receipt under a guessed key proves nothing", testStatusOwnOperation},
 }
 
@@ -260,6 +263,20 @@ func (w *World) StatusOf(t testing.TB, p guard.Principal, op, tool, key string) 
 	return res
 }
 
+// AuditedCodes counts the records of the tenant's audit log by code.
+func AuditedCodes(t testing.TB, s audit.Store, tenant string) map[guard.Code]int {
+	t.Helper()
+	recs, _, err := s.Audit(context.Background(), tenant, 0, 1<<20)
+	if err != nil {
+		t.Fatalf("audit of tenant %s: %v", tenant, err)
+	}
+	out := map[guard.Code]int{}
+	for _, r := range recs {
+		out[r.Code]++
+	}
+	return out
+}
+
 // Want checks a result's code and delivery.
 func Want(t testing.TB, res *guard.Result, code guard.Code, delivery guard.Delivery) {
 	t.Helper()
@@ -343,7 +360,8 @@ type GetIn struct {
 }
 
 // Tools returns the suite's tools: get (read; keys starting "secret" are
-// NOT_FOUND), put (write, needs approval, receipt by idempotency key) and
+// NOT_FOUND), put (write, needs approval, receipt by idempotency key, an
+// execution costs 1 against a tenant budget, if the guard has one) and
 // append (write, no approval, Repeatable: each call appends again).
 func (d *Downstream) Tools() *toolset.Set {
 	get := toolset.Read("get", "Read a value.", func(_ context.Context, _ *guard.Invocation, in GetIn) (map[string]string, error) {
@@ -385,7 +403,8 @@ func (d *Downstream) Tools() *toolset.Set {
 			return nil, guard.UnknownOutcome(fmt.Errorf("downstream: reply lost"))
 		}
 		return out, nil
-	}, &toolset.Options[PutIn, map[string]any]{NeedsApproval: true, Receipt: d.receipt})
+	}, &toolset.Options[PutIn, map[string]any]{NeedsApproval: true, Receipt: d.receipt,
+		Budget: &toolset.Budget[PutIn]{Cost: 1}}) // bounded only by a tenant budget: the budget tests'
 	appendTool := toolset.Write("append", "Append to a value; each call appends again.", func(_ context.Context, _ *guard.Invocation, in PutIn) (map[string]any, error) {
 		d.mu.Lock()
 		defer d.mu.Unlock()

@@ -88,4 +88,12 @@ if HAS_CALL and not (mine and (store == 'C' or store == 'U')) and (not b[B.fp] o
   end
   save(K[1], b, max(bn, BN), ttl)
 end
+-- The reservation's budget charge (guard.Budgeter): given back when nothing
+-- of this write ran (its side effect is none), forgotten as kept once the
+-- write is committed; an unknown outcome keeps it until a settle decides.
+if SIDE == 'no' then
+  giveback(TOKEN)
+elseif store == 'C' then
+  kept(TOKEN)
+end
 return answer(code, delivery, data, msg, RETRY, op)

@@ -9,7 +9,8 @@
 --   K[7] the spent-grant marker of the grant that approved the write: a
 --        reserve's, and a commit's that may release (nil otherwise)
 -- (K[3] is K[1] again when OP is the call's own id: such an operation has no
--- index, its binding is one.)
+-- index, its binding is one.) When BUDGET is set, the last two keys are
+-- the tenant's budget hash and its due set (BK, BZ; see Budgets below).
 local K
 local PACKED           -- the arguments, packed: FP, CODE, DATA and MSG first (see bind)
 local FP, NOW          -- fingerprint (its 32 bytes, args.go); now (ms, the guard's clock, a number)
@@ -25,7 +26,11 @@ local TTL              -- retention of records (ms, a string: only ever sent bac
 local AUDIT_TTL        -- retention of an idle audit log (ms, '0': kept)
 local RECEIPT          -- settle: 'found', 'absent' or '' (inconclusive)
 local GRANT_MS         -- how long K[7], a spent grant's marker, is kept (ms, a string)
-local FENCE            -- reserve: '1' reads the server's maxmemory-policy before anything else
+local FENCE            -- '1': the script reads the server's maxmemory-policy before anything else (fence)
+local CHARGE           -- a budget charge to take, packed (idem/budget.go): '' for none
+local BUDGET           -- '1': the last two keys are BK and BZ
+local GAP              -- reserve: '1' when the tenant lost records (an eviction an operator acknowledged)
+local BK, BZ           -- the tenant's budget hash and its due set, when BUDGET
 local HAS_CALL, HAS_KEY
 local TAG, LINK        -- K[2] up to its hash tag's end, and the rest: a binding's link to K[2] (tag, link)
 
@@ -125,22 +130,45 @@ local function mpinit()
   end
 end
 
+-- fence: on a server whose policy may evict (idem/evicted.go), no script
+-- reads or writes a key: a key it reads may go at any time, and what it
+-- writes may go after it answered. The policy is read here, in the script,
+-- so a CONFIG SET that came before this call is seen by it: {'F', policy},
+-- packed.
+local function fence()
+  if FENCE == '' then return nil end
+  local info = rcall('INFO', 'memory')
+  if find(info, 'maxmemory_policy:noeviction', 1, true) then return nil end
+  local policy = match(info, 'maxmemory_policy:([%w%-]+)')
+  if policy then return PACK({'F', policy}, 2) end
+  return nil
+end
+
 -- setup reads the call: its keys, and its arguments, packed as one (idem/
--- args.go).
+-- args.go). It returns the fence's answer, which ends the call, or nil.
 local function setup(keys, packed)
   if not PACK then mpinit() end
-  if #keys <= 5 then
-    -- The operation is the call's own (idem/args.go): K[3] and K[6] are K[1].
-    local c = keys[1]
-    K = {c, keys[2], c, keys[3], keys[4], c, keys[5]}
-  else
-    K = keys
-  end
   PACKED = packed
   FP, CODE, DATA, MSG, NOW, CALL, KEY, OP, TOOL, RETRY, SIDE, BODY, BODYSUM, TOKEN, LEASE, TTL, AUDIT_TTL,
-    RECEIPT, RESERVATION, GRANT_MS, FENCE = ARGS(packed)
+    RECEIPT, RESERVATION, GRANT_MS, FENCE, CHARGE, BUDGET, GAP = ARGS(packed)
+  local n = #keys
+  BK, BZ = nil, nil
+  if BUDGET ~= '' then
+    BK, BZ, n = keys[n - 1], keys[n], n - 2
+  end
+  if n <= 5 then
+    -- The operation is the call's own (idem/args.go): K[3] and K[6] are K[1].
+    local c, g = keys[1], nil
+    if n == 5 then g = keys[5] end
+    K = {c, keys[2], c, keys[3], keys[4], c, g}
+  else
+    local g = nil
+    if n == 7 then g = keys[7] end
+    K = {keys[1], keys[2], keys[3], keys[4], keys[5], keys[6], g}
+  end
   HAS_CALL, HAS_KEY = CALL ~= '', KEY ~= ''
   TAG, LINK = nil, nil
+  return fence()
 end
 
 -- tag is K[2] up to its hash tag's end, and link the rest: a binding's
@@ -230,9 +258,13 @@ local function answer(code, delivery, data, msg, retry, op)
 end
 
 -- RESERVED is reserve's reply when the reservation is made: {'T'}, packed;
--- HELD when it stood already under the entry's token: {'H'}.
+-- MAYBELOST when it is made in a tenant that lost records and the key has
+-- none: {'L'}. HELD when it stood already under the entry's token: {'H'};
+-- HELDLOST when it stood already and was made as MAYBELOST: {'HL'}.
 local RESERVED = '\161T'
+local MAYBELOST = '\161L'
 local HELD = '\161H'
+local HELDLOST = '\162HL'
 
 -- Records and bindings are strings: their fields in a fixed order, packed
 -- (PACK: MessagePack strings), so that one SET stores one with its TTL,
@@ -523,4 +555,88 @@ local function release(key)
     rcall('DEL', key)
   end
   if OP ~= CALL and rcall('GET', K[3]) == 'k' .. key then rcall('SET', K[3], NEVER, 'KEEPTTL') end
+end
+
+-- Budgets (guard.Budgeter). A tenant's counters are one hash, BK, with no
+-- TTL (a volatile-* policy never evicts it, as it never evicts audit logs):
+--   'r:<scope>:<tool>' (base64url)  "<calls> <cost>" of a run's executions
+--   'p:<period start, ms>'          the cost spent in that period
+--   't:<token>'                     what the token took, "<cost> <r field>
+--                                   <p field>", or 'X' once given back
+-- BZ, a sorted set, holds each field's due time (ms, the guard's clock):
+-- a run's counter its retention (TTL) after its last charge, a period's
+-- counter a period after it ends, a token's its retention (a token given
+-- back, a minute). Each charge drops up to four due fields: retention only.
+
+-- runspend reads a run's counter: calls and cost.
+local function runspend(rf)
+  local v = rcall('HGET', BK, rf)
+  if not v then return 0, 0 end
+  local sp = find(v, ' ', 1, true)
+  return tonumber(sub(v, 1, sp - 1)), tonumber(sub(v, sp + 1))
+end
+
+-- charge takes CHARGE under TOKEN if every bound has room: 0 taken (or
+-- taken before under this token: nothing more), 1 the run's bound has no
+-- room, 2 the tenant's, 3 the token's charge was given back (nothing
+-- taken).
+local function charge()
+  local tf = 't:' .. TOKEN
+  local prev = rcall('HGET', BK, tf)
+  if prev then
+    if prev == 'X' then return 3 end
+    return 0
+  end
+  local due = rcall('ZRANGEBYSCORE', BZ, '-inf', NOW, 'LIMIT', 0, 4)
+  if #due > 0 then
+    rcall('HDEL', BK, unpack(due))
+    rcall('ZREM', BZ, unpack(due))
+  end
+  local cost, maxCalls, maxCost, limit, rf, pf, pdue = ARGS(CHARGE)
+  local calls, spent = 0, 0
+  if rf ~= '' then
+    calls, spent = runspend(rf)
+    if (maxCalls > 0 and calls + 1 > maxCalls) or (maxCost > 0 and spent + cost > maxCost) then return 1 end
+  end
+  if pf ~= '' and tonumber(rcall('HGET', BK, pf) or '0') + cost > limit then return 2 end
+  local keep = NOW + tonumber(TTL)
+  if rf ~= '' then
+    rcall('HSET', BK, rf, format('%d %d', calls + 1, spent + cost))
+    rcall('ZADD', BZ, keep, rf)
+  end
+  if pf ~= '' then
+    rcall('HINCRBY', BK, pf, cost)
+    rcall('ZADD', BZ, 'NX', pdue, pf)
+  end
+  rcall('HSET', BK, tf, format('%d', cost) .. ' ' .. rf .. ' ' .. pf)
+  rcall('ZADD', BZ, keep, tf)
+  return 0
+end
+
+-- giveback gives back what token took, once: it becomes 'X', which a late
+-- copy of its charge finds. Without the budget keys (no charge can have
+-- been taken) it does nothing.
+local function giveback(token)
+  if not BK or not token or token == '' then return end
+  local tf = 't:' .. token
+  local v = rcall('HGET', BK, tf)
+  if v == 'X' then return end
+  if v then
+    local cost, rf, pf = match(v, '^(%d+) (%S*) (%S*)$')
+    cost = tonumber(cost)
+    if rf ~= '' and rcall('HEXISTS', BK, rf) == 1 then
+      local calls, spent = runspend(rf)
+      rcall('HSET', BK, rf, format('%d %d', calls - 1, spent - cost))
+    end
+    if pf ~= '' and rcall('HEXISTS', BK, pf) == 1 then rcall('HINCRBY', BK, pf, -cost) end
+  end
+  rcall('HSET', BK, tf, 'X')
+  rcall('ZADD', BZ, NOW + max(LEASE, 1000), tf)
+end
+
+-- kept forgets a token whose charge stays taken: the write ran.
+local function kept(token)
+  if not BK or not token or token == '' then return end
+  local tf = 't:' .. token
+  if rcall('HDEL', BK, tf) == 1 then rcall('ZREM', BZ, tf) end
 end

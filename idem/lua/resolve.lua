@@ -19,9 +19,11 @@ if CODE == 'OK' then
   k[R.state], k[R.data], k[R.msg] = 'C', DATA, false
   save(K[2], k, max(kn, RN), TTL)
   index('k')
+  kept(k[R.token]) -- it ran: its budget charge stays
   return answer('OK', 'fresh', DATA, '')
 end
 audit('NOT_FOUND', 'fresh', 'no')
+giveback(k[R.token]) -- it did not run: its budget charge goes back
 -- Deleted, not a tombstone: a late commit of the original holder (the
 -- write ran after all) is stored as the truth it is.
 rcall('DEL', K[2])

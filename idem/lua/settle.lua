@@ -13,6 +13,7 @@ if RECEIPT == 'found' then
   end
   r.rec[R.state], r.rec[R.data], r.rec[R.msg] = 'C', DATA, false
   save(r.key, r.rec, max(r.n, RN), TTL)
+  kept(r.rec[R.token]) -- it ran: its budget charge stays
   if HAS_CALL then
     local b, bn = load(K[1])
     b[B.fp], b[B.code], b[B.data], b[B.msg] = r.fp, 'OK', DATA, false
@@ -26,7 +27,10 @@ if RECEIPT == 'absent' and (r.lost or (r.lease or 0) <= NOW) then
   -- the same downstream key, so a late arrival of the first attempt is
   -- deduplicated downstream. The key is released.
   audit('NOT_FOUND', 'fresh', 'no')
-  if not r.lost then release(r.key) end
+  if not r.lost then
+    giveback(r.rec[R.token]) -- it did not run: its budget charge goes back
+    release(r.key)
+  end
   return answer('NOT_FOUND', 'fresh', '', 'The operation did not take place: nothing was executed. It may be run again.')
 end
 audit('OUTCOME_UNKNOWN', 'fresh', 'no')

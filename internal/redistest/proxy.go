@@ -1,6 +1,7 @@
 package redistest
 
 import (
+	"bytes"
 	"errors"
 	"fmt"
 	"io"
@@ -22,7 +23,9 @@ const proxyDialTimeout = 5 * time.Second
 //   - Pause holds all bytes in both directions, keeping connections open so
 //     clients run into their read timeouts, until Resume or Restore;
 //   - Delay models a network's latency: each chunk of bytes is forwarded a
-//     fixed time after it arrived, in each direction.
+//     fixed time after it arrived, in each direction;
+//   - LoseReplies lets requests reach the server and loses their replies:
+//     the link closes before the answer reaches the client, which resends.
 //
 // Point a client at Addr instead of the server. A Proxy is safe for
 // concurrent use and is closed, with all its goroutines, when the test ends
@@ -41,6 +44,11 @@ type Proxy struct {
 	paused  bool
 	resumed chan struct{} // closed when a Pause ends; valid while paused
 	links   map[*link]struct{}
+
+	loseMatch []byte       // LoseReplies: requests whose replies are lost contain it
+	loseLeft  int          // … for so many more requests
+	losing    atomic.Bool  // loseLeft > 0: chunks are matched (a lock-free test for the rest)
+	lost      atomic.Int64 // replies lost so far
 }
 
 // link is one proxied client connection and its upstream connection.
@@ -48,6 +56,9 @@ type link struct {
 	client, upstream net.Conn
 	once             sync.Once
 	done             chan struct{}
+	// losing: a request whose reply is to be lost went to the server; the
+	// server's next bytes are dropped and the link closed (LoseReplies).
+	losing atomic.Bool
 }
 
 func (l *link) close() {
@@ -163,6 +174,53 @@ func (p *Proxy) Restore() {
 	p.resumeLocked()
 }
 
+// LoseReplies loses the replies to the next n requests that contain match,
+// byte for byte (go-redis sends command names in lower case), on any link.
+// A request is what one read of the client's socket returned: a pipeline's
+// requests count as one. The request goes to the server, and when the
+// server's answer comes, the proxy drops it and closes the link, orderly on
+// both sides. The server ran the request: it had the bytes before the
+// close, and runs all it was sent before an orderly close. The client reads
+// the end of the connection (io.EOF), which go-redis takes for a lost reply
+// and resends on a new connection, up to its MaxRetries. n ≤ 0 stops losing
+// replies.
+func (p *Proxy) LoseReplies(match string, n int) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.loseMatch, p.loseLeft = []byte(match), max(n, 0)
+	p.losing.Store(p.loseLeft > 0)
+}
+
+// Lost returns how many replies the proxy lost so far (LoseReplies).
+func (p *Proxy) Lost() int64 { return p.lost.Load() }
+
+// losesReply reports whether the reply to the request in chunk is to be
+// lost, and counts it if so.
+func (p *Proxy) losesReply(chunk []byte) bool {
+	if !p.losing.Load() {
+		return false
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.loseLeft <= 0 || !bytes.Contains(chunk, p.loseMatch) {
+		return false
+	}
+	p.loseLeft--
+	p.losing.Store(p.loseLeft > 0)
+	return true
+}
+
+// loseReply drops the server's answer on l and closes the link, orderly on
+// both sides (LoseReplies).
+func (p *Proxy) loseReply(l *link) {
+	p.lost.Add(1)
+	l.once.Do(func() {
+		close(l.done)
+		_ = l.client.Close()
+		_ = l.upstream.Close()
+	})
+}
+
 func (p *Proxy) resumeLocked() {
 	if p.paused {
 		p.paused = false
@@ -259,6 +317,13 @@ func (p *Proxy) pump(l *link, src, dst net.Conn, dir int) {
 	buf := make([]byte, 32<<10)
 	for {
 		n, err := src.Read(buf)
+		if n > 0 && dir == toClientDir && l.losing.Load() {
+			p.loseReply(l)
+			return
+		}
+		if n > 0 && dir == toServerDir && p.losesReply(buf[:n]) {
+			l.losing.Store(true)
+		}
 		if n > 0 {
 			d := time.Duration(p.delay[dir].Load())
 			if line == nil && d > 0 {

@@ -3,6 +3,7 @@ package redistest
 import (
 	"context"
 	"errors"
+	"io"
 	"net"
 	"runtime"
 	"testing"
@@ -202,5 +203,38 @@ func TestProxyCloseReleasesGoroutines(t *testing.T) {
 	}
 	if _, err := net.DialTimeout("tcp", p.Addr(), time.Second); err == nil {
 		t.Fatal("proxy still accepting after Close")
+	}
+}
+
+// TestProxyLosesReplies: a request whose reply is lost ran on the server;
+// the client reads the end of the connection. Without retries it gets the
+// error; with go-redis's retries it sends the request again on a new
+// connection, so a request that is not idempotent (INCR) runs twice. Only
+// the requests that match lose their replies, and only n of them.
+func TestProxyLosesReplies(t *testing.T) {
+	mr, p, rdb := proxied(t)
+	ctx := ctxT(t)
+	p.LoseReplies("incr", 1)
+	if err := rdb.Incr(ctx, "n").Err(); !errors.Is(err, io.EOF) {
+		t.Fatalf("INCR with its reply lost: %v, want io.EOF", err)
+	}
+	if got, _ := mr.Get("n"); got != "1" {
+		t.Fatalf("after a lost reply the server holds n = %q, want 1 (it ran the request)", got)
+	}
+	if err := rdb.Incr(ctx, "n").Err(); err != nil {
+		t.Fatalf("INCR after the one lost reply: %v", err)
+	}
+	retrying := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: p.Addr()})
+	t.Cleanup(func() { _ = retrying.Close() })
+	p.LoseReplies("incr", 2)
+	if err := retrying.Set(ctx, "other", "x", 0).Err(); err != nil {
+		t.Fatalf("SET while INCR replies are lost: %v", err)
+	}
+	got, err := retrying.Incr(ctx, "n").Result()
+	if err != nil || got != 5 {
+		t.Fatalf("INCR resent after two lost replies: %d, %v; want 5 (it ran three times)", got, err)
+	}
+	if n := p.Lost(); n != 3 {
+		t.Fatalf("Lost() = %d, want 3", n)
 	}
 }
