@@ -117,8 +117,9 @@ func TestDeclaredSecrets(t *testing.T) {
 		Context: guard.ExecutionContext{CallID: "c1", IdempotencyKey: "k1"}}
 	keyHash, _ := guard.SecretHash(secretKey, vaultKey)
 	linkHash, _ := guard.SecretHash(secretKey, resetLink)
-	want := `{"api_key":"` + guard.SecretPlaceholder(keyHash) + `","links":[{"kind":"reset","url":"` + guard.SecretPlaceholder(linkHash) +
-		`"},{"kind":"none","url":""}],"owner":{"name":"Ada"},"service":"billing"}`
+	// Only the secrets change: the rest stands as the tool wrote it.
+	want := `{"service":"billing","api_key":"` + guard.SecretPlaceholder(keyHash) + `","links":[{"kind":"reset","url":"` + guard.SecretPlaceholder(linkHash) +
+		`"},{"kind":"none","url":""}],"owner":{"name":"Ada"}}`
 	for i, delivery := range []guard.Delivery{guard.DeliveryFresh, guard.DeliveryLocalReplay} {
 		res, err := g.Dispatch(context.Background(), call)
 		if err != nil {
@@ -223,9 +224,91 @@ func TestDetectedSecrets(t *testing.T) {
 	res := dispatch(t, g, "lookup", `{"n":1}`, "c1")
 	h, _ := guard.SecretHash(secretKey, leaked)
 	c, _ := guard.SecretHash(secretKey, "4111111111111111")
-	want := `{"card":"` + guard.SecretPlaceholder(c) + `","note":"the key is ` + guard.SecretPlaceholder(h) + `, keep it safe","other":["sk-short","` +
+	want := `{"note":"the key is ` + guard.SecretPlaceholder(h) + `, keep it safe","card":"` + guard.SecretPlaceholder(c) + `","other":["sk-short","` +
 		guard.SecretPlaceholder(h) + `"]}`
 	if res.Code != guard.CodeOK || string(res.Data) != want {
 		t.Errorf("result = %s %s\nwant %s", res.Code, res.Data, want)
 	}
 }
+
+type loginIn struct {
+	User     string            `json:"user"`
+	Password string            `json:"password" toolguard:"secret"`
+	Note     string            `json:"note"`
+	Tags     []string          `json:"tags"`
+	Extra    map[string]string `json:"-"`
+}
+
+// TestTypedErrorMessageWithheld: a tool's typed error, whose message the
+// model is shown (an upstream error's text, say), passes the redaction
+// before it is answered, stored or audited: what the detector finds, and
+// the values the model gave for declared argument secrets (a schema error
+// or an upstream echoing the password), are withheld; the rest of the
+// message stands.
+func TestTypedErrorMessageWithheld(t *testing.T) {
+	const leaked = "sk-proj-LEAKEDINERROR0123456789"
+	login := toolset.Write("login", "Log in.", func(_ context.Context, _ *guard.Invocation, in loginIn) (string, error) {
+		return "", guard.NewError(guard.CodeNotFound, "upstream said: bad password "+in.Password+" for key "+leaked+" - try again")
+	}, &toolset.Options[loginIn, string]{LoggedArguments: []string{"user", "note", "tags"}})
+	_, rdb := redistest.Mini(t)
+	store, err := idem.New(rdb, idem.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := guard.New(toolset.MustNew(login), store, guard.Options{SecretKey: secretKey, Detector: keyPattern{}})
+	res := dispatch(t, g, "login", `{"user":"ada","password":"hunter2-PW","note":"my key is `+leaked+`","tags":["`+leaked+`"]}`, "c1")
+	pw, _ := guard.SecretHash(secretKey, "hunter2-PW")
+	key, _ := guard.SecretHash(secretKey, leaked)
+	want := "upstream said: bad password " + guard.SecretPlaceholder(pw) + " for key " + guard.SecretPlaceholder(key) + " - try again"
+	if res.Code != guard.CodeNotFound || res.Message != want {
+		t.Errorf("result = %s %q\nwant message %q", res.Code, res.Message, want)
+	}
+	// Replayed from the store: the same.
+	res = dispatch(t, g, "login", `{"user":"ada","password":"hunter2-PW","note":"my key is `+leaked+`","tags":["`+leaked+`"]}`, "c1")
+	if res.Message != want {
+		t.Errorf("replay: %q", res.Message)
+	}
+	held := allStored(t, rdb)
+	for _, s := range []string{leaked, "hunter2-PW", "LEAKEDINERROR"} {
+		if strings.Contains(held, s) {
+			t.Errorf("the store holds %q", s)
+		}
+	}
+	// The logged arguments the model wrote keep their shape, the key
+	// withheld in each.
+	recs, _, _ := store.Audit(context.Background(), "TENANT-SECRET", 0, 10)
+	if len(recs) == 0 {
+		t.Fatal("no audit record")
+	}
+	var body struct {
+		Arguments struct {
+			User string   `json:"user"`
+			Note string   `json:"note"`
+			Tags []string `json:"tags"`
+		} `json:"arguments"`
+	}
+	if err := json.Unmarshal(recs[0].Body, &body); err != nil {
+		t.Fatal(err)
+	}
+	if a := body.Arguments; a.User != "ada" || a.Note != "my key is "+guard.SecretPlaceholder(key) || len(a.Tags) != 1 || a.Tags[0] != guard.SecretPlaceholder(key) {
+		t.Errorf("audited arguments: %s", recs[0].Body)
+	}
+	if n, err := audit.Verify(context.Background(), store, "TENANT-SECRET"); err != nil || n != int64(len(recs)) {
+		t.Errorf("audit.Verify = %d, %v", n, err)
+	}
+}
+
+// TestSchemaErrorWithholdsArgumentSecret: a schema error quotes what the
+// model wrote; a declared argument secret in it is withheld.
+func TestSchemaErrorWithholdsArgumentSecret(t *testing.T) {
+	type pinIn struct {
+		PIN string `json:"pin" toolguard:"secret" jsonschema:"pattern=^[0-9]{4}$"`
+	}
+	tool := toolset.Read("check_pin", "Check a PIN.", func(context.Context, *guard.Invocation, pinIn) (bool, error) { return true, nil }, nil)
+	g, _ := newGuard(t, toolset.MustNew(tool), guard.Options{SecretKey: secretKey})
+	res := dispatch(t, g, "check_pin", `{"pin":"PIN-LEAKS-9"}`, "c1")
+	if res.Code != guard.CodeInvalidArguments || strings.Contains(res.Message, "PIN-LEAKS") || !strings.Contains(res.Message, "[secret withheld") {
+		t.Errorf("result = %s %q", res.Code, res.Message)
+	}
+}
+
