@@ -341,13 +341,20 @@ func TestRedactJSONText(t *testing.T) {
 func TestRedactInvalidWithheldWhole(t *testing.T) {
 	r := NewRedactor([]byte("k"), sekret{})
 	deep := strings.Repeat("[", 10001) + strings.Repeat("]", 10001)
-	for _, in := range []string{`{"a":"SEKRET-1"`, `{"a":1,"a":"SEKRET-2"}`, "\"\xff SEKRET-3\"", `{} {"a":"SEKRET-4"}`,
+	for _, in := range []string{`{"a":"SEKRET-1"`, "\"\xff SEKRET-3\"", `{} {"a":"SEKRET-4"}`,
 		`SEKRET-5`, deep, `[1,]`} {
 		got := r.output("t", nil, nil, []byte(in))
 		want := r.whole([]byte(in))
 		if string(got) != string(want) || !json.Valid(got) {
 			t.Errorf("output(%.40q) = %.80s, want it withheld whole", in, got)
 		}
+	}
+	// A name given twice: both members are withheld, whichever a reader
+	// keeps.
+	c := compilePaths([]string{"a"})
+	if got := string(r.redact([]byte(`{"a":"x1","a":"x2","b":"SEKRET-2","b":"SEKRET-3"}`), c.paths, roots(c.paths), r.placeholderJSON)); strings.Contains(got, "x1") ||
+		strings.Contains(got, "x2") || strings.Contains(got, "SEKRET") {
+		t.Errorf("duplicate names: %s", got)
 	}
 	// Paths that do not parse withhold the whole output too.
 	if got := r.output("t", []string{"a..b"}, nil, []byte(`{"a":1}`)); string(got) != string(r.whole([]byte(`{"a":1}`))) {
