@@ -1,34 +1,45 @@
 package secretscan_test
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/secretscan"
+	"github.com/toolguard/toolguard/toolset"
 )
+
+// ticket is one support ticket as an API returns it.
+type ticket struct {
+	ID        int64    `json:"id"`
+	UUID      string   `json:"uuid"`
+	Subject   string   `json:"subject"`
+	Body      string   `json:"body"`
+	Requester string   `json:"requester_email"`
+	URL       string   `json:"url"`
+	Commit    string   `json:"commit"`
+	Created   string   `json:"created_at"`
+	Amount    float64  `json:"amount"`
+	Tags      []string `json:"tags"`
+}
+
+// ticketPage is a page of tickets.
+type ticketPage struct {
+	Tickets []ticket `json:"tickets"`
+	Next    string   `json:"next_page"`
+}
 
 // ticketsJSON is a realistic tool output of about size bytes: a page of
 // support tickets as an API returns them (ids, UUIDs, timestamps, emails,
 // URLs, prose that mentions keys, tokens and passwords), with no secret.
 func ticketsJSON(size int) []byte {
-	type ticket struct {
-		ID        int64    `json:"id"`
-		UUID      string   `json:"uuid"`
-		Subject   string   `json:"subject"`
-		Body      string   `json:"body"`
-		Requester string   `json:"requester_email"`
-		URL       string   `json:"url"`
-		Commit    string   `json:"commit"`
-		Created   string   `json:"created_at"`
-		Amount    float64  `json:"amount"`
-		Tags      []string `json:"tags"`
-	}
-	var page struct {
-		Tickets []ticket `json:"tickets"`
-		Next    string   `json:"next_page"`
-	}
+	var page ticketPage
 	for i := 0; ; i++ {
 		page.Tickets = append(page.Tickets, ticket{
 			ID:        int64(48213977 + i),
@@ -48,6 +59,19 @@ func ticketsJSON(size int) []byte {
 			return b
 		}
 	}
+}
+
+// jsonStrings returns the strings and numbers of raw, as the guard hands
+// them to a Detector.
+func jsonStrings(t testing.TB, raw []byte) []string {
+	t.Helper()
+	dec := json.NewDecoder(strings.NewReader(string(raw)))
+	dec.UseNumber()
+	var tree any
+	if err := dec.Decode(&tree); err != nil {
+		t.Fatal(err)
+	}
+	return strs(tree, nil)
 }
 
 // strs collects the strings and numbers of a JSON value, as the guard
@@ -79,13 +103,7 @@ func BenchmarkFind(b *testing.B) {
 		b.Fatal(err)
 	}
 	raw := ticketsJSON(4096)
-	dec := json.NewDecoder(strings.NewReader(string(raw)))
-	dec.UseNumber()
-	var tree any
-	if err := dec.Decode(&tree); err != nil {
-		b.Fatal(err)
-	}
-	values := strs(tree, nil)
+	values := jsonStrings(b, raw)
 	kb := float64(len(raw)) / 1024
 	b.Run("text", func(b *testing.B) {
 		text := string(raw)
@@ -109,4 +127,72 @@ func BenchmarkFind(b *testing.B) {
 		}
 		b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N)/kb, "ns/KB")
 	})
+}
+
+// BenchmarkDispatch: the issue's cost bound, a read tool's dispatch
+// (memstore) that returns a page of support tickets of 1 KB and of 100 KB,
+// through a guard without a Detector and one with the default Detector,
+// the two interleaved in one loop so that both see the same machine:
+// plain-ns/op and detect-ns/op are each one dispatch, x is their ratio
+// (the goal: at most 2 at 1 KB, 3 at 100 KB). find-ns/op is, in the same
+// loop, one Find over the output's whole JSON text, and one-pass-x what
+// x would be if detection cost that and nothing more (a guard that asks
+// the Detector about the output's text once, and parses it only where
+// something is found).
+func BenchmarkDispatch(b *testing.B) {
+	d, err := secretscan.New(secretscan.Options{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, size := range []int{1 << 10, 100 << 10} {
+		b.Run(fmt.Sprintf("%dKB", size>>10), func(b *testing.B) {
+			var out ticketPage
+			if err := json.Unmarshal(ticketsJSON(size), &out); err != nil {
+				b.Fatal(err)
+			}
+			tool := toolset.Read("list_tickets", "List support tickets.",
+				func(context.Context, *guard.Invocation, ticketIn) (ticketPage, error) { return out, nil }, nil)
+			set := toolset.MustNew(tool)
+			plain := guard.New(set, memstore.New(memstore.Options{}), guard.Options{})
+			detect := guard.New(set, memstore.New(memstore.Options{}), guard.Options{Detector: d})
+			call := guard.Call{
+				Principal: guard.Principal{TenantID: "t1", SubjectID: "agent"},
+				Proposal:  guard.Proposal{Name: "list_tickets", Arguments: []byte(`{"id":"T-1"}`)},
+			}
+			run := func(g *guard.Guard, i int) time.Duration {
+				c := call
+				c.Context.CallID = "call-" + strconv.Itoa(i)
+				start := time.Now()
+				res, err := g.Dispatch(context.Background(), c)
+				el := time.Since(start)
+				if err != nil || res.Code != guard.CodeOK {
+					b.Fatalf("%v %v", res, err)
+				}
+				return el
+			}
+			raw, err := json.Marshal(out)
+			if err != nil {
+				b.Fatal(err)
+			}
+			text := string(raw)
+			if found := d.Find(text); len(found) > 0 {
+				b.Fatalf("found %q in an output with no secret", found)
+			}
+			var tPlain, tDetect, tFind time.Duration
+			i := 0
+			for b.Loop() {
+				tPlain += run(plain, i)
+				tDetect += run(detect, i)
+				start := time.Now()
+				d.Find(text)
+				tFind += time.Since(start)
+				i++
+			}
+			b.ReportMetric(float64(tPlain.Nanoseconds())/float64(i), "plain-ns/op")
+			b.ReportMetric(float64(tDetect.Nanoseconds())/float64(i), "detect-ns/op")
+			b.ReportMetric(float64(tDetect)/float64(tPlain), "x")
+			b.ReportMetric(float64(tFind.Nanoseconds())/float64(i), "find-ns/op")
+			b.ReportMetric(float64(tPlain+tFind)/float64(tPlain), "one-pass-x")
+		})
+	}
 }

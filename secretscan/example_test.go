@@ -20,6 +20,6 @@ func Example() {
 		fmt.Println(s)
 	}
 	// Output:
-	// sk_live_Zq8R2vTn5XkW7pLm3JhY9cFd
 	// 4111 1111 1111 1111
+	// sk_live_Zq8R2vTn5XkW7pLm3JhY9cFd
 }

@@ -3,6 +3,7 @@ module github.com/toolguard/toolguard/secretscan
 go 1.26.0
 
 require (
+	github.com/BobuSumisu/aho-corasick v1.0.3
 	github.com/spf13/viper v1.19.0
 	github.com/toolguard/toolguard v0.0.0
 	github.com/zricethezav/gitleaks/v8 v8.30.1
@@ -10,7 +11,6 @@ require (
 
 require (
 	dario.cat/mergo v1.0.1 // indirect
-	github.com/BobuSumisu/aho-corasick v1.0.3 // indirect
 	github.com/Masterminds/goutils v1.1.1 // indirect
 	github.com/Masterminds/semver/v3 v3.3.0 // indirect
 	github.com/Masterminds/sprig/v3 v3.3.0 // indirect

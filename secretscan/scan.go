@@ -2,10 +2,11 @@ package secretscan
 
 import (
 	"regexp/syntax"
+	"strings"
 
-	ahocorasick "github.com/BobuSumisu/aho-corasick"
 	"github.com/zricethezav/gitleaks/v8/config"
 	"github.com/zricethezav/gitleaks/v8/detect"
+	glregexp "github.com/zricethezav/gitleaks/v8/regexp"
 )
 
 // Speed. gitleaks runs the regular expression of every rule whose keyword
@@ -21,9 +22,19 @@ import (
 // \b, $ and the rules' closing [\s'"] see what they see in the whole text.
 // A rule with no keyword, or one whose unbounded repeats take spaces (a
 // private key block, a YAML document), runs over the whole text as in
-// gitleaks. Each rule has a gitleaks detector of its own, which runs the
-// rule on a window exactly as over a file: secret group, entropy,
-// allowlists and stop words.
+// gitleaks. A window where the rule's expression matches nothing costs
+// that match and no more; where it matches, the rule's own gitleaks
+// detector runs it on the window exactly as over a file: secret group,
+// entropy, allowlists and stop words.
+//
+// Punctuation. Two thirds of gitleaks' rules end a key at a quote, a space,
+// ';', an escaped line break or the end of the text, as in code and config
+// files ((?:[\x60'"\s;]|\\[nr]|$)). In a tool's output a key is as often
+// closed by '&' in a URL, '<' in XML, ',' in CSV or prose, '\"' in JSON in
+// a string, ')' or a full stop: closeRegex widens that ending to all of
+// those, so the same rule finds the key whatever closes it. (A key after
+// "%3D", percent-encoded or escaped is found in the decoded text:
+// decode.go.)
 
 // maxWindowRun caps how far a window reaches through one run of non-space
 // characters: a token longer than that is cut.
@@ -31,18 +42,33 @@ const maxWindowRun = 8 << 10
 
 // rule is one gitleaks rule and how Find runs it.
 type rule struct {
+	re    *glregexp.Regexp // its expression, with closeRegex's ending
 	det   *detect.Detector // the rule alone, with the global allowlists
 	width int              // the greatest width of its bounded parts, in bytes
 	runs  int              // its unbounded repeats (of non-space characters)
 	whole bool             // it runs over the whole text
-	// token: a match is one run of non-space characters, with at most a
-	// space-taking character or two at either end (most rules: a key
-	// and the quote or space that closes it); its window is that run.
+	// token: a match is one run of the bytes in inner (the bytes its
+	// middle can match: no space), with at most two bytes of any kind at
+	// either end (most rules: a key, and the quote, '=' or space that
+	// opens or closes it); its window is that run and two bytes more on
+	// each side. In JSON, a URL or a CSV row, that window is the key's
+	// own run, not the whole line.
 	token bool
+	inner [256]bool
 }
+
+// gitleaksClose is how most of gitleaks' rules end a key, and
+// closeRegex how secretscan's copies of them do.
+const (
+	gitleaksClose = `(?:[\x60'"\s;]|\\[nr]|$)`
+	closeRegex    = `(?:[\x60'"\s;&<>,)\]}|\\%#]|[.:!?](?:\s|$)|$)`
+)
 
 // newRule makes the detector of one rule.
 func newRule(r config.Rule, global []*config.Allowlist) *rule {
+	if src := r.Regex.String(); strings.Contains(src, gitleaksClose) {
+		r.Regex = glregexp.MustCompile(strings.ReplaceAll(src, gitleaksClose, closeRegex))
+	}
 	kw := map[string]struct{}{}
 	for _, k := range r.Keywords {
 		kw[k] = struct{}{}
@@ -54,7 +80,7 @@ func newRule(r config.Rule, global []*config.Allowlist) *rule {
 		Allowlists:   global,
 	})
 	det.MaxDecodeDepth = 0
-	out := &rule{det: det, whole: len(r.Keywords) == 0}
+	out := &rule{re: r.Regex, det: det, whole: len(r.Keywords) == 0}
 	if !out.whole {
 		re, err := syntax.Parse(r.Regex.String(), syntax.Perl)
 		if err != nil {
@@ -62,7 +88,7 @@ func newRule(r config.Rule, global []*config.Allowlist) *rule {
 		} else {
 			w, runs, spaces := measure(re)
 			out.width, out.runs, out.whole = w, runs, spaces
-			out.token = isToken(re)
+			out.token = tokenBytes(re, &out.inner)
 		}
 	}
 	return out
@@ -114,19 +140,63 @@ func measure(re *syntax.Regexp) (width, runs int, spaces bool) {
 	return 0, 0, false // empty, anchors, word boundaries
 }
 
-// isToken reports whether no part of re takes a space but one at its
-// start or its end of at most 2 bytes.
-func isToken(re *syntax.Regexp) bool {
-	if re.Op != syntax.OpConcat {
-		return !takesSpace(re)
+// tokenBytes reports whether re's matches are tokens (see rule.token),
+// and sets inner to the bytes their middle can hold.
+func tokenBytes(re *syntax.Regexp, inner *[256]bool) bool {
+	subs := []*syntax.Regexp{re}
+	if re.Op == syntax.OpConcat {
+		subs = re.Sub
 	}
-	for i, sub := range re.Sub {
-		if !takesSpace(sub) {
-			continue
+	for i, sub := range subs {
+		if len(subs) > 1 && (i == 0 || i == len(subs)-1) {
+			if w, runs, _ := measure(sub); runs == 0 && w <= 2 {
+				continue // an edge: the window's two bytes more
+			}
 		}
-		w, runs, _ := measure(sub)
-		if (i != 0 && i != len(re.Sub)-1) || runs > 0 || w > 2 {
+		if !byteSet(sub, inner) {
 			return false
+		}
+	}
+	for _, c := range []byte(" \t\r\n\f\v") {
+		if inner[c] {
+			return false
+		}
+	}
+	return true
+}
+
+// byteSet adds the bytes re can match to set, or reports false where it
+// cannot tell.
+func byteSet(re *syntax.Regexp, set *[256]bool) bool {
+	prog, err := syntax.Compile(re.Simplify())
+	if err != nil {
+		return false
+	}
+	high := func() {
+		for b := 0x80; b < 0x100; b++ {
+			set[b] = true
+		}
+	}
+	for _, in := range prog.Inst {
+		switch in.Op {
+		case syntax.InstRuneAny, syntax.InstRuneAnyNotNL:
+			for b := range 0x100 {
+				set[b] = true
+			}
+		case syntax.InstRune, syntax.InstRune1:
+			for b := range 0x80 {
+				if in.MatchRune(rune(b)) {
+					set[b] = true
+				}
+			}
+			for k := 1; k < len(in.Rune); k += 2 {
+				if in.Rune[k] >= 0x80 || len(in.Rune) == 1 && in.Rune[0] >= 0x80 {
+					high()
+				}
+			}
+			if len(in.Rune) == 1 && in.Rune[0] >= 0x80 {
+				high()
+			}
 		}
 	}
 	return true
@@ -177,23 +247,48 @@ func isSpace(c byte) bool {
 // window is text[start:end].
 type window struct{ start, end int }
 
-// around returns the window of r around a keyword at text[at:at+n].
-func (r *rule) around(text string, at, n int) window {
+// next returns the window of r around a keyword at text[at:at+n], given
+// r's last window in the text (start -1: none), or false where the last
+// window holds it already. Hits come in order, so a window need not scan
+// again what the last one did: a text that repeats a keyword costs a pass
+// over it, not one per repeat.
+func (r *rule) next(text string, at, n int, last window) (window, bool) {
+	switch {
+	case last.start < 0:
+		last = window{0, 0}
+	case r.whole:
+		return window{}, false
+	case r.token && at >= last.start+2 && at+n <= last.end-2:
+		return window{}, false // in the same run
+	}
+	if r.whole {
+		return window{0, len(text)}, true
+	}
+	return r.around(text, at, n, last.start, last.end), true
+}
+
+// around returns the window of r around a keyword at text[at:at+n]; it
+// reaches no further left than lo and, unless it starts at or after hi,
+// at least to hi (the last window's bounds: the two are merged).
+func (r *rule) around(text string, at, n, lo, hi int) window {
 	start, end := at, at+n
+	if start < hi {
+		end = max(end, hi)
+	}
 	if r.token {
-		for i := 0; i < maxWindowRun && start > 0 && !isSpace(text[start-1]); i++ {
+		for i := 0; i < maxWindowRun && start > lo && r.inner[text[start-1]]; i++ {
 			start--
 		}
-		for i := 0; i < maxWindowRun && end < len(text) && !isSpace(text[end]); i++ {
+		for i := 0; i < maxWindowRun && end < len(text) && r.inner[text[end]]; i++ {
 			end++
 		}
-		// and the space on either side (or two bytes, as in `\n`).
+		// and the two bytes on either side (a quote, `\n`).
 		return window{max(0, start-2), min(len(text), end+2)}
 	}
 	for range r.runs + 1 {
-		start = max(0, start-r.width)
+		start = max(lo, start-r.width)
 		end = min(len(text), end+r.width)
-		for i := 0; i < maxWindowRun && start > 0 && !isSpace(text[start-1]); i++ {
+		for i := 0; i < maxWindowRun && start > lo && !isSpace(text[start-1]); i++ {
 			start--
 		}
 		for i := 0; i < maxWindowRun && end < len(text) && !isSpace(text[end]); i++ {
@@ -201,70 +296,4 @@ func (r *rule) around(text string, at, n int) window {
 		}
 	}
 	return window{start, end}
-}
-
-// lowerASCII lowers the ASCII letters of text, keeping every offset (the
-// keywords are ASCII).
-func lowerASCII(text string) []byte {
-	b := []byte(text)
-	for i, c := range b {
-		if 'A' <= c && c <= 'Z' {
-			b[i] = c + 'a' - 'A'
-		}
-	}
-	return b
-}
-
-// keywordIndex finds the rules' keywords.
-type keywordIndex struct {
-	trie  *ahocorasick.Trie
-	rules [][]int // by keyword: the windowed rules it belongs to
-	lens  []int   // by keyword: its length
-}
-
-func newKeywordIndex(rules []*rule, keywords [][]string) keywordIndex {
-	var ix keywordIndex
-	pos := map[string]int{}
-	b := ahocorasick.NewTrieBuilder()
-	for i := range rules {
-		for _, k := range keywords[i] {
-			p, ok := pos[k]
-			if !ok {
-				p = len(ix.rules)
-				pos[k] = p
-				ix.rules = append(ix.rules, nil)
-				ix.lens = append(ix.lens, len(k))
-				b.AddString(k)
-			}
-			ix.rules[p] = append(ix.rules[p], i)
-		}
-	}
-	ix.trie = b.Build()
-	return ix
-}
-
-// closePunct returns win with the punctuation that ends a sentence or a
-// clause ('.', ',', ':', '!', '?', ')', ']', '}', '>') made a space where
-// a space or the end follows it. gitleaks' rules end a key at a quote, a
-// space, ';' or the end of the text, as in code and config files; in the
-// prose of a tool's output, "the key is sk-….", a key is as often closed
-// by a full stop or a comma. The window keeps its length, so a secret
-// found in it is still one of text's substrings (Find checks).
-func closePunct(win string) string {
-	var b []byte
-	for i := 0; i < len(win); i++ {
-		switch win[i] {
-		case '.', ',', ':', '!', '?', ')', ']', '}', '>':
-			if i+1 == len(win) || isSpace(win[i+1]) {
-				if b == nil {
-					b = []byte(win)
-				}
-				b[i] = ' '
-			}
-		}
-	}
-	if b == nil {
-		return win
-	}
-	return string(b)
 }

@@ -91,7 +91,10 @@ type Rule struct {
 type Detector struct {
 	rules       []*rule // the rules with keywords
 	keywordless []*rule // the rules without: they run over every text
-	ix          keywordIndex
+	ac          *automaton
+	kwRules     [][]int32 // by keyword: the rules it wakes
+	kwOwn       [][]own   // by keyword: the own shapes it wakes
+	keywords    []string  // the automaton's, by index
 	cards       bool
 }
 
@@ -160,7 +163,19 @@ func New(opts Options) (*Detector, error) {
 	}
 	sort.Strings(ids)
 	d := &Detector{cards: !opts.NoCards}
-	var keywords [][]string
+	var keywords []string
+	index := map[string]int{}
+	keyword := func(k string) int {
+		k = strings.ToLower(k)
+		i, ok := index[k]
+		if !ok {
+			i = len(keywords)
+			index[k] = i
+			keywords = append(keywords, k)
+			d.kwRules, d.kwOwn = append(d.kwRules, nil), append(d.kwOwn, nil)
+		}
+		return i
+	}
 	for _, id := range ids {
 		r := rules[id]
 		if len(r.Keywords) == 0 {
@@ -168,11 +183,27 @@ func New(opts Options) (*Detector, error) {
 			continue
 		}
 		d.rules = append(d.rules, newRule(r, base.Allowlists))
-		keywords = append(keywords, r.Keywords)
+		for _, k := range lowerKeywords(r.Keywords) {
+			i := keyword(k)
+			d.kwRules[i] = append(d.kwRules[i], int32(len(d.rules)-1))
+		}
 	}
-	d.ix = newKeywordIndex(d.rules, keywords)
+	for _, o := range []own{ownAWSID, ownAWSName, ownURL, ownQuery, ownAuth, ownCard} {
+		if o == ownCard && opts.NoCards {
+			continue
+		}
+		for _, k := range ownKeywords[o] {
+			i := keyword(k)
+			d.kwOwn[i] = append(d.kwOwn[i], o)
+		}
+	}
+	d.ac = newAutomaton(keywords)
+	d.keywords = keywords
 	return d, nil
 }
+
+// keyword returns the i-th keyword of the automaton.
+func (d *Detector) keyword(i int) string { return d.keywords[i] }
 func (r Rule) compile() (config.Rule, error) {
 	if strings.TrimSpace(r.ID) == "" {
 		return config.Rule{}, errors.New("secretscan: a rule has no id")
@@ -202,81 +233,4 @@ func (r Rule) compile() (config.Rule, error) {
 		Entropy:     r.Entropy,
 		Tags:        []string{},
 	}, nil
-}
-
-// Find returns the secrets in text, each once, as substrings of text: what
-// a rule matched (its secret group where it has one), and card numbers as
-// they are written. It never panics on any input.
-func (d *Detector) Find(text string) []string {
-	if text == "" {
-		return nil
-	}
-	var out []string
-	seen := map[string]bool{}
-	add := func(s string) {
-		if s != "" && !seen[s] && strings.Contains(text, s) {
-			seen[s] = true
-			out = append(out, s)
-		}
-	}
-	// The rules whose keywords are in text, in the order found, with the
-	// windows around those keywords, merged (none for a rule that runs
-	// over the whole text).
-	type found struct {
-		rule *rule
-		wins []window
-	}
-	var (
-		hits []found
-		slot []int // by rule: 1 + its index in hits, or 0
-	)
-	d.ix.trie.Walk(lowerASCII(text), func(end, n, pattern int64) bool {
-		at := int(end - n + 1)
-		for _, ri := range d.ix.rules[pattern] {
-			if slot == nil {
-				slot = make([]int, len(d.rules))
-			}
-			if slot[ri] == 0 {
-				hits = append(hits, found{rule: d.rules[ri]})
-				slot[ri] = len(hits)
-			}
-			h := &hits[slot[ri]-1]
-			if h.rule.whole {
-				continue
-			}
-			w := h.rule.around(text, at, int(n))
-			if k := len(h.wins) - 1; k >= 0 && w.start <= h.wins[k].end {
-				h.wins[k].end = max(h.wins[k].end, w.end)
-			} else {
-				h.wins = append(h.wins, w)
-			}
-		}
-		return true
-	})
-	for _, r := range d.keywordless {
-		hits = append(hits, found{rule: r})
-	}
-	for _, h := range hits {
-		if h.rule.whole {
-			for _, f := range h.rule.det.DetectString(text) {
-				add(f.Secret)
-			}
-			continue
-		}
-		for _, w := range h.wins {
-			win := text[w.start:w.end]
-			if h.rule.token {
-				win = closePunct(win)
-			}
-			for _, f := range h.rule.det.DetectString(win) {
-				add(f.Secret)
-			}
-		}
-	}
-	if d.cards {
-		for _, c := range findCards(text) {
-			add(c)
-		}
-	}
-	return out
 }
