@@ -88,7 +88,10 @@ func SecretPlaceholder(hash string) string {
 // guard (Options.Detector): provider API keys, private keys, tokens, card
 // numbers. Find returns the substrings of text to withhold, as they stand
 // in it; the guard replaces each, wherever it stands in the text, by its
-// placeholder. It must be safe for concurrent use.
+// placeholder. The guard asks about an output's whole JSON text first,
+// and walks the output only when something was found (or a path declares
+// a secret): Find must find a secret in JSON text, JSON-escaped (as
+// package secretscan does). It must be safe for concurrent use.
 type Detector interface {
 	Find(text string) []string
 }
@@ -190,20 +193,55 @@ func (r *Redactor) whole(v []byte) []byte {
 	return r.placeholderJSON(canon.AppendString(nil, string(v)))
 }
 
-// redact walks the JSON value v once, from the given states of paths:
-// where a path ends, the value is replaced by what declared makes of its
-// canonical JSON; every other string, number and member name passes the
-// detector. It returns v itself when nothing changed, and v withheld whole
-// when it is not valid JSON.
+// redact withholds the secrets of the JSON value v. The detector reads v's
+// whole text once; when it finds nothing and no path starts (no states),
+// v is returned as it is, unparsed. Otherwise v is walked once, from the
+// states of paths: where a path ends, the value is replaced by what
+// declared makes of its canonical JSON; in every other string, number and
+// member name, what the detector finds in it and what it found in the
+// whole text (as it stood there, and JSON-unescaped) is replaced by
+// placeholders. The whole text's finds matter: a find may rest on context
+// outside its string ("card_number":"4111…"). A find the walk could not
+// replace (one across strings), and v that is not valid JSON, withhold v
+// whole. It returns v itself when nothing changed.
 func (r *Redactor) redact(v []byte, paths [][]step, states []state, declared func([]byte) []byte) []byte {
-	w := walk{r: r, paths: paths, declared: declared, src: string(v)}
+	src := string(v)
+	var found []string
+	if r.detector != nil {
+		found = safeFind(r.detector, src)
+	}
+	if len(found) == 0 && len(states) == 0 {
+		return v
+	}
+	w := walk{r: r, paths: paths, declared: declared, src: src, found: unescaped(found)}
 	if err := w.run(v, states); err != nil {
 		return r.whole(v)
 	}
-	if len(w.edits) == 0 {
+	if len(w.edits) == 0 && len(found) == 0 {
 		return v
 	}
-	return w.apply(nil)
+	out := w.apply(nil)
+	for _, f := range found {
+		if f != "" && bytes.Contains(out, []byte(f)) {
+			return r.whole(v)
+		}
+	}
+	return out
+}
+
+// unescaped returns the finds and, beside each that holds a JSON escape,
+// the text it stands for.
+func unescaped(found []string) []string {
+	out := found
+	for _, f := range found {
+		if strings.IndexByte(f, '\\') < 0 {
+			continue
+		}
+		if u, err := jsontext.AppendUnquote(nil, `"`+f+`"`); err == nil {
+			out = append(out, string(u))
+		}
+	}
+	return out
 }
 
 // walk is one pass over one JSON text.
@@ -212,7 +250,10 @@ type walk struct {
 	paths    [][]step
 	declared func(canonical []byte) []byte
 	src      string // the text, as a string: strings without escapes are slices of it
-	edits    []edit
+	// found is what the detector found in the whole text: the walk asks
+	// the detector about each string only when it found something.
+	found []string
+	edits []edit
 }
 
 // edit replaces src[start:end] by with.
@@ -285,7 +326,7 @@ func (w *walk) value(dec *jsontext.Decoder, states []state) error {
 	if len(states) > 0 && accepts(w.paths, states) {
 		return w.secret(dec)
 	}
-	if len(states) == 0 && w.r.detector == nil {
+	if len(states) == 0 && len(w.found) == 0 {
 		return dec.SkipValue()
 	}
 	switch dec.PeekKind() {
@@ -385,7 +426,7 @@ func (w *walk) jsonText(start, end int, text string, inner []state) {
 	if text == "" {
 		return
 	}
-	in := walk{r: w.r, paths: w.paths, declared: w.declared, src: text}
+	in := walk{r: w.r, paths: w.paths, declared: w.declared, src: text, found: w.found}
 	if err := in.run([]byte(text), inner); err != nil {
 		w.edits = append(w.edits, edit{start: start, end: end, with: w.declared(canon.AppendString(nil, text))})
 		return
@@ -399,10 +440,16 @@ func (w *walk) jsonText(start, end int, text string, inner []state) {
 // number, src[start:end]; what it finds is replaced in place, and a number
 // with a secret in it becomes a string.
 func (w *walk) detect(start, end int, text string) {
-	if w.r.detector == nil {
-		return
+	if len(w.found) == 0 {
+		return // the detector found nothing in the whole text
 	}
-	if out, changed := w.r.replace(text, safeFind(w.r.detector, text)); changed {
+	hits := safeFind(w.r.detector, text)
+	for _, f := range w.found {
+		if f != "" && strings.Contains(text, f) {
+			hits = append(hits, f)
+		}
+	}
+	if out, changed := w.r.replace(text, hits); changed {
 		w.edits = append(w.edits, edit{start: start, end: end, with: canon.AppendString(nil, out)})
 	}
 }
