@@ -10,10 +10,10 @@ import (
 )
 
 // Contents returns everything rdb's server (every master of a cluster)
-// holds, as raw text: each key's name, then its value or its members,
-// fields, scores and stream entries. Tests that assert what Redis must
-// never hold search it.
-func Contents(tb testing.TB, rdb redis.UniversalClient) string {
+// holds under the keys that match (a SCAN pattern; "*" for all), as raw
+// text: each key's name, then its value or its members, fields and stream
+// entries. Tests that assert what Redis must never hold search it.
+func Contents(tb testing.TB, rdb redis.UniversalClient, match string) string {
 	tb.Helper()
 	ctx := context.Background()
 	var (
@@ -22,7 +22,7 @@ func Contents(tb testing.TB, rdb redis.UniversalClient) string {
 	)
 	dump := func(ctx context.Context, c redis.Cmdable) error {
 		var keys []string
-		iter := c.Scan(ctx, 0, "*", 1000).Iterator()
+		iter := c.Scan(ctx, 0, match, 1000).Iterator()
 		for iter.Next(ctx) {
 			keys = append(keys, iter.Val())
 		}
