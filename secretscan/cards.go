@@ -143,12 +143,13 @@ func isWord(c byte) bool {
 // group is a run of digits text[start:end].
 type group struct{ start, end int }
 
-// findCards appends the card numbers of text, as they are written there
-// (with their separators); words are where the automaton found card words
-// (Find checks that each is a word of its own).
-func findCards(text string, words []span, out []span) []span {
+// findCards appends the card numbers of text[from:to], a run of digits
+// and separators, as they are written there (with their separators);
+// words are where the automaton found card words (Find checks that each is
+// a word of its own).
+func findCards(text string, from, to int, words []span, out []span) []span {
 	var groups [maxCardDigits + 1]group
-	for i := 0; i < len(text); {
+	for i := from; i < to; {
 		if !isDigit(text[i]) || (i > 0 && isWord(text[i-1])) {
 			i++
 			continue

@@ -13,15 +13,15 @@ type span struct{ start, end int }
 // rules; passes are reused, so that a text where nothing is found costs
 // no allocation.
 type pass struct {
-	hits   []hit     // keywords, in the order they end
-	b64    []span    // runs of base64 long enough to decode
-	wins   []ruleWin // the rules' windows
-	last   []window  // by rule: its last window in this text, or {-1, -1}
-	rules  []int32   // the rules whose last window is set
-	words  []span    // card words
-	digits int       // how many digits the text holds
-	esc    bool      // a JSON string escape
-	pct    bool      // a %XX
+	hits    []hit     // keywords, in the order they end
+	b64     []span    // runs of base64 long enough to decode
+	wins    []ruleWin // the rules' windows
+	last    []window  // by rule: its last window in this text, or {-1, -1}
+	rules   []int32   // the rules whose last window is set
+	words   []span    // card words
+	numbers []span    // runs of 13 digits or more, in groups joined by ' ' or '-'
+	esc     bool      // a JSON string escape
+	pct     bool      // a %XX
 }
 
 // ruleWin is a window of text a gitleaks rule runs on.
@@ -35,7 +35,7 @@ var passes = sync.Pool{New: func() any { return new(pass) }}
 func getPass() *pass {
 	p := passes.Get().(*pass)
 	p.hits, p.b64, p.wins, p.words = p.hits[:0], p.b64[:0], p.wins[:0], p.words[:0]
-	p.digits, p.esc, p.pct = 0, false, false
+	p.numbers, p.esc, p.pct = p.numbers[:0], false, false
 	return p
 }
 
@@ -68,6 +68,14 @@ func (d *Detector) scan(text string, p *pass) {
 	a := d.ac
 	var row int32
 	run := 0 // where the current run of base64 started
+	// The current number: digits, and single separators between them.
+	numStart, numDigits, lastDigit := 0, 0, -2
+	endNumber := func() {
+		if numDigits >= minCardDigits {
+			p.numbers = append(p.numbers, span{numStart, lastDigit + 1})
+		}
+		numDigits = 0
+	}
 	for i := 0; i < len(text); i++ {
 		c := text[i]
 		if v := a.delta[int(row)+int(a.class[c])]; v >= 0 {
@@ -79,10 +87,19 @@ func (d *Detector) scan(text string, p *pass) {
 			}
 		}
 		cl := byteClass[c]
-		if cl&bB64 != 0 {
-			if cl&bDigit != 0 {
-				p.digits++
+		switch {
+		case cl&bDigit != 0:
+			if numDigits == 0 {
+				numStart = i
 			}
+			numDigits++
+			lastDigit = i
+		case (c == ' ' || c == '-') && lastDigit == i-1:
+			// a separator: the number goes on if a digit follows
+		case numDigits > 0:
+			endNumber()
+		}
+		if cl&bB64 != 0 {
 			continue
 		}
 		if i-run >= minBase64 {
@@ -104,6 +121,7 @@ func (d *Detector) scan(text string, p *pass) {
 	if len(text)-run >= minBase64 {
 		p.b64 = append(p.b64, span{run, len(text)})
 	}
+	endNumber()
 	p.b64 = joinWrapped(text, p.b64)
 	// A form's '+' is a space: "Bearer+…", "4111+1111+…" in a query.
 	p.pct = p.pct || formPlus(text)
@@ -242,8 +260,10 @@ func (d *Detector) find(text string, depth int, budget *int, out []span) []span 
 	for _, r := range d.keywordless {
 		out = r.find(text, 0, out)
 	}
-	if d.cards && p.digits >= minCardDigits {
-		out = findCards(text, p.words, out)
+	if d.cards {
+		for _, n := range p.numbers {
+			out = findCards(text, n.start, n.end, p.words, out)
+		}
 	}
 
 	// The layers of decoding.

@@ -1,9 +1,11 @@
 // Package secretscan finds the secrets a tool did not declare in the text
 // of its output: provider API keys (OpenAI, Anthropic, AWS, GitHub, Google,
-// Slack, Stripe and some two hundred more), private keys, JWTs, and card
-// numbers. A *Detector is a guard.Detector: give it to guard.Options.Detector
-// and the guard withholds what it finds, in every tool output and receipt,
-// with the same keyed placeholder as a declared secret.
+// Slack, Stripe and some two hundred more), private keys, JWTs, AWS secret
+// access keys, passwords in URLs, tokens in URL queries, Authorization
+// values, and card numbers. A *Detector is a guard.Detector: give it to
+// guard.Options.Detector and the guard withholds what it finds, in every
+// tool output and receipt, with the same keyed placeholder as a declared
+// secret.
 //
 //	d, err := secretscan.New(secretscan.Options{})
 //	g := guard.New(set, store, guard.Options{Detector: d, SecretKey: key})
@@ -14,13 +16,16 @@
 // stop words drop placeholders, test values and words as gitleaks does.
 // Left out are generic-api-key, unless Options.Generic (see there), and
 // the rules about file paths (a .p12 file, a Terraform file), since an
-// output has no path. Each rule
-// runs only in windows around its keywords (see scan.go), which makes a
-// few KB of output cost tens of microseconds, not milliseconds, and finds
-// what gitleaks finds over the whole text (TestSameAsGitleaks); beyond
-// gitleaks, a key closed by a full stop or a comma, as in prose, is found
-// too. Card numbers are this package's own: gitleaks has no rule for them,
-// and a regular expression cannot check Luhn.
+// output has no path. The shapes gitleaks has no rule for are this
+// package's own (shapes.go, cards.go).
+//
+// A secret is found wherever it sits (docs/secrets.md, "Detected
+// secrets"): whatever punctuation closes it (scan.go), and through JSON
+// escapes, percent-encoding and base64, up to four layers (decode.go);
+// what Find returns stands in the text as it is, encoded where the secret
+// is, so that replacing it leaves no form of the secret. Find makes one
+// pass over the text (find.go, keywords.go) and runs each rule only near
+// its keywords. The tests use the shared corpus of internal/secretcorpus.
 //
 // The package is a module of its own so that the core module's users never
 // download gitleaks and what it pulls in (viper, archive readers, a

@@ -15,7 +15,9 @@ import (
 //     (aws_secret_access_key, SecretAccessKey, "Secret access key").
 //   - Password in a URL: scheme://user:password@host returns the password
 //     as it stands (percent-encoded where it is), and leaves the user, the
-//     host and the rest; an empty password, or a placeholder (${…}, {…},
+//     host and the rest; a password shorter than minPassword is returned
+//     with its user (user:pw), which the guard can replace where it stands
+//     and nowhere else; an empty password, or a placeholder (${…}, {…},
 //     <…>, %s, a mask of '*' or 'x') is none.
 //   - Token in a URL's query or fragment: the value of a parameter named
 //     token, key, secret, signature, sig, code, password, passwd, pwd,
@@ -36,6 +38,7 @@ const (
 	minToken     = 16
 	tokenEntropy = 3.0
 	maxToken     = 1024
+	minPassword  = 8
 )
 
 // own names the shape a keyword of secretscan's own wakes.
@@ -164,6 +167,12 @@ func urlPassword(text string, at int, out []span) []span {
 	pw := text[colon+1 : atSign]
 	if pw == "" || placeholder(pw) {
 		return out
+	}
+	if len(pw) < minPassword {
+		// The guard replaces what Find returns wherever it occurs in the
+		// string: a short password alone ("pw") would be replaced in
+		// every word that holds it, "user:pw" where it is.
+		return append(out, span{start, atSign})
 	}
 	return append(out, span{colon + 1, atSign})
 }

@@ -41,6 +41,7 @@ func TestOwnShapes(t *testing.T) {
 		{"dsn=mysql://root:" + pw + "%40x@localhost/shop?tls=1", []string{pw + "%40x"}},
 		{"redis://:" + pw + "@cache:6379", []string{pw}},
 		{"https://bob:" + pw + "@example.com/", []string{pw}},
+		{"amqp://guest:pw@mq:5672/ (pw is short)", []string{"guest:pw"}},
 		{"postgres://app@db:5432/x", nil},
 		{"postgres://app:@db:5432/x", nil},
 		{"postgres://app:${DB_PASSWORD}@db/x", nil},
