@@ -121,8 +121,9 @@ type Invocation struct {
 	opID     string
 	approval string
 	secrets  *Redactor // the guard's key and detector of secrets (secret.go)
-	// outSecrets are the output paths the tool named (WithholdOutput).
-	outSecrets []string
+	// outSecrets are the output paths the tool named (WithholdOutput): a
+	// pointer, which keeps an invocation and its entry in one size class.
+	outSecrets *[]string
 }
 
 // WithholdOutput names members of the output this execution returns (or
@@ -135,7 +136,20 @@ type Invocation struct {
 // Package toolset calls it for the fields tagged toolguard:"secret" it
 // finds in interface values.
 func (inv *Invocation) WithholdOutput(paths ...string) {
-	inv.outSecrets = append(inv.outSecrets, paths...)
+	if inv.outSecrets == nil {
+		inv.outSecrets = new([]string)
+	}
+	*inv.outSecrets = append(*inv.outSecrets, paths...)
+}
+
+// withheld returns the paths the tool named, and forgets them.
+func (inv *Invocation) withheld() []string {
+	if inv.outSecrets == nil {
+		return nil
+	}
+	p := *inv.outSecrets
+	inv.outSecrets = nil
+	return p
 }
 
 // Tool returns the tool the proposal names, once looked up.

@@ -436,9 +436,10 @@ func safeRun(f func() error) (err error) {
 func (g *Guard) execute(ctx context.Context, tool Tool, inv *Invocation) (json.RawMessage, error) {
 	inv.outSecrets = nil
 	out, err := execute(ctx, tool, inv)
+	runtime := inv.withheld()
 	if err == nil {
 		spec := tool.Spec()
-		out = g.secrets.output(spec.Name, spec.SecretOutput, inv.outSecrets, out)
+		out = g.secrets.output(spec.Name, spec.SecretOutput, runtime, out)
 	}
 	return out, err
 }

@@ -126,5 +126,5 @@ func lookupReceipt(ctx context.Context, tool Tool, inv *Invocation) (Receipt, js
 	}
 	// A receipt is the tool's output: its secrets are withheld too.
 	spec := tool.Spec()
-	return ReceiptFound, inv.secrets.output(spec.Name, spec.SecretOutput, inv.outSecrets, data)
+	return ReceiptFound, inv.secrets.output(spec.Name, spec.SecretOutput, inv.withheld(), data)
 }

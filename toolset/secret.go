@@ -211,6 +211,9 @@ func holds1(t reflect.Type, seen map[reflect.Type]bool) bool {
 // v, a value encoding/json wrote without error, where they stand in this
 // value (a map's keys, a slice's indexes, an interface's dynamic type).
 func runtimeSecrets(v reflect.Value, prefix string, out []string) []string {
+	if !v.IsValid() {
+		return out // a nil interface
+	}
 	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
 		if v.IsNil() {
 			return out

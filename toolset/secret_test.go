@@ -108,6 +108,9 @@ func TestRuntimeSecrets(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Errorf("runtimeSecrets = %q, want %q", got, want)
 	}
+	if got := runtimeSecrets(reflect.ValueOf(nil), "", nil); got != nil {
+		t.Errorf("a nil output: %q", got)
+	}
 }
 
 // TestJSONTextRefusedInInput: a JSONText in an input would make the schema

@@ -225,7 +225,9 @@ func (t *Tool[In, Out]) marshalOutput(inv *guard.Invocation, out Out) (json.RawM
 		return nil, guard.UnknownOutcome(fmt.Errorf("toolset: tool %q output: %w", t.spec.Name, err))
 	}
 	if t.walkOut {
-		inv.WithholdOutput(runtimeSecrets(reflect.ValueOf(&out).Elem(), "", nil)...)
+		// (By value, not &out: taking out's address would move every
+		// output to the heap, walked or not.)
+		inv.WithholdOutput(runtimeSecrets(reflect.ValueOf(out), "", nil)...)
 	}
 	return b, nil
 }
