@@ -62,6 +62,11 @@ var sekretRE = regexp.MustCompile(`SEKRET-[a-z0-9]+`)
 
 func (sekret) Find(text string) []string { return sekretRE.FindAllString(text, -1) }
 
+// panics is a detector that panics.
+type panics struct{}
+
+func (panics) Find(string) []string { panic("no") }
+
 // findsText is a detector that finds one text.
 type findsText string
 
@@ -372,6 +377,12 @@ func TestRedactInvalidWithheldWhole(t *testing.T) {
 	// whole output.
 	if got := r.output("t", nil, nil, []byte(`["x SEKRET-a","b"]`)); !strings.Contains(string(got), "[secret withheld") {
 		t.Errorf("walk: %s", got)
+	}
+	// A detector that panics finds everything it is asked about: every
+	// name and string is withheld.
+	if got := string(NewRedactor([]byte("k"), panics{}).output("t", nil, nil, []byte(`{"name-x":["value-x",7]}`))); !json.Valid([]byte(got)) ||
+		strings.Contains(got, "name-x") || strings.Contains(got, "value-x") || strings.Contains(got, "7") && !strings.Contains(got, "[secret withheld") {
+		t.Errorf("a panicking detector: %s", got)
 	}
 	across := NewRedactor([]byte("k"), findsText(`SEKRET-a","b`))
 	if got, want := across.output("t", nil, nil, []byte(`["x SEKRET-a","b"]`)), across.whole([]byte(`["x SEKRET-a","b"]`)); string(got) != string(want) {
