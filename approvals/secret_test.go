@@ -185,7 +185,7 @@ func TestParkedRunSealed(t *testing.T) {
 		w := parkPay(t, rdb, prefix, key)
 		cardJSON, _ := json.Marshal(PayCard{Holder: "Ada", Number: payCard})
 		sum := sha256.Sum256(cardJSON)
-		raw := redistest.Contents(t, rdb, "*")
+		raw := redistest.Contents(t, rdb, prefix+"*")
 		for _, leak := range []string{payCard, userKey, memoKey, refKey, "PASTEDKEY", "MEMOKEY", "HIDDENREFKEY", hex.EncodeToString(sum[:])} {
 			if strings.Contains(raw, leak) {
 				t.Errorf("Redis holds %q", leak)
