@@ -11,8 +11,10 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"runtime"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
@@ -249,94 +251,116 @@ func TestCorpusEverySink(t *testing.T) {
 		_, rdb = redistest.Mini(t)
 	}
 	d := newDetector(t, secretscan.Options{})
-	var cur secretcorpus.Case
-	tools := sinkTools(&cur)
-	models := fakeModels(t)
-	ctx := t.Context()
-	leaks := map[cell]int{}
 	cases := secretcorpus.Cases()
 	run := redistest.Prefix(t)
-	for i, c := range cases {
-		cur = c
-		w := newSinkWorld(t, rdb, d, tools, fmt.Sprintf("%s%d:", run, i))
-		var sinks []sink
+	var mu sync.Mutex
+	leaks := map[cell]int{}
+	// The cases in as many workers as there are CPUs, each with fake
+	// servers and tools of its own (a fake answers its turns in order).
+	workers := runtime.GOMAXPROCS(0)
+	t.Run("cases", func(t *testing.T) {
+		for wk := range workers {
+			t.Run(fmt.Sprint("worker-", wk), func(t *testing.T) {
+				t.Parallel()
+				var cur secretcorpus.Case
+				tools := sinkTools(&cur)
+				models := fakeModels(t)
+				for i := wk; i < len(cases); i += workers {
+					cur = cases[i]
+					sinks := runCase(t, rdb, d, tools, models, fmt.Sprintf("%s%d:", run, i), cur)
+					mu.Lock()
+					for _, s := range sinks {
+						leaks[cell{cur.Shape, cur.Context, s.name}] += 0
+						if p, ok := cur.Leak(s.text); ok {
+							leaks[cell{cur.Shape, cur.Context, s.name}]++
+							t.Errorf("%s/%s: %s holds %q", cur.Shape, cur.Context, s.name, p)
+						}
+					}
+					mu.Unlock()
+				}
+			})
+		}
+	})
+	reportLeaks(t, leaks, len(cases))
+}
 
-		// The output (or the error) through each provider.
-		for _, m := range models {
-			m.script(probeTool, probeArgs, false)
-			l := agentloop.New(m.model, tools, agentloop.Options{Store: w.store, Guard: w.opts})
-			res, err := l.Run(ctx, sinkUser, "read the probe")
-			if err != nil || res.Status != agentloop.StatusCompleted {
-				t.Fatalf("%s/%s on %s: %v %v", c.Shape, c.Context, m.name, res, err)
-			}
-			sinks = append(sinks, sink{m.name, m.last()}, sink{m.name + " transcript", res.Transcript.String()})
-		}
+// runCase drives one case through every sink and returns what each got.
+func runCase(t *testing.T, rdb redis.UniversalClient, d guard.Detector, tools *toolset.Set, models []*fakeModel, prefix string, c secretcorpus.Case) []sink {
+	t.Helper()
+	ctx := t.Context()
+	w := newSinkWorld(t, rdb, d, tools, prefix)
+	var sinks []sink
 
-		// The same over MCP.
-		srv, err := tgmcp.NewServer(w.guard, tools, tgmcp.Options{Principal: &sinkUser})
-		if err != nil {
-			t.Fatal(err)
+	// The output (or the error) through each provider.
+	for _, m := range models {
+		m.script(probeTool, probeArgs, false)
+		l := agentloop.New(m.model, tools, agentloop.Options{Store: w.store, Guard: w.opts})
+		res, err := l.Run(ctx, sinkUser, "read the probe")
+		if err != nil || res.Status != agentloop.StatusCompleted {
+			t.Fatalf("%s/%s on %s: %v %v", c.Shape, c.Context, m.name, res, err)
 		}
-		sinks = append(sinks, sink{"mcp", mcpCall(t, srv, probeTool)})
+		sinks = append(sinks, sink{m.name, m.last()}, sink{m.name + " transcript", res.Transcript.String()})
+	}
 
-		// A receipt, through a status query.
-		call := guard.Call{Principal: sinkUser, Proposal: guard.Proposal{Name: writeTool, Arguments: []byte(probeArgs)},
-			Context: guard.ExecutionContext{CallID: "w-1", IdempotencyKey: "k-1"}}
-		if r, err := w.guard.Dispatch(ctx, call); err != nil || r.Code != guard.CodeOutcomeUnknown {
-			t.Fatalf("%s/%s: write %v %v", c.Shape, c.Context, r, err)
-		}
-		st, err := w.guard.QueryStatus(ctx, guard.StatusCall{Principal: sinkUser, OperationID: "w-1", Tool: writeTool,
-			Context: guard.ExecutionContext{CallID: "s-1", IdempotencyKey: "k-1"}})
-		if err != nil || st.Code != guard.CodeOK {
-			t.Fatalf("%s/%s: status %v %v", c.Shape, c.Context, st, err)
-		}
-		sinks = append(sinks, sink{"status answer", st.String()})
+	// The same over MCP.
+	srv, err := tgmcp.NewServer(w.guard, tools, tgmcp.Options{Principal: &sinkUser})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sinks = append(sinks, sink{"mcp", mcpCall(t, srv, probeTool)})
 
-		// An argument the model wrote, which the audit record and the
-		// inbox show: the run pauses for approval and is parked.
-		args, _ := json.Marshal(noteIn{Note: c.Text, Tags: []string{c.Text}})
-		models[0].script(noteTool, string(args), true)
-		l := agentloop.New(models[0].model, tools, agentloop.Options{Store: w.store, Guard: w.opts})
-		res, err := l.Run(ctx, sinkUser, "file the note")
-		if err != nil || res.Status != agentloop.StatusPaused {
-			t.Fatalf("%s/%s: note run %v %v", c.Shape, c.Context, res, err)
-		}
-		if _, err := w.queue.Park(ctx, res); err != nil {
-			t.Fatal(err)
-		}
-		sinks = append(sinks, inboxSinks(t, w.queue)...)
+	// A receipt, through a status query.
+	call := guard.Call{Principal: sinkUser, Proposal: guard.Proposal{Name: writeTool, Arguments: []byte(probeArgs)},
+		Context: guard.ExecutionContext{CallID: "w-1", IdempotencyKey: "k-1"}}
+	if r, err := w.guard.Dispatch(ctx, call); err != nil || r.Code != guard.CodeOutcomeUnknown {
+		t.Fatalf("%s/%s: write %v %v", c.Shape, c.Context, r, err)
+	}
+	st, err := w.guard.QueryStatus(ctx, guard.StatusCall{Principal: sinkUser, OperationID: "w-1", Tool: writeTool,
+		Context: guard.ExecutionContext{CallID: "s-1", IdempotencyKey: "k-1"}})
+	if err != nil || st.Code != guard.CodeOK {
+		t.Fatalf("%s/%s: status %v %v", c.Shape, c.Context, st, err)
+	}
+	sinks = append(sinks, sink{"status answer", st.String()})
 
-		recs, _, err := w.store.Audit(ctx, sinkTenant, 0, 1000)
-		if err != nil || len(recs) == 0 {
-			t.Fatalf("audit: %d records, %v", len(recs), err)
-		}
-		audited, _ := json.Marshal(recs)
-		spans, _ := w.spans.Text()
-		var rm metricdata.ResourceMetrics
-		if err := w.metrics.Collect(ctx, &rm); err != nil {
-			t.Fatal(err)
-		}
-		metrics, _ := json.Marshal(rm)
-		sinks = append(sinks, sink{"audit", string(audited)}, sink{"redis", redistest.Contents(t, rdb, w.prefix+"*")},
-			sink{"spans", spans}, sink{"logs", w.logs.String()}, sink{"metrics", fmt.Sprintf("%s %+v", metrics, rm)})
+	// An argument the model wrote, which the audit record and the inbox
+	// show: the run pauses for approval and is parked.
+	args, _ := json.Marshal(noteIn{Note: c.Text, Tags: []string{c.Text}})
+	models[0].script(noteTool, string(args), true)
+	l := agentloop.New(models[0].model, tools, agentloop.Options{Store: w.store, Guard: w.opts})
+	res, err := l.Run(ctx, sinkUser, "file the note")
+	if err != nil || res.Status != agentloop.StatusPaused {
+		t.Fatalf("%s/%s: note run %v %v", c.Shape, c.Context, res, err)
+	}
+	if _, err := w.queue.Park(ctx, res); err != nil {
+		t.Fatal(err)
+	}
+	sinks = append(sinks, inboxSinks(t, w.queue)...)
 
-		for _, s := range sinks {
-			if s.text == "" && s.name != "logs" {
-				t.Fatalf("%s/%s: the sink %s got nothing", c.Shape, c.Context, s.name)
-			}
-			// Each sink that carries the text carries it withheld: the
-			// text reached it (a sink that never got it would be no test).
-			if carries(s.name) && !strings.Contains(s.text, "[secret withheld; hmac-sha256:") {
-				t.Errorf("%s/%s: %s holds no placeholder", c.Shape, c.Context, s.name)
-			}
-			leaks[cell{c.Shape, c.Context, s.name}] += 0
-			if p, ok := c.Leak(s.text); ok {
-				leaks[cell{c.Shape, c.Context, s.name}]++
-				t.Errorf("%s/%s: %s holds %q", c.Shape, c.Context, s.name, p)
-			}
+	recs, _, err := w.store.Audit(ctx, sinkTenant, 0, 1000)
+	if err != nil || len(recs) == 0 {
+		t.Fatalf("audit: %d records, %v", len(recs), err)
+	}
+	audited, _ := json.Marshal(recs)
+	spans, _ := w.spans.Text()
+	var rm metricdata.ResourceMetrics
+	if err := w.metrics.Collect(ctx, &rm); err != nil {
+		t.Fatal(err)
+	}
+	metrics, _ := json.Marshal(rm)
+	sinks = append(sinks, sink{"audit", string(audited)}, sink{"redis", redistest.Contents(t, rdb, w.prefix+"*")},
+		sink{"spans", spans}, sink{"logs", w.logs.String()}, sink{"metrics", fmt.Sprintf("%s %+v", metrics, rm)})
+
+	for _, s := range sinks {
+		if s.text == "" && s.name != "logs" {
+			t.Fatalf("%s/%s: the sink %s got nothing", c.Shape, c.Context, s.name)
+		}
+		// Each sink that carries the text carries it withheld: the text
+		// reached it (a sink that never got it would be no test).
+		if carries(s.name) && !strings.Contains(s.text, "[secret withheld; hmac-sha256:") {
+			t.Errorf("%s/%s: %s holds no placeholder", c.Shape, c.Context, s.name)
 		}
 	}
-	reportLeaks(t, leaks, len(cases))
+	return sinks
 }
 
 // carries reports whether a sink gets the text (withheld): spans, logs and
@@ -444,42 +468,47 @@ func reportLeaks(t *testing.T, leaks map[cell]int, cases int) {
 
 // TestLookAlikesEverySink: each of the corpus's look-alikes (ids, hashes,
 // UUIDs, timestamps, IMEIs, tracking numbers, base64 of prose…) is a tool's
-// output, as a string and as a key, and reaches the model as it is: at
-// most 0.1 % of them are redacted in the model result, and in what the
-// OpenAI Responses client sent the provider next (the function call
-// output, decoded).
+// output of its own, as a string and as a key, and reaches the model as it
+// is: at most 0.1 % of them are redacted in the model result, and in what
+// the OpenAI Responses client sent the provider next (each call's function
+// call output, decoded).
 func TestLookAlikesEverySink(t *testing.T) {
 	d := newDetector(t, secretscan.Options{})
 	la := secretcorpus.LookAlikes()
-	var text string
-	probe := toolset.Read(probeTool, "Read the probe.", func(context.Context, *guard.Invocation, probeIn) (any, error) {
+	probe := toolset.Read(probeTool, "Read the probe.", func(_ context.Context, _ *guard.Invocation, in probeIn) (any, error) {
+		text := la[in.ID].Text
 		return map[string]any{"data": map[string]any{"note": text, text: 1}}, nil
 	}, nil)
 	tools := toolset.MustNew(probe)
 	opts := guard.Options{Detector: d, SecretKey: []byte("k")}
 	g := guard.New(tools, memstore.New(memstore.Options{}), opts)
-	kept := func(data []byte) bool {
+	kept := func(i int, data []byte) bool {
 		var got struct{ Data map[string]any }
+		text := la[i].Text
 		return json.Unmarshal(data, &got) == nil && got.Data["note"] == text && got.Data[text] != nil
 	}
 	inResult, inRequest := 0, 0
-	for i, la := range la {
-		text = la.Text
-		res, err := g.Dispatch(t.Context(), guard.Call{Principal: sinkUser, Proposal: guard.Proposal{Name: probeTool, Arguments: []byte(probeArgs)},
+	for i, l := range la {
+		res, err := g.Dispatch(t.Context(), guard.Call{Principal: sinkUser, Proposal: guard.Proposal{Name: probeTool, Arguments: fmt.Appendf(nil, `{"id":%d}`, i)},
 			Context: guard.ExecutionContext{CallID: fmt.Sprint("la-", i)}})
 		if err != nil || res.Code != guard.CodeOK {
 			t.Fatalf("%v %v", res, err)
 		}
-		if !kept(res.Data) {
+		if !kept(i, res.Data) {
 			inResult++
-			t.Logf("redacted in the model result: %s %q → %s", la.Kind, la.Text, res.Data)
+			t.Logf("redacted in the model result: %s %q → %s", l.Kind, l.Text, res.Data)
 		}
-		// A server of its own for each, so that reading what it got back
-		// does not read every earlier request again.
-		id := fmt.Sprint("call-la-", i)
-		srv := openaitest.NewServer(openaitest.Turn{Calls: []openaitest.Call{{CallID: id, Name: probeTool, Arguments: probeArgs}}}, openaitest.Turn{Text: "done"})
+	}
+	// Through the provider: runs of 100 calls, each call one look-alike's
+	// output, all answered in the run's next request.
+	for from := 0; from < len(la); from += 100 {
+		var calls []openaitest.Call
+		for i := from; i < min(from+100, len(la)); i++ {
+			calls = append(calls, openaitest.Call{CallID: fmt.Sprint("call-la-", i), Name: probeTool, Arguments: fmt.Sprintf(`{"id":%d}`, i)})
+		}
+		srv := openaitest.NewServer(openaitest.Turn{Calls: calls}, openaitest.Turn{Text: "done"})
 		model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0)), tgopenai.ModelOptions{})
-		run, err := agentloop.New(model, tools, agentloop.Options{Guard: opts}).Run(t.Context(), sinkUser, "read the probe")
+		run, err := agentloop.New(model, tools, agentloop.Options{Guard: opts}).Run(t.Context(), sinkUser, "read the probes")
 		if err != nil || run.Status != agentloop.StatusCompleted {
 			t.Fatalf("%v %v", run, err)
 		}
@@ -488,9 +517,11 @@ func TestLookAlikesEverySink(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if r := results[id]; r.Code != guard.CodeOK || !kept(r.Data) {
-			inRequest++
-			t.Logf("redacted in the provider's request: %s %q → %s", la.Kind, la.Text, r.Data)
+		for i := from; i < min(from+100, len(la)); i++ {
+			if r := results[fmt.Sprint("call-la-", i)]; r.Code != guard.CodeOK || !kept(i, r.Data) {
+				inRequest++
+				t.Logf("redacted in the provider's request: %s %q → %s %s", la[i].Kind, la[i].Text, r.Code, r.Data)
+			}
 		}
 	}
 	t.Logf("look-alikes redacted: %d of %d in the model result, %d of %d in the provider's next request", inResult, len(la), inRequest, len(la))
