@@ -85,7 +85,7 @@ func (responsesAdapter) Call(p guard.Principal, tools *toolset.Set, responseID, 
 }
 
 func (responsesAdapter) Output(callID string, res *guard.Result) (json.RawMessage, error) {
-	_, out, ok := tgopenai.OutputText(tgopenai.Output(callID, res))
+	_, out, ok := tgopenai.OutputText(tgopenai.Output(provider.ToolCall{ID: callID}, res))
 	if !ok {
 		return nil, errors.New("adapter produced no function_call_output")
 	}

@@ -66,3 +66,56 @@ func TestSchemaEnumLimit(t *testing.T) {
 		t.Errorf("1001 enum values: %v", err)
 	}
 }
+
+// enumTag is a jsonschema tag of n enum values, each the given width.
+func enumTag(n, width int) string {
+	parts := make([]string, n)
+	for i := range parts {
+		v := fmt.Sprintf("v%d", i)
+		parts[i] = "enum=" + v + strings.Repeat("x", max(width-len(v), 0))
+	}
+	return strings.Join(parts, ",")
+}
+
+// TestSchemaStrictSizeLimits: the limits OpenAI's strict mode puts on a
+// whole schema, each at its edge and one past it.
+func TestSchemaStrictSizeLimits(t *testing.T) {
+	t.Parallel()
+	named := func(names ...string) reflect.Type {
+		var fields []reflect.StructField
+		for i, n := range names {
+			fields = append(fields, reflect.StructField{Name: fmt.Sprintf("F%d", i), Type: reflect.TypeFor[string](),
+				Tag: reflect.StructTag(`json:"` + n + `"`)})
+		}
+		return reflect.StructOf(fields)
+	}
+	long := func(n, width int) []string {
+		out := make([]string, n)
+		for i := range out {
+			p := fmt.Sprintf("p%d_", i)
+			out[i] = p + strings.Repeat("n", width-len(p))
+		}
+		return out
+	}
+	for _, c := range []struct {
+		name string
+		typ  reflect.Type
+		want string // "" when accepted
+	}{
+		{"250 long values", structOf(1, enumTag(250, 100)), ""},                // 25,000 characters, but only 250 values
+		{"300 values of 15,000 characters", structOf(1, enumTag(300, 50)), ""}, // at the edge
+		{"300 values of 18,000 characters", structOf(1, enumTag(300, 60)), "more than 250 values may hold at most 15000"},
+		{"600 + 400 values over two enums", structOf(2, enumTag(500, 3)), ""},
+		{"600 + 600 values over two enums", structOf(2, enumTag(600, 3)), "more than 1000 enum values in the schema"},
+		{"120,000 characters of names", named(long(1000, 120)...), ""},
+		{"120,001 characters of names", named(append(long(1000, 120), "x")...), "120000 characters"},
+	} {
+		_, err := schemaForType(c.typ)
+		switch {
+		case c.want == "" && err != nil:
+			t.Errorf("%s: refused: %v", c.name, err)
+		case c.want != "" && (err == nil || !strings.Contains(err.Error(), c.want)):
+			t.Errorf("%s: %v, want an error saying %q", c.name, err, c.want)
+		}
+	}
+}

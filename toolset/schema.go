@@ -116,8 +116,10 @@ var schemaCache sync.Map // reflect.Type -> *Schema or error
 //     encoding/json: use a string). Refused jsonschema tags: nullable (use
 //     a pointer), type, oneof_* and anyof_* (the Go type decides), and
 //     unknown keys.
-//   - Strict mode's limits: nesting of at most 10 levels, 5000 properties,
-//     1000 enum values.
+//   - Strict mode's limits: nesting of at most 10 levels; over the whole
+//     schema 5000 properties, 1000 enum values, and 120,000 characters of
+//     property names, definition names, enum and const values; an enum of
+//     more than 250 strings at most 15,000 characters.
 //
 // Descriptions and enums come from jsonschema struct tags
 // (`jsonschema:"description=…,enum=a,enum=b"`). The jsonschema tag splits
@@ -199,12 +201,15 @@ func buildSchema(t reflect.Type) (*Schema, error) {
 		}
 		defs[strings.TrimPrefix(rs[rt], "#/$defs/")] = d
 	}
-	props := 0
-	if err := checkLimits(s, "$", 0, &props); err != nil {
+	var n size
+	if err := checkLimits(s, "$", 0, &n); err != nil {
 		return nil, fmt.Errorf("toolset: input type %v: %w", t, err)
 	}
 	for name, d := range defs {
-		if err := checkLimits(d, "$defs."+name, 0, &props); err != nil {
+		if err := n.addChars(utf8.RuneCountInString(name), "$defs."+name); err != nil {
+			return nil, fmt.Errorf("toolset: input type %v: %w", t, err)
+		}
+		if err := checkLimits(d, "$defs."+name, 0, &n); err != nil {
 			return nil, fmt.Errorf("toolset: input type %v: %w", t, err)
 		}
 	}
@@ -607,44 +612,94 @@ func intBounds(s *invopop.Schema, t reflect.Type) {
 	}
 }
 
-// Strict mode's size limits.
+// Strict mode's size limits, as OpenAI's Structured Outputs documents
+// them ("Supported schemas"): nesting, properties and enum values are
+// counted over the whole schema, $defs included.
 const (
 	maxNesting    = 10
 	maxProperties = 5000
+	// maxEnumValues bounds the enum values of all enums together.
 	maxEnumValues = 1000
+	// An enum of string values with more than largeEnum values may hold at
+	// most maxLargeEnumChars characters in all.
+	largeEnum         = 250
+	maxLargeEnumChars = 15000
+	// maxNameChars bounds the characters of every property name,
+	// definition name, enum value and const value together.
+	maxNameChars = 120000
 )
+
+// size counts what checkLimits bounds over a whole schema.
+type size struct {
+	props, enums, chars int
+}
 
 // checkLimits rejects a schema over strict mode's size limits, counting
 // nesting as OpenAI does: one level per property or array item, none per
 // anyOf branch.
-func checkLimits(s *invopop.Schema, path string, depth int, props *int) error {
+func checkLimits(s *invopop.Schema, path string, depth int, n *size) error {
 	if s == nil {
 		return nil
 	}
 	if depth > maxNesting {
 		return fmt.Errorf("%s: nested deeper than %d levels, the strict-mode limit", path, maxNesting)
 	}
-	if len(s.Enum) > maxEnumValues {
-		return fmt.Errorf("%s: more than %d enum values, the strict-mode limit", path, maxEnumValues)
+	if err := n.countEnum(s, path); err != nil {
+		return err
 	}
 	if s.Properties != nil {
-		*props += s.Properties.Len()
-		if *props > maxProperties {
+		n.props += s.Properties.Len()
+		if n.props > maxProperties {
 			return fmt.Errorf("more than %d properties, the strict-mode limit", maxProperties)
 		}
 		for p := s.Properties.Oldest(); p != nil; p = p.Next() {
-			if err := checkLimits(p.Value, path+"."+p.Key, depth+1, props); err != nil {
+			if err := n.addChars(utf8.RuneCountInString(p.Key), path); err != nil {
+				return err
+			}
+			if err := checkLimits(p.Value, path+"."+p.Key, depth+1, n); err != nil {
 				return err
 			}
 		}
 	}
-	if err := checkLimits(s.Items, path+"[]", depth+1, props); err != nil {
+	if err := checkLimits(s.Items, path+"[]", depth+1, n); err != nil {
 		return err
 	}
 	for i, sub := range s.AnyOf {
-		if err := checkLimits(sub, fmt.Sprintf("%s.anyOf[%d]", path, i), depth, props); err != nil {
+		if err := checkLimits(sub, fmt.Sprintf("%s.anyOf[%d]", path, i), depth, n); err != nil {
 			return err
 		}
+	}
+	return nil
+}
+
+// countEnum counts the enum and const values of s.
+func (n *size) countEnum(s *invopop.Schema, path string) error {
+	n.enums += len(s.Enum)
+	if n.enums > maxEnumValues {
+		return fmt.Errorf("%s: more than %d enum values in the schema, the strict-mode limit", path, maxEnumValues)
+	}
+	chars, strs := 0, 0
+	for _, v := range s.Enum {
+		if str, ok := v.(string); ok {
+			chars, strs = chars+utf8.RuneCountInString(str), strs+1
+		}
+	}
+	if strs > largeEnum && chars > maxLargeEnumChars {
+		return fmt.Errorf("%s: %d enum values of %d characters in all; more than %d values may hold at most %d, the strict-mode limit",
+			path, len(s.Enum), chars, largeEnum, maxLargeEnumChars)
+	}
+	if str, ok := s.Const.(string); ok {
+		chars += utf8.RuneCountInString(str)
+	}
+	return n.addChars(chars, path)
+}
+
+// addChars counts characters of names, enum and const values.
+func (n *size) addChars(c int, path string) error {
+	n.chars += c
+	if n.chars > maxNameChars {
+		return fmt.Errorf("%s: property names, definition names, enum and const values hold more than %d characters, the strict-mode limit",
+			path, maxNameChars)
 	}
 	return nil
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"reflect"
 	"syscall"
 
 	"github.com/modelcontextprotocol/go-sdk/jsonrpc"
@@ -184,9 +185,30 @@ func remoteOutput(res *sdk.CallToolResult) (json.RawMessage, error) {
 		return nil, fmt.Errorf("mcp: the remote tool failed: %s", contentText(res))
 	}
 	if res.StructuredContent != nil {
-		return json.Marshal(res.StructuredContent)
+		return structured(res)
 	}
 	return json.Marshal(res.Content)
+}
+
+// structured returns a result's structuredContent as exact JSON. go-sdk's
+// client decodes it into an any, whose numbers are float64: an integer
+// above 2^53 comes back rounded. Servers send the same JSON as a text
+// content beside it (the specification asks them to, and go-sdk's
+// servers do): a text that decodes to the very value decoded is that
+// JSON, exact, and is taken instead; with none, the decoded value is all
+// there is.
+func structured(res *sdk.CallToolResult) (json.RawMessage, error) {
+	for _, c := range res.Content {
+		tc, ok := c.(*sdk.TextContent)
+		if !ok {
+			continue
+		}
+		var v any
+		if json.Unmarshal([]byte(tc.Text), &v) == nil && reflect.DeepEqual(v, res.StructuredContent) {
+			return json.RawMessage(tc.Text), nil
+		}
+	}
+	return json.Marshal(res.StructuredContent)
 }
 
 // modelResultOutput maps a remote toolguard server's model result: its

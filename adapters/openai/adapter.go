@@ -27,20 +27,11 @@ const (
 	Revision  = "openai-responses-v1"
 )
 
-// Proposal returns the canonical proposal of a function call. The arguments
-// string is passed on as the model wrote it, malformed or not: the guard
-// answers bad arguments with INVALID_ARGUMENTS, so nothing is dropped.
-//
-// A call in a namespace names its tool "namespace.name" (ToolName): it
-// runs only a tool declared under that qualified name, never a top-level
-// tool of the same name (contract section 8). toolset names cannot
-// contain a dot, so with a toolset such a call is UNKNOWN_TOOL.
-func Proposal(call responses.ResponseFunctionToolCall) guard.Proposal {
-	return guard.Proposal{Name: ToolName(call), Arguments: []byte(call.Arguments)}
-}
-
 // ToolName is the tool a function call names: its name, qualified by its
-// namespace when it has one.
+// namespace when it has one ("namespace.name"). Such a call runs only a
+// tool declared under that qualified name, never a top-level tool of the
+// same name (contract section 8); toolset names cannot contain a dot, so
+// with a toolset it is UNKNOWN_TOOL.
 func ToolName(call responses.ResponseFunctionToolCall) string {
 	if call.Namespace != "" {
 		return call.Namespace + "." + call.Name
@@ -90,48 +81,28 @@ func itemCall(item responses.ResponseOutputItemUnion, tools []toolset.Declared) 
 	return provider.ToolCall{}, false
 }
 
-// Context returns the execution context of a function call carried by the
-// response with responseID. OperationID and IdempotencyKey are left for the
-// host (the guard defaults the operation id to the call id). A call id the
-// guard would refuse (too long, not UTF-8) is replaced by guard.SafeID's
-// stable stand-in; the output item still answers the provider's own id.
-func Context(responseID string, call responses.ResponseFunctionToolCall) guard.ExecutionContext {
-	return guard.ExecutionContext{
-		Provider:        Provider,
-		APIFamily:       APIFamily,
-		ResponseID:      responseID,
-		CallID:          guard.SafeID(call.CallID),
-		AdapterRevision: Revision,
+// Call returns the guard call of a call that Calls decoded (and left
+// without an Answer) for the principal, which comes from the host, never
+// from the model, in a scope the host names (a conversation, a session, a
+// run; guard.ExecutionContext.Scope): a write the model repeats in the
+// scope, with a new call id and no key, is the same operation and replays
+// instead of running again. "" names no scope: each call id is its own
+// operation. A call Calls answered (c.Answer set: an incomplete or custom
+// tool call) must not be dispatched: answer it with Output(c, c.Answer).
+func Call(p guard.Principal, scope, responseID string, c provider.ToolCall) guard.Call {
+	ctx := guard.ExecutionContext{Provider: Provider, APIFamily: APIFamily, ResponseID: responseID,
+		CallID: guard.SafeID(c.ID), AdapterRevision: Revision, Scope: scope}
+	return guard.Call{Principal: p, Proposal: guard.Proposal{Name: c.Name, Arguments: []byte(c.Arguments)}, Context: ctx}
+}
+
+// Output returns the input item that answers c with the result, whose
+// output is the tool-model-result-v2 JSON: a function_call_output item, or
+// a custom_tool_call_output item for a custom tool call (KindCustom).
+func Output(c provider.ToolCall, res *guard.Result) responses.ResponseInputItemUnionParam {
+	if c.Kind == KindCustom {
+		return responses.ResponseInputItemParamOfCustomToolCallOutput(c.ID, res.String())
 	}
-}
-
-// Call returns the guard call of a function call for the principal, which
-// comes from the host, never from the model, in a scope the host names (a
-// conversation, a session, a run; guard.ExecutionContext.Scope): a write
-// the model repeats in the scope, with a new call id and no key, is the
-// same operation and replays instead of running again. "" names no scope:
-// each call id is its own operation.
-func Call(p guard.Principal, scope, responseID string, call responses.ResponseFunctionToolCall) guard.Call {
-	c := guard.Call{Principal: p, Proposal: Proposal(call), Context: Context(responseID, call)}
-	c.Context.Scope = scope
-	return c
-}
-
-// FunctionCalls returns the function_call items of a response, in order.
-func FunctionCalls(resp *responses.Response) []responses.ResponseFunctionToolCall {
-	var calls []responses.ResponseFunctionToolCall
-	for _, item := range resp.Output {
-		if item.Type == "function_call" {
-			calls = append(calls, item.AsFunctionCall())
-		}
-	}
-	return calls
-}
-
-// Output returns the function_call_output input item answering callID with
-// the result, whose output is the tool-model-result-v2 JSON.
-func Output(callID string, res *guard.Result) responses.ResponseInputItemUnionParam {
-	return outputItem(callID, res.String())
+	return outputItem(c.ID, res.String())
 }
 
 func outputItem(callID, output string) responses.ResponseInputItemUnionParam {

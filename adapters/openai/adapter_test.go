@@ -12,6 +12,7 @@ import (
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/orders"
@@ -53,7 +54,7 @@ func TestRoundTrip(t *testing.T) {
 	g := newGuard(t)
 	p := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
 	var items []responses.ResponseInputItemUnionParam
-	calls := tgopenai.FunctionCalls(resp)
+	calls := tgopenai.Calls(resp, set.Tools())
 	if len(calls) != 3 {
 		t.Fatalf("%d calls, want 3", len(calls))
 	}
@@ -61,7 +62,7 @@ func TestRoundTrip(t *testing.T) {
 	for i, c := range calls {
 		call := tgopenai.Call(p, "", resp.ID, c)
 		if call.Context.Provider != "openai" || call.Context.APIFamily != "responses" ||
-			call.Context.AdapterRevision != "openai-responses-v1" || call.Context.ResponseID != resp.ID || call.Context.CallID != c.CallID {
+			call.Context.AdapterRevision != "openai-responses-v1" || call.Context.ResponseID != resp.ID || call.Context.CallID != c.ID {
 			t.Fatalf("context %+v", call.Context)
 		}
 		res, err := g.Dispatch(ctx, call)
@@ -71,7 +72,7 @@ func TestRoundTrip(t *testing.T) {
 		if res.Code != wantCodes[i] {
 			t.Errorf("call %d: %s, want %s", i, res, wantCodes[i])
 		}
-		items = append(items, tgopenai.Output(c.CallID, res))
+		items = append(items, tgopenai.Output(c, res))
 	}
 	final, err := client.Responses.New(ctx, responses.ResponseNewParams{
 		Model:              "gpt-test",
@@ -94,7 +95,7 @@ func TestRoundTrip(t *testing.T) {
 		if err := json.Unmarshal([]byte(o.Output), &r); err != nil {
 			t.Fatalf("output %d is not a model result: %v: %s", i, err, o.Output)
 		}
-		if o.CallID != calls[i].CallID || r.Code != wantCodes[i] {
+		if o.CallID != calls[i].ID || r.Code != wantCodes[i] {
 			t.Errorf("output %d: call %s code %s", i, o.CallID, r.Code)
 		}
 	}
@@ -114,7 +115,7 @@ func TestRoundTrip(t *testing.T) {
 }
 
 func TestOutputText(t *testing.T) {
-	item := tgopenai.Output("call_9", &guard.Result{Code: guard.CodeNotFound})
+	item := tgopenai.Output(provider.ToolCall{ID: "call_9"}, &guard.Result{Code: guard.CodeNotFound})
 	id, out, ok := tgopenai.OutputText(item)
 	if !ok || id != "call_9" {
 		t.Fatalf("OutputText = %q, %q, %v", id, out, ok)
@@ -154,12 +155,12 @@ func FuzzArguments(f *testing.F) {
 	n := 0
 	f.Fuzz(func(t *testing.T, name, args string) {
 		n++
-		c := responses.ResponseFunctionToolCall{Name: name, Arguments: args, CallID: "call_" + string(rune('a'+n%26)) + name + args}
+		c := provider.ToolCall{Name: name, Arguments: args, ID: "call_" + string(rune('a'+n%26)) + name + args}
 		res, err := g.Dispatch(context.Background(), tgopenai.Call(p, "", "resp_1", c))
 		if err != nil {
 			t.Fatalf("host error for a model input: %v", err)
 		}
-		_, out, ok := tgopenai.OutputText(tgopenai.Output(c.CallID, res))
+		_, out, ok := tgopenai.OutputText(tgopenai.Output(c, res))
 		var back guard.Result
 		if !ok || json.Unmarshal([]byte(out), &back) != nil || back.Code != res.Code {
 			t.Fatalf("output %q is not a valid model result", out)
@@ -194,7 +195,7 @@ func TestHostileArgumentsAtDefaultLimits(t *testing.T) {
 	}
 	for name, args := range cases {
 		res, err := g.Dispatch(context.Background(), tgopenai.Call(p, "", "resp_1",
-			responses.ResponseFunctionToolCall{Name: "get_order", Arguments: args, CallID: "call-" + name}))
+			provider.ToolCall{Name: "get_order", Arguments: args, ID: "call-" + name}))
 		if err != nil {
 			t.Fatalf("%s: host error %v", name, err)
 		}

@@ -50,7 +50,8 @@ func ExampleCall() {
 		}, &toolset.Options[refundIn, string]{NeedsApproval: true})
 	signer, _ := guard.NewSigner([]byte("the host's secret key, 32 bytes or more"))
 	store, _ := idem.New(redisClient, idem.Options{}) // any redis.UniversalClient
-	g := guard.New(toolset.MustNew(refund), store, guard.Options{Signer: signer})
+	tools := toolset.MustNew(refund)
+	g := guard.New(tools, store, guard.Options{Signer: signer})
 
 	principal := guard.Principal{TenantID: "acme", SubjectID: "user-1"} // from your session, never the model
 	conversationID := "conversation-1"                                  // the scope: where a repeat is the same intent
@@ -59,7 +60,7 @@ func ExampleCall() {
 		"support-lead", time.Now(), 10*time.Minute))
 
 	ctx := context.Background()
-	params := responses.ResponseNewParams{Model: "any-model", Tools: tgopenai.Tools(toolset.MustNew(refund)),
+	params := responses.ResponseNewParams{Model: "any-model", Tools: tgopenai.Tools(tools),
 		Input: responses.ResponseNewParamsInputUnion{OfString: oai.String("Refund ORDER-7.")}}
 	for {
 		resp, err := client.Responses.New(ctx, params)
@@ -67,16 +68,16 @@ func ExampleCall() {
 			fmt.Println("error:", err)
 			return
 		}
-		calls := tgopenai.FunctionCalls(resp)
+		calls := tgopenai.Calls(resp, tools.Tools())
 		if len(calls) == 0 {
 			break
 		}
 		var outputs responses.ResponseInputParam
-		for _, functionCall := range calls {
-			call := tgopenai.Call(principal, conversationID, resp.ID, functionCall)
+		for _, c := range calls {
+			call := tgopenai.Call(principal, conversationID, resp.ID, c) // c.Answer is nil: every call here is complete
 			call.Approval = grant
 			res, _ := g.Dispatch(ctx, call)
-			next := tgopenai.Output(functionCall.CallID, res) // a function_call_output item
+			next := tgopenai.Output(c, res) // a function_call_output item
 			outputs = append(outputs, next)
 			fmt.Println(res.Code, res.Delivery, string(res.Data))
 		}

@@ -61,24 +61,26 @@ func Example() {
 			fmt.Println("error:", err)
 			return
 		}
-		calls := tgopenai.FunctionCalls(resp)
+		calls := tgopenai.Calls(resp, tools.Tools())
 		if len(calls) == 0 {
 			fmt.Println("model says:", resp.OutputText())
 			break
 		}
 		var outputs responses.ResponseInputParam
-		for _, fc := range calls {
-			res, err := g.Dispatch(ctx, tgopenai.Call(user, "conversation-1", resp.ID, fc))
-			if err != nil { // the host's mistake (a bad principal), not the model's
-				fmt.Println("error:", err)
-				return
+		for _, c := range calls {
+			res := c.Answer // a call that must not run (incomplete, custom) is answered as it is
+			if res == nil {
+				if res, err = g.Dispatch(ctx, tgopenai.Call(user, "conversation-1", resp.ID, c)); err != nil {
+					fmt.Println("error:", err) // the host's mistake (a bad principal), not the model's
+					return
+				}
 			}
 			detail := string(res.Data)
 			if res.Code != guard.CodeOK {
 				detail = res.Message
 			}
-			fmt.Printf("%s(%s) -> %s %s\n", fc.Name, fc.Arguments, res.Code, detail)
-			outputs = append(outputs, tgopenai.Output(fc.CallID, res))
+			fmt.Printf("%s(%s) -> %s %s\n", c.Name, c.Arguments, res.Code, detail)
+			outputs = append(outputs, tgopenai.Output(c, res))
 		}
 		params.PreviousResponseID = oai.String(resp.ID)
 		params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}

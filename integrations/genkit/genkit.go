@@ -135,8 +135,14 @@ func (gen *generation) wrapModel(ctx context.Context, params *ai.ModelParams, ne
 		return resp, nil
 	}
 	for _, p := range resp.Message.Content {
-		if p == nil || !p.IsToolRequest() || p.ToolRequest.Name == "" {
+		if p == nil || !p.IsToolRequest() {
 			continue
+		}
+		if p.ToolRequest.Name == "" {
+			// Genkit finds no tool by an empty name, whatever is
+			// registered, and fails the generation: the request goes on
+			// under unnamedTool, which WrapTool dispatches as "".
+			p.ToolRequest.Name = unnamedTool
 		}
 		if name := p.ToolRequest.Name; ai.LookupTool(gen.registry, name) == nil {
 			gen.registerStandIn(name)
@@ -144,6 +150,14 @@ func (gen *generation) wrapModel(ctx context.Context, params *ai.ModelParams, ne
 	}
 	return resp, nil
 }
+
+// unnamedTool is the name a tool request with an empty name goes under in
+// the generation (Genkit can run no tool named ""): WrapTool dispatches it
+// with its name empty again, so the guard answers UNKNOWN_TOOL and audits
+// the call as the model made it (contract section 8). The history the
+// model sees next names the request and its response so. No toolset tool
+// can have this name (toolset names hold no dot).
+const unnamedTool = "toolguard.unnamed"
 
 // wrapTool answers one tool call through the guard: a status query for
 // the status tool, else a dispatch, with the approval interrupt and
@@ -168,6 +182,11 @@ func (gen *generation) wrapTool(ctx context.Context, params *ai.ToolParams, next
 		// Genkit has no tool of this name; a Genkit tool the guard
 		// imported runs directly (Tool.Execute), not as the stand-in.
 		next = nil
+		if name == unnamedTool {
+			req := *params.Request
+			req.Name = ""
+			params = &ai.ToolParams{Request: &req, Tool: params.Tool}
+		}
 	}
 	res, err := gen.a.answer(ctx, params, next)
 	if err != nil {
