@@ -123,10 +123,6 @@ func secretKey(k []byte) []byte {
 	return k
 }
 
-// Text returns s with what the detector finds in it replaced by
-// placeholders.
-func (r *Redactor) Text(s string) string { return r.text(s, nil) }
-
 // JSON returns the JSON value v with what the detector finds in its
 // strings, numbers and member names replaced by placeholders; v itself
 // when nothing is found. JSON that is not valid is withheld whole.
