@@ -20,27 +20,34 @@ type Field struct {
 	// Description is what the tool's schema says the member is (what the
 	// model was told), "" for none: the inbox labels the member with it.
 	Description string `json:"description,omitempty"`
-	// Value is the member's canonical JSON text; empty when hidden.
+	// Value is the member's canonical JSON text, with what the queue's
+	// Detector finds in it shown as placeholders; empty when hidden.
 	Value json.RawMessage `json:"value,omitempty"`
 	// Fingerprint is "sha256:" and the hex SHA-256 of the canonical JSON
-	// value, set for every member, shown or not.
+	// value, set for every member, shown or not, but one that holds a
+	// secret: its fingerprint would let a short secret be guessed.
 	Fingerprint string `json:"fingerprint"`
 	// Hidden says the tool does not mark the member safe to show.
 	Hidden bool `json:"hidden,omitempty"`
-	// Secret says the member is, or holds, a secret the tool declared
-	// (guard.ToolSpec.SecretArguments): hidden, and without a fingerprint,
-	// which would let a short secret be guessed.
+	// Secret says the member is withheld as a secret: it is, or holds, a
+	// secret the tool declared (guard.ToolSpec.SecretArguments), or it is
+	// hidden and the Detector found one in it. Hidden, and without a
+	// fingerprint.
 	Secret bool `json:"secret,omitempty"`
 }
 
 // shownFields splits canonical JSON arguments into fields, showing only the
-// members named in logged that hold no secret (secrets: guard's
-// SecretArguments paths). Arguments that are not an object are one hidden
-// field named "".
-func shownFields(args []byte, logged, secrets []string) []Field {
+// members named in logged that hold no declared secret (secrets: guard's
+// SecretArguments paths), with what the detector finds withheld.
+// Arguments that are not an object are one hidden field named "".
+func (s *Queue) shownFields(args []byte, logged, secrets []string) []Field {
 	var members map[string]json.RawMessage
 	if err := json.Unmarshal(args, &members); err != nil {
-		return []Field{{Fingerprint: valueFingerprint(args), Hidden: true}}
+		f := Field{Fingerprint: valueFingerprint(args), Hidden: true}
+		if red := s.redactor.JSON(args); !bytes.Equal(red, args) {
+			f.Fingerprint, f.Secret = "", true
+		}
+		return []Field{f}
 	}
 	names := make([]string, 0, len(members))
 	for n := range members {
@@ -51,12 +58,21 @@ func shownFields(args []byte, logged, secrets []string) []Field {
 	for _, n := range names {
 		v := members[n]
 		f := Field{Name: n, Fingerprint: valueFingerprint(v)}
-		if holdsSecret(n, secrets) {
+		red := s.redactor.JSON(v)
+		found := !bytes.Equal(red, v)
+		switch {
+		case holdsSecret(n, secrets):
 			f.Fingerprint, f.Hidden, f.Secret = "", true, true
-		} else if slices.Contains(logged, n) {
-			f.Value = v
-		} else {
+		case slices.Contains(logged, n):
+			f.Value = red
+			if found {
+				f.Fingerprint = ""
+			}
+		default:
 			f.Hidden = true
+			if found {
+				f.Fingerprint, f.Secret = "", true
+			}
 		}
 		out = append(out, f)
 	}

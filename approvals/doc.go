@@ -20,6 +20,15 @@
 // approves their own request unless allowed, and another tenant's request
 // is 404 as if it did not exist.
 //
+// Secrets: a member that holds a secret the tool declares is shown as
+// "a secret: withheld", without a fingerprint; what Options.Detector (the
+// guard's) finds in a shown member is shown as its placeholder, and a
+// hidden member it finds one in is withheld the same way. A parked run's
+// state (the conversation, and the arguments the model wrote) is sealed
+// with a key derived from Options.SecretKey (AES-256-GCM, seal.go): Redis
+// holds no part of it in clear, and only a queue with the same key resumes
+// it.
+//
 // A paused agentloop run is parked (Queue.Park) with its state; when its
 // last pending request is decided a Worker, in any process, claims it
 // atomically, mints the grants (agentloop.Loop.Grant) and resumes it

@@ -39,7 +39,7 @@ type world struct {
 	loop   *agentloop.Loop
 	store  *approvals.Queue
 	now    time.Time
-	key    []byte // the signer's
+	key    []byte // the signer's, and the queue's secret key
 	prefix string
 }
 
@@ -57,7 +57,7 @@ func newWorld(t *testing.T, rdb redis.UniversalClient, turns ...openaitest.Turn)
 	w.prefix = redistest.Prefix(t)
 	w.loop = agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), tools, agentloop.Options{Store: w.guardStore(rdb), Signer: signer})
 	var err error
-	w.store, err = approvals.NewQueue(rdb, approvals.Options{Prefix: w.prefix, Tools: tools, TTL: time.Hour,
+	w.store, err = approvals.NewQueue(rdb, approvals.Options{Prefix: w.prefix, Tools: tools, TTL: time.Hour, SecretKey: w.key,
 		Clock: guard.ClockFunc(func() time.Time { return w.now })})
 	if err != nil {
 		t.Fatal(err)

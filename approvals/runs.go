@@ -33,7 +33,13 @@ func (s *Queue) Park(ctx context.Context, res *agentloop.RunResult) ([]*Request,
 	if err := p.Validate(); err != nil {
 		return nil, err
 	}
-	state, err := st.Marshal()
+	clear, err := st.Marshal()
+	if err != nil {
+		return nil, err
+	}
+	// The state holds the conversation and the arguments the model wrote:
+	// Redis gets it sealed (seal.go).
+	state, err := s.seal(st.TenantID, st.RunID, clear)
 	if err != nil {
 		return nil, err
 	}
@@ -45,7 +51,7 @@ func (s *Queue) Park(ctx context.Context, res *agentloop.RunResult) ([]*Request,
 	k := s.keys(st.TenantID)
 	keys := []string{k.run(st.RunID), k.pending(), k.ready(), k.audit(), k.runs(), k.claims()}
 	var denied []string
-	argv := []any{ms(now), s.retain.Milliseconds(), st.RunID, string(state), string(principal)}
+	argv := []any{ms(now), s.retain.Milliseconds(), st.RunID, state, string(principal)}
 	reqs := make([]*Request, 0, len(st.Pending))
 	for _, pr := range st.Pending {
 		if pr.Principal.TenantID != st.TenantID || pr.Principal.SubjectID != st.SubjectID {
@@ -242,8 +248,15 @@ func (s *Queue) parked(ctx context.Context, tenant, runID string) (*parked, erro
 		return nil, ErrNotFound
 	}
 	var p parked
-	if p.state, err = agentloop.LoadState([]byte(v["state"])); err != nil {
+	state, err := s.open(tenant, runID, v["state"])
+	if err != nil {
 		return nil, err
+	}
+	if p.state, err = agentloop.LoadState(state); err != nil {
+		return nil, err
+	}
+	if p.state.TenantID != tenant || p.state.RunID != runID {
+		return nil, fmt.Errorf("approvals: run %s: %w (it names another run)", runID, ErrSealed)
 	}
 	if err := json.Unmarshal([]byte(v["principal"]), &p.principal); err != nil {
 		return nil, err

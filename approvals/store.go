@@ -1,6 +1,7 @@
 package approvals
 
 import (
+	"bytes"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -80,6 +81,18 @@ type Options struct {
 	Retain time.Duration
 	// Clock tells the time; default guard.SystemClock.
 	Clock guard.Clock
+	// SecretKey is the host's secret key, the guard's (guard.Options.
+	// SecretKey): it keys the placeholders of the secrets the inbox
+	// withholds, and the key each parked run's state is sealed with is
+	// derived from it (seal.go). Every process that parks or resumes runs
+	// on one Redis needs the same key. Empty: a random key of this
+	// Queue's, so only this Queue resumes the runs it parked.
+	SecretKey []byte
+	// Detector, the guard's (guard.Options.Detector), finds secrets in the
+	// argument members a request shows: each is shown as its placeholder,
+	// and no member that holds one has a fingerprint. Nil: only the
+	// secrets the tool declares are withheld.
+	Detector guard.Detector
 }
 
 // Queue keeps approval requests and parked runs in Redis. It is safe for
@@ -91,6 +104,10 @@ type Queue struct {
 	ttl    time.Duration
 	retain time.Duration
 	clock  guard.Clock
+	// secretKey seals parked runs; redactor withholds the secrets the
+	// detector finds in the requests' arguments.
+	secretKey []byte
+	redactor  *guard.Redactor
 }
 
 // NewStore returns a store on a Redis server or cluster. The client must
@@ -103,7 +120,13 @@ func NewQueue(rdb redis.UniversalClient, opts Options) (*Queue, error) {
 	if !redisconn.ContextTimeoutEnabled(rdb) {
 		return nil, errors.New("approvals: the Redis client needs ContextTimeoutEnabled: true, so that calls honour their deadline")
 	}
-	s := &Queue{rdb: rdb, prefix: opts.Prefix, tools: opts.Tools, ttl: opts.TTL, retain: opts.Retain, clock: opts.Clock}
+	s := &Queue{rdb: rdb, prefix: opts.Prefix, tools: opts.Tools, ttl: opts.TTL, retain: opts.Retain, clock: opts.Clock,
+		secretKey: bytes.Clone(opts.SecretKey)}
+	if len(s.secretKey) == 0 {
+		s.secretKey = make([]byte, 32)
+		_, _ = rand.Read(s.secretKey)
+	}
+	s.redactor = guard.NewRedactor(s.secretKey, opts.Detector)
 	if s.prefix == "" {
 		s.prefix = "toolguard:approvals:"
 	}
@@ -145,7 +168,7 @@ func (s *Queue) newRequest(runID string, req agentloop.ApprovalRequest, now time
 			}
 		}
 	}
-	fields := shownFields(req.Arguments, logged, secrets)
+	fields := s.shownFields(req.Arguments, logged, secrets)
 	for i := range fields {
 		if p, ok := props[fields[i].Name].(map[string]any); ok {
 			fields[i].Description, _ = p["description"].(string)

@@ -189,13 +189,13 @@ func TestWorkerAfterRestart(t *testing.T) {
 		}
 
 		// The other process: its own client, loop and store, on the same
-		// provider, Redis and signer key.
+		// provider, Redis, signer key and secret key.
 		w.srv.Enqueue(openaitest.Turn{Text: "drafted"})
 		srv := w.srv
 		signer, _ := guard.NewSigner(w.key)
 		client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
 		loop2 := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(w.svc), agentloop.Options{Store: w.guardStore(rdb), Signer: signer})
-		store2, err := approvals.NewQueue(rdb, approvals.Options{Prefix: w.prefix, Clock: guard.ClockFunc(func() time.Time { return w.now })})
+		store2, err := approvals.NewQueue(rdb, approvals.Options{Prefix: w.prefix, SecretKey: w.key, Clock: guard.ClockFunc(func() time.Time { return w.now })})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -130,7 +130,7 @@ func auditBody(action string, inv *Invocation) []byte {
 				}
 				b = str(b, name)
 				b = append(b, ':')
-				b = canon.AppendValue(b, loggedValue(inv, name, v))
+				b = inv.secrets.appendLogged(b, inv, name, v)
 			}
 			if !first {
 				b = append(b, '}')
@@ -148,40 +148,4 @@ func auditBody(action string, inv *Invocation) []byte {
 		b = append(b, "null"...)
 	}
 	return append(b, '}')
-}
-
-// loggedValue is what the audit record keeps of a logged argument member:
-// its value, with the secrets in it (ToolSpec.SecretArguments) replaced by
-// their keyed hashes.
-func loggedValue(inv *Invocation, name string, v any) any {
-	secrets := inv.tool.Spec().SecretArguments
-	if len(secrets) == 0 {
-		return v
-	}
-	var within []string
-	for _, p := range secrets {
-		switch {
-		case p == name || p == name+"[]":
-			if list, ok := v.([]any); ok && p != name {
-				out := make([]any, len(list))
-				for i, el := range list {
-					out[i] = auditSecret(inv.secrets.key, el)
-				}
-				return out
-			}
-			return auditSecret(inv.secrets.key, v)
-		case strings.HasPrefix(p, name+"."), strings.HasPrefix(p, name+"[]."):
-			within = append(within, p)
-		}
-	}
-	if len(within) == 0 {
-		return v
-	}
-	// A copy: the parsed arguments are the tool's to decode.
-	_, tree, err := canon.Parse(canon.AppendValue(nil, map[string]any{name: v}), canon.Limits{})
-	if err != nil {
-		return v
-	}
-	tree, _ = redactTree(tree, within, func(s any) any { return auditSecret(inv.secrets.key, s) })
-	return tree.(map[string]any)[name]
 }

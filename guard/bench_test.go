@@ -26,10 +26,11 @@ type benchWorld struct {
 	rt     *redisconn.RoundTrips
 }
 
-func newBenchWorld(b *testing.B, store guard.Store, rt *redisconn.RoundTrips, checks ...guard.Check) *benchWorld {
+func newBenchWorld(b *testing.B, store guard.Store, rt *redisconn.RoundTrips, opts guard.Options) *benchWorld {
 	signer, _ := guard.NewSigner([]byte("bench-approval-key-0123456789abcdef"))
 	w := &benchWorld{signer: signer, p: guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}, rt: rt}
-	w.g = guard.New(orders.Tools(orders.NewService()), store, guard.Options{Signer: signer, Checks: checks})
+	opts.Signer = signer
+	w.g = guard.New(orders.Tools(orders.NewService()), store, opts)
 	tok, err := signer.Sign(guard.NewGrant(w.p, writeProp, "bench", time.Now(), time.Hour))
 	if err != nil {
 		b.Fatal(err)
@@ -106,18 +107,28 @@ func BenchmarkDispatch(b *testing.B) { benchDispatch(b, nil) }
 // rate limiter (package ratelimit) on, at a limit the run never reaches: the
 // goal is at most one more round trip per dispatch.
 func BenchmarkDispatchRateLimited(b *testing.B) {
-	benchDispatch(b, func(b *testing.B, rdb redis.UniversalClient) []guard.Check {
+	benchDispatch(b, func(b *testing.B, rdb redis.UniversalClient) guard.Options {
 		lim, err := ratelimit.New(rdb, func(string, string) redis_rate.Limit {
 			return redis_rate.PerSecond(1 << 30)
 		}, ratelimit.Options{Prefix: redistest.Prefix(b) + "rl:"})
 		if err != nil {
 			b.Fatal(err)
 		}
-		return []guard.Check{lim.Check}
+		return guard.Options{Checks: []guard.Check{lim.Check}}
 	})
 }
 
-func benchDispatch(b *testing.B, checks func(*testing.B, redis.UniversalClient) []guard.Check) {
+// BenchmarkDispatchBudgeted is BenchmarkDispatch with a tenant budget the
+// run never spends, so that every execution is charged: a write's charge
+// rides on its reservation (no round trip more), a read's takes one before
+// the read runs.
+func BenchmarkDispatchBudgeted(b *testing.B) {
+	benchDispatch(b, func(*testing.B, redis.UniversalClient) guard.Options {
+		return guard.Options{TenantBudget: guard.TenantBudget{Limit: 1 << 62}}
+	})
+}
+
+func benchDispatch(b *testing.B, options func(*testing.B, redis.UniversalClient) guard.Options) {
 	type backend struct {
 		name    string
 		open    func(b *testing.B) redis.UniversalClient
@@ -139,11 +150,11 @@ func benchDispatch(b *testing.B, checks func(*testing.B, redis.UniversalClient) 
 					if err != nil {
 						b.Fatal(err)
 					}
-					var cs []guard.Check
-					if checks != nil {
-						cs = checks(b, rdb)
+					var opts guard.Options
+					if options != nil {
+						opts = options(b, rdb)
 					}
-					w := newBenchWorld(b, store, rt, cs...)
+					w := newBenchWorld(b, store, rt, opts)
 					if bc.setup != nil {
 						bc.setup(w)
 					}

@@ -131,7 +131,36 @@ type Invocation struct {
 	idemKey  string
 	opID     string
 	approval string
-	secrets  *secrets // the guard's key and detector of secrets (secret.go)
+	secrets  *Redactor // the guard's key and detector of secrets (secret.go)
+	// outSecrets are the output paths the tool named (WithholdOutput): a
+	// pointer, which keeps an invocation and its entry in one size class.
+	outSecrets *[]string
+}
+
+// WithholdOutput names members of the output this execution returns (or
+// of the receipt this lookup returns) that are secrets, beside the tool's
+// ToolSpec.SecretOutput: for a secret whose place is known only at run
+// time, such as a value in an interface field or a map. Each path has
+// SecretOutput's syntax. The guard withholds them as it does declared
+// ones; a path that does not parse withholds the whole output. Call it
+// from the tool's own goroutine, before Execute or LookupReceipt returns.
+// Package toolset calls it for the fields tagged toolguard:"secret" it
+// finds in interface values.
+func (inv *Invocation) WithholdOutput(paths ...string) {
+	if inv.outSecrets == nil {
+		inv.outSecrets = new([]string)
+	}
+	*inv.outSecrets = append(*inv.outSecrets, paths...)
+}
+
+// withheld returns the paths the tool named, and forgets them.
+func (inv *Invocation) withheld() []string {
+	if inv.outSecrets == nil {
+		return nil
+	}
+	p := *inv.outSecrets
+	inv.outSecrets = nil
+	return p
 }
 
 // Tool returns the tool the proposal names, once looked up.

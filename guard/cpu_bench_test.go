@@ -62,7 +62,7 @@ func BenchmarkGuardCPU(b *testing.B) {
 			continue // decided by the store
 		}
 		b.Run(bc.name, func(b *testing.B) {
-			w := newBenchWorld(b, stubStore{}, nil)
+			w := newBenchWorld(b, stubStore{}, nil, guard.Options{})
 			w.g = guard.New(cpuTools(), stubStore{}, guard.Options{Signer: w.signer})
 			calls := make([]guard.Call, b.N)
 			for i := range calls {

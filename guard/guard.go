@@ -85,7 +85,7 @@ type Guard struct {
 	tools    Tools
 	store    Store
 	opts     Options
-	secrets  *secrets // the key of secret hashes and the detector (secret.go)
+	secrets  *Redactor // the key of secret hashes and the detector (secret.go)
 	limits   canon.Limits
 	dispatch Handler
 	status   StatusHandler
@@ -102,7 +102,7 @@ func New(tools Tools, store Store, opts Options) *Guard {
 	if opts.CommitTimeout <= 0 {
 		opts.CommitTimeout = 10 * time.Second
 	}
-	g := &Guard{tools: tools, store: store, opts: opts, secrets: &secrets{key: secretKey(opts.SecretKey), detector: opts.Detector},
+	g := &Guard{tools: tools, store: store, opts: opts, secrets: NewRedactor(opts.SecretKey, opts.Detector),
 		limits: canon.Limits{MaxBytes: opts.MaxArgumentBytes, MaxDepth: opts.MaxDepth}}
 	g.dispatch, g.status = g.dispatchCall, g.queryStatus
 	for i := len(opts.Interceptors) - 1; i >= 0; i-- {
@@ -558,9 +558,12 @@ func safeRun(f func() error) (err error) {
 // execute runs the tool, its output secrets replaced by their
 // placeholders.
 func (g *Guard) execute(ctx context.Context, tool Tool, inv *Invocation) (json.RawMessage, error) {
+	inv.outSecrets = nil
 	out, err := execute(ctx, tool, inv)
+	runtime := inv.withheld()
 	if err == nil {
-		out = withhold(g.secrets.key, tool.Spec().SecretOutput, g.secrets.detector, out)
+		spec := tool.Spec()
+		out = g.secrets.output(spec.Name, spec.SecretOutput, runtime, out)
 	}
 	return out, err
 }
@@ -615,7 +618,9 @@ func (e *Entry) setError(code Code, err error) {
 	var ge *Error
 	if errors.As(err, &ge) && ge.code == code {
 		if ge.message != "" {
-			e.Message = ge.message
+			// The message is shown to the model and stored: a tool's text
+			// (an upstream error's, say) passes the redaction first.
+			e.Message = e.inv.secrets.message(e.inv, ge.message, e.Message)
 		}
 		e.RetryAfter = ge.retryAfter
 	}

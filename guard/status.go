@@ -125,6 +125,7 @@ func lookupReceipt(ctx context.Context, tool Tool, inv *Invocation) (Receipt, js
 		found bool
 		data  json.RawMessage
 	)
+	inv.outSecrets = nil
 	if err := safeRun(func() (err error) {
 		data, found, err = tool.LookupReceipt(ctx, inv)
 		return err
@@ -138,5 +139,6 @@ func lookupReceipt(ctx context.Context, tool Tool, inv *Invocation) (Receipt, js
 		data = json.RawMessage("null")
 	}
 	// A receipt is the tool's output: its secrets are withheld too.
-	return ReceiptFound, withhold(inv.secrets.key, tool.Spec().SecretOutput, inv.secrets.detector, data)
+	spec := tool.Spec()
+	return ReceiptFound, inv.secrets.output(spec.Name, spec.SecretOutput, inv.withheld(), data)
 }

@@ -46,14 +46,18 @@ type ToolSpec struct {
 	// LoggedArguments names the top-level argument members that are safe
 	// to copy into the audit record; the others are only fingerprinted.
 	LoggedArguments []string
-	// SecretArguments names the argument members that are secrets
-	// ("name", "name.member", "name[].member"): where LoggedArguments
-	// names them (or the member holding them), the audit record keeps
-	// their keyed hash (SecretHash), never their value. See secret.go.
+	// SecretArguments names the argument members that are secrets, as
+	// secret paths ("name", "name.member", "name[].member", see
+	// secretpath.go): where LoggedArguments names them (or the member
+	// holding them), the audit record keeps their keyed hash (SecretHash),
+	// never their value, and a typed error's message never shows the
+	// values the model gave them. See secret.go.
 	SecretArguments []string
-	// SecretOutput names the output members that are secrets (the same
-	// paths): each is replaced by SecretPlaceholder before the outcome is
-	// stored, audited or answered.
+	// SecretOutput names the output members that are secrets (secret
+	// paths: "accounts{}.key", "body#.token" too): each is replaced by
+	// SecretPlaceholder before the outcome is stored, audited or
+	// answered. A tool names the secrets only its output's value places
+	// with Invocation.WithholdOutput.
 	SecretOutput []string
 	// Budget bounds what one run spends on the tool (budget.go); the
 	// zero value bounds nothing.

@@ -204,7 +204,7 @@ func burstAndCount(t *testing.T, s *idem.Store, h *scriptCalls) {
 // every dispatch answers as it would alone.
 func TestAutoPipeliningLostLibrary(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
-	startRedis(t, t.TempDir(), portBatch, "--appendonly", "no")
+	redistest.StartServer(t, t.TempDir(), portBatch, "--appendonly", "no")
 	admin := nodeClient(t, portBatch)
 	rdb := nodeClient(t, portBatch)
 	ctx := context.Background()

@@ -15,12 +15,13 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redistest"
 )
 
 // startClusterNode runs one cluster-enabled redis-server with the
 // append-only file fsynced on every write.
 func startClusterNode(t *testing.T, dir string, port int) *exec.Cmd {
-	return startRedis(t, dir, port, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
+	return redistest.StartServer(t, dir, port, "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf", "--cluster-node-timeout", "2000")
 }
 
 func waitClusterOK(t *testing.T, port int) {
@@ -57,7 +58,7 @@ func TestClusterNodeRestartKeepsAcknowledgedRecords(t *testing.T) {
 	var dirs []string
 	var procs []*exec.Cmd
 	for range 3 {
-		port, dir := freePort(t), t.TempDir()
+		port, dir := redistest.FreePort(t), t.TempDir()
 		ports, dirs = append(ports, port), append(dirs, dir)
 		procs = append(procs, startClusterNode(t, dir, port))
 	}

@@ -2,9 +2,12 @@ package idem_test
 
 import (
 	"context"
+	"encoding/base64"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -25,6 +28,7 @@ import (
 const (
 	portEvicted        = 19070
 	portEvictedCluster = 19080 // to 19082
+	portSurvives       = 19100
 	evictionAgents     = 64
 	evictionTenants    = 20
 )
@@ -32,10 +36,11 @@ const (
 // evictionRun is what happened to the writes of a load against a server
 // whose policy is switched to evict.
 type evictionRun struct {
-	store *idem.Store
-	rig   *rig
-	logs  *syncBuffer
-	meter *sdkmetric.ManualReader
+	store  *idem.Store
+	prefix string
+	rig    *rig
+	logs   *syncBuffer
+	meter  *sdkmetric.ManualReader
 
 	mu      sync.Mutex
 	answers []evictionAnswer
@@ -49,10 +54,10 @@ type evictionAnswer struct {
 
 func newEvictionRun(t *testing.T, rdb redis.UniversalClient) *evictionRun {
 	t.Helper()
-	e := &evictionRun{logs: &syncBuffer{}, meter: sdkmetric.NewManualReader()}
+	e := &evictionRun{logs: &syncBuffer{}, meter: sdkmetric.NewManualReader(), prefix: redistest.Prefix(t)}
 	// An hour between periodic checks: whatever refuses the store in this
 	// test is the eviction itself.
-	s, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t), CheckEvery: time.Hour,
+	s, err := idem.New(rdb, idem.Options{Prefix: e.prefix, CheckEvery: time.Hour,
 		Logger:        slog.New(slog.NewTextHandler(e.logs, nil)),
 		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(e.meter))})
 	if err != nil {
@@ -71,8 +76,7 @@ func newEvictionRun(t *testing.T, rdb redis.UniversalClient) *evictionRun {
 var evictionValue = strings.Repeat("v", 512)
 
 func (e *evictionRun) write(t *testing.T, o op) guard.Code {
-	c := o.call()
-	c.Proposal.Arguments = []byte(`{"key":"` + o.key + `","value":"` + evictionValue + `"}`)
+	c := e.call(o)
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
 	start := time.Now()
@@ -181,32 +185,46 @@ func fill(t *testing.T, rdb redis.UniversalClient, ttl bool, n int64) {
 	}
 }
 
-// evictionNoticed runs the load on a server that starts under noeviction
-// and is switched to policy under it, with the store's periodic check an
-// hour away; then another application's writes fill maxmemory and Redis
-// evicts. Every write and replay that starts after the switch must be
-// refused (UNAVAILABLE) and run nothing, so what the store acknowledges
-// after the switch is at most the dispatches in flight at it (one per
-// agent), and after the first evicted key nothing; the log and the metric
-// say why (the policy, and the eviction); restoring noeviction lets writes
-// run again after a check passes. With full, the switch comes once the
-// load filled maxmemory and Redis refuses its writes (OOM), as an operator
-// would switch to unblock a full server: Redis then evicts at its next
-// command, whatever it is.
-func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string, full bool) {
+// evictionNotForgotten runs the load on a server that starts under
+// noeviction and is switched to policy under it, with the store's periodic
+// check an hour away; another application's writes then fill maxmemory
+// and Redis evicts; then, the load still running, the operator switches
+// the server back to noeviction (and lifts maxmemory). What must hold:
+//
+//   - every write and replay that starts after the switch is refused
+//     (UNAVAILABLE) and runs nothing, before and after the switch back,
+//     until an operator acknowledges the eviction: the refusal does not
+//     end with the policy, and a store started afresh (a restarted
+//     process) refuses too;
+//   - no OK answer given after the first eviction lacks its audit record;
+//   - the store's report (Evictions, which toolctl evictions prints) names
+//     every tenant that lost keys (each one the test's own listener heard
+//     evicted) and exactly the audit sequence numbers Redis took (found
+//     by reading every tenant's whole stream);
+//   - after the acknowledgement writes run again, and a replay of an
+//     acknowledged write never runs it again: it is answered from its
+//     record, or, its record gone, its receipt is asked first and it is
+//     OUTCOME_UNKNOWN, which a status query settles from the receipt;
+//   - the log and the metric say why (the policy, and the eviction).
+//
+// With full, the switch comes once the load filled maxmemory and Redis
+// refuses its writes (OOM), as an operator would switch to unblock a full
+// server: Redis then evicts at its next command, whatever it is.
+func evictionNotForgotten(t *testing.T, rdb redis.UniversalClient, policy string, full bool) {
 	e := newEvictionRun(t, rdb)
+	heard := listenEvictions(t, rdb)
 	var (
 		switched   atomic.Bool
 		switchedAt time.Time
-		refused    atomic.Int64
-		filled     atomic.Bool
+		backAt     time.Time
+		stop       atomic.Bool
 		done       = make(chan struct{})
 		okBefore   atomic.Int64
 		oomBefore  atomic.Int64 // UNAVAILABLE answers before the switch
 	)
 	go func() {
 		defer close(done)
-		defer filled.Store(true)
+		defer stop.Store(true)
 		for okBefore.Load() < 300 || full && oomBefore.Load() < 50 {
 			time.Sleep(5 * time.Millisecond)
 		}
@@ -215,14 +233,20 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string, ful
 		switched.Store(true)
 		// The agents go on writing (refused) while another application
 		// fills the server until it evicts.
-		fill(t, rdb, strings.HasPrefix(policy, "volatile-"), 1)
-		firstAt := time.Now()
 		fill(t, rdb, strings.HasPrefix(policy, "volatile-"), 200)
+		firstAt := time.Now()
 		// The store hears of the eviction (its log says so) within a
 		// moment.
-		for !strings.Contains(e.logs.String(), "evicted a key") && time.Since(firstAt) < 10*time.Second {
+		for !strings.Contains(e.logs.String(), "evicted keys") && time.Since(firstAt) < 10*time.Second {
 			time.Sleep(5 * time.Millisecond)
 		}
+		// The operator switches back, the load still running: the store
+		// checks the server again at the next call a second after its
+		// last refusal, finds noeviction, and still refuses.
+		configSet(t, rdb, "maxmemory-policy", "noeviction")
+		configSet(t, rdb, "maxmemory", "0")
+		backAt = time.Now()
+		time.Sleep(3 * time.Second)
 	}()
 	deadline := time.Now().Add(90 * time.Second)
 	e.load(t, "a", func() bool {
@@ -230,31 +254,38 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string, ful
 			return true
 		}
 		e.mu.Lock()
-		if n := len(e.answers); n > 0 {
-			a := e.answers[n-1]
-			switch {
-			case !switched.Load() && a.code == guard.CodeOK:
+		if n := len(e.answers); n > 0 && !switched.Load() {
+			switch e.answers[n-1].code {
+			case guard.CodeOK:
 				okBefore.Add(1)
-			case !switched.Load() && a.code == guard.CodeUnavailable:
+			case guard.CodeUnavailable:
 				oomBefore.Add(1)
-			case switched.Load() && a.code == guard.CodeUnavailable:
-				refused.Add(1)
 			}
 		}
 		e.mu.Unlock()
-		return filled.Load() && refused.Load() > 4*evictionAgents
+		return stop.Load()
 	})
 	<-done
 	if t.Failed() {
 		return
 	}
+	firstEviction := heard.first()
+	if firstEviction.IsZero() {
+		t.Fatal("the test's listener heard no eviction")
+	}
 
-	// What the store acknowledged after the switch, and what of it has no
-	// audit record any more.
+	// What the store acknowledged, when, and what of it has no audit
+	// record any more.
 	audited := e.audited(t)
-	var okAfter, lostAfter, startedAfter, lostBefore, okBeforeN int
+	var okAfterSwitch, startedAfter, okAfterEviction, unauditedAfterEviction, lostBefore, okBeforeN, afterBack, unknownAfter int
 	var acked []op
 	for _, a := range e.answers {
+		if a.code == guard.CodeOutcomeUnknown && a.end.After(switchedAt) {
+			unknownAfter++ // ran, its commit refused by the fence: not acknowledged
+		}
+		if a.start.After(backAt) && a.code != guard.CodeUnavailable {
+			afterBack++
+		}
 		if a.code != guard.CodeOK {
 			continue
 		}
@@ -266,35 +297,44 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string, ful
 			}
 			continue
 		}
-		okAfter++
-		if !audited[a.o.callID] {
-			lostAfter++
-		}
-		if a.start.After(switchedAt) { // and so every write after the first eviction
+		okAfterSwitch++
+		if a.start.After(switchedAt) {
 			startedAfter++
 		}
+		if a.end.After(firstEviction) {
+			okAfterEviction++
+			if !audited[a.o.callID] {
+				unauditedAfterEviction++
+			}
+		}
 	}
+	never, _, again := e.rig.led.tally(t, acked)
 	t.Logf("%s (full %v): %d writes acknowledged before the switch, %d of them without an audit record after the eviction; "+
-		"%d acknowledged after it (in flight at the switch), %d of them without an audit record; %d started after the switch; %d refused; %d keys evicted",
-		policy, full, okBeforeN, lostBefore, okAfter, lostAfter, startedAfter, refused.Load(), evictedKeys(t, rdb))
-	if startedAfter != 0 {
-		t.Errorf("%s: %d writes that started after the switch, which came before the first eviction, were acknowledged; want 0",
-			policy, startedAfter)
+		"%d acknowledged after the switch (in flight at it), %d after the first eviction, %d of those without an audit record; "+
+		"%d started after the switch; %d ran but their commit was refused (OUTCOME_UNKNOWN); %d answered other than UNAVAILABLE after the switch back; "+
+		"%d keys evicted",
+		policy, full, okBeforeN, lostBefore, okAfterSwitch, okAfterEviction, unauditedAfterEviction, startedAfter, unknownAfter, afterBack,
+		evictedKeys(t, rdb))
+	if startedAfter != 0 || afterBack != 0 {
+		t.Errorf("%s: %d writes that started after the switch were acknowledged, %d started after the switch back were answered; want 0 and 0",
+			policy, startedAfter, afterBack)
 	}
-	if okAfter > evictionAgents || lostAfter > okAfter {
-		t.Errorf("%s: %d writes acknowledged after the switch, %d without an audit record; want at most the %d in flight",
-			policy, okAfter, lostAfter, evictionAgents)
+	if okAfterSwitch > evictionAgents || unauditedAfterEviction != 0 {
+		t.Errorf("%s: %d writes acknowledged after the switch (want at most the %d in flight), %d given after the first eviction without an audit record (want 0)",
+			policy, okAfterSwitch, evictionAgents, unauditedAfterEviction)
 	}
-	if strings.HasPrefix(policy, "volatile-") && lostBefore+lostAfter != 0 {
+	if never != 0 || again != 0 {
+		t.Errorf("%s: of %d acknowledged writes %d never ran, %d ran again during the load", policy, len(acked), never, again)
+	}
+	if strings.HasPrefix(policy, "volatile-") && lostBefore != 0 {
 		// Audit logs have no TTL: a volatile policy never evicts them.
-		t.Errorf("%s: %d acknowledged writes lost their audit record, want 0", policy, lostBefore+lostAfter)
+		t.Errorf("%s: %d acknowledged writes lost their audit record, want 0", policy, lostBefore)
 	}
-	// The log and the metric say why: the eviction, and, when a
-	// reservation saw the policy before Redis evicted, the policy. On a
-	// full server Redis evicts at the first command after the switch, and
-	// the store refuses from that event on: no reservation runs to see the
-	// policy.
-	wantLogs, reasons := []string{"evicted a key", "reason=evicted"}, []string{"evicted"}
+	// The log and the metric say why: the eviction, and, when a script
+	// saw the policy before Redis evicted, the policy. On a full server
+	// Redis evicts at the first command after the switch, and the store
+	// refuses from that event on: no script runs to see the policy.
+	wantLogs, reasons := []string{"evicted keys", "reason=evicted"}, []string{"evicted"}
 	if !full {
 		wantLogs = append(wantLogs, "maxmemory-policy allows eviction", "reason=eviction_policy")
 		reasons = append(reasons, "eviction_policy")
@@ -311,57 +351,263 @@ func evictionNoticed(t *testing.T, rdb redis.UniversalClient, policy string, ful
 		}
 	}
 
-	// Replays of every acknowledged write, the server still evicting: each
-	// refused, none runs again.
-	before := map[string]int{}
-	for _, o := range acked {
-		before[o.key], _ = e.rig.led.count(o)
+	// A process started afresh refuses the server too: the eviction is in
+	// the server's count and in the marker, not only in this process.
+	restarted, err := idem.New(rdb, idem.Options{Prefix: e.prefix})
+	if err != nil {
+		t.Fatal(err)
 	}
-	var again atomic.Int64
-	var wg sync.WaitGroup
-	for i := range evictionAgents {
-		wg.Go(func() {
-			for j := i; j < len(acked); j += evictionAgents {
-				o := acked[j]
-				if code := e.write(t, o); code != guard.CodeUnavailable {
-					t.Errorf("%s: replay of %s answered %s, want UNAVAILABLE", policy, o.callID, code)
-				}
-				if runs, _ := e.rig.led.count(o); runs != before[o.key] {
-					again.Add(1)
-				}
-			}
-		})
-	}
-	wg.Wait()
-	if again.Load() != 0 {
-		t.Errorf("%s: replaying %d acknowledged writes ran the tool again %d times, want 0", policy, len(acked), again.Load())
+	t.Cleanup(func() { _ = restarted.Close() })
+	if err := restarted.Check(context.Background()); !errors.Is(err, idem.ErrEvicted) {
+		t.Errorf("%s: a store started after the eviction: Check %v, want ErrEvicted", policy, err)
 	}
 
-	// Restored: writes run again once a check passes.
-	configSet(t, rdb, "maxmemory-policy", "noeviction")
-	configSet(t, rdb, "maxmemory", "0")
-	ok := false
+	// Replays of every acknowledged write, noeviction restored and nothing
+	// acknowledged: each refused, none runs again.
+	replay := func(want func(guard.Code) bool, what string) (codes map[string]int, reran int) {
+		codes = map[string]int{}
+		before := map[string]int{}
+		for _, o := range acked {
+			before[o.key], _ = e.rig.led.count(o)
+		}
+		var mu sync.Mutex
+		var wg sync.WaitGroup
+		for i := range evictionAgents {
+			wg.Go(func() {
+				for j := i; j < len(acked); j += evictionAgents {
+					o := acked[j]
+					code := e.write(t, o)
+					mu.Lock()
+					codes[code.String()]++
+					if runs, _ := e.rig.led.count(o); runs != before[o.key] {
+						reran++
+					}
+					mu.Unlock()
+					if !want(code) {
+						t.Errorf("%s: replay of %s %s: %s", policy, o.callID, what, code)
+					}
+				}
+			})
+		}
+		wg.Wait()
+		return codes, reran
+	}
+	if codes, reran := replay(func(c guard.Code) bool { return c == guard.CodeUnavailable }, "before the acknowledgement"); reran != 0 {
+		t.Errorf("%s: replaying %d acknowledged writes before the acknowledgement ran %d again (%v), want 0", policy, len(acked), reran, codes)
+	}
+
+	// What Redis took, as the store reports it, against what is left.
+	report, err := e.store.Evictions(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantReport(t, e, report, heard.tenants(e.prefix))
+	if !report.Pending() {
+		t.Errorf("%s: the report says no eviction waits", policy)
+	}
+	ackd, err := e.store.AckEvictions(context.Background(), "tester@ops", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ackd.Tenants) != len(report.Tenants) {
+		t.Errorf("%s: acknowledged %d tenants, reported %d: %+v\n%+v", policy, len(ackd.Tenants), len(report.Tenants), ackd.Tenants, report.Tenants)
+	}
+
+	// Acknowledged: writes run again once the store checks (at its next
+	// call a second after its last refusal), and a replay of an
+	// acknowledged write never runs it again.
+	ran := false
 	for i := range 300 {
 		o := op{p: alice, callID: "after-" + strconv.Itoa(i), key: "after-" + strconv.Itoa(i)}
 		if e.write(t, o) == guard.CodeOK {
-			ok = true
+			ran = true
 			break
 		}
 		time.Sleep(10 * time.Millisecond)
 	}
-	if !ok {
-		t.Errorf("%s: no write ran after noeviction was restored", policy)
+	if !ran {
+		t.Fatalf("%s: no write ran after the acknowledgement", policy)
 	}
+	// A new write of a tenant that lost records: no record, so its receipt
+	// is asked, finds nothing, and it runs.
+	for _, lt := range ackd.Tenants {
+		o := op{p: guardtest.Principal(lt.TenantID, "u"), callID: "new-" + lt.TenantID, key: "new-" + lt.TenantID}
+		if code := e.write(t, o); code != guard.CodeOK {
+			t.Errorf("%s: a new write of %s, which lost records, after the acknowledgement: %s, want OK", policy, lt.TenantID, code)
+		}
+		if runs, _ := e.rig.led.count(o); runs != 1 {
+			t.Errorf("%s: a new write of %s ran %d times", policy, lt.TenantID, runs)
+		}
+	}
+	codes, reran := replay(func(c guard.Code) bool { return c == guard.CodeOK || c == guard.CodeOutcomeUnknown }, "after the acknowledgement")
+	if reran != 0 {
+		t.Errorf("%s: replaying %d acknowledged writes after the acknowledgement ran %d again (%v), want 0", policy, len(acked), reran, codes)
+	}
+	// An OUTCOME_UNKNOWN (a record that went; its receipt found) is
+	// settled from the receipt by a status query.
+	settled := map[string]int{}
+	for _, o := range acked {
+		res, err := e.rig.Guard.Dispatch(context.Background(), e.call(o))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if res.Code == guard.CodeOutcomeUnknown {
+			s := e.rig.status(t, o)
+			settled[s.Code.String()+"/"+string(s.Delivery)]++
+			if s.Code != guard.CodeOK || s.Delivery != guard.DeliveryReceiptReconciled {
+				t.Errorf("%s: status of %s, whose record went: %s, want OK receipt_reconciled", policy, o.callID, s)
+			}
+		}
+	}
+	t.Logf("%s: reported and acknowledged %d tenants; replays after the acknowledgement %v, 0 ran again; status queries %v",
+		policy, len(ackd.Tenants), codes, settled)
 }
 
-// TestEvictionNoticedAtFirstKey: an operator switches a running server to
+// call is the op's call as write sends it.
+func (e *evictionRun) call(o op) guard.Call {
+	c := o.call()
+	c.Proposal.Arguments = []byte(`{"key":"` + o.key + `","value":"` + evictionValue + `"}`)
+	return c
+}
+
+// evictionHeard is what the test's own listener heard: the keys evicted,
+// and when the first came.
+type evictionHeard struct {
+	mu      sync.Mutex
+	keys    []string
+	firstAt time.Time
+}
+
+// listenEvictions subscribes to every master's evicted-key events, as the
+// store does, on connections of the test's own.
+func listenEvictions(t *testing.T, rdb redis.UniversalClient) *evictionHeard {
+	h := &evictionHeard{}
+	configSet(t, rdb, "notify-keyspace-events", "Ee")
+	err := redisconn.ForEachMaster(context.Background(), rdb, func(ctx context.Context, c *redis.Client) error {
+		ps := c.Subscribe(ctx, "__keyevent@0__:evicted")
+		if _, err := ps.Receive(ctx); err != nil {
+			return err
+		}
+		t.Cleanup(func() { _ = ps.Close() })
+		go func() {
+			for m := range ps.Channel() {
+				h.mu.Lock()
+				if h.firstAt.IsZero() {
+					h.firstAt = time.Now()
+				}
+				h.keys = append(h.keys, m.Payload)
+				h.mu.Unlock()
+			}
+		}()
+		return nil
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+func (h *evictionHeard) first() time.Time {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.firstAt
+}
+
+// tenants returns the tenants of the store's keys that were evicted.
+func (h *evictionHeard) tenants(prefix string) map[string]bool {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	out := map[string]bool{}
+	for _, k := range h.keys {
+		rest, ok := strings.CutPrefix(k, prefix+"{t")
+		if !ok {
+			continue
+		}
+		tag, _, _ := strings.Cut(rest, "}")
+		if b, err := base64.RawURLEncoding.DecodeString(tag); err == nil {
+			out[string(b)] = true
+		}
+	}
+	return out
+}
+
+// wantReport checks a report against what Redis holds: every tenant whose
+// key the test heard evicted is named, and each tenant's ranges are the
+// sequence numbers missing from its stream below its head (every one, if
+// head and stream went: a range without an end).
+func wantReport(t *testing.T, e *evictionRun, r *idem.EvictionReport, heard map[string]bool) {
+	t.Helper()
+	ctx := context.Background()
+	rdb := e.store.Client()
+	got := map[string]idem.LostTenant{}
+	for _, lt := range r.Tenants {
+		if _, twice := got[lt.TenantID]; twice {
+			t.Errorf("the report names tenant %s twice", lt.TenantID)
+		}
+		got[lt.TenantID] = lt
+	}
+	lostRecords, open := 0, 0
+	for _, lt := range r.Tenants {
+		if !strings.HasPrefix(lt.TenantID, "ev-") {
+			t.Errorf("the report names tenant %q, which no agent wrote for", lt.TenantID)
+		}
+	}
+	for tn := range evictionTenants {
+		tenant := "ev-" + strconv.Itoa(tn)
+		stream, head := e.store.AuditKeys(tenant)
+		var want []idem.SeqRange
+		h, herr := rdb.Get(ctx, head).Result()
+		msgs, err := rdb.XRange(ctx, stream, "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		top := int64(0)
+		if herr == nil {
+			top, _ = strconv.ParseInt(strings.SplitN(h, " ", 2)[0], 10, 64)
+		}
+		present := map[int64]bool{}
+		for _, m := range msgs {
+			seq, _ := strconv.ParseInt(strings.SplitN(m.ID, "-", 2)[0], 10, 64)
+			present[seq] = true
+			top = max(top, seq)
+		}
+		if top == 0 && heard[tenant] {
+			want = []idem.SeqRange{{From: 1}} // all of it, up to where nobody knows
+			open++
+		}
+		for seq := int64(1); seq <= top; seq++ {
+			if present[seq] {
+				continue
+			}
+			lostRecords++
+			if n := len(want); n > 0 && want[n-1].To == seq-1 {
+				want[n-1].To = seq
+			} else {
+				want = append(want, idem.SeqRange{From: seq, To: seq})
+			}
+		}
+		lt := got[tenant]
+		if !slices.Equal(lt.Lost, want) {
+			t.Errorf("tenant %s: report says Redis took %v, the stream lacks %v", tenant, lt.Lost, want)
+		}
+		if heard[tenant] && !lt.Named {
+			t.Errorf("tenant %s: its keys were evicted, and the report does not name it", tenant)
+		}
+	}
+	t.Logf("report: %d tenants (%d heard evicted); Redis took %d audit records below a head it left, and every record of %d tenants "+
+		"whose head and stream both went (reported 1-?)", len(r.Tenants), len(heard), lostRecords, open)
+}
+
+// TestEvictionNotForgotten: an operator switches a running server to
 // an evicting policy (CONFIG SET maxmemory-policy) under 64 agents of 20
 // tenants writing at once, with maxmemory small enough that Redis evicts
-// within seconds of another application's writes; the store's periodic
-// check is an hour away. On a standalone server and on a cluster (every
-// master switched), for allkeys-lru and volatile-lru, and on a server
-// switched to allkeys-lru once the load filled it (full).
-func TestEvictionNoticedAtFirstKey(t *testing.T) {
+// within seconds of another application's writes, and switches it back
+// under the load; the store's periodic check is an hour away. On a
+// standalone server and on a cluster (every master switched), for
+// allkeys-lru and volatile-lru, and on a server switched to allkeys-lru
+// once the load filled it (full). evictionNotForgotten says what must
+// hold.
+func TestEvictionNotForgotten(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
 	if testing.Short() {
 		t.Skip("a write load against servers of its own")
@@ -376,10 +622,10 @@ func TestEvictionNoticedAtFirstKey(t *testing.T) {
 		}
 		t.Run(name, func(t *testing.T) {
 			port := portEvicted
-			startRedis(t, t.TempDir(), port, "--appendonly", "no", "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
+			redistest.StartServer(t, t.TempDir(), port, "--appendonly", "no", "--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 			rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", port), PoolSize: 2 * evictionAgents})
 			t.Cleanup(func() { _ = rdb.Close() })
-			evictionNoticed(t, rdb, c.policy, c.full)
+			evictionNotForgotten(t, rdb, c.policy, c.full)
 		})
 	}
 	t.Run("cluster/allkeys-lru", func(t *testing.T) {
@@ -387,7 +633,7 @@ func TestEvictionNoticedAtFirstKey(t *testing.T) {
 		var addrs []string
 		for i := range 3 {
 			port := portEvictedCluster + i
-			startRedis(t, t.TempDir(), port, "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+			redistest.StartServer(t, t.TempDir(), port, "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 				"--maxmemory", "4mb", "--maxmemory-policy", "noeviction")
 			addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(port))
 		}
@@ -401,7 +647,7 @@ func TestEvictionNoticedAtFirstKey(t *testing.T) {
 		}
 		rdb := redis.NewClusterClient(&redis.ClusterOptions{ContextTimeoutEnabled: true, Addrs: addrs, PoolSize: 2 * evictionAgents})
 		t.Cleanup(func() { _ = rdb.Close() })
-		evictionNoticed(t, rdb, "allkeys-lru", false)
+		evictionNotForgotten(t, rdb, "allkeys-lru", false)
 	})
 }
 
@@ -412,7 +658,7 @@ func TestEvictionNoticedAtFirstKey(t *testing.T) {
 // record).
 func TestMaxmemoryLoweredUnderNoeviction(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
-	startRedis(t, t.TempDir(), portEvicted+1, "--appendonly", "no", "--maxmemory-policy", "noeviction")
+	redistest.StartServer(t, t.TempDir(), portEvicted+1, "--appendonly", "no", "--maxmemory-policy", "noeviction")
 	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", portEvicted+1)})
 	t.Cleanup(func() { _ = rdb.Close() })
 	e := newEvictionRun(t, rdb)
@@ -473,4 +719,96 @@ func TestMaxmemoryLoweredUnderNoeviction(t *testing.T) {
 		}
 	}
 	t.Logf("%d writes acknowledged, %d refused with OOM", len(acked), unavailable.Load())
+}
+
+// TestEvictionRefusalSurvives: once the server evicted keys, the refusal
+// is kept in three places, so that it survives any one of them going: the
+// servers' evicted-key count, the marker in Redis, and the process that
+// noticed. The marker evicted while the policy still evicts is written
+// back by the refusing store at its next check; a store started afresh
+// (a restarted process) refuses on the count, or, the count reset by
+// someone other than the acknowledgement, on the marker; with both gone,
+// the process that noticed still refuses and writes the marker back. Only
+// the acknowledgement ends it, for every store.
+func TestEvictionRefusalSurvives(t *testing.T) {
+	redistest.NeedBinaries(t, "redis-server")
+	redistest.StartServer(t, t.TempDir(), portSurvives, "--appendonly", "no", "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", portSurvives)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	e := newEvictionRun(t, rdb)
+	marker := e.prefix + "evictions"
+	for i := range 40 {
+		o := op{p: guardtest.Principal("ev-"+strconv.Itoa(i%4), "u"), callID: "w" + strconv.Itoa(i), key: "w" + strconv.Itoa(i)}
+		if code := e.write(t, o); code != guard.CodeOK {
+			t.Fatalf("write %d: %s", i, code)
+		}
+	}
+	fresh := func(what string) *idem.Store {
+		s, err := idem.New(rdb, idem.Options{Prefix: e.prefix})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = s.Close() })
+		return s
+	}
+	// refused checks that the running store still refuses once it checks
+	// again (a call a second after its last refusal), and that a store
+	// started afresh refuses too.
+	refused := func(what string) {
+		t.Helper()
+		time.Sleep(1100 * time.Millisecond)
+		o := op{p: alice, callID: "probe-" + what, key: "probe-" + what}
+		if code := e.write(t, o); code != guard.CodeUnavailable {
+			t.Fatalf("%s: the store that noticed answered %s, want UNAVAILABLE", what, code)
+		}
+		if err := fresh(what).Check(ctx); !errors.Is(err, idem.ErrEvicted) {
+			t.Fatalf("%s: a store started afresh: Check %v, want ErrEvicted", what, err)
+		}
+	}
+	markerHolds := func(what string) {
+		t.Helper()
+		m := rdb.HGetAll(ctx, marker).Val()
+		if m["evicted"] == "" {
+			t.Fatalf("%s: the marker %v says no eviction", what, m)
+		}
+	}
+
+	configSet(t, rdb, "maxmemory-policy", "allkeys-lru")
+	fill(t, rdb, false, 100)
+	if !redistest.WaitUntil(10*time.Second, func() bool { return strings.Contains(e.logs.String(), "evicted keys") }) {
+		t.Fatal("the store did not notice the eviction")
+	}
+	// The marker evicted while the policy still evicts: written back.
+	rdb.Del(ctx, marker)
+	refused("marker gone, policy evicting")
+	markerHolds("after the refusing store's check")
+
+	configSet(t, rdb, "maxmemory-policy", "noeviction")
+	refused("noeviction restored, the server full")
+	configSet(t, rdb, "maxmemory", "0")
+	refused("noeviction restored, with room")
+	// The count reset, but not by an acknowledgement: the marker says it.
+	if err := rdb.ConfigResetStat(ctx).Err(); err != nil {
+		t.Fatal(err)
+	}
+	refused("count reset")
+	// Count and marker both gone: the store that noticed remembers, and
+	// writes the marker back; a store started after that refuses on it.
+	rdb.Del(ctx, marker)
+	refused("count reset and marker gone")
+	markerHolds("after the store that noticed checked")
+
+	r, err := e.store.AckEvictions(ctx, "tester@ops", time.Hour, time.Now())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("acknowledged: %+v", r.Tenants)
+	time.Sleep(1100 * time.Millisecond)
+	if code := e.write(t, op{p: alice, callID: "after", key: "after"}); code != guard.CodeOK {
+		t.Fatalf("after the acknowledgement: %s, want OK", code)
+	}
+	if err := fresh("acknowledged").Check(ctx); err != nil {
+		t.Fatalf("a store started after the acknowledgement: Check %v", err)
+	}
 }

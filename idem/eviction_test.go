@@ -34,7 +34,7 @@ import (
 // volatile-* policies the audit log, which has no TTL, is never evicted.
 func TestEviction(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
-	startRedis(t, t.TempDir(), portEviction, "--appendonly", "no", "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru")
+	redistest.StartServer(t, t.TempDir(), portEviction, "--appendonly", "no", "--maxmemory", "4mb", "--maxmemory-policy", "allkeys-lru")
 	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", portEviction)})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()

@@ -33,11 +33,11 @@ func TestFailoverToStalledReplica(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
 	for _, replicas := range []int{1, 0} {
 		t.Run(fmt.Sprintf("Replicas=%d", replicas), func(t *testing.T) {
-			master := startRedis(t, t.TempDir(), portMaster, "--appendonly", "no", "--repl-diskless-sync-delay", "0")
+			master := redistest.StartServer(t, t.TempDir(), portMaster, "--appendonly", "no", "--repl-diskless-sync-delay", "0")
 			masterAddr, replicaAddr := fmt.Sprintf("127.0.0.1:%d", portMaster), fmt.Sprintf("127.0.0.1:%d", portReplica)
 			link := redistest.NewProxy(t, masterAddr)
 			host, port, _ := net.SplitHostPort(link.Addr())
-			startRedis(t, t.TempDir(), portReplica, "--appendonly", "no", "--replicaof", host, port)
+			redistest.StartServer(t, t.TempDir(), portReplica, "--appendonly", "no", "--replicaof", host, port)
 
 			mc := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: masterAddr})
 			rc := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: replicaAddr, MaxRetries: 10})

@@ -155,7 +155,7 @@ func wantFCalls(t *testing.T, c *redis.Client, before map[string]cmdstat, calls,
 // gets an error that names Options.Scripts, and works with it.
 func TestFunctionsStandalone(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
-	startRedis(t, t.TempDir(), portFunctions, "--appendonly", "no")
+	redistest.StartServer(t, t.TempDir(), portFunctions, "--appendonly", "no")
 	admin := nodeClient(t, portFunctions)
 	rdb := nodeClient(t, portFunctions)
 	ctx := context.Background()
@@ -284,8 +284,8 @@ func waitReplicaSynced(t *testing.T, port int) {
 // has the library too, and no EVALSHA was sent.
 func TestFunctionsWithReplicas(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
-	startRedis(t, t.TempDir(), portFnMaster, "--appendonly", "no", "--repl-diskless-sync-delay", "0")
-	startRedis(t, t.TempDir(), portFnReplica, "--appendonly", "no", "--replicaof", "127.0.0.1", strconv.Itoa(portFnMaster))
+	redistest.StartServer(t, t.TempDir(), portFnMaster, "--appendonly", "no", "--repl-diskless-sync-delay", "0")
+	redistest.StartServer(t, t.TempDir(), portFnReplica, "--appendonly", "no", "--replicaof", "127.0.0.1", strconv.Itoa(portFnMaster))
 	waitReplicaSynced(t, portFnReplica)
 	master, replica := nodeClient(t, portFnMaster), nodeClient(t, portFnReplica)
 	ctx := context.Background()
@@ -328,7 +328,7 @@ func startFnCluster(t *testing.T) *fnCluster {
 	c := &fnCluster{}
 	for i := range nodes {
 		port := portFnCluster + i
-		startRedis(t, t.TempDir(), port, "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		redistest.StartServer(t, t.TempDir(), port, "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "15000", "--repl-diskless-sync-delay", "0")
 		c.addrs = append(c.addrs, "127.0.0.1:"+strconv.Itoa(port))
 	}

@@ -26,7 +26,7 @@ import (
 func TestRestartWithoutPersistence(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
 	dir := t.TempDir()
-	srv := startRedis(t, dir, portNoPersist, "--appendonly", "no")
+	srv := redistest.StartServer(t, dir, portNoPersist, "--appendonly", "no")
 	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", portNoPersist),
 		MaxRetries: 10, MinRetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
 	t.Cleanup(func() { _ = rdb.Close() })
@@ -41,7 +41,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 
 	_ = srv.Process.Kill()
 	_ = srv.Wait()
-	startRedis(t, dir, portNoPersist, "--appendonly", "no")
+	redistest.StartServer(t, dir, portNoPersist, "--appendonly", "no")
 	ctx := context.Background()
 	if n := rdb.DBSize(ctx).Val(); n != 0 {
 		t.Fatalf("%d keys after a restart without persistence, want 0", n)

@@ -62,7 +62,7 @@ func shortClient(t *testing.T, addr string, maxRetries int) *redis.Client {
 // chain verifies.
 func TestPausedServerLosesReservationReplies(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
-	startRedis(t, t.TempDir(), portPause, "--appendonly", "no", "--enable-debug-command", "yes")
+	redistest.StartServer(t, t.TempDir(), portPause, "--appendonly", "no", "--enable-debug-command", "yes")
 	addr := fmt.Sprintf("127.0.0.1:%d", portPause)
 	direct := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: addr})
 	t.Cleanup(func() { _ = direct.Close() })

@@ -92,7 +92,7 @@ func (w *watched) until(want guard.Code) int {
 // and the refusal metric say why. Restored, the server is accepted again.
 func TestPolicyChangedWhileRunning(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
-	startRedis(t, t.TempDir(), portPolicy, "--appendonly", "no")
+	redistest.StartServer(t, t.TempDir(), portPolicy, "--appendonly", "no")
 	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", portPolicy)})
 	t.Cleanup(func() { _ = rdb.Close() })
 	ctx := context.Background()
@@ -162,8 +162,8 @@ func refusals(t *testing.T, reader *sdkmetric.ManualReader, reason string) int64
 // naming too_few_replicas; with the replica back, writes run again.
 func TestReplicasLostWhileRunning(t *testing.T) {
 	redistest.NeedBinaries(t, "redis-server")
-	startRedis(t, t.TempDir(), portPolicy+1, "--appendonly", "no", "--repl-diskless-sync-delay", "0")
-	startRedis(t, t.TempDir(), portPolicy+2, "--appendonly", "no", "--replicaof", "127.0.0.1", strconv.Itoa(portPolicy+1))
+	redistest.StartServer(t, t.TempDir(), portPolicy+1, "--appendonly", "no", "--repl-diskless-sync-delay", "0")
+	redistest.StartServer(t, t.TempDir(), portPolicy+2, "--appendonly", "no", "--replicaof", "127.0.0.1", strconv.Itoa(portPolicy+1))
 	mc := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", portPolicy+1)})
 	rc := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", portPolicy+2)})
 	t.Cleanup(func() { _ = mc.Close(); _ = rc.Close() })

@@ -34,7 +34,7 @@ func TestReshardWhileWriting(t *testing.T) {
 	var addrs []string
 	for i := range nodes {
 		port := portCluster + i
-		startRedis(t, t.TempDir(), port, "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
+		redistest.StartServer(t, t.TempDir(), port, "--appendonly", "no", "--cluster-enabled", "yes", "--cluster-config-file", "nodes.conf",
 			"--cluster-node-timeout", "15000", "--repl-diskless-sync-delay", "0")
 		addrs = append(addrs, "127.0.0.1:"+strconv.Itoa(port))
 	}

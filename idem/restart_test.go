@@ -3,7 +3,6 @@ package idem_test
 import (
 	"context"
 	"fmt"
-	"net"
 	"os/exec"
 	"strconv"
 	"testing"
@@ -15,38 +14,8 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/redistest"
 )
-
-// startRedis runs a redis-server of the test's own, with the append-only
-// file fsynced on every write, in dir; extra adds server arguments.
-func startRedis(t *testing.T, dir string, port int, extra ...string) *exec.Cmd {
-	t.Helper()
-	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
-		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--logfile", ""}
-	cmd := exec.Command("redis-server", append(args, extra...)...)
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
-	c := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", port)})
-	defer c.Close()
-	for i := 0; c.Ping(context.Background()).Err() != nil; i++ {
-		if i > 200 {
-			t.Fatal("redis-server did not start")
-		}
-		time.Sleep(25 * time.Millisecond)
-	}
-	return cmd
-}
-
-func freePort(t *testing.T) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
-}
 
 // TestServerKilledKeepsAcknowledgedRecords: with appendfsync always, every
 // result the guard acknowledged survives the server being killed and
@@ -55,8 +24,8 @@ func TestServerKilledKeepsAcknowledgedRecords(t *testing.T) {
 	if _, err := exec.LookPath("redis-server"); err != nil {
 		t.Skip("redis-server not installed: skipping the restart test (scripts/redis-up.sh installs it)")
 	}
-	dir, port := t.TempDir(), freePort(t)
-	srv := startRedis(t, dir, port)
+	dir, port := t.TempDir(), redistest.FreePort(t)
+	srv := redistest.StartServer(t, dir, port)
 	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", port), MaxRetries: 10,
 		MinRetryBackoff: 20 * time.Millisecond, MaxRetryBackoff: 200 * time.Millisecond})
 	defer rdb.Close()
@@ -78,7 +47,7 @@ func TestServerKilledKeepsAcknowledgedRecords(t *testing.T) {
 
 	_ = srv.Process.Kill() // SIGKILL: no shutdown save
 	_ = srv.Wait()
-	startRedis(t, dir, port)
+	redistest.StartServer(t, dir, port)
 
 	for i := range n {
 		key := "k" + strconv.Itoa(i)

@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -37,9 +38,11 @@ var (
 // cannot keep its promises on: a maxmemory-policy other than noeviction
 // (unless Options.AllowEviction), or fewer connected replicas than
 // Options.Replicas. Unless Options.AllowEviction, it also has each master
-// tell the store of an eviction when it happens (evicted.go): from the
-// first evicted key on, every call is refused with ErrEvicted until a
-// Check passes again. A server that does not report its policy in INFO (an
+// tell the store of an eviction when it happens, and reads each master's
+// count of evicted keys and the stores' marker (evicted.go): from the
+// first evicted key on, every call is refused with ErrEvicted until an
+// operator has acknowledged what was lost (AckEvictions) and a Check
+// passes again. A server that does not report its policy in INFO (an
 // embedded test server) is accepted. Unless Options.Scripts is set, it
 // then loads the store's function library on every master (FUNCTION LOAD);
 // a server without Redis Functions makes the store send its Lua as scripts
@@ -58,10 +61,17 @@ func (s *Store) Check(ctx context.Context) error {
 func (s *Store) check(ctx context.Context, load bool) error {
 	s.nextCheck.Store(time.Now().Add(s.opts.CheckEvery).UnixNano())
 	evictions := s.evictions.Load()
+	var watched, counted atomic.Bool
 	err := redisconn.ForEachMaster(ctx, s.rdb, func(ctx context.Context, c *redis.Client) error {
-		info, err := redisconn.Info(ctx, c) // the default sections: memory and replication
+		info, err := redisconn.Info(ctx, c) // the default sections: memory, stats and replication
 		if err != nil {
 			return err
+		}
+		if _, real := info["maxmemory_policy"]; real && !s.opts.AllowEviction {
+			watched.Store(true)
+			if n, _ := strconv.ParseInt(info["evicted_keys"], 10, 64); n > 0 {
+				counted.Store(true) // since its start, or the last acknowledgement
+			}
 		}
 		if p, ok := info["maxmemory_policy"]; ok && p != "noeviction" && !s.opts.AllowEviction {
 			return fmt.Errorf("%w (%s has %s)", ErrEvictionPolicy, c.Options().Addr, p)
@@ -83,6 +93,17 @@ func (s *Store) check(ctx context.Context, load bool) error {
 		}
 		return s.load(ctx, c)
 	})
+	if watched.Load() {
+		// An eviction no operator has acknowledged refuses the server,
+		// whatever its policy is now and whatever else failed (evicted.go).
+		waiting, merr := s.unacknowledged(ctx, counted.Load())
+		switch {
+		case waiting:
+			err = ErrEvicted
+		case merr != nil && err == nil:
+			err = merr
+		}
+	}
 	if err == nil && s.evictions.Load() != evictions {
 		// The server evicted a key while it was being checked.
 		if r := s.refused.Load(); r != nil {
@@ -100,12 +121,14 @@ func (s *Store) check(ctx context.Context, load bool) error {
 		// Refused from here on, as at start; for a server accepted until
 		// now, the configuration changed under the store, which refuse
 		// logs and counts.
-		reason := reasonEvictionPolicy
-		if errors.Is(err, ErrTooFewReplicas) {
+		reason, msg := reasonEvictionPolicy, "idem: the Redis server's configuration changed; every call is refused (UNAVAILABLE) until it is restored"
+		switch {
+		case errors.Is(err, ErrTooFewReplicas):
 			reason = "too_few_replicas"
+		case errors.Is(err, ErrEvicted):
+			reason, msg = reasonEvicted, evictedMessage
 		}
-		s.refuse(err, reason, "idem: the Redis server's configuration changed; every call is refused (UNAVAILABLE) until it is restored",
-			"error", err.Error())
+		s.refuse(err, reason, msg, "error", err.Error())
 	}
 	return err
 }

@@ -49,8 +49,9 @@
 //	n, err := audit.Verify(ctx, store, principal.TenantID) // records checked, or where the chain breaks
 //
 // An operator settles a stuck or unknown operation with Unsettled and
-// Resolve (or cmd/toolctl); docs/reliability.md says what each Redis fault
-// does and what to configure.
+// Resolve, and after an eviction learns what Redis took and acknowledges it
+// with Evictions and AckEvictions (or cmd/toolctl); docs/reliability.md
+// says what each Redis fault does and what to configure.
 package idem
 
 import (
@@ -103,9 +104,10 @@ type Options struct {
 	// AllowEviction accepts a server whose maxmemory-policy may evict keys.
 	// By default Check, and so the store's first call, refuses it: an
 	// evicted record makes an acknowledged write run again on replay. A
-	// policy switched while the store runs is refused by the first
-	// reservation after it, which reads the policy in its script, and an
-	// evicted key as soon as Redis says so (evicted.go).
+	// policy switched while the store runs is refused by the first script
+	// after it, which reads the policy first, and an evicted key as soon as
+	// Redis says so, until an operator acknowledges what was lost
+	// (evicted.go, AckEvictions).
 	AllowEviction bool
 	// CheckEvery is how often the store reads its server's configuration
 	// again while it runs (Check: maxmemory-policy, connected replicas), in
@@ -171,10 +173,15 @@ type Store struct {
 	// evictedSeen: an eviction was logged and counted since the last
 	// check that passed.
 	evictedSeen atomic.Bool
-	// fence: reservations read the server's maxmemory-policy (evicted.go).
+	// fence: the scripts read the server's maxmemory-policy (evicted.go).
 	// Set by a check of a server that reports its policy, unless
 	// Options.AllowEviction.
 	fence atomic.Bool
+	// ev is what this process knows of an eviction no operator has
+	// acknowledged; gaps, the tenants whose records were lost, and until
+	// when their writes ask receipts first (evicted.go).
+	ev   evictionState
+	gaps atomic.Pointer[map[string]int64]
 }
 
 var _ guard.Store = (*Store)(nil)
@@ -275,6 +282,9 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	}
 	keys, a := s.args(e, e.CallID, lease, guard.ReceiptInconclusive)
 	keys = s.spendsGrant(keys, a, e)
+	if s.lostRecords(e.TenantID, e.Now) {
+		a.gap = "1"
+	}
 	if e.Charge != nil {
 		a.charge = packCharge(e.Charge)
 		keys = s.withBudget(keys, a, e.TenantID)

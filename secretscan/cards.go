@@ -18,7 +18,9 @@ package secretscan
 //     4-4-4-1, Amex's 4-6-5, Diners' 4-6-4), or with a card word
 //     (cardWords: card, pan, cc, visa, amex, …, as a word of its own or of
 //     a name such as card_number or cardNumber) at most cardBefore bytes
-//     before it or cardAfter bytes after it.
+//     before it or cardAfter bytes after it, and in JSON in the same
+//     member ({"card_number":"4111…"}, not {"card_brand":"visa",
+//     "customer_id":5105…}).
 //
 // So an IMEI (15 digits, 35… or 86…: no scheme of that length), a
 // millisecond timestamp (13 digits, 1…), a parcel's tracking number, an
@@ -224,7 +226,7 @@ func cardIn(text string, groups []group, words []span) (span, bool) {
 		if !inScheme(d) || !luhn(string(d)) {
 			continue
 		}
-		if (len(gs) > 1 && cardGrouping(gs)) || cardWordNear(words, start, end) {
+		if (len(gs) > 1 && cardGrouping(gs)) || cardWordNear(text, words, start, end) {
 			return span{start, end}, true
 		}
 	}
@@ -247,11 +249,39 @@ func cardGrouping(groups []group) bool {
 }
 
 // cardWordNear reports whether a card word ends at most cardBefore bytes
-// before start or begins at most cardAfter bytes after end.
-func cardWordNear(words []span, start, end int) bool {
+// before start or begins at most cardAfter bytes after end, in the same
+// member when the text is JSON: a card word in another member
+// ({"card_brand":"visa","customer_id":5105…}) says nothing of this
+// number.
+func cardWordNear(text string, words []span, start, end int) bool {
 	for _, w := range words {
-		if (w.end <= start && start-w.end <= cardBefore) || (w.start >= end && w.start-end <= cardAfter) {
+		if (w.end <= start && start-w.end <= cardBefore && !memberBoundary(text[w.end:start])) ||
+			(w.start >= end && w.start-end <= cardAfter && !memberBoundary(text[end:w.start])) {
 			return true
+		}
+	}
+	return false
+}
+
+// memberBoundary reports whether between, the text between a card word
+// and a number, crosses from one member of a JSON object or element of an
+// array to the next: a comma next to a quote, or a comma before a
+// brace or bracket, raw or escaped as JSON in a string.
+func memberBoundary(between string) bool {
+	for i := 0; i < len(between); i++ {
+		if between[i] != ',' {
+			continue
+		}
+		if i > 0 && between[i-1] == '"' {
+			return true
+		}
+		if i+1 < len(between) {
+			switch between[i+1] {
+			case '"', '{', '[':
+				return true
+			case '\\':
+				return i+2 < len(between) && between[i+2] == '"'
+			}
 		}
 	}
 	return false

@@ -54,9 +54,14 @@ func TestFindCards(t *testing.T) {
 		{`{"creditCard":"6011111111111117"}`, []string{"6011111111111117"}},
 		{"5555555555554444 (visa)", []string{"5555555555554444"}}, // a word after it
 		{"two cards: 4111111111111111 and 6011 1111 1111 1117", []string{"4111111111111111", "6011 1111 1111 1117"}},
-		{"ref 12 4111 1111 1111 1111", []string{"4111 1111 1111 1111"}},   // a leading group that spoils Luhn is left out
-		{"4111 1111 1111 1111 110", []string{"4111 1111 1111 1111 110"}},  // 19 digits, 4-4-4-4-3
-		{"card 4111 1111 1111 1111 111", []string{"4111 1111 1111 1111"}}, // the longest card it starts with
+		{"ref 12 4111 1111 1111 1111", []string{"4111 1111 1111 1111"}},             // a leading group that spoils Luhn is left out
+		{"4111 1111 1111 1111 110", []string{"4111 1111 1111 1111 110"}},            // 19 digits, 4-4-4-4-3
+		{"card 4111 1111 1111 1111 111", []string{"4111 1111 1111 1111"}},           // the longest card it starts with
+		{`{"card_brand":"visa","customer_id":5105105105105100}`, nil},               // the word is another member's
+		{`{\"card_brand\":\"visa\",\"customer_id\":5105105105105100}`, nil},         // escaped JSON too
+		{`[{"card":"on file"},{"id":"5105105105105100"}]`, nil},                     // another element's
+		{`{"card":{"number":"5105105105105100"}}`, []string{"5105105105105100"}},    // nested in the card's member
+		{"card holder,account\nBob,5105105105105100", []string{"5105105105105100"}}, // a CSV cell
 		{"4111111111111111", nil},               // no card word, no grouping
 		{"order 4111111111111111 shipped", nil}, // an id that passes Luhn
 		{"card 4111111111111112", nil},          // fails Luhn

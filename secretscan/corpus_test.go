@@ -159,6 +159,18 @@ func TestFindOverJSON(t *testing.T) {
 	if flagged*1000 > len(la) {
 		t.Errorf("%d of %d flagged: more than 0.1 %%", flagged, len(la))
 	}
+	// All of them side by side in one output, members "0" to "1224": a card
+	// word of one member says nothing of its neighbour's number.
+	all := map[string]any{}
+	for i, l := range la {
+		all[fmt.Sprint(i)] = l.Text
+	}
+	raw, _ := json.Marshal(all)
+	got := d.Find(string(raw))
+	t.Logf("look-alikes in one output: %d of %d flagged", len(got), len(la))
+	if len(got)*1000 > len(la) {
+		t.Errorf("%d of %d look-alikes in one output flagged: more than 0.1 %%: %q", len(got), len(la), got)
+	}
 }
 
 // withholdTree replaces, in every string and key of v, what d finds in it

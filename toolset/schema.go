@@ -280,6 +280,9 @@ func checkType(t reflect.Type, where string, path []reflect.Type, recursive map[
 		}
 		t = t.Elem()
 	}
+	if _, ok := textOf(t); ok {
+		return fmt.Errorf("field %s: toolset.JSONText is for outputs: a model writes JSON, not JSON in a string", where)
+	}
 	switch t {
 	case timeType, ipType:
 		return nil
@@ -322,14 +325,16 @@ type jsonField struct {
 
 // jsonFields returns t's fields by JSON member name, with the fields of
 // embedded structs promoted as encoding/json promotes them (the shallower
-// field wins a name). It is empty when t is not a struct.
+// field wins a name); each field's Index is its whole index sequence from
+// t (reflect.Value.FieldByIndex). It is empty when t is not a struct.
 func jsonFields(t reflect.Type, where string) map[string]jsonField {
 	out := map[string]jsonField{}
 	depth := map[string]int{}
-	var add func(t reflect.Type, where string, d int)
-	add = func(t reflect.Type, where string, d int) {
+	var add func(t reflect.Type, where string, d int, index []int)
+	add = func(t reflect.Type, where string, d int, index []int) {
 		for i := range t.NumField() {
 			f := t.Field(i)
+			f.Index = append(slices.Clip(index), i)
 			tag := f.Tag.Get("json")
 			if tag == "-" {
 				continue
@@ -340,7 +345,7 @@ func jsonFields(t reflect.Type, where string) map[string]jsonField {
 				ft = ft.Elem()
 			}
 			if f.Anonymous && name == "" && ft.Kind() == reflect.Struct {
-				add(ft, where+"."+f.Name, d+1)
+				add(ft, where+"."+f.Name, d+1, f.Index)
 				continue
 			}
 			if !f.IsExported() {
@@ -357,7 +362,7 @@ func jsonFields(t reflect.Type, where string) map[string]jsonField {
 		}
 	}
 	if t != nil && t.Kind() == reflect.Struct {
-		add(t, where, 0)
+		add(t, where, 0, nil)
 	}
 	return out
 }

@@ -3,6 +3,7 @@ package toolset
 import (
 	"reflect"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -53,4 +54,72 @@ func TestSecretPaths(t *testing.T) {
 		}
 	}()
 	mustSecretPaths("tree", reflect.TypeFor[secretOuter]())
+}
+
+type secretShapes struct {
+	Accounts map[string]secretInner             `json:"accounts"`
+	Nested   map[int][]*secretInner             `json:"nested"`
+	Body     JSONText[secretInner]              `json:"body"`
+	Bodies   []JSONText[map[string]secretInner] `json:"bodies"`
+	Dotted   string                             `json:"a.b[]" toolguard:"secret"`
+	Raw      []byte                             `json:"raw"`
+}
+
+type secretDynamic struct {
+	Name  string `json:"name"`
+	Extra any    `json:"extra"`
+}
+
+// TestSecretPathsShapes: the paths reach map values ({}), JSONText (#)
+// and names with the path syntax's characters (escaped); a type with an
+// interface in it, or one that holds itself with secrets, is walked at
+// run time.
+func TestSecretPathsShapes(t *testing.T) {
+	s := secretsOf(reflect.TypeFor[secretShapes]())
+	want := []string{"accounts{}.token", "nested{}[].token", "body#.token", "bodies[]#{}.token", `a\.b\[\]`}
+	if !slices.Equal(s.paths, want) || s.walk {
+		t.Errorf("secretsOf = %q, walk %v; want %q", s.paths, s.walk, want)
+	}
+	if s := secretsOf(reflect.TypeFor[[]secretInner]()); !slices.Equal(s.paths, []string{"[].token"}) || s.walk {
+		t.Errorf("root slice: %+v", s)
+	}
+	if s := secretsOf(reflect.TypeFor[secretDynamic]()); len(s.paths) != 0 || !s.walk {
+		t.Errorf("an any field: %+v", s)
+	}
+	if s := secretsOf(reflect.TypeFor[secretOuter]()); !s.walk {
+		t.Errorf("a type that holds itself: %+v", s)
+	}
+	if s := secretsOf(reflect.TypeFor[secretInner]()); s.walk {
+		t.Errorf("a plain struct is walked: %+v", s)
+	}
+}
+
+// TestRuntimeSecrets: the walk of a value names each marked field where
+// it stands, through interfaces, maps (keys as encoding/json writes them),
+// slices, pointers and JSONText, and skips nil pointers and interfaces.
+func TestRuntimeSecrets(t *testing.T) {
+	v := secretDynamic{Name: "n", Extra: map[int]any{
+		7:  []any{secretInner{Token: "a"}, nil, (*secretInner)(nil), &secretInner{Token: "b"}},
+		-1: JSONText[any]{Value: secretInner{}},
+	}}
+	got := runtimeSecrets(reflect.ValueOf(v), "", nil)
+	slices.Sort(got)
+	want := []string{"extra.-1#.token", "extra.7[0].token", "extra.7[3].token"}
+	if !slices.Equal(got, want) {
+		t.Errorf("runtimeSecrets = %q, want %q", got, want)
+	}
+	if got := runtimeSecrets(reflect.ValueOf(nil), "", nil); got != nil {
+		t.Errorf("a nil output: %q", got)
+	}
+}
+
+// TestJSONTextRefusedInInput: a JSONText in an input would make the schema
+// lie (the model writes JSON, not JSON in a string).
+func TestJSONTextRefusedInInput(t *testing.T) {
+	type in struct {
+		Body JSONText[secretInner] `json:"body"`
+	}
+	if _, err := schemaForType(reflect.TypeFor[in]()); err == nil || !strings.Contains(err.Error(), "JSONText is for outputs") {
+		t.Errorf("schemaForType = %v", err)
+	}
 }

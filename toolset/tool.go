@@ -102,6 +102,9 @@ type Tool[In, Out any] struct {
 	fn          Func[In, Out]
 	authorize   AuthorizeFunc[In]
 	receipt     ReceiptFunc[Out]
+	// walkOut: Out's values hold secrets its paths do not reach, found in
+	// each output (secret.go).
+	walkOut bool
 }
 
 // Read declares a tool without side effects. It panics if In cannot be
@@ -131,12 +134,13 @@ func newTool[In, Out any](name, description string, effect guard.Effect, fn Func
 	if opts == nil {
 		opts = &Options[In, Out]{}
 	}
+	out := secretsOf(reflect.TypeFor[Out]())
 	return &Tool[In, Out]{
 		spec: guard.ToolSpec{Name: name, Effect: effect, NeedsApproval: opts.NeedsApproval && effect == guard.Write,
 			Repeatable: opts.Repeatable && effect == guard.Write, LoggedArguments: append([]string(nil), opts.LoggedArguments...),
-			SecretArguments: mustSecretPaths(name, reflect.TypeFor[In]()), SecretOutput: mustSecretPaths(name, reflect.TypeFor[Out]()),
+			SecretArguments: mustSecretPaths(name, reflect.TypeFor[In]()), SecretOutput: out.paths,
 			Budget: opts.Budget.spec()},
-		description: description, schema: s, fn: fn, authorize: opts.Authorize, receipt: opts.Receipt,
+		description: description, schema: s, fn: fn, authorize: opts.Authorize, receipt: opts.Receipt, walkOut: out.walk,
 	}
 }
 
@@ -191,7 +195,7 @@ func (t *Tool[In, Out]) Execute(ctx context.Context, inv *guard.Invocation) (jso
 	if err != nil {
 		return nil, err
 	}
-	return marshalOutput(t.spec.Name, out)
+	return t.marshalOutput(inv, out)
 }
 
 // errNoReceipt is the inconclusive answer of a tool without a receipt
@@ -207,16 +211,23 @@ func (t *Tool[In, Out]) LookupReceipt(ctx context.Context, inv *guard.Invocation
 	if err != nil || !found {
 		return nil, false, err
 	}
-	b, err := marshalOutput(t.spec.Name, out)
+	b, err := t.marshalOutput(inv, out)
 	return b, err == nil, err
 }
 
-func marshalOutput(name string, out any) (json.RawMessage, error) {
+// marshalOutput writes an output (or a receipt), and names to the guard
+// the secrets in it that only the value places.
+func (t *Tool[In, Out]) marshalOutput(inv *guard.Invocation, out Out) (json.RawMessage, error) {
 	b, err := json.Marshal(out)
 	if err != nil {
 		// The side effect happened but its result cannot be told: the
 		// guard must treat this as unknown, not as a failure.
-		return nil, guard.UnknownOutcome(fmt.Errorf("toolset: tool %q output: %w", name, err))
+		return nil, guard.UnknownOutcome(fmt.Errorf("toolset: tool %q output: %w", t.spec.Name, err))
+	}
+	if t.walkOut {
+		// (By value, not &out: taking out's address would move every
+		// output to the heap, walked or not.)
+		inv.WithholdOutput(runtimeSecrets(reflect.ValueOf(out), "", nil)...)
 	}
 	return b, nil
 }

@@ -4,7 +4,6 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -26,20 +25,11 @@ var user2b = guard.Principal{TenantID: "tenant-b", SubjectID: "user-1"}
 // "token-a" for tenant-a/user-1 and "token-b" for tenant-b/user-1.
 func (w *world) serveHTTP(t *testing.T, port int, limit int64) string {
 	t.Helper()
-	verify := func(_ context.Context, tok string, _ *http.Request) (tgmcp.Token, error) {
-		switch tok {
-		case "token-a":
-			return tgmcp.Token{Principal: user1, Expiry: time.Now().Add(time.Hour)}, nil
-		case "token-b":
-			return tgmcp.Token{Principal: user2b, Expiry: time.Now().Add(time.Hour)}, nil
-		}
-		return tgmcp.Token{}, errors.New("unknown token")
-	}
 	ln, err := net.Listen("tcp", fmt.Sprintf("127.0.0.1:%d", port))
 	if err != nil {
 		t.Fatal(err)
 	}
-	hs := httptest.NewUnstartedServer(w.server.Handler(verify, &tgmcp.HTTPOptions{MaxRequestBodyBytes: limit}))
+	hs := httptest.NewUnstartedServer(w.server.Handler(testTokens, &tgmcp.HTTPOptions{MaxRequestBodyBytes: limit}))
 	hs.Listener = ln
 	hs.Start()
 	t.Cleanup(hs.Close)

@@ -74,6 +74,15 @@ type Options struct {
 	Clock guard.Clock
 	// StatusTool names the status tool; default toolset.StatusToolName.
 	StatusTool string
+	// State keeps the answers to approval questions and the tasks, shared
+	// by the replicas of a fleet (NewRedisStateStore); default this
+	// process's memory, for a server that runs as one process.
+	State StateStore
+	// QuestionTTL is how long a question put to a human takes its answer:
+	// the request state of a multi round-trip request, the input of a
+	// task. An answer after it gets guard.Expired (APPROVAL_REQUIRED,
+	// guard.ExpiredMessage) and runs nothing. Default 10 minutes.
+	QuestionTTL time.Duration
 	// ToolScopes are the OAuth scopes a bearer token must grant to call
 	// each tool over HTTP (Handler, Mount), by tool name (the status
 	// tool's too). A call whose token lacks one is answered 403 with
@@ -96,7 +105,8 @@ type Server struct {
 	tools   map[string]toolset.Declared
 	status  string
 	statusT toolset.Declared // the status tool's declaration
-	pending pendingSet       // approval questions awaiting their answer
+	sealer  *sealer          // seals request states; nil without a Signer
+	state   StateStore       // answers and tasks, shared by a fleet
 }
 
 // NewServer returns a server of the tools of set, dispatched through g. The
@@ -117,8 +127,25 @@ func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) 
 	if opts.StatusTool == "" {
 		opts.StatusTool = toolset.StatusToolName
 	}
-	s := &Server{g: g, opts: opts, tools: map[string]toolset.Declared{}, status: opts.StatusTool}
-	s.srv = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, nil)
+	if opts.QuestionTTL <= 0 {
+		opts.QuestionTTL = 10 * time.Minute
+	}
+	if opts.State == nil {
+		opts.State = &memStateStore{}
+	}
+	s := &Server{g: g, opts: opts, tools: map[string]toolset.Declared{}, status: opts.StatusTool, state: opts.State}
+	if opts.Signer != nil {
+		var err error
+		if s.sealer, err = newSealer(opts.Signer); err != nil {
+			return nil, fmt.Errorf("mcp: the request state key: %w", err)
+		}
+	}
+	caps := &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{}}
+	caps.AddExtension(TasksExtension, nil)
+	s.srv = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{Capabilities: caps})
+	if err := s.addTasks(); err != nil {
+		return nil, err
+	}
 	for _, t := range set.Tools() {
 		if t.Name() == s.status {
 			return nil, fmt.Errorf("mcp: tool %q has the status tool's name", t.Name())
@@ -138,19 +165,51 @@ func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) 
 			}
 		}
 	}
-	// A call of a tool that does not exist is still a dispatch: the guard
-	// answers it UNKNOWN_TOOL (audited), instead of the SDK's protocol
-	// error, so the model can correct itself.
-	s.srv.AddReceivingMiddleware(func(next sdk.MethodHandler) sdk.MethodHandler {
-		return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
-			if ct, ok := req.(*sdk.CallToolRequest); ok && method == "tools/call" && ct.Params != nil &&
-				ct.Params.Name != s.status && s.tools[ct.Params.Name] == nil {
-				return s.callTool(ctx, ct)
-			}
-			return next(ctx, method, req)
-		}
-	})
+	s.srv.AddReceivingMiddleware(s.receive)
 	return s, nil
+}
+
+// receive is the server's receiving middleware. A call of a tool that
+// does not exist is still a dispatch: the guard answers it UNKNOWN_TOOL
+// (audited), instead of the SDK's protocol error, so the model can correct
+// itself. A tools/call may be answered with the task it created (Tasks
+// extension). The results of initialize and server/discover advertise
+// tools.idempotency (SEP-3182), which go-sdk's types cannot hold. A
+// tasks/* request gets its principal and scopes from its token, as
+// tools/call does.
+func (s *Server) receive(next sdk.MethodHandler) sdk.MethodHandler {
+	return func(ctx context.Context, method string, req sdk.Request) (sdk.Result, error) {
+		switch {
+		case method == "tools/call":
+			ct, ok := req.(*sdk.CallToolRequest)
+			if !ok || ct.Params == nil {
+				break
+			}
+			slot := &taskSlot{}
+			ctx = context.WithValue(ctx, taskSlotKey{}, slot)
+			var res sdk.Result
+			var err error
+			if ct.Params.Name != s.status && s.tools[ct.Params.Name] == nil {
+				res, err = s.callTool(ctx, ct)
+			} else {
+				res, err = next(ctx, method, req)
+			}
+			if err == nil && slot.created != nil {
+				return slot.created, nil
+			}
+			return res, err
+		case method == "initialize" || method == "server/discover":
+			res, err := next(ctx, method, req)
+			return advertise(res), err
+		case isTaskMethod(method):
+			p, err := s.principal(req.GetExtra())
+			if err != nil {
+				return nil, err
+			}
+			ctx = context.WithValue(ctx, callerKey{}, caller{p: p, extra: req.GetExtra()})
+		}
+		return next(ctx, method, req)
+	}
 }
 
 // toolDef is the MCP definition of one tool.
@@ -240,9 +299,10 @@ func invalidParams(msg string) error {
 
 // callTool answers one tools/call: the principal from the host, the ids
 // from _meta or derived, the guard, then elicitation where approval is
-// required and the client can ask its human.
+// required and the client can ask its human; a call that comes back with
+// its human's answer (a request state) is answered by answer.
 func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.CallToolResult, error) {
-	p, err := s.principal(req)
+	p, err := s.principal(req.Extra)
 	if err != nil {
 		return nil, err
 	}
@@ -264,10 +324,19 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 		IdempotencyKey:  guard.SafeID(meta.idempotencyKey),
 		AdapterRevision: Revision,
 	}
+	if meta.requestKey != "" {
+		// SEP-3182's idempotencyKey: the client owns the call's identity.
+		if meta.idempotencyKey != "" && meta.idempotencyKey != meta.requestKey {
+			return nil, invalidParams("idempotencyKey and _meta[" + strconv.Quote(MetaIdempotencyKey) + "] name different keys")
+		}
+		ec.IdempotencyKey = guard.SafeID(meta.requestKey)
+		meta.identity = true
+	}
 	if !meta.identity {
 		// A client that sends no ids (as the official SDKs do): the call
 		// is its request in its session, and the session is the scope, so
-		// a write repeated in the session is one operation.
+		// a write repeated in the session is one operation. Without a
+		// session (2026-07-28), the scope is the request.
 		ec.CallID, ec.Scope = derivedIDs(req)
 	}
 	if meta.scope != "" {
@@ -283,20 +352,29 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	args = fillArgs(s.tools[req.Params.Name], args) // section 8: an absent nullable member is null
 	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: req.Params.Name, Arguments: args},
 		Context: ec, Approval: meta.approval}
-	if call.Approval == "" && s.canElicit(req) {
-		// The call may come back with its human's answer.
-		if res, answered, err := s.answer(ctx, req, call); err != nil {
-			return nil, hostError(err)
-		} else if answered {
-			return ToolResult(res), nil
+	var res *guard.Result
+	if call.Approval == "" && (req.Params.RequestState != "" || req.Params.InputResponses != nil) {
+		// The call comes back with its human's answer.
+		res, err = s.answer(ctx, req, &call, meta.callID != "" || meta.scope != "")
+	} else {
+		res, err = s.g.Dispatch(ctx, call)
+		if err == nil && res.Code == guard.CodeApprovalRequired && call.Approval == "" && s.canElicit(req) {
+			if !wantsTask(ctx, req) {
+				return s.ask(call), nil
+			}
+			if res = s.createTask(ctx, call); res == nil {
+				// The receiving middleware answers with the task.
+				return &sdk.CallToolResult{}, nil
+			}
 		}
 	}
-	res, err := s.g.Dispatch(ctx, call)
 	if err != nil {
 		return nil, hostError(err)
 	}
-	if res.Code == guard.CodeApprovalRequired && call.Approval == "" && s.canElicit(req) {
-		return s.ask(call), nil
+	if meta.requestKey != "" {
+		if err := keyError(res, meta.requestKey); err != nil {
+			return nil, err
+		}
 	}
 	return ToolResult(res), nil
 }
@@ -304,7 +382,10 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 // hostError turns the guard's host errors into JSON-RPC errors the client
 // can act on.
 func hostError(err error) error {
+	var werr *jsonrpc.Error
 	switch {
+	case errors.As(err, &werr):
+		return werr
 	case errors.Is(err, guard.ErrNoIdentity):
 		return invalidParams("a write needs an identity: send " + MetaCallID + ", " + MetaIdempotencyKey + " or " + MetaOperationID + " in _meta, or call through a connection that numbers its requests")
 	case errors.Is(err, guard.ErrBadID):
@@ -319,15 +400,15 @@ var errNoPrincipal = &jsonrpc.Error{Code: jsonrpc.CodeInternalError, Message: "t
 // principal returns who the call acts for: the verified bearer token's
 // principal over HTTP, the configured principal otherwise; never anything
 // from the request.
-func (s *Server) principal(req *sdk.CallToolRequest) (guard.Principal, error) {
-	if req.Extra != nil && req.Extra.TokenInfo != nil {
-		p, ok := req.Extra.TokenInfo.Extra[principalKey].(guard.Principal)
+func (s *Server) principal(extra *sdk.RequestExtra) (guard.Principal, error) {
+	if extra != nil && extra.TokenInfo != nil {
+		p, ok := extra.TokenInfo.Extra[principalKey].(guard.Principal)
 		if !ok {
 			return guard.Principal{}, errNoPrincipal
 		}
 		return p, nil
 	}
-	if req.Extra != nil && req.Extra.Header != nil {
+	if extra != nil && extra.Header != nil {
 		// HTTP without a verified token: never the process's principal.
 		return guard.Principal{}, errNoPrincipal
 	}
@@ -340,6 +421,9 @@ func (s *Server) principal(req *sdk.CallToolRequest) (guard.Principal, error) {
 // callMeta is what a request's _meta says about the call.
 type callMeta struct {
 	idempotencyKey, operationID, callID, responseID, approval, scope string
+	// requestKey is the request's idempotencyKey parameter (SEP-3182),
+	// as the transport stamped it.
+	requestKey string
 	// identity: the client sent one of the identity members (even empty),
 	// so the server derives nothing.
 	identity bool
@@ -361,12 +445,16 @@ func readMeta(m sdk.Meta) (callMeta, error) {
 		{MetaApproval, &c.approval, false},
 		{MetaScope, &c.scope, false},
 		{metaRequest, &c.request, false},
+		{metaRequestKey, &c.requestKey, false},
 	} {
 		v, ok := m[f.key]
 		if !ok || v == nil {
 			continue
 		}
 		str, isStr := v.(string)
+		if f.key == metaRequestKey && (!isStr || str == "") {
+			return c, invalidParams("idempotencyKey must be a non-empty string")
+		}
 		if !isStr {
 			return c, invalidParams("_meta[" + strconv.Quote(f.key) + "] must be a string")
 		}

@@ -211,7 +211,7 @@ func TestRefundElicitation(t *testing.T) {
 	}
 }
 
-func mustSigner(t *testing.T) *guard.Signer {
+func mustSigner(t testing.TB) *guard.Signer {
 	s, err := guard.NewSigner(key)
 	if err != nil {
 		t.Fatal(err)

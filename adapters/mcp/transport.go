@@ -54,10 +54,23 @@ type HTTPOptions struct {
 // auth.RequireBearerToken); one without a valid token is answered 401,
 // with WWW-Authenticate: Bearer resource_metadata="…" when
 // opts.ResourceMetadataURL is set. The calls act for the token's
-// principal, and a session is bound to it, so another principal's token
-// cannot use it. A tools/call of a tool whose scopes (Options.ToolScopes)
-// the token does not grant is answered 403 insufficient_scope. Mount
-// serves it together with the resource's metadata.
+// principal. A tools/call of a tool whose scopes (Options.ToolScopes) the
+// token does not grant is answered 403 insufficient_scope. Mount serves it
+// together with the resource's metadata.
+//
+// It serves two generations of the protocol at one endpoint. A request of
+// protocol 2026-07-28 or later (its MCP-Protocol-Version header, or the
+// io.modelcontextprotocol/protocolVersion of its _meta, names one; a
+// server/discover) is served statelessly: no session, and any replica of a
+// fleet sharing the guard's store, Options.Store and the Signer's key
+// answers it, the answer to an approval question included (see the
+// package doc, "Running as a fleet"). A request of an earlier version
+// (2025-11-25 and before: initialize, then requests with Mcp-Session-Id) is
+// served in a session of this process, bound to the token's principal, so
+// that another principal's token cannot use it: in a fleet, a load
+// balancer must send each session's requests to the replica that created
+// it (affinity on the Mcp-Session-Id header); elsewhere they are answered
+// 404 and the client must start again.
 func (s *Server) Handler(verify TokenVerifier, opts *HTTPOptions) http.Handler {
 	var o HTTPOptions
 	if opts != nil {
@@ -66,16 +79,24 @@ func (s *Server) Handler(verify TokenVerifier, opts *HTTPOptions) http.Handler {
 	if o.MaxRequestBodyBytes <= 0 {
 		o.MaxRequestBodyBytes = sdk.DefaultMaxRequestBodyBytes
 	}
-	h := sdk.NewStreamableHTTPHandler(func(*http.Request) *sdk.Server { return s.srv },
-		&sdk.StreamableHTTPOptions{
-			// The stamp adds a few bytes to a message already bounded.
-			MaxRequestBodyBytes: o.MaxRequestBodyBytes + 1024,
-			SessionTimeout:      o.SessionTimeout,
-		})
+	server := func(*http.Request) *sdk.Server { return s.srv }
+	// The stamp adds a few bytes to a message already bounded.
+	limit := o.MaxRequestBodyBytes + 1024
+	sessions := sdk.NewStreamableHTTPHandler(server, &sdk.StreamableHTTPOptions{
+		MaxRequestBodyBytes: limit,
+		SessionTimeout:      o.SessionTimeout,
+	})
+	// A stateless request's handler goes on when its client goes away: a
+	// write that started finishes and is recorded, so that the request
+	// sent again replays it instead of finding it cut short.
+	stateless := sdk.NewStreamableHTTPHandler(server, &sdk.StreamableHTTPOptions{
+		Stateless:           true,
+		MaxRequestBodyBytes: limit,
+	})
 	return auth.RequireBearerToken(tokenVerifier(verify), &auth.RequireBearerTokenOptions{
 		ResourceMetadataURL: o.ResourceMetadataURL,
 		ClockSkew:           o.ClockSkew,
-	})(s.messages(h, o))
+	})(s.messages(sessions, stateless, o))
 }
 
 // principalKey holds the verified principal in auth.TokenInfo.Extra.
@@ -126,15 +147,16 @@ func (c *stampConn) Read(ctx context.Context) (jsonrpc.Message, error) {
 }
 
 // messages reads a POSTed message before the SDK does: a tools/call of a
-// tool whose scopes the token lacks is answered 403 insufficient_scope, and
-// a tools/call request is stamped. Each HTTP request gets a nonce of its
-// own; the session id, where there is one, is what the call id is derived
-// from.
-func (s *Server) messages(next http.Handler, o HTTPOptions) http.Handler {
+// tool whose scopes the token lacks is answered 403 insufficient_scope, a
+// tools/call request is stamped, and the request goes to the stateless
+// handler when it is of protocol 2026-07-28 or later, to the handler of
+// sessions otherwise. Each HTTP request gets a nonce of its own; the
+// session id, where there is one, is what the call id is derived from.
+func (s *Server) messages(sessions, stateless http.Handler, o HTTPOptions) http.Handler {
 	limit := o.MaxRequestBodyBytes
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if r.Method != http.MethodPost {
-			next.ServeHTTP(w, r)
+			sessions.ServeHTTP(w, r) // GET and DELETE name a session
 			return
 		}
 		body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, limit))
@@ -147,14 +169,25 @@ func (s *Server) messages(next http.Handler, o HTTPOptions) http.Handler {
 			http.Error(w, "failed to read the request body", http.StatusBadRequest)
 			return
 		}
+		next := sessions
+		if modern(r.Header.Get(protocolVersionHeader)) {
+			next = stateless
+		}
 		if m, err := jsonrpc.DecodeMessage(body); err == nil {
 			if need := s.httpScopes(r, m); len(need) > 0 {
 				insufficientScope(w, need, o.ResourceMetadataURL)
 				return
 			}
-			if req, ok := m.(*jsonrpc.Request); ok && stamp(req, newNonce()) {
-				if b, err := jsonrpc.EncodeMessage(req); err == nil {
-					body = b
+			if req, ok := m.(*jsonrpc.Request); ok {
+				if modern(metaProtocolVersion(req)) {
+					// The SDK's stateless handler checks that it agrees
+					// with the header, and says so when it does not.
+					next = stateless
+				}
+				if stamp(req, newNonce()) {
+					if b, err := jsonrpc.EncodeMessage(req); err == nil {
+						body = b
+					}
 				}
 			}
 		}
@@ -164,9 +197,37 @@ func (s *Server) messages(next http.Handler, o HTTPOptions) http.Handler {
 	})
 }
 
+// protocolVersionHeader is the HTTP header naming a request's protocol
+// version.
+const protocolVersionHeader = "Mcp-Protocol-Version"
+
+// firstStateless is the first protocol version without sessions and
+// initialize, served by the stateless handler.
+const firstStateless = "2026-07-28"
+
+// modern reports whether a protocol version is of the stateless
+// generation. Versions are dates, so they compare as strings.
+func modern(version string) bool { return version >= firstStateless }
+
+// metaProtocolVersion returns the protocol version a request names in its
+// _meta (io.modelcontextprotocol/protocolVersion, SEP-2575), or "".
+func metaProtocolVersion(req *jsonrpc.Request) string {
+	var p struct {
+		Meta map[string]json.RawMessage `json:"_meta"`
+	}
+	if len(req.Params) == 0 || json.Unmarshal(req.Params, &p) != nil {
+		return ""
+	}
+	var v string
+	_ = json.Unmarshal(p.Meta[sdk.MetaKeyProtocolVersion], &v)
+	return v
+}
+
 // stamp writes the nonce and the request id into a tools/call request's
-// _meta, replacing whatever the client put there. It leaves requests it
-// cannot read to the SDK, which answers them with an error.
+// _meta, and the request's idempotencyKey parameter (SEP-3182), which
+// go-sdk's types drop, replacing whatever the client put there under those
+// names. It leaves requests it cannot read to the SDK, which answers them
+// with an error.
 func stamp(req *jsonrpc.Request, nonce string) bool {
 	if req.Method != "tools/call" || !req.ID.IsValid() {
 		return false
@@ -193,6 +254,10 @@ func stamp(req *jsonrpc.Request, nonce string) bool {
 		}
 	}
 	meta[metaRequest], _ = json.Marshal(nonce + " " + id)
+	delete(meta, metaRequestKey)
+	if key, ok := params["idempotencyKey"]; ok && string(key) != "null" {
+		meta[metaRequestKey] = key
+	}
 	params["_meta"], _ = json.Marshal(meta)
 	b, err := json.Marshal(params)
 	if err != nil {

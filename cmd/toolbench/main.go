@@ -38,6 +38,10 @@
 // list), and a table of every run closes the output:
 //
 //	go run ./cmd/toolbench -redis redis://127.0.0.1:6379/0 -c 8,64 -n 20000 -rtt 0,250us,1ms
+//
+// With -budget the guard has a tenant budget it never spends, so that
+// every execution is charged (guard.Budgeter): a write's charge rides on
+// its reservation, a read's takes a step of its own before the read runs.
 package main
 
 import (
@@ -90,6 +94,7 @@ type config struct {
 	peer          bool
 	peerReads     bool
 	rounds        int
+	budget        bool
 }
 
 func run(args []string, w io.Writer) error {
@@ -109,6 +114,7 @@ func run(args []string, w io.Writer) error {
 	fs.BoolVar(&cfg.peer, "peer", false, "run the same workload through a hand-written Powertools-style idempotency layer too (peer.go), and print guard/peer")
 	fs.BoolVar(&cfg.peerReads, "peer-reads", true, "the peer wraps reads too, keyed by call id; false: its reads make no round trip")
 	fs.IntVar(&cfg.rounds, "rounds", 0, "interleave the guard's, the peer's and the floor's runs in this many rounds of batches (default 10 with -peer, 1 without)")
+	fs.BoolVar(&cfg.budget, "budget", false, "give the guard a tenant budget (never spent): every execution is charged")
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
@@ -186,7 +192,11 @@ func bench(cfg config, w io.Writer) (*outcome, error) {
 	ctx := context.Background()
 	signer, _ := guard.NewSigner([]byte("toolbench-approval-key-0123456789abcdef"))
 	gph, pph, fph := newPhase("guard", cfg), newPhase("peer", cfg), newPhase("floor", cfg)
-	g := guard.New(orders.NoopTools(), &timedStore{Store: store, ph: gph}, guard.Options{Signer: signer})
+	gopts := guard.Options{Signer: signer}
+	if cfg.budget {
+		gopts.TenantBudget = guard.TenantBudget{Limit: 1 << 62}
+	}
+	g := guard.New(orders.NoopTools(), &timedStore{Store: store, ph: gph}, gopts)
 	// The peer keeps its keys in a database of its own on a standalone
 	// server: Redis grows each database's key table as keys are added, and
 	// that growth, charged to whichever run's batch crosses a size, belongs

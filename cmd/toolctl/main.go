@@ -1,14 +1,18 @@
 // Command toolctl is the operator's way out of writes whose outcome nobody
 // knows: it lists a tenant's unknown and stuck operations, and resolves one
-// by hand, audited with the operator's name. It works on the Redis store
-// (idem) and on the Postgres store (pgstore): -store names the server, a
-// redis:// URL or a comma-separated cluster list (with -prefix), or a
-// postgres:// URL (with -schema); -redis is -store's older name.
+// by hand, audited with the operator's name; and out of an eviction: it
+// reports what Redis took, and acknowledges it so that the stores work
+// again. It works on the Redis store (idem) and on the Postgres store
+// (pgstore): -store names the server, a redis:// URL or a comma-separated
+// cluster list (with -prefix), or a postgres:// URL (with -schema); -redis
+// is -store's older name.
 //
 //	toolctl list      [-store URL|ADDRS] [-prefix P | -schema S] -tenant T [-json]
 //	toolctl resolve   [-store URL|ADDRS] [-prefix P | -schema S] -tenant T -subject S (-key K | -op OP)
 //	                  -as committed -data JSON | -as not_started   -by OPERATOR [-force]
 //	toolctl gaps      [-store URL|ADDRS] [-prefix P | -schema S] [-tenant T]
+//	toolctl evictions [-store URL|ADDRS] [-prefix P]
+//	toolctl ack       [-store URL|ADDRS] [-prefix P] -by OPERATOR [-window D]
 //	toolctl retention -store postgres://… [-schema S]
 //
 // list prints the writes whose outcome is unknown (OUTCOME_UNKNOWN that no
@@ -33,15 +37,39 @@
 // that breaks and why, or "whole" with its record count. On Postgres it
 // finds the tenants in the store's chain heads; "verify" is its other name.
 //
+// evictions reports what the server lost to evictions no operator has
+// acknowledged (idem.Store.Evictions): a line per master ("server", its
+// address, policy, evicted-key count and the most of those keys a store
+// heard evicted), "unheard" when no store heard them all (then any tenant
+// may have lost records: a store's next check writes back what it heard,
+// if its marker went), a line per tenant that lost keys
+// ("tenant", its id, the audit sequence ranges Redis took, "head lost" when
+// its chain head went, "named" when a store heard one of its keys
+// evicted), and on standard error whether an eviction waits for an
+// acknowledgement. While one waits, every store refuses every call
+// (UNAVAILABLE): check the named tenants' recent writes downstream first,
+// then acknowledge.
+//
+// ack acknowledges it (idem.Store.AckEvictions), as -by, once every master
+// is back to noeviction: it prints the same report, resets the masters'
+// statistics (CONFIG RESETSTAT: evicted_keys counts from zero again),
+// clears the marker, and marks the tenants that lost records (every
+// tenant, when unheard) for -window (default 168h, idem's default TTL):
+// there a write whose key has no record asks its tool's receipt before it
+// runs. The stores accept the server at their next check.
+//
 // retention deletes, on Postgres, what the store's retention let go by now
 // (pgstore.Store.Sweep: bindings, records, indexes and budget tokens past
 // their TTL; audit logs are kept), and prints how many rows went. The store
 // sweeps on its own (pgstore.Options.SweepEvery); this runs one by hand, or
-// from cron where the store's own sweeps are off. Redis forgets by its TTLs.
+// from cron where the store's own sweeps are off. Redis forgets by its TTLs,
+// and Postgres evicts nothing: evictions and ack are Redis's.
 //
-// Exit status: 0 success (for gaps: no gap), 1 a resolution refused
-// (already committed, in progress, not found, changed meanwhile) or a
-// chain with a gap, 2 a usage or connection error.
+// Exit status: 0 success (for gaps: no gap; for evictions: none waits), 1
+// a resolution refused (already committed, in progress, not found, changed
+// meanwhile), a chain with a gap, or an eviction that waits for an
+// acknowledgement, 2 a usage or connection error (for ack: a master whose
+// policy may still evict).
 package main
 
 import (
@@ -53,6 +81,7 @@ import (
 	"io"
 	"os"
 	"slices"
+	"strings"
 	"text/tabwriter"
 	"time"
 
@@ -72,6 +101,8 @@ const usage = `usage: toolctl list      [-store URL|ADDRS] [-prefix P | -schema 
        toolctl resolve   [-store URL|ADDRS] [-prefix P | -schema S] -tenant T -subject S (-key K | -op OP)
                          (-as committed -data JSON | -as not_started) -by OPERATOR [-force]
        toolctl gaps      [-store URL|ADDRS] [-prefix P | -schema S] [-tenant T]
+       toolctl evictions [-store URL|ADDRS] [-prefix P]
+       toolctl ack       [-store URL|ADDRS] [-prefix P] -by OPERATOR [-window D]
        toolctl retention -store postgres://… [-schema S]`
 
 // run runs the command; now is the clock leases are compared with.
@@ -80,9 +111,9 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 		fmt.Fprintln(stderr, "toolctl: "+msg)
 		return 2
 	}
-	if len(args) == 0 || !slices.Contains([]string{"list", "resolve", "gaps", "verify", "retention"}, args[0]) {
+	if len(args) == 0 || !slices.Contains([]string{"list", "resolve", "gaps", "verify", "evictions", "ack", "retention"}, args[0]) {
 		fmt.Fprintln(stderr, usage)
-		return fail("the first argument is list, resolve, gaps (verify) or retention")
+		return fail("the first argument is list, resolve, gaps (verify), evictions, ack or retention")
 	}
 	cmd := args[0]
 	if cmd == "verify" {
@@ -94,14 +125,21 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	fs.StringVar(storeAddr, "redis", "redis://127.0.0.1:6379/0", "the same as -store (its older name)")
 	prefix := fs.String("prefix", "tg:", "Redis: the store's key prefix (idem.Options.Prefix)")
 	schema := fs.String("schema", "toolguard", "Postgres: the store's schema (pgstore.Options.Schema)")
-	tenant := fs.String("tenant", "", "the tenant id (required)")
+	var tenant *string
+	if cmd != "evictions" && cmd != "ack" && cmd != "retention" {
+		tenant = fs.String("tenant", "", "the tenant id (required)")
+	}
 	var (
 		asJSON                         *bool
 		subject, key, op, as, data, by *string
 		force                          *bool
+		window                         *time.Duration
 	)
 	switch cmd {
-	case "gaps":
+	case "gaps", "evictions", "retention":
+	case "ack":
+		by = fs.String("by", "", "who acknowledges the eviction (required)")
+		window = fs.Duration("window", idem.DefaultTTL, "how long the tenants that lost records ask receipts before a write whose key has no record runs")
 	case "list":
 		asJSON = fs.Bool("json", false, "print one JSON object a line")
 	default:
@@ -123,10 +161,14 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	switch {
 	case fs.NArg() > 0:
 		return fail(fmt.Sprintf("unexpected arguments %q", fs.Args()))
-	case *tenant == "" && cmd != "gaps" && cmd != "retention":
+	case tenant != nil && *tenant == "" && cmd != "gaps":
 		return fail("-tenant is required")
+	case cmd == "ack" && *by == "":
+		return fail("-by is required: the acknowledgement names who made it")
 	case cmd == "retention" && !pgopen.Is(*storeAddr):
 		return fail("retention is for the Postgres store (-store postgres://…): Redis forgets by its TTLs")
+	case (cmd == "evictions" || cmd == "ack") && pgopen.Is(*storeAddr):
+		return fail(cmd + " is for the Redis store: Postgres evicts nothing")
 	}
 	var res pgstore.Resolution // the same fields as idem.Resolution
 	if cmd == "resolve" {
@@ -180,6 +222,12 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 		s, err := idem.New(rdb, idem.Options{Prefix: *prefix})
 		if err != nil {
 			return fail("-prefix: " + err.Error())
+		}
+		switch cmd {
+		case "evictions":
+			return evictions(ctx, s, stdout, stderr)
+		case "ack":
+			return ack(ctx, s, *by, *window, now(), stdout, stderr)
 		}
 		store = redisOperator{s}
 	}
@@ -351,4 +399,66 @@ func gaps(ctx context.Context, s operatorStore, tenant string, stdout, stderr io
 		return 1
 	}
 	return 0
+}
+
+// evictions prints what the server lost to evictions no operator has
+// acknowledged.
+func evictions(ctx context.Context, s *idem.Store, stdout, stderr io.Writer) int {
+	r, err := s.Evictions(ctx)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolctl: reading the evictions: %v\n", err)
+		return 2
+	}
+	printEvictions(r, stdout)
+	if !r.Pending() {
+		fmt.Fprintln(stderr, "toolctl: no eviction waits for an acknowledgement")
+		return 0
+	}
+	fmt.Fprintf(stderr, "toolctl: an eviction waits for an acknowledgement (%d tenants lost keys); every store refuses every call until "+
+		"toolctl ack: check the tenants' recent writes downstream first\n", len(r.Tenants))
+	return 1
+}
+
+// ack acknowledges the evictions as by.
+func ack(ctx context.Context, s *idem.Store, by string, window time.Duration, now time.Time, stdout, stderr io.Writer) int {
+	r, err := s.AckEvictions(ctx, by, window, now)
+	if err != nil {
+		fmt.Fprintf(stderr, "toolctl: %v\n", err)
+		return 2
+	}
+	printEvictions(r, stdout)
+	fmt.Fprintf(stdout, "acknowledged\tby %s\tat %s\twrites of the tenants above ask receipts until %s\n", r.AckedBy,
+		r.AckedAt.UTC().Format(time.RFC3339), r.AckedAt.Add(window).UTC().Format(time.RFC3339))
+	fmt.Fprintf(stderr, "toolctl: acknowledged: %d tenants lost keys; the stores accept the server at their next check\n", len(r.Tenants))
+	return 0
+}
+
+// printEvictions prints a report, a line per master and per tenant.
+func printEvictions(r *idem.EvictionReport, w io.Writer) {
+	for _, sv := range r.Servers {
+		fmt.Fprintf(w, "server\t%s\t%s\tevicted_keys %d\theard %d\n", sv.Addr, sv.Policy, sv.EvictedKeys, sv.Heard)
+	}
+	if !r.Since.IsZero() {
+		fmt.Fprintf(w, "noticed\t%s\n", r.Since.UTC().Format(time.RFC3339Nano))
+	}
+	if r.Unheard {
+		fmt.Fprintln(w, "unheard\tno store heard every evicted key: any tenant may have lost records, and ack treats every tenant as one that did")
+	}
+	for _, t := range r.Tenants {
+		var what []string
+		if len(t.Lost) > 0 {
+			ranges := make([]string, len(t.Lost))
+			for i, sr := range t.Lost {
+				ranges[i] = sr.String()
+			}
+			what = append(what, "lost "+strings.Join(ranges, ","))
+		}
+		if t.HeadLost {
+			what = append(what, "head lost")
+		}
+		if t.Named {
+			what = append(what, "named")
+		}
+		fmt.Fprintf(w, "tenant\t%q\t%s\n", t.TenantID, strings.Join(what, "\t"))
+	}
 }

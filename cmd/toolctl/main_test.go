@@ -206,9 +206,12 @@ func TestUsageAndConnectionErrors(t *testing.T) {
 		args []string
 		want string
 	}{
-		{nil, "the first argument is list, resolve, gaps (verify) or retention"},
-		{[]string{"delete"}, "the first argument is list, resolve, gaps (verify) or retention"},
+		{nil, "the first argument is list, resolve, gaps (verify), evictions, ack or retention"},
+		{[]string{"delete"}, "the first argument is list, resolve, gaps (verify), evictions, ack or retention"},
 		{[]string{"retention", "-redis", url}, "retention is for the Postgres store"},
+		{[]string{"evictions", "-store", "postgres://postgres@127.0.0.1:1/x"}, "evictions is for the Redis store"},
+		{[]string{"ack", "-redis", url}, "-by is required"},
+		{[]string{"evictions", "-redis", url, "-tenant", "t"}, "flag provided but not defined"},
 		{[]string{"list", "-redis", url}, "-tenant is required"},
 		{[]string{"list", "-redis", url, "-tenant", "t", "extra"}, "unexpected arguments"},
 		{[]string{"list", "-key", "k"}, "flag provided but not defined"},
@@ -337,4 +340,103 @@ func TestGaps(t *testing.T) {
 			t.Fatal("audit.Verify passes the evicted tenant's chain")
 		}
 	})
+}
+
+// TestEvictionsAndAck: on a server of the test's own that evicted the
+// store's keys, toolctl evictions names the server's count and every
+// tenant that lost keys (exit 1: an eviction waits), toolctl ack refuses
+// while the policy may still evict and acknowledges once it is
+// noeviction; then toolctl evictions finds nothing waiting and the store
+// works again.
+func TestEvictionsAndAck(t *testing.T) {
+	redistest.NeedBinaries(t, "redis-server")
+	port := redistest.FreePort(t)
+	redistest.StartServer(t, t.TempDir(), port, "--appendonly", "no", "--maxmemory", "2mb", "--maxmemory-policy", "noeviction")
+	addr := "redis://127.0.0.1:" + strconv.Itoa(port) + "/0"
+	rdb := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: "127.0.0.1:" + strconv.Itoa(port)})
+	t.Cleanup(func() { _ = rdb.Close() })
+	ctx := context.Background()
+	prefix := redistest.Prefix(t)
+	s, err := idem.New(rdb, idem.Options{Prefix: prefix, CheckEvery: time.Hour})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = s.Close() })
+	if err := s.Check(ctx); err != nil {
+		t.Fatal(err)
+	}
+	w := guardtest.NewWorld(t, s)
+	tenants := []string{"t-a", "t-b", "t-c"}
+	for i := range 30 {
+		p, id := guardtest.Principal(tenants[i%3], "u"), "w"+strconv.Itoa(i)
+		guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"`+id+`","value":"v"}`, id, id), guard.CodeOK, guard.DeliveryFresh)
+	}
+	want(t, exec(time.Now, "evictions", "-redis", addr, "-prefix", prefix), 0, "no eviction waits")
+
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "allkeys-lru").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// Another application fills the server until it has evicted every
+	// key of the store's (a few thousand keys of 1 KB).
+	val := strings.Repeat("f", 1024)
+	for i := 0; ; i++ {
+		n, err := rdb.Keys(ctx, prefix+"*").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(n) == 0 {
+			break
+		}
+		if i > 200 {
+			t.Fatalf("%d of the store's keys left after filling", len(n))
+		}
+		pipe := rdb.Pipeline()
+		for j := range 100 {
+			pipe.Set(ctx, "filler:"+strconv.Itoa(i)+":"+strconv.Itoa(j), val, 0)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if !redistest.WaitUntil(10*time.Second, func() bool {
+		return rdb.HGet(ctx, prefix+"evictions", "evicted").Val() != ""
+	}) {
+		t.Fatal("the store wrote no marker")
+	}
+	want(t, exec(time.Now, "ack", "-redis", addr, "-prefix", prefix, "-by", "ops"), 2, "set it to noeviction before acknowledging")
+	if err := rdb.ConfigSet(ctx, "maxmemory-policy", "noeviction").Err(); err != nil {
+		t.Fatal(err)
+	}
+	// The marker went with the store's keys: the report cannot name the
+	// tenants, and says so.
+	rdb.Del(ctx, prefix+"evictions")
+	o := exec(time.Now, "evictions", "-redis", addr, "-prefix", prefix)
+	want(t, o, 1, "an eviction waits for an acknowledgement (0 tenants lost keys)")
+	if !strings.Contains(o.stdout, "\nunheard\t") {
+		t.Errorf("toolctl evictions without the marker:\n%s", o.stdout)
+	}
+	// The store writes back what it heard at its next check (a call a
+	// second after its last refusal), which it still refuses.
+	time.Sleep(1100 * time.Millisecond)
+	guardtest.Want(t, w.Dispatch(t, guardtest.Principal("t-a", "u"), "put", `{"key":"x","value":"v"}`, "x", "x"), guard.CodeUnavailable, guard.DeliveryFresh)
+	o = exec(time.Now, "evictions", "-redis", addr, "-prefix", prefix)
+	want(t, o, 1, "an eviction waits for an acknowledgement (3 tenants lost keys)")
+	for _, line := range []string{"server\t127.0.0.1:" + strconv.Itoa(port) + "\tnoeviction\tevicted_keys ", "noticed\t",
+		"tenant\t\"t-a\"\tlost 1-?\tnamed\n", "tenant\t\"t-b\"\tlost 1-?\tnamed\n", "tenant\t\"t-c\"\tlost 1-?\tnamed\n"} {
+		if !strings.Contains(o.stdout, line) {
+			t.Errorf("toolctl evictions: no line %q in\n%s", line, o.stdout)
+		}
+	}
+	if strings.Contains(o.stdout, "unheard") {
+		t.Errorf("toolctl evictions once the store wrote back what it heard:\n%s", o.stdout)
+	}
+
+	o = exec(time.Now, "ack", "-redis", addr, "-prefix", prefix, "-by", "ops", "-window", "1h")
+	want(t, o, 0, "acknowledged: 3 tenants lost keys")
+	if !strings.Contains(o.stdout, "tenant\t\"t-b\"\tlost 1-?\tnamed\n") || !strings.Contains(o.stdout, "acknowledged\tby ops\tat ") {
+		t.Errorf("toolctl ack:\n%s", o.stdout)
+	}
+	want(t, exec(time.Now, "evictions", "-redis", addr, "-prefix", prefix), 0, "no eviction waits")
+	time.Sleep(1100 * time.Millisecond)
+	guardtest.Want(t, w.Dispatch(t, guardtest.Principal("t-a", "u"), "put", `{"key":"y","value":"v"}`, "y", "y"), guard.CodeOK, guard.DeliveryFresh)
 }

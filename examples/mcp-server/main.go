@@ -24,7 +24,17 @@
 // need a human's approval, which the server asks of the client's user by
 // elicitation. Records go to TOOLGUARD_REDIS_URL when set, else to an
 // embedded miniredis. Logs go to standard error (standard output is the
-// protocol over stdio).
+// protocol over stdio), a line for each execution of a write among them.
+//
+// Over HTTP it serves protocol 2026-07-28 statelessly and 2025-11-25 in
+// sessions (tgmcp.Server.Handler). To run it as a fleet, start several
+// with the same TOOLGUARD_REDIS_URL and the same TOOLGUARD_MCP_KEY (hex of
+// at least 32 random bytes: the key that signs grants and seals request
+// states), behind any load balancer: a 2026-07-28 client may reach any of
+// them with any request, the answer to an approval question and the
+// polls of a task included; a 2025-11-25 session needs affinity on its
+// Mcp-Session-Id header. Without TOOLGUARD_MCP_KEY the key is random, for
+// this process alone.
 package main
 
 import (
@@ -32,6 +42,7 @@ import (
 	"crypto/rand"
 	"crypto/subtle"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -41,6 +52,7 @@ import (
 	"net/url"
 	"os"
 	"os/signal"
+	"strings"
 	"time"
 
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
@@ -50,6 +62,7 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/toolset"
 )
 
 func main() {
@@ -92,16 +105,22 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 	if err != nil {
 		return err
 	}
-	// Grants are minted by this process from its users' answers and used
-	// at once: a key of its own is enough.
-	key := make([]byte, 32)
-	_, _ = rand.Read(key)
-	signer, _ := guard.NewSigner(key)
-	tools := orders.Tools(orders.NewService())
+	key, err := approvalKey(log)
+	if err != nil {
+		return err
+	}
+	signer, err := guard.NewSigner(key)
+	if err != nil {
+		return fmt.Errorf("%s: %w", envKey, err)
+	}
+	tools := logWrites(orders.Tools(orders.NewService()), log)
 	g := guard.New(tools, store, guard.Options{Signer: signer})
 	srv, err := tgmcp.NewServer(g, tools, tgmcp.Options{
 		Name: "toolguard-orders", Principal: &user, Signer: signer,
 		ToolScopes: toolScopes,
+		// The answers to approval questions and the tasks, shared by
+		// every replica on this Redis.
+		State: tgmcp.NewRedisStateStore(rdb, "tg-mcp-demo:mcp:"),
 	})
 	if err != nil {
 		return err
@@ -171,6 +190,52 @@ func run(ctx context.Context, args []string, log io.Writer) error {
 		return err
 	}
 	return nil
+}
+
+// envKey names the environment variable holding the approval key, in hex:
+// every replica of a fleet must have the same.
+const envKey = "TOOLGUARD_MCP_KEY"
+
+// approvalKey returns the key of TOOLGUARD_MCP_KEY, or a random one for
+// this process alone.
+func approvalKey(log io.Writer) ([]byte, error) {
+	if v := strings.TrimSpace(os.Getenv(envKey)); v != "" {
+		key, err := hex.DecodeString(v)
+		if err != nil || len(key) < 32 {
+			return nil, fmt.Errorf("%s must be the hex of at least 32 bytes", envKey)
+		}
+		fmt.Fprintf(log, "mcp-server: approval key from %s\n", envKey)
+		return key, nil
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	fmt.Fprintf(log, "mcp-server: a random approval key, for this process alone (set %s to run several)\n", envKey)
+	return key, nil
+}
+
+// loggedWrite is a write tool that says on the log each time it runs.
+type loggedWrite struct {
+	toolset.Declared
+	log io.Writer
+}
+
+// Execute implements guard.Tool.
+func (t loggedWrite) Execute(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
+	out, err := t.Declared.Execute(ctx, inv)
+	fmt.Fprintf(t.log, "mcp-server: executed %s for %s / %s\n", t.Name(), inv.Principal.TenantID, inv.Principal.SubjectID)
+	return out, err
+}
+
+// logWrites returns the set with each write logging its executions.
+func logWrites(set *toolset.Set, log io.Writer) *toolset.Set {
+	var tools []toolset.Declared
+	for _, t := range set.Tools() {
+		if t.Spec().Effect == guard.Write {
+			t = loggedWrite{Declared: t, log: log}
+		}
+		tools = append(tools, t)
+	}
+	return toolset.MustNew(tools...)
 }
 
 // toolScopes are the scopes a bearer token must grant for each tool.

@@ -20,13 +20,7 @@ const nodeCheck = "../../testdata/mcp-node"
 // check's node_modules (`npm ci` in testdata/mcp-node); without them the
 // test skips and says so. .ci/run installs both and runs the check itself.
 func TestNodeClient(t *testing.T) {
-	node, err := exec.LookPath("node")
-	if err != nil {
-		t.Skip("node is not installed: install nodejs and npm, then run `npm ci` in testdata/mcp-node")
-	}
-	if _, err := os.Stat(filepath.Join(nodeCheck, "node_modules", "@modelcontextprotocol", "sdk")); err != nil {
-		t.Skip("testdata/mcp-node/node_modules is missing: run `npm ci` in testdata/mcp-node")
-	}
+	node := nodeModules(t, "sdk")
 	bin := filepath.Join(t.TempDir(), "mcp-server")
 	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
@@ -38,4 +32,18 @@ func TestNodeClient(t *testing.T) {
 	if err != nil || !strings.Contains(string(out), "mcp-node: all 21 checks passed") {
 		t.Fatalf("node check: %v\n%s", err, out)
 	}
+}
+
+// nodeModules returns node's path, and skips the test unless node and
+// testdata/mcp-node's @modelcontextprotocol/<pkg> are installed.
+func nodeModules(t *testing.T, pkg string) string {
+	t.Helper()
+	node, err := exec.LookPath("node")
+	if err != nil {
+		t.Skip("node is not installed: install nodejs and npm, then run `npm ci` in testdata/mcp-node")
+	}
+	if _, err := os.Stat(filepath.Join(nodeCheck, "node_modules", "@modelcontextprotocol", pkg)); err != nil {
+		t.Skip("testdata/mcp-node/node_modules is missing @modelcontextprotocol/" + pkg + ": run `npm ci` in testdata/mcp-node")
+	}
+	return node
 }

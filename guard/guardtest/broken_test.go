@@ -9,6 +9,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -46,6 +47,26 @@ func (neverReserves) Reserve(context.Context, *guard.Entry, time.Duration) (*gua
 	return &guard.Result{Code: guard.CodeInProgress, Delivery: guard.DeliveryFresh, RetryAfter: time.Second}, nil
 }
 
+// forgetfulBudgets keeps budgets as toolguard did before issue 40: a
+// charge is not named by its token (each one sent is taken again) and a
+// reservation ignores the charge it carries.
+type forgetfulBudgets struct {
+	*memstore.Store
+	n atomic.Int64
+}
+
+func (s *forgetfulBudgets) Charge(ctx context.Context, c *guard.BudgetCharge) (guard.BudgetVerdict, error) {
+	again := *c
+	again.Token = c.Token + "#" + strconv.FormatInt(s.n.Add(1), 10)
+	return s.Store.Charge(ctx, &again)
+}
+
+func (s *forgetfulBudgets) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration) (*guard.Result, error) {
+	plain := *e
+	plain.Charge = nil
+	return s.Store.Reserve(ctx, &plain, lease)
+}
+
 // TestBrokenStoreChild runs the kit against the broken store the parent
 // names; it does nothing in an ordinary run.
 func TestBrokenStoreChild(t *testing.T) {
@@ -54,6 +75,8 @@ func TestBrokenStoreChild(t *testing.T) {
 		guardtest.TestStore(t, func(*testing.T) guardtest.Store { return unreachable{memstore.New(memstore.Options{})} })
 	case "never-reserves":
 		guardtest.TestStore(t, func(*testing.T) guardtest.Store { return neverReserves{memstore.New(memstore.Options{})} })
+	case "forgetful-budgets":
+		guardtest.TestStore(t, func(*testing.T) guardtest.Store { return &forgetfulBudgets{Store: memstore.New(memstore.Options{})} })
 	}
 }
 
@@ -129,5 +152,24 @@ func TestBrokenStoreNeverHangs(t *testing.T) {
 	}
 	if !strings.Contains(out, "the rule: a key reserved under a live lease is IN_PROGRESS") {
 		t.Errorf("the failure does not name the rule:\n%s", out)
+	}
+}
+
+// TestBrokenBudgetsFail: a store that keeps budgets as toolguard did before
+// issue 40 (charges not named by their token, not taken by the
+// reservation) fails each of the budget tests, naming its rule.
+func TestBrokenBudgetsFail(t *testing.T) {
+	if os.Getenv(brokenEnv) != "" {
+		t.Skip("the child runs TestBrokenStoreChild only")
+	}
+	tests := []string{"ChargeOncePerToken", "ReplaysTakeNoCharge", "ChargeSettledWithReservation"}
+	failed, out := runBroken(t, "forgetful-budgets", strings.Join(tests, "|"))
+	for _, name := range tests {
+		if _, ok := failed[name]; !ok {
+			t.Errorf("%s did not fail on a store that forgets charges:\n%s", name, out)
+		}
+	}
+	if n := strings.Count(out, "the rule: "); n != len(tests) {
+		t.Errorf("%d failures named their rule, want %d:\n%s", n, len(tests), out)
 	}
 }

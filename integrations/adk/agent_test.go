@@ -285,8 +285,9 @@ func TestToolsDeclared(t *testing.T) {
 
 // TestDecide: the host's decision overrides the answer. A refusal (here:
 // nobody approves their own refund) is told to the model with its reason,
-// and nothing runs; an Expired one lets the intent be asked again; an
-// approval names the host's approver in the audit record.
+// and nothing runs; an Expired one is told as such (guard.ExpiredMessage)
+// and lets the intent be asked again; an approval names the host's
+// approver in the audit record.
 func TestDecide(t *testing.T) {
 	var expired bool
 	w := newWorldWith(t, func(o *tgadk.Options) {
@@ -319,7 +320,10 @@ func TestDecide(t *testing.T) {
 	})
 	expired = true
 	_, fc = pauseOnRefund(t, w)
-	run(t, w.r, "user-1", "s1", confirm(fc, true))
+	evs = run(t, w.r, "user-1", "s1", confirm(fc, true))
+	if res := result(t, evs, "call-1"); res.Code != guard.CodeApprovalRequired || res.Message != guard.ExpiredMessage {
+		t.Errorf("expired call = %s, want APPROVAL_REQUIRED with %q", res, guard.ExpiredMessage)
+	}
 	expired = false
 	evs = refundTurn(t, w, "s1", "call-2")
 	fc = confirmationCall(evs)

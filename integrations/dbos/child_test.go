@@ -6,9 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"syscall"
 	"testing"
@@ -19,7 +21,6 @@ import (
 	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/host"
 )
 
 // The child roles: start a run (and wait for its end), or only recover
@@ -33,8 +34,9 @@ const (
 
 // Lines a child prints on standard output.
 const (
-	killLine   = "KILLPOINT "
-	resultLine = "RESULT "
+	killLine    = "KILLPOINT "
+	resultLine  = "RESULT "
+	startedLine = "LAUNCHED"
 )
 
 // killAt is the test harness's kill point: when name is the one the
@@ -76,52 +78,72 @@ func killInterceptor(kill string) guard.Interceptor {
 	})
 }
 
-// childMain is a child process of the crash test: its world from the
+// childMain is a child process of the kill tests: its world from the
 // environment, with the kill points, DBOS launched (recovering what this
-// executor left), and the run started (roleStart) or awaited.
+// executor identity left), and each of the env's runs started (staggered
+// for roleStart; a run that exists already is its workflow) and awaited:
+// it prints each run's result as it ends.
 func childMain(role string) int {
 	var e env
 	if err := json.Unmarshal([]byte(os.Getenv(envConfig)), &e); err != nil {
 		fmt.Fprintln(os.Stderr, "child: bad environment:", err)
 		return 2
 	}
-	ctx := context.Background()
-	var rdbw *world
-	notify := func(ctx context.Context, req host.ApprovalRequest) error {
-		return rdbw.rdb.Incr(ctx, e.Prefix+"asked").Err()
+	if role != roleStart && role != roleRecover {
+		fmt.Fprintln(os.Stderr, "child:", errNoRole)
+		return 2
 	}
-	w, err := buildWorld(ctx, e, func(p provider.Provider) provider.Provider { return &killProvider{Provider: p, kill: e.Kill} },
-		[]guard.Interceptor{killInterceptor(e.Kill)}, func(tool string) { killAt(e.Kill, "tool:"+tool) }, notify)
+	ctx := context.Background()
+	w, err := buildWorld(ctx, e, hooks{
+		wrap:         func(p provider.Provider) provider.Provider { return &killProvider{Provider: p, kill: e.Kill} },
+		interceptors: []guard.Interceptor{killInterceptor(e.Kill)},
+		enter:        func(tool string) { killAt(e.Kill, "enter:"+tool) },
+		after:        func(tool string) { killAt(e.Kill, "tool:"+tool) },
+		notified:     func() { killAt(e.Kill, "notify") },
+	})
 	if err != nil {
 		fmt.Fprintln(os.Stderr, "child:", err)
 		return 2
 	}
-	rdbw = w
 	defer w.close()
 	if err := dbos.Launch(w.dc); err != nil {
 		fmt.Fprintln(os.Stderr, "child: launch:", err)
 		return 2
 	}
-	var h dbos.WorkflowHandle[*durable.Result]
-	switch role {
-	case roleStart:
-		h, err = w.agent.Start(w.dc, e.Run)
-	case roleRecover:
-		h, err = dbos.RetrieveWorkflow[*durable.Result](w.dc, e.Run.ID)
-	default:
-		err = errNoRole
+	fmt.Println(startedLine)
+	var (
+		wg     sync.WaitGroup
+		failed atomic.Bool
+		out    sync.Mutex
+	)
+	for _, run := range e.Runs {
+		if role == roleStart && e.Stagger > 0 {
+			time.Sleep(time.Duration(rand.Int64N(int64(e.Stagger) / int64(len(e.Runs)))))
+		}
+		h, err := w.agent.Start(w.dc, run)
+		if err != nil {
+			fmt.Fprintln(os.Stderr, "child: start:", err)
+			return 2
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := h.GetResult(dbos.WithHandleTimeout(deadline))
+			if err != nil {
+				fmt.Fprintln(os.Stderr, "child: the run failed:", err)
+				failed.Store(true)
+				return
+			}
+			b, _ := json.Marshal(res)
+			out.Lock()
+			fmt.Printf("%s%s\n", resultLine, b)
+			out.Unlock()
+		}()
 	}
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child:", err)
-		return 2
-	}
-	res, err := h.GetResult(dbos.WithHandleTimeout(deadline))
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "child: the run failed:", err)
+	wg.Wait()
+	if failed.Load() {
 		return 1
 	}
-	b, _ := json.Marshal(res)
-	fmt.Printf("%s%s\n", resultLine, b)
 	return 0
 }
 
@@ -152,7 +174,7 @@ func startChild(t *testing.T, role string, e env) *child {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			if l := sc.Text(); strings.HasPrefix(l, killLine) || strings.HasPrefix(l, resultLine) {
+			if l := sc.Text(); strings.HasPrefix(l, killLine) || strings.HasPrefix(l, resultLine) || l == startedLine {
 				c.lines <- l
 			}
 		}
@@ -179,8 +201,18 @@ func (c *child) kill() {
 	}
 }
 
-// line waits for the child's next line, or fails t.
+// line waits for the child's next line (after LAUNCHED), or fails t.
 func (c *child) line(t *testing.T) string {
+	t.Helper()
+	for {
+		if l := c.line1(t); l != startedLine {
+			return l
+		}
+	}
+}
+
+// line1 waits for the child's next line, or fails t.
+func (c *child) line1(t *testing.T) string {
 	t.Helper()
 	select {
 	case l, ok := <-c.lines:
@@ -208,6 +240,22 @@ func (c *child) result(t *testing.T) durable.Result {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// timed is a run's result and when the test saw it.
+type timed struct {
+	durable.Result
+	at time.Time
+}
+
+// results waits for n RESULT lines of the child, one a run.
+func (c *child) results(t *testing.T, n int) []timed {
+	t.Helper()
+	var out []timed
+	for range n {
+		out = append(out, timed{c.result(t), time.Now()})
+	}
+	return out
 }
 
 // prefixWriter logs a child's standard error through t, until the test

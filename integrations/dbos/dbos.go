@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net/url"
+	"strconv"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
@@ -31,6 +32,9 @@ const (
 	StepDecide = "toolguard.decide"
 	// StepNotify is the step of Options.Notify.
 	StepNotify = "toolguard.notify"
+	// StepDeadline is the step that records a question's deadline and
+	// the interval of its polls, when the question is published.
+	StepDeadline = "toolguard.deadline"
 	// EventPending is the workflow event holding the question a run
 	// waits on (a host.ApprovalRequest), and null when it waits on none.
 	EventPending = "toolguard.pending"
@@ -50,9 +54,9 @@ const DefaultApprovalTimeout = 24 * time.Hour
 // again, with backoff, when Options say nothing.
 const DefaultTurnRetries = 4
 
-// ExpiredReason is what the model is told of a write nobody decided on in
-// time.
-const ExpiredReason = "nobody approved the action in time"
+// DefaultDecisionPoll is how often a run that waits for a decision looks
+// for it besides DBOS's wake-up, when Options name no other interval.
+const DefaultDecisionPoll = 5 * time.Second
 
 // Options configure an Agent. The zero value of every field means its
 // default.
@@ -64,16 +68,27 @@ type Options struct {
 	Name string
 	// ApprovalTimeout is how long a run waits for a human's decision; a
 	// run that waited that long goes on with an expired denial
-	// (host.Decision.Expired), which the model is told (ExpiredReason).
-	// Default DefaultApprovalTimeout. DBOS records the deadline: a run
-	// recovered later waits only what is left.
+	// (host.Decision.Expired), which the model is told (guard.Expired).
+	// Default DefaultApprovalTimeout. The deadline is recorded when the
+	// question is published (StepDeadline): a recovered run waits only
+	// what is left, and a message for another question does not move it.
 	ApprovalTimeout time.Duration
+	// DecisionPoll is how often the wait looks for the decision besides
+	// DBOS's wake-up, which a lost notification can miss: a decision is
+	// seen within DecisionPoll of its message, whatever happened to the
+	// wake-up. Each poll that finds nothing records two small DBOS steps
+	// (a receive and its deadline): raise it for runs that wait long.
+	// Default DefaultDecisionPoll.
+	DecisionPoll time.Duration
 	// Notify, if set, tells the approvers that a run waits on req (a
-	// chat message, an e-mail, an inbox row). It is a DBOS step: once per
-	// question, and again only when the process died before DBOS
-	// recorded it. An error is retried (NotifyRetries), then ignored: the
-	// question stays readable with Pending.
-	Notify func(ctx context.Context, req host.ApprovalRequest) error
+	// chat message, an e-mail, an inbox row). key is the question's id
+	// (durable.QuestionID): use it as the notification's idempotency key.
+	// It is a DBOS step (StepNotify), recorded once Notify returned: once
+	// per question, and again, with the same key, only when the process
+	// died between the send and that record. An error is retried
+	// (NotifyRetries), then ignored: the question stays readable with
+	// Pending.
+	Notify func(ctx context.Context, key string, req host.ApprovalRequest) error
 	// NotifyRetries is how many times a failed Notify is tried again;
 	// default 3, negative none.
 	NotifyRetries int
@@ -109,16 +124,13 @@ func Register(ctx dbos.Context, r *durable.Runner, opts Options) (a *Agent, err 
 	if opts.Name == "" {
 		opts.Name = DefaultName
 	}
-	if opts.ApprovalTimeout <= 0 {
-		opts.ApprovalTimeout = DefaultApprovalTimeout
-	}
 	if opts.NotifyRetries == 0 {
 		opts.NotifyRetries = 3
 	}
 	if opts.TurnRetries == 0 {
 		opts.TurnRetries = DefaultTurnRetries
 	}
-	a = &Agent{runner: r, opts: opts}
+	a = &Agent{runner: r, opts: opts.withDefaults()}
 	defer func() {
 		if v := recover(); v != nil {
 			a, err = nil, fmt.Errorf("tgdbos: registering the workflow: %v", v)
@@ -207,10 +219,18 @@ func (a *Agent) Workflow(ctx dbos.Context, run durable.Run) (res *durable.Result
 // and the durable wait for a human. Agent.Workflow uses it; a host that
 // writes its own workflow body around Drive uses it too.
 func NewSteps(ctx dbos.Context, r *durable.Runner, opts Options) durable.Steps {
-	if opts.ApprovalTimeout <= 0 {
-		opts.ApprovalTimeout = DefaultApprovalTimeout
+	return &steps{ctx: ctx, r: r, opts: opts.withDefaults()}
+}
+
+// withDefaults fills the wait's zero fields.
+func (o Options) withDefaults() Options {
+	if o.ApprovalTimeout <= 0 {
+		o.ApprovalTimeout = DefaultApprovalTimeout
 	}
-	return &steps{ctx: ctx, r: r, opts: opts}
+	if o.DecisionPoll <= 0 {
+		o.DecisionPoll = DefaultDecisionPoll
+	}
+	return o
 }
 
 // steps are durable.Steps as DBOS steps of the workflow running in ctx.
@@ -239,48 +259,92 @@ func (s *steps) Dispatch(in durable.DispatchInput) (durable.DispatchOutput, erro
 		name = StepDecide
 	}
 	return dbos.RunAsStep(s.ctx, func(ctx context.Context) (durable.DispatchOutput, error) {
+		// The step owns its write: the guard names it by the step's id,
+		// which DBOS gives the step again when it runs it again.
+		if dc, ok := ctx.(dbos.Context); ok {
+			if id, err := dbos.GetStepID(dc); err == nil {
+				in.Step = strconv.Itoa(id)
+			}
+		}
 		return s.r.Dispatch(ctx, in)
 	}, dbos.WithStepName(name))
 }
 
-// Approve publishes req (EventPending), tells the approvers
-// (Options.Notify), and waits for the decision that answers req; a
-// message that answers another question is dropped. After
-// Options.ApprovalTimeout without one, the decision is an expired denial.
+// Approve records the question's deadline (StepDeadline), publishes req
+// (EventPending), tells the approvers (Options.Notify, with the question's
+// id as its key), and waits for the decision that answers req until the
+// deadline; a message that answers another question is dropped, and the
+// deadline stays. Past the deadline the decision is an expired denial.
 // The event is cleared once decided.
 func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
+	w, err := dbos.RunAsStep(s.ctx, func(context.Context) (wait, error) {
+		now := time.Now()
+		return wait{Start: now.UnixMilli(), Deadline: now.Add(s.opts.ApprovalTimeout).UnixMilli(),
+			Poll: max(s.opts.DecisionPoll.Milliseconds(), 1)}, nil
+	}, dbos.WithStepName(StepDeadline))
+	if err != nil {
+		return host.Decision{}, fmt.Errorf("tgdbos: recording the question's deadline: %w", err)
+	}
 	if err := dbos.SetEvent(s.ctx, EventPending, &req); err != nil {
 		return host.Decision{}, fmt.Errorf("tgdbos: publishing the approval request: %w", err)
 	}
 	if s.opts.Notify != nil {
 		// A notification that failed is not the run's failure: the
 		// question stays readable (Pending) until answered.
+		key := durable.QuestionID(req)
 		_, _ = dbos.RunAsStep(s.ctx, func(ctx context.Context) (bool, error) {
-			if err := host.Safely(func() error { return s.opts.Notify(ctx, req) }); err != nil {
+			if err := host.Safely(func() error { return s.opts.Notify(ctx, key, req) }); err != nil {
 				return false, err
 			}
 			return true, nil
 		}, dbos.WithStepName(StepNotify), dbos.WithStepMaxRetries(retries(s.opts.NotifyRetries)))
 	}
-	var d host.Decision
-	for {
-		msg, err := dbos.Recv[DecisionMessage](s.ctx, TopicDecision, s.opts.ApprovalTimeout)
-		if errors.Is(err, dbos.ErrTimeout) {
-			d = host.Decision{Expired: true, Reason: ExpiredReason}
-			break
-		}
-		if err != nil {
-			return host.Decision{}, fmt.Errorf("tgdbos: waiting for the decision: %w", err)
-		}
-		if msg.Answers(req) {
-			d = msg.Decision
-			break
-		}
+	d, err := s.await(req, w)
+	if err != nil {
+		return host.Decision{}, err
 	}
 	if err := dbos.SetEvent(s.ctx, EventPending, (*host.ApprovalRequest)(nil)); err != nil {
 		return host.Decision{}, fmt.Errorf("tgdbos: clearing the approval request: %w", err)
 	}
 	return d, nil
+}
+
+// wait is a question's wait as StepDeadline records it, in Unix
+// milliseconds: when it started, its deadline, and the interval of its
+// polls. Everything the wait decides follows from it and from the recorded
+// receives, so a recovered run takes the same path, whatever the clock or
+// the Options of the process that recovers it.
+type wait struct {
+	Start    int64 `json:"start"`
+	Deadline int64 `json:"deadline"`
+	Poll     int64 `json:"poll"`
+}
+
+// await receives decision messages until one answers req or the deadline
+// passes. Poll k (from 1) ends at Start + k·Poll, the last one at the
+// deadline: a receive that times out moves to the next poll, so a lost
+// wake-up delays a decision by one poll at most, and a message that
+// answers another question is dropped within the same poll. A poll whose
+// end has passed (a run recovered late) receives without waiting.
+func (s *steps) await(req host.ApprovalRequest, w wait) (host.Decision, error) {
+	for k := int64(1); ; {
+		end := w.Start + k*w.Poll
+		last := end >= w.Deadline
+		if last {
+			end = w.Deadline
+		}
+		msg, err := dbos.Recv[DecisionMessage](s.ctx, TopicDecision, max(time.Until(time.UnixMilli(end)), 0))
+		switch {
+		case errors.Is(err, dbos.ErrTimeout) && last:
+			return host.Decision{Expired: true, Reason: "nobody decided in time"}, nil
+		case errors.Is(err, dbos.ErrTimeout):
+			k++
+		case err != nil:
+			return host.Decision{}, fmt.Errorf("tgdbos: waiting for the decision: %w", err)
+		case msg.Answers(req):
+			return msg.Decision, nil
+		}
+	}
 }
 
 // DecisionMessage is the message that answers a run's question (topic
@@ -352,8 +416,17 @@ type Config struct {
 	// by default derives it from the binary: set it, so that a new build
 	// of the same code recovers the runs an old one left.
 	ApplicationVersion string
+	// ExecutorID is DBOS's executor id (DBOS__VMID overrides it, as in
+	// DBOS; default "local"): Launch recovers the pending runs of this id
+	// and version. Keep it the same across a process's restarts, and give
+	// every process that runs at the same time its own: NewContext holds
+	// the identity while the context lives, and refuses one a live
+	// process holds (ErrExecutorBusy).
+	ExecutorID string
 	// StartupTimeout bounds connecting to Postgres and migrating the
-	// system database; default DefaultStartupTimeout.
+	// system database, and the wait for an executor identity that a
+	// process which is stopping still holds; default
+	// DefaultStartupTimeout.
 	StartupTimeout time.Duration
 	// Logger is DBOS's; default DBOS's own (standard output).
 	Logger *slog.Logger
@@ -362,8 +435,12 @@ type Config struct {
 // NewContext returns a DBOS context over the system database c names,
 // bounded in time: a Postgres that does not answer is an error naming
 // the server (never the password) within c.StartupTimeout, not a hang.
-// Register the Agents on it, then dbos.Launch it (which recovers this
-// executor's pending runs).
+// The context holds its executor identity (application, executor id and
+// version) until it is shut down: a live process's identity is refused
+// with ErrExecutorBusy, after waiting c.StartupTimeout for it to be freed
+// (a process that stops frees it at once, one that died within about half
+// a minute). Register the Agents on it, then dbos.Launch it (which
+// recovers this identity's pending runs).
 func NewContext(ctx context.Context, c Config) (dbos.Context, error) {
 	if c.DatabaseURL == "" || c.AppName == "" {
 		return nil, errors.New("tgdbos: NewContext needs a DatabaseURL (Postgres) and an AppName")
@@ -371,11 +448,15 @@ func NewContext(ctx context.Context, c Config) (dbos.Context, error) {
 	if c.StartupTimeout <= 0 {
 		c.StartupTimeout = DefaultStartupTimeout
 	}
-	dc, err := dbos.NewContext(ctx, dbos.Config{DatabaseURL: c.DatabaseURL, AppName: c.AppName,
+	dc, err := dbos.NewContext(ctx, dbos.Config{DatabaseURL: c.DatabaseURL, AppName: c.AppName, ExecutorID: c.ExecutorID,
 		ApplicationVersion: c.ApplicationVersion, SystemDBStartupTimeout: c.StartupTimeout, Logger: c.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("tgdbos: the DBOS system database (Postgres at %s) is not usable within %v: %w",
 			redact(c.DatabaseURL), c.StartupTimeout, err)
+	}
+	if err := holdExecutor(ctx, c.DatabaseURL, c.AppName, dc, c.StartupTimeout, c.Logger); err != nil {
+		_ = dbos.Shutdown(dc, time.Second)
+		return nil, err
 	}
 	return dc, nil
 }

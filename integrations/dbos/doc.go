@@ -18,12 +18,19 @@
 //     the workflow waits (DBOS Recv, topic TopicDecision) for the decision
 //     that Approve or Decide sends from any process.
 //
-// A step that DBOS runs again after a crash (the process died after the
-// step's work and before DBOS recorded it) makes the same guard call in
-// the same scope: the write's operation id is derived from the workflow
-// id and the call's intent (guard.ScopeIDs), so the guard replays the
-// stored outcome instead of running the tool again. The model is given
-// the stored result, and the run goes on.
+// A step that DBOS runs again after a crash makes the same guard call in
+// the same scope, as the same step: the write's operation id is derived
+// from the workflow id and the call's intent (guard.ScopeIDs), and its
+// reservation belongs to the step (guard.Call.Step, the DBOS step id). A
+// write whose outcome was stored is replayed; one the dead process
+// reserved and may have run is settled from the tool's receipt, never
+// answered IN_PROGRESS. The run ends as an uninterrupted one would: the
+// approvers told once per question (Notify's key), one deadline per
+// question, a decision found even when its wake-up is lost (the wait
+// polls), an expiry told as such (guard.Expired). NewContext holds the
+// process's DBOS executor identity, so that no second live process
+// recovers its runs (ErrExecutorBusy).
 //
-// docs/dbos.md states the rules this package chose.
+// docs/dbos.md states the rules this package chose; package durable, the
+// rules every engine keeps.
 package tgdbos

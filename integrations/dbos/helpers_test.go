@@ -3,14 +3,18 @@ package tgdbos_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
+	mrand "math/rand/v2"
 	"os"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
+	"github.com/jackc/pgx/v5"
+	"github.com/jackc/pgx/v5/pgxpool"
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 	"github.com/redis/go-redis/v9"
@@ -23,6 +27,7 @@ import (
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/idem"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
+	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -38,16 +43,16 @@ var signingKey = []byte("tgdbos-test-signing-key-32-bytes!")
 
 // The tools of the shop.
 const (
-	readTool   = "get_order"
-	refundTool = "create_refund_draft"
-	noteTool   = "add_order_note"
+	readTool   = frameworktest.ReadTool
+	refundTool = frameworktest.RefundTool
+	noteTool   = frameworktest.NoteTool
 )
 
-// The call ids the scripted model gives its three calls.
+// The call ids the scripted model gives its calls (without a run's tag).
 const (
-	readCall   = "call_read"
-	refundCall = "call_refund"
-	noteCall   = "call_note"
+	readCall   = frameworktest.ReadCall
+	refundCall = frameworktest.RefundCall
+	noteCall   = frameworktest.NoteCall
 	statusCall = "call_status"
 )
 
@@ -80,25 +85,90 @@ type noteOut struct {
 
 var owners = map[string]string{"ORDER-7": "acme", "ORDER-9": "globex"}
 
-// shop is the downstream system: its writes count their executions in
-// Redis (keys under prefix), which a SIGKILL does not lose.
+// shop is the downstream system: each execution of a write is a row of a
+// Postgres table the test owns (tg_writes), which a SIGKILL does not lose;
+// a write's receipt is its row under the downstream idempotency key.
 type shop struct {
-	rdb    redis.UniversalClient
-	prefix string
-	// after, if set, runs after each write's side effect, inside the tool
-	// function (a test's kill point).
-	after func(tool string)
+	db *pgxpool.Pool
+	// enter and after, if set, run inside each write, before and after
+	// its side effect (a test's kill points).
+	enter, after func(tool string)
 }
 
-func (s *shop) execKey(tool string) string { return s.prefix + "execs:" + tool }
+// shopSchema is the test's own tables: the shop's writes, the
+// notifications the deduplicating notifier took (one row per key) and
+// every call it got.
+const shopSchema = `
+CREATE TABLE IF NOT EXISTS tg_writes (n bigserial PRIMARY KEY, run_id text NOT NULL, tool text NOT NULL, idem_key text NOT NULL, result text NOT NULL);
+CREATE TABLE IF NOT EXISTS tg_notices (key text PRIMARY KEY, run_id text NOT NULL);
+CREATE TABLE IF NOT EXISTS tg_notify_calls (n bigserial PRIMARY KEY, key text NOT NULL, run_id text NOT NULL);`
 
-// executions returns how many times tool's side effect ran.
-func (s *shop) executions(ctx context.Context, tool string) int {
-	n, err := s.rdb.Get(ctx, s.execKey(tool)).Int()
-	if err != nil && err != redis.Nil {
+// openShop connects to the database at url and makes the shop's tables.
+func openShop(ctx context.Context, url string) (*pgxpool.Pool, error) {
+	db, err := pgxpool.New(ctx, url)
+	if err != nil {
+		return nil, err
+	}
+	if _, err := db.Exec(ctx, shopSchema); err != nil {
+		db.Close()
+		return nil, err
+	}
+	return db, nil
+}
+
+// count is a count(*) query's answer.
+func count(ctx context.Context, db *pgxpool.Pool, query string, args ...any) int {
+	var n int
+	if err := db.QueryRow(ctx, query, args...).Scan(&n); err != nil {
 		panic(err)
 	}
 	return n
+}
+
+// executions returns how many times tool's side effect ran in run.
+func (s *shop) executions(ctx context.Context, run, tool string) int {
+	return count(ctx, s.db, "SELECT count(*) FROM tg_writes WHERE run_id = $1 AND tool = $2", run, tool)
+}
+
+// write is a write tool's side effect: a row, the output its result.
+func write[Out any](ctx context.Context, s *shop, inv *guard.Invocation, out Out) (Out, error) {
+	tool := inv.Proposal.Name
+	if s.enter != nil {
+		s.enter(tool)
+	}
+	b, _ := json.Marshal(out)
+	if _, err := s.db.Exec(ctx, "INSERT INTO tg_writes (run_id, tool, idem_key, result) VALUES ($1, $2, $3, $4)",
+		inv.Context.Scope, tool, inv.IdempotencyKey, string(b)); err != nil {
+		return out, err
+	}
+	if s.after != nil {
+		s.after(tool)
+	}
+	return out, nil
+}
+
+// receipt is a write tool's receipt: the result of its row under the key.
+func receipt[Out any](ctx context.Context, s *shop, inv *guard.Invocation) (out Out, found bool, err error) {
+	var res string
+	err = s.db.QueryRow(ctx, "SELECT result FROM tg_writes WHERE idem_key = $1 ORDER BY n LIMIT 1", inv.IdempotencyKey).Scan(&res)
+	if errors.Is(err, pgx.ErrNoRows) {
+		return out, false, nil
+	}
+	if err != nil {
+		return out, false, err
+	}
+	return out, true, json.Unmarshal([]byte(res), &out)
+}
+
+// notify is the deduplicating notifier: every call is a row of
+// tg_notify_calls, and the notification itself a row of tg_notices under
+// the question's key, taken once.
+func (s *shop) notify(ctx context.Context, key string, req host.ApprovalRequest) error {
+	if _, err := s.db.Exec(ctx, "INSERT INTO tg_notify_calls (key, run_id) VALUES ($1, $2)", key, req.RunID); err != nil {
+		return err
+	}
+	_, err := s.db.Exec(ctx, "INSERT INTO tg_notices (key, run_id) VALUES ($1, $2) ON CONFLICT (key) DO NOTHING", key, req.RunID)
+	return err
 }
 
 func (s *shop) tools() *toolset.Set {
@@ -115,30 +185,24 @@ func (s *shop) tools() *toolset.Set {
 			return owns(ctx, inv, in.OrderRef)
 		}})
 	refund := toolset.Write(refundTool, "Draft a refund of an order.",
-		func(ctx context.Context, _ *guard.Invocation, in refundIn) (draftOut, error) {
-			if err := s.rdb.Incr(ctx, s.execKey(refundTool)).Err(); err != nil {
-				return draftOut{}, err
-			}
-			if s.after != nil {
-				s.after(refundTool)
-			}
-			return draftOut{DraftID: "DRAFT-" + in.OrderRef}, nil
+		func(ctx context.Context, inv *guard.Invocation, in refundIn) (draftOut, error) {
+			return write(ctx, s, inv, draftOut{DraftID: "DRAFT-" + in.OrderRef})
 		}, &toolset.Options[refundIn, draftOut]{NeedsApproval: true, LoggedArguments: []string{"order_ref", "reason"},
 			Authorize: func(ctx context.Context, inv *guard.Invocation, in refundIn) error {
 				return owns(ctx, inv, in.OrderRef)
+			},
+			Receipt: func(ctx context.Context, inv *guard.Invocation) (draftOut, bool, error) {
+				return receipt[draftOut](ctx, s, inv)
 			}})
 	note := toolset.Write(noteTool, "Add a note to an order.",
-		func(ctx context.Context, _ *guard.Invocation, in noteIn) (noteOut, error) {
-			if err := s.rdb.Incr(ctx, s.execKey(noteTool)).Err(); err != nil {
-				return noteOut{}, err
-			}
-			if s.after != nil {
-				s.after(noteTool)
-			}
-			return noteOut{NoteID: "NOTE-" + in.OrderRef}, nil
+		func(ctx context.Context, inv *guard.Invocation, in noteIn) (noteOut, error) {
+			return write(ctx, s, inv, noteOut{NoteID: "NOTE-" + in.OrderRef})
 		}, &toolset.Options[noteIn, noteOut]{Authorize: func(ctx context.Context, inv *guard.Invocation, in noteIn) error {
 			return owns(ctx, inv, in.OrderRef)
-		}})
+		},
+			Receipt: func(ctx context.Context, inv *guard.Invocation) (noteOut, bool, error) {
+				return receipt[noteOut](ctx, s, inv)
+			}})
 	return toolset.MustNew(get, refund, note)
 }
 
@@ -151,15 +215,31 @@ type env struct {
 	Model    string `json:"model"`
 	// Kill names the child's kill point ("" none).
 	Kill string `json:"kill,omitempty"`
-	// Run is the run the child starts (its id "" starts none: the child
-	// only recovers).
-	Run durable.Run `json:"run"`
+	// Runs are the runs the child starts (none: the child only recovers
+	// them); it waits for each and prints its result.
+	Runs []durable.Run `json:"runs"`
+	// Stagger spreads the starts of Runs over up to that long.
+	Stagger time.Duration `json:"stagger,omitempty"`
+	// Executor is the process's DBOS executor id ("": DBOS's default).
+	Executor string `json:"executor,omitempty"`
+}
+
+// hooks are a world's kill points and wrappers; the zero value has none.
+type hooks struct {
+	wrap         func(provider.Provider) provider.Provider
+	interceptors []guard.Interceptor
+	enter, after func(tool string)
+	// notified, if set, runs inside Notify after the notification.
+	notified func()
+	// options, if set, changes the Agent's options (testOptions).
+	options func(*tgdbos.Options)
 }
 
 // world is one process's side of a test: Redis, the shop, the guard,
 // the runner over the fake model, and a DBOS context with the Agent
 // registered (not launched).
 type world struct {
+	env    env
 	rdb    redis.UniversalClient
 	shop   *shop
 	store  *idem.Store
@@ -174,10 +254,14 @@ func quietLogger() *slog.Logger {
 	return slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelError}))
 }
 
-// buildWorld builds e's world; interceptors wrap the guard, provider
-// wraps the model, after runs inside the writes.
-func buildWorld(ctx context.Context, e env, wrap func(provider.Provider) provider.Provider, interceptors []guard.Interceptor,
-	after func(string), notify func(context.Context, host.ApprovalRequest) error) (*world, error) {
+// testOptions are the Agent's options in tests: a minute to decide, a
+// poll a second, no retried turns.
+func testOptions(notify func(context.Context, string, host.ApprovalRequest) error) tgdbos.Options {
+	return tgdbos.Options{Notify: notify, ApprovalTimeout: time.Minute, DecisionPoll: time.Second, TurnRetries: -1}
+}
+
+// buildWorld builds e's world with h's kill points and wrappers.
+func buildWorld(ctx context.Context, e env, h hooks) (*world, error) {
 	opts, err := redis.ParseURL(e.Redis)
 	if err != nil {
 		return nil, err
@@ -188,39 +272,59 @@ func buildWorld(ctx context.Context, e env, wrap func(provider.Provider) provide
 	if err != nil {
 		return nil, err
 	}
-	sh := &shop{rdb: rdb, prefix: e.Prefix, after: after}
+	// DBOS creates the database: the shop's tables come after it.
+	dc, err := tgdbos.NewContext(ctx, tgdbos.Config{DatabaseURL: e.Postgres, AppName: "tgdbos-test", ExecutorID: e.Executor,
+		ApplicationVersion: "test", StartupTimeout: 30 * time.Second, Logger: quietLogger()})
+	if err != nil {
+		return nil, err
+	}
+	db, err := openShop(ctx, e.Postgres)
+	if err != nil {
+		_ = dbos.Shutdown(dc, time.Second)
+		return nil, err
+	}
+	sh := &shop{db: db, enter: h.enter, after: h.after}
 	set := sh.tools()
 	signer, err := guard.NewSigner(signingKey)
 	if err != nil {
 		return nil, err
 	}
-	g := guard.New(set, st, guard.Options{Signer: signer, Interceptors: interceptors})
-	h, err := host.New(g, set, host.Options{Provider: "openai", APIFamily: "responses", Signer: signer})
+	g := guard.New(set, st, guard.Options{Signer: signer, Interceptors: h.interceptors})
+	hst, err := host.New(g, set, host.Options{Provider: "openai", APIFamily: "responses", Signer: signer})
 	if err != nil {
 		return nil, err
 	}
 	model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(e.Model), option.WithAPIKey("test"), option.WithMaxRetries(0)),
 		tgopenai.ModelOptions{Stateless: true})
-	r := durable.Runner{Host: h, Provider: model, Instructions: "You are the shop's refund agent."}
-	if wrap != nil {
-		r.Provider = wrap(model)
+	r := durable.Runner{Host: hst, Provider: model, Instructions: "You are the shop's refund agent."}
+	if h.wrap != nil {
+		r.Provider = h.wrap(model)
 	}
-	dc, err := tgdbos.NewContext(ctx, tgdbos.Config{DatabaseURL: e.Postgres, AppName: "tgdbos-test",
-		ApplicationVersion: "test", StartupTimeout: 30 * time.Second, Logger: quietLogger()})
+	notify := func(ctx context.Context, key string, req host.ApprovalRequest) error {
+		if err := sh.notify(ctx, key, req); err != nil {
+			return err
+		}
+		if h.notified != nil {
+			h.notified()
+		}
+		return nil
+	}
+	o := testOptions(notify)
+	if h.options != nil {
+		h.options(&o)
+	}
+	a, err := tgdbos.Register(dc, &r, o)
 	if err != nil {
 		return nil, err
 	}
-	a, err := tgdbos.Register(dc, &r, tgdbos.Options{Notify: notify, ApprovalTimeout: time.Minute, TurnRetries: -1})
-	if err != nil {
-		return nil, err
-	}
-	return &world{rdb: rdb, shop: sh, store: st, guard: g, runner: &r, dc: dc, agent: a}, nil
+	return &world{env: e, rdb: rdb, shop: sh, store: st, guard: g, runner: &r, dc: dc, agent: a}, nil
 }
 
-// close shuts DBOS down and closes Redis.
+// close shuts DBOS down and closes Redis and the shop.
 func (w *world) close() {
 	_ = dbos.Shutdown(w.dc, 10*time.Second)
 	_ = w.rdb.Close()
+	w.shop.db.Close()
 }
 
 // redisFor returns the Redis URL and a fresh key prefix for a test: the
@@ -240,94 +344,36 @@ func redisFor(t *testing.T) (url, prefix string) {
 // never by how many requests came before, so that a turn a recovered
 // workflow asks again gets the same answer.
 //
-//   - "refund ORDER-7": get_order, then create_refund_draft (which
-//     needs approval), then add_order_note, one call a turn, then a final
-//     text naming the codes and ids the tools answered;
+//   - "refund ORDER-7" (with " #tag", a run's own call ids):
+//     frameworktest.RefundScript, get_order, then create_refund_draft
+//     (which needs approval), then add_order_note, one call a turn, then a
+//     final text naming the codes and ids the tools answered; a tagged run's
+//     model takes 50 to 300 ms a turn;
 //   - "status OP": the status tool for operation OP, then its code.
 func script(req openaitest.Request) *openaitest.Turn {
-	outs := map[string]string{}
-	for _, o := range req.FunctionCallOutputs() {
-		outs[o.CallID] = o.Output
-	}
-	var input string
-	for _, it := range req.Input {
-		if it.Type == "message" && it.Role == "user" {
-			input = it.Text
-			break
-		}
-	}
+	input := frameworktest.UserInput(req)
 	if op, ok := strings.CutPrefix(input, "status "); ok {
-		if out, done := outs[statusCall]; done {
-			return &openaitest.Turn{Text: "status: " + codeOf(out)}
+		for _, o := range req.FunctionCallOutputs() {
+			if o.CallID == statusCall {
+				return &openaitest.Turn{Text: "status: " + frameworktest.CodeOf(o.Output)}
+			}
 		}
 		return &openaitest.Turn{Calls: []openaitest.Call{{Name: toolset.StatusToolName, CallID: statusCall,
 			Arguments: fmt.Sprintf(`{"operation_id":%q,"tool":null}`, op)}}}
 	}
-	ref := strings.TrimPrefix(input, "refund ")
-	switch {
-	case outs[readCall] == "":
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: readTool, CallID: readCall,
-			Arguments: fmt.Sprintf(`{"order_ref":%q}`, ref)}}}
-	case outs[refundCall] == "":
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: refundTool, CallID: refundCall,
-			Arguments: fmt.Sprintf(`{"order_ref":%q,"reason":"duplicate"}`, ref)}}}
-	case outs[noteCall] == "":
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: noteTool, CallID: noteCall,
-			Arguments: fmt.Sprintf(`{"order_ref":%q,"text":"refund drafted"}`, ref)}}}
+	if strings.Contains(input, " #") {
+		// A model takes its time: runs killed at random moments are then
+		// at every stage of their run.
+		time.Sleep(time.Duration(50+mrand.IntN(250)) * time.Millisecond)
 	}
-	return &openaitest.Turn{Text: fmt.Sprintf("read %s; refund %s %s; note %s %s", codeOf(outs[readCall]),
-		codeOf(outs[refundCall]), field(outs[refundCall], "draft_id"), codeOf(outs[noteCall]), field(outs[noteCall], "note_id"))}
-}
-
-// codeOf is a model result's code.
-func codeOf(result string) string {
-	var r struct {
-		Code string `json:"code"`
-	}
-	if json.Unmarshal([]byte(result), &r) != nil || r.Code == "" {
-		return "?"
-	}
-	return r.Code
-}
-
-// field finds a string member name anywhere in a model result.
-func field(result, name string) string {
-	var v any
-	if json.Unmarshal([]byte(result), &v) != nil {
-		return "?"
-	}
-	var find func(any) string
-	find = func(v any) string {
-		switch x := v.(type) {
-		case map[string]any:
-			if s, ok := x[name].(string); ok {
-				return s
-			}
-			for _, m := range x {
-				if s := find(m); s != "" {
-					return s
-				}
-			}
-		case []any:
-			for _, m := range x {
-				if s := find(m); s != "" {
-					return s
-				}
-			}
-		}
-		return ""
-	}
-	if s := find(v); s != "" {
-		return s
-	}
-	return "-"
+	return frameworktest.RefundScript(req)
 }
 
 // modelServer starts the fake model for a test: the script, for as many
-// requests as a test makes.
-func modelServer(t *testing.T) *openaitest.Server {
+// requests as a test makes (n at most).
+func modelServer(t *testing.T, n int) *openaitest.Server {
 	t.Helper()
-	turns := make([]openaitest.Turn, 400)
+	turns := make([]openaitest.Turn, n)
 	for i := range turns {
 		turns[i] = openaitest.Turn{Respond: script}
 	}

@@ -12,20 +12,22 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
+	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
+	"github.com/toolguard/toolguard/integrations/dbos/internal/pgtest"
 )
 
-// launchWorld builds a world in this process over a fresh database, and
-// launches DBOS.
-func launchWorld(t *testing.T, db string) (*world, env) {
+// launchWorld builds a world in this process over a fresh database, with
+// h's hooks, and launches DBOS; srv is the fake model.
+func launchWorld(t *testing.T, db string, h hooks) (w *world, srv *openaitest.Server) {
 	t.Helper()
-	srv := modelServer(t)
+	srv = modelServer(t, 400)
 	redisURL, prefix := redisFor(t)
 	e := env{Postgres: postgresURL(t, db), Redis: redisURL, Prefix: prefix, Model: srv.BaseURL()}
-	w, err := buildWorld(context.Background(), e, nil, nil, nil, nil)
+	w, err := buildWorld(context.Background(), e, h)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -33,7 +35,7 @@ func launchWorld(t *testing.T, db string) (*world, env) {
 	if err := dbos.Launch(w.dc); err != nil {
 		t.Fatal(err)
 	}
-	return w, e
+	return w, srv
 }
 
 // TestOtherTenantGetsNotFound: a run of acme's drafts a refund (its
@@ -44,7 +46,7 @@ func launchWorld(t *testing.T, db string) (*world, env) {
 // tenant's. Starting a run id that exists for another principal is
 // refused.
 func TestOtherTenantGetsNotFound(t *testing.T) {
-	w, _ := launchWorld(t, "tenant")
+	w, _ := launchWorld(t, "tenant", hooks{})
 	h, err := w.agent.Start(w.dc, durable.Run{ID: "acme-refund", Principal: acme, Input: "refund ORDER-7"})
 	if err != nil {
 		t.Fatal(err)
@@ -53,6 +55,7 @@ func TestOtherTenantGetsNotFound(t *testing.T) {
 	if req.Principal.TenantID != acme.TenantID || req.Tool != refundTool || req.OperationID == "" {
 		t.Fatalf("pending %+v", req)
 	}
+	refusedToGlobex(t, w, "acme-refund") // running
 	if err := tgdbos.Approve(w.dc, "acme-refund", host.Decision{Approved: true, Approver: "manager"}); err != nil {
 		t.Fatal(err)
 	}
@@ -85,13 +88,25 @@ func TestOtherTenantGetsNotFound(t *testing.T) {
 		}
 	}
 
-	// The run id of acme's run, started for globex: refused, not
-	// acme's result.
-	if _, err := w.agent.Start(w.dc, durable.Run{ID: "acme-refund", Principal: globex, Input: "refund ORDER-7"}); !errors.Is(err, tgdbos.ErrOtherRun) {
-		t.Errorf("acme's run id started for globex: %v, want ErrOtherRun", err)
-	}
-	if n := w.shop.executions(context.Background(), refundTool); n != 1 {
+	refusedToGlobex(t, w, "acme-refund") // ended
+	if n := w.shop.executions(context.Background(), "acme-refund", refundTool); n != 1 {
 		t.Errorf("the refund ran %d times, want once", n)
+	}
+}
+
+// refusedToGlobex checks that acme's run id started for globex (or for
+// another subject of acme's) is refused: no handle, and nothing of the
+// run (its status, its answer) in the error.
+func refusedToGlobex(t *testing.T, w *world, id string) {
+	t.Helper()
+	for _, p := range []guard.Principal{globex, {TenantID: acme.TenantID, SubjectID: "mallory"}} {
+		h, err := w.agent.Start(w.dc, durable.Run{ID: id, Principal: p, Input: "refund ORDER-7"})
+		if !errors.Is(err, tgdbos.ErrOtherRun) || h != nil {
+			t.Errorf("acme's run %s started for %s/%s: %v, %v; want ErrOtherRun and no handle", id, p.TenantID, p.SubjectID, h, err)
+		}
+		if err != nil && (strings.Contains(err.Error(), "DRAFT") || strings.Contains(err.Error(), "PENDING") || strings.Contains(err.Error(), "SUCCESS")) {
+			t.Errorf("the refusal tells of the run: %v", err)
+		}
 	}
 }
 
@@ -136,7 +151,7 @@ func TestPostgresDown(t *testing.T) {
 			mu.Unlock()
 		}
 	}()
-	refused, err := freePort()
+	refused, err := pgtest.FreePort()
 	if err != nil {
 		t.Fatal(err)
 	}

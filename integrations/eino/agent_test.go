@@ -151,6 +151,31 @@ func TestApprovalResumeDeny(t *testing.T) {
 	}
 }
 
+// Resumed with an expired decision (nobody decided in time), the model is
+// told so in guard.ExpiredMessage, not that a human declined; nothing
+// runs, and asking again in the same run interrupts again.
+func TestApprovalResumeExpired(t *testing.T) {
+	m := newScript(callTool("create_refund_draft", refundArgs), callTool("create_refund_draft", refundArgs), say("still waiting"))
+	h := newHarness(t, true, m)
+	o := h.run(t, "run-expired", "refund ORDER-7")
+	if len(o.interrupts) != 1 {
+		t.Fatalf("run ended %+v, want one approval interrupt", o)
+	}
+	late := map[string]any{o.interrupts[0].InterruptID: agentloop.Decision{Expired: true, Reason: "timed out"}}
+	o = h.resume(t, "run-expired", late)
+	if len(o.interrupts) != 1 {
+		t.Fatalf("resume ended %+v, want the repeat put to a human again", o)
+	}
+	if n := h.shop.sideEffects(); n != 0 {
+		t.Fatalf("%d drafts after an expiry, want 0", n)
+	}
+	got := m.toolResults(t)
+	wantCodes(t, got, "APPROVAL_REQUIRED/fresh")
+	if got[0].Message != guard.ExpiredMessage {
+		t.Fatalf("expiry message %q, want %q", got[0].Message, guard.ExpiredMessage)
+	}
+}
+
 // The model is offered the status tool; a write whose reply was lost is
 // OUTCOME_UNKNOWN with its operation id, and the model's status query for
 // it is settled from the shop's receipt, without running it again.

@@ -185,6 +185,30 @@ func TestInterruptDeny(t *testing.T) {
 	w.wantSideEffects(t, 0)
 }
 
+// TestInterruptExpired: resumed with an expired decision (nobody decided
+// in time), the model is told so in guard.ExpiredMessage, not that a
+// human declined; nothing runs, and the same intent asked again is put to
+// a human again.
+func TestInterruptExpired(t *testing.T) {
+	w := newWorld(t)
+	ctx := session(userA, "session-1")
+	resp, a := pauseOnRefund(t, w, ctx)
+	out := resume(t, w, ctx, resp, a, agentloop.Decision{Expired: true, Reason: "timed out"})
+	res := result(t, out.History(), "call-1")
+	if res.Code != guard.CodeApprovalRequired || res.Message != guard.ExpiredMessage {
+		t.Fatalf("expired call = %s, want APPROVAL_REQUIRED with %q", res, guard.ExpiredMessage)
+	}
+	w.model.push(calls(refundReq("call-2", "ORDER-7")))
+	again, err := generate(ctx, w.gk, w.gd, ai.WithMessages(out.History()...), ai.WithPrompt("please refund it"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if again.FinishReason != ai.FinishReasonInterrupted {
+		t.Errorf("after an expiry the same intent was not put to a human again: %s", again.FinishReason)
+	}
+	w.wantSideEffects(t, 0)
+}
+
 // TestRetriedGenerationWritesOnce: the write runs once however the
 // generation is retried or resumed: the resume delivered twice, the model
 // asking again without refs (Genkit makes up new ones), twice in one

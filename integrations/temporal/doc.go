@@ -20,13 +20,19 @@
 //
 // Temporal retries an activity whose attempt failed, timed out, or whose
 // worker died. A dispatch attempt is the same guard call in the same
-// scope: the write's operation id is derived from the workflow id and the
-// call's intent (guard.ScopeIDs), so a retried dispatch replays the
-// stored outcome instead of running the tool again, and the model is
-// given the stored result. An attempt that finds the operation still
-// running (an earlier attempt the server gave up on, whose worker still
-// runs the tool) fails, retryably, so that a later attempt replays the
-// outcome once it is stored.
+// scope, as the same step: the write's operation id is derived from the
+// workflow id and the call's intent (guard.ScopeIDs), and its reservation
+// belongs to the step (guard.Call.Step, the activity id). A retried
+// dispatch replays a stored outcome, or settles the write an earlier
+// attempt reserved (its worker died, or the server gave up on it) from
+// the tool's receipt instead of waiting for it. An attempt that finds the
+// write running in another step (the model asked twice) fails, retryably,
+// so that a later attempt replays the outcome once it is stored. The
+// approvers are told once per question (ActivityNotify, with the
+// question's id as the key), a question has one timer, and an expiry is
+// told as such (guard.Expired). Start refuses another principal's run id
+// (ErrOtherRun).
 //
-// docs/temporal.md states the rules this package chose.
+// docs/temporal.md states the rules this package chose; package durable,
+// the rules every engine keeps.
 package tgtemporal

@@ -58,6 +58,9 @@ type world struct {
 	svc   *orders.Service
 	store guard.Store
 	tools func(*orders.Service) *toolset.Set // default orders.Tools
+	// stateless makes the model's client send the whole conversation each
+	// turn, for a model that answers by it.
+	stateless bool
 }
 
 func newWorld(t *testing.T, store guard.Store, turns ...openaitest.Turn) *world {
@@ -99,7 +102,7 @@ func (w *world) runner() *durable.Runner {
 		w.t.Fatal(err)
 	}
 	client := oai.NewClient(option.WithBaseURL(w.srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
-	return &durable.Runner{Host: h, Provider: tgopenai.NewModel(client, tgopenai.ModelOptions{Name: "scripted-model"})}
+	return &durable.Runner{Host: h, Provider: tgopenai.NewModel(client, tgopenai.ModelOptions{Name: "scripted-model", Stateless: w.stateless})}
 }
 
 // fastRetries are the test's dispatch options: the defaults' timeout, and
@@ -119,9 +122,10 @@ func env(t *testing.T, r *durable.Runner, opts tgtemporal.Options, runID string,
 	s.SetLogger(quietLogger) // the SDK's debug lines, a screen a test, would bury a failure in CI's log
 	e := s.NewTestWorkflowEnvironment()
 	e.SetTestTimeout(30 * time.Second)
-	if len(ics) > 0 {
-		e.SetWorkerOptions(worker.Options{Interceptors: ics})
-	}
+	// The workflow runs in the test's process beside its activities: under
+	// -race on a busy machine it can wait for the CPU past the deadlock
+	// detector's default second, which is no deadlock.
+	e.SetWorkerOptions(worker.Options{Interceptors: ics, DeadlockDetectionTimeout: 20 * time.Second})
 	e.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: runID})
 	if err := tgtemporal.Register(e, r, opts); err != nil {
 		t.Fatal(err)
@@ -129,10 +133,16 @@ func env(t *testing.T, r *durable.Runner, opts tgtemporal.Options, runID string,
 	return e
 }
 
-// approveWhenAsked answers every question the run asks with yes, from
+// approveWhenAsked answers every question the run asks with d, from
 // outside the workflow: the query, then the signal, as an approver's
 // process does through a client.
 func approveWhenAsked(t *testing.T, e *testsuite.TestWorkflowEnvironment, d host.Decision) *[]host.ApprovalRequest {
+	return approveWhenAskedAt(t, e, d, new(time.Time))
+}
+
+// approveWhenAskedAt is approveWhenAsked that records in at, in workflow
+// time, when it sent the last decision.
+func approveWhenAskedAt(t *testing.T, e *testsuite.TestWorkflowEnvironment, d host.Decision, at *time.Time) *[]host.ApprovalRequest {
 	var asked []host.ApprovalRequest
 	var poll func()
 	poll = func() {
@@ -148,6 +158,7 @@ func approveWhenAsked(t *testing.T, e *testsuite.TestWorkflowEnvironment, d host
 		}
 		if req != nil && (len(asked) == 0 || asked[len(asked)-1].OperationID != req.OperationID) {
 			asked = append(asked, *req)
+			*at = e.Now()
 			e.SignalWorkflow(tgtemporal.SignalDecision, tgtemporal.SignalOf(*req, d))
 		}
 		e.RegisterDelayedCallback(poll, time.Minute)

@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
+	enumspb "go.temporal.io/api/enums/v1"
+	"go.temporal.io/api/serviceerror"
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/client"
+	"go.temporal.io/sdk/converter"
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/worker"
 	"go.temporal.io/sdk/workflow"
@@ -28,6 +32,9 @@ const (
 	// ActivityDispatch is the activity type of one tool call's dispatch
 	// (with a human's decision or without).
 	ActivityDispatch = "toolguard.dispatch"
+	// ActivityNotify is the activity type that tells the approvers a run
+	// waits on a question (Options.Notify).
+	ActivityNotify = "toolguard.notify"
 	// QueryPending is the query answering the question a run waits on (a
 	// *host.ApprovalRequest), null when it waits on none.
 	QueryPending = "toolguard.pending"
@@ -48,10 +55,6 @@ const (
 // DefaultApprovalTimeout is how long a run waits for a human when its
 // Options name no other time.
 const DefaultApprovalTimeout = 24 * time.Hour
-
-// ExpiredReason is what the model is told of a write nobody decided on in
-// time.
-const ExpiredReason = "nobody approved the action in time"
 
 // DefaultTurnOptions are the activity options of a model turn when Options
 // name none: two minutes an attempt (a model's reply can be slow), five
@@ -77,6 +80,18 @@ func DefaultDispatchOptions() workflow.ActivityOptions {
 	}
 }
 
+// DefaultNotifyOptions are the activity options of a notification when
+// Options name none: thirty seconds an attempt, four attempts with
+// backoff from one second. A notification that still failed is left: the
+// question stays readable (Pending).
+func DefaultNotifyOptions() workflow.ActivityOptions {
+	return workflow.ActivityOptions{
+		StartToCloseTimeout: 30 * time.Second,
+		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
+			MaximumInterval: 10 * time.Second, MaximumAttempts: 4},
+	}
+}
+
 // Options configure the workflow. Every worker of a task queue must run
 // its runs with the same Options: they decide what the workflow records.
 // The zero value of every field means its default.
@@ -88,18 +103,35 @@ type Options struct {
 	// Dispatch is the activity options of a dispatch, defaulted alike from
 	// DefaultDispatchOptions.
 	Dispatch workflow.ActivityOptions
+	// NotifyActivity is the activity options of a notification,
+	// defaulted alike from DefaultNotifyOptions.
+	NotifyActivity workflow.ActivityOptions
 	// ApprovalTimeout is how long a run waits for a human's decision; a
 	// run that waited that long goes on with an expired denial
-	// (host.Decision.Expired), which the model is told (ExpiredReason).
-	// Default DefaultApprovalTimeout. The timer is durable: a run replayed
-	// on another worker waits only what is left.
+	// (host.Decision.Expired), which the model is told (guard.Expired).
+	// Default DefaultApprovalTimeout. The timer is durable and started
+	// once, when the question is published: a run replayed on another
+	// worker waits only what is left, and a signal for another question
+	// does not move it.
 	ApprovalTimeout time.Duration
+	// Notify, if set, tells the approvers that a run waits on req (a
+	// chat message, an e-mail, an inbox row), in the activity
+	// ActivityNotify, which every question runs (a no-op on a worker
+	// without Notify). key is the question's id (durable.QuestionID): use
+	// it as the notification's idempotency key. Temporal records the
+	// activity once Notify returned: it runs again, with the same key,
+	// only when its attempt failed or its worker died before that (after
+	// the send, too). A notification that still fails after its retries
+	// is left: the question stays readable with Pending. Register gives
+	// it to the worker's activities; the workflow does not use it.
+	Notify func(ctx context.Context, key string, req host.ApprovalRequest) error
 }
 
 // withDefaults fills o's zero fields.
 func (o Options) withDefaults() Options {
 	o.Turn = activityDefaults(o.Turn, DefaultTurnOptions())
 	o.Dispatch = activityDefaults(o.Dispatch, DefaultDispatchOptions())
+	o.NotifyActivity = activityDefaults(o.NotifyActivity, DefaultNotifyOptions())
 	if o.ApprovalTimeout <= 0 {
 		o.ApprovalTimeout = DefaultApprovalTimeout
 	}
@@ -123,6 +155,9 @@ type Activities struct {
 	// Runner runs the steps. Its Host must have no Approver: a write that
 	// waits for a human is the run's durable wait.
 	Runner *durable.Runner
+	// Notify tells the approvers of a question (Options.Notify); nil
+	// tells nobody.
+	Notify func(ctx context.Context, key string, req host.ApprovalRequest) error
 }
 
 // Turn is the activity ActivityTurn: durable.Runner.Turn. A provider that
@@ -140,14 +175,19 @@ func (a *Activities) Turn(ctx context.Context, in durable.TurnInput) (durable.Tu
 }
 
 // Dispatch is the activity ActivityDispatch: durable.Runner.Dispatch, in
-// the run's scope. An attempt whose answer is IN_PROGRESS (the same
-// operation runs in an earlier attempt right now) fails retryably
-// (ErrTypeInProgress), so that a later attempt is given its stored
-// outcome; a panic in the host step fails the attempt, and nothing reaches
-// the worker.
+// the run's scope, as the step the activity is (its activity id, the same
+// in every attempt): an attempt after one whose worker died settles the
+// write that attempt reserved instead of waiting for it. An attempt whose
+// answer is IN_PROGRESS (another step of the same intent runs it right
+// now) fails retryably (ErrTypeInProgress), so that a later attempt is
+// given its stored outcome; a panic in the host step fails the attempt,
+// and nothing reaches the worker.
 func (a *Activities) Dispatch(ctx context.Context, in durable.DispatchInput) (out durable.DispatchOutput, err error) {
 	if a == nil || a.Runner == nil || a.Runner.Host == nil {
 		return out, temporal.NewNonRetryableApplicationError("tgtemporal: no Runner with a Host", ErrTypeRunner, nil)
+	}
+	if activity.IsActivity(ctx) {
+		in.Step = activity.GetInfo(ctx).ActivityID
 	}
 	if err := host.Safely(func() (err error) { out, err = a.Runner.Dispatch(ctx, in); return err }); err != nil {
 		return durable.DispatchOutput{}, err
@@ -162,16 +202,26 @@ func (a *Activities) Dispatch(ctx context.Context, in durable.DispatchInput) (ou
 	return out, nil
 }
 
+// NotifyApprovers is the activity ActivityNotify: Notify with the
+// question's id as its key, a panic an error of the attempt.
+func (a *Activities) NotifyApprovers(ctx context.Context, req host.ApprovalRequest) error {
+	if a == nil || a.Notify == nil {
+		return nil
+	}
+	return host.Safely(func() error { return a.Notify(ctx, durable.QuestionID(req), req) })
+}
+
 // RegisterActivities registers a's activities on r (a worker) under
-// ActivityTurn and ActivityDispatch.
+// ActivityTurn, ActivityDispatch and ActivityNotify.
 func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 	r.RegisterActivityWithOptions(a.Turn, activity.RegisterOptions{Name: ActivityTurn})
 	r.RegisterActivityWithOptions(a.Dispatch, activity.RegisterOptions{Name: ActivityDispatch})
+	r.RegisterActivityWithOptions(a.NotifyApprovers, activity.RegisterOptions{Name: ActivityNotify})
 }
 
 // Register registers the workflow (under WorkflowName, with opts) and the
-// activities over runner on w. It fails for a Runner without a Host or a
-// Provider, or whose Host has an Approver.
+// activities over runner (and opts.Notify) on w. It fails for a Runner
+// without a Host or a Provider, or whose Host has an Approver.
 func Register(w worker.Registry, runner *durable.Runner, opts Options) error {
 	if w == nil {
 		return errors.New("tgtemporal: Register needs a worker")
@@ -180,7 +230,7 @@ func Register(w worker.Registry, runner *durable.Runner, opts Options) error {
 		return fmt.Errorf("tgtemporal: %w", err)
 	}
 	w.RegisterWorkflowWithOptions(NewWorkflow(opts), workflow.RegisterOptions{Name: WorkflowName})
-	RegisterActivities(w, &Activities{Runner: runner})
+	RegisterActivities(w, &Activities{Runner: runner, Notify: opts.Notify})
 	return nil
 }
 
@@ -232,15 +282,18 @@ func (s *steps) Dispatch(in durable.DispatchInput) (out durable.DispatchOutput, 
 	return out, err
 }
 
-// Approve publishes req (QueryPending) and waits for the signal that
-// answers it; a signal that answers another question is dropped. After
-// Options.ApprovalTimeout without one, the decision is an expired denial.
+// Approve publishes req (QueryPending), starts the question's one timer,
+// tells the approvers (ActivityNotify, whose failure is left), and waits
+// for the signal that answers req; a signal that answers another question
+// is dropped, and the timer runs on. After Options.ApprovalTimeout
+// without one, the decision is an expired denial.
 func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 	s.pending = &req
 	defer func() { s.pending = nil }()
 	ctx, cancel := workflow.WithCancel(s.ctx)
 	defer cancel()
 	timer := workflow.NewTimer(ctx, s.opts.ApprovalTimeout)
+	_ = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.NotifyActivity), ActivityNotify, req).Get(s.ctx, nil)
 	signals := workflow.GetSignalChannel(s.ctx, SignalDecision)
 	var (
 		d    host.Decision
@@ -255,7 +308,7 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 		}
 	})
 	sel.AddFuture(timer, func(workflow.Future) {
-		d, done = host.Decision{Expired: true, Reason: ExpiredReason}, true
+		d, done = host.Decision{Expired: true, Reason: "nobody decided in time"}, true
 	})
 	for !done {
 		sel.Select(s.ctx)
@@ -269,11 +322,33 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 // language's) as its JSON.
 type DecisionSignal = durable.Answer
 
+// ErrOtherRun is Start's error for a run id that names a workflow started
+// for another principal: its handle (and so its status and result) is not
+// given out.
+var ErrOtherRun = errors.New("tgtemporal: the run id names another principal's run")
+
+// MemoPrincipal is the memo under which Start records whom a run acts
+// for (its tenant and subject), so that starting its id again is checked
+// without reading the run's input or result.
+const MemoPrincipal = "toolguard.principal"
+
+// memoPrincipal is the MemoPrincipal memo's value.
+type memoPrincipal struct {
+	TenantID  string `json:"tenant_id"`
+	SubjectID string `json:"subject_id"`
+}
+
 // Start starts run as the workflow WorkflowName whose id is run.ID (the
 // run's scope: every write of the run gets its operation id from it), on
-// opts (its TaskQueue; its ID, if set, must be run.ID). Give every run a
-// new id: a workflow id used again is the same scope, and the same intent
-// in it replays the earlier run's outcome.
+// opts (its TaskQueue; its ID, if set, must be run.ID), with its principal
+// in the memo MemoPrincipal. A run is started once: starting a run id that
+// was started before, running or closed, returns that workflow's run, its
+// own recorded input unchanged, when it was started for the same principal
+// (tenant and subject), and fails with ErrOtherRun otherwise (also for a
+// workflow that Start did not start), giving out nothing of it: neither
+// its handle, nor its status, nor its result. (Start sets opts'
+// WorkflowIDReusePolicy to reject a duplicate, and
+// WorkflowExecutionErrorWhenAlreadyStarted.) Give every run a new id.
 func Start(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, run durable.Run) (client.WorkflowRun, error) {
 	if run.ID == "" || (opts.ID != "" && opts.ID != run.ID) {
 		return nil, fmt.Errorf("%w: run %q, workflow %q", ErrRunID, run.ID, opts.ID)
@@ -282,7 +357,30 @@ func Start(ctx context.Context, c client.Client, opts client.StartWorkflowOption
 		return nil, fmt.Errorf("tgtemporal: run %q: %w", run.ID, err)
 	}
 	opts.ID = run.ID
-	return c.ExecuteWorkflow(ctx, opts, WorkflowName, run)
+	opts.WorkflowIDReusePolicy = enumspb.WORKFLOW_ID_REUSE_POLICY_REJECT_DUPLICATE
+	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
+	memo := make(map[string]any, len(opts.Memo)+1)
+	maps.Copy(memo, opts.Memo)
+	memo[MemoPrincipal] = memoPrincipal{TenantID: run.Principal.TenantID, SubjectID: run.Principal.SubjectID}
+	opts.Memo = memo
+	wr, err := c.ExecuteWorkflow(ctx, opts, WorkflowName, run)
+	var started *serviceerror.WorkflowExecutionAlreadyStarted
+	if !errors.As(err, &started) {
+		return wr, err
+	}
+	// The workflow existed: its memo says whose it is.
+	d, err := c.DescribeWorkflowExecution(ctx, run.ID, started.RunId)
+	if err != nil {
+		return nil, fmt.Errorf("tgtemporal: reading run %q: %w", run.ID, err)
+	}
+	var was memoPrincipal
+	f := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[MemoPrincipal]
+	if f == nil || d.GetWorkflowExecutionInfo().GetType().GetName() != WorkflowName ||
+		converter.GetDefaultDataConverter().FromPayload(f, &was) != nil ||
+		was.TenantID != run.Principal.TenantID || was.SubjectID != run.Principal.SubjectID {
+		return nil, fmt.Errorf("%w: %q", ErrOtherRun, run.ID)
+	}
+	return c.GetWorkflow(ctx, run.ID, started.RunId), nil
 }
 
 // Pending returns the question the run workflowID waits on, nil when it

@@ -47,6 +47,7 @@ type Proxy struct {
 
 	loseMatch []byte       // LoseReplies: requests whose replies are lost contain it
 	loseLeft  int          // … for so many more requests
+	losing    atomic.Bool  // loseLeft > 0: chunks are matched (a lock-free test for the rest)
 	lost      atomic.Int64 // replies lost so far
 }
 
@@ -187,6 +188,7 @@ func (p *Proxy) LoseReplies(match string, n int) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	p.loseMatch, p.loseLeft = []byte(match), max(n, 0)
+	p.losing.Store(p.loseLeft > 0)
 }
 
 // Lost returns how many replies the proxy lost so far (LoseReplies).
@@ -195,12 +197,16 @@ func (p *Proxy) Lost() int64 { return p.lost.Load() }
 // losesReply reports whether the reply to the request in chunk is to be
 // lost, and counts it if so.
 func (p *Proxy) losesReply(chunk []byte) bool {
+	if !p.losing.Load() {
+		return false
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.loseLeft <= 0 || !bytes.Contains(chunk, p.loseMatch) {
 		return false
 	}
 	p.loseLeft--
+	p.losing.Store(p.loseLeft > 0)
 	return true
 }
 

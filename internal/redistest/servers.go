@@ -2,11 +2,15 @@ package redistest
 
 import (
 	"context"
+	"fmt"
+	"net"
 	"os/exec"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 )
 
 // NeedBinaries skips tb unless every named program (e.g. "redis-server",
@@ -76,4 +80,39 @@ func Reshard(ctx context.Context, seed, from, to string, n int) ([]byte, error) 
 func reshardArgs(seed, from, to string, n int) []string {
 	return []string{"--cluster", "reshard", seed, "--cluster-from", from, "--cluster-to", to,
 		"--cluster-slots", strconv.Itoa(n), "--cluster-yes"}
+}
+
+// StartServer runs a redis-server of the test's own on 127.0.0.1:port,
+// with the append-only file fsynced on every write, in dir; extra adds
+// server arguments (later ones win). It waits until the server answers,
+// and kills it when tb's test ends. Call NeedBinaries first.
+func StartServer(tb testing.TB, dir string, port int, extra ...string) *exec.Cmd {
+	tb.Helper()
+	args := []string{"--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--dir", dir,
+		"--save", "", "--appendonly", "yes", "--appendfsync", "always", "--daemonize", "no", "--logfile", ""}
+	cmd := exec.Command("redis-server", append(args, extra...)...)
+	if err := cmd.Start(); err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { _ = cmd.Process.Kill(); _ = cmd.Wait() })
+	c := redis.NewClient(&redis.Options{ContextTimeoutEnabled: true, Addr: fmt.Sprintf("127.0.0.1:%d", port)})
+	defer c.Close()
+	for i := 0; c.Ping(context.Background()).Err() != nil; i++ {
+		if i > 200 {
+			tb.Fatal("redis-server did not start")
+		}
+		time.Sleep(25 * time.Millisecond)
+	}
+	return cmd
+}
+
+// FreePort returns a TCP port of 127.0.0.1 that was free a moment ago.
+func FreePort(tb testing.TB) int {
+	tb.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	defer l.Close()
+	return l.Addr().(*net.TCPAddr).Port
 }

@@ -29,6 +29,7 @@ import { ElicitRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { extractWWWAuthenticateParams, discoverOAuthProtectedResourceMetadata } from '@modelcontextprotocol/sdk/client/auth.js';
 import { ClientCredentialsProvider } from '@modelcontextprotocol/sdk/client/auth-extensions.js';
 import { startMCPServer } from './server.mjs';
+import { modelResult } from './modelresult.mjs';
 import { startAuthServer, CLIENT } from './authserver.mjs';
 
 const [bin, portArg, authPortArg] = process.argv.slice(2);
@@ -53,17 +54,6 @@ function newClient() {
     return { action: state.answer };
   });
   return { client, state };
-}
-
-// modelResult returns the structured model result after checking that the
-// text content and isError agree with it.
-function modelResult(r) {
-  const res = r.structuredContent;
-  assert.ok(res, 'structuredContent present');
-  assert.equal(res.contract, 'tool-model-result-v2');
-  assert.deepEqual(JSON.parse(r.content[0].text), res, 'text content is the structured result');
-  assert.equal(Boolean(r.isError), res.code !== 'OK', 'isError iff code is not OK');
-  return res;
 }
 
 async function exercise(label, client, state) {

@@ -70,8 +70,11 @@ func run(pg string, approve bool) (int, error) {
 	}
 	defer dbos.Shutdown(dc, 10*time.Second)
 	agent, err := tgdbos.Register(dc, &durable.Runner{Host: h, Provider: model, Instructions: refunddemo.Instruction}, tgdbos.Options{
-		Notify: func(_ context.Context, req host.ApprovalRequest) error {
-			fmt.Printf("approval asked: %s %s (operation %s)\n", req.Tool, req.Arguments, req.OperationID)
+		// key is the question's id: a real notifier sends it as its
+		// idempotency key, so that a notification DBOS repeats after a
+		// crash reaches the approvers once.
+		Notify: func(_ context.Context, key string, req host.ApprovalRequest) error {
+			fmt.Printf("approval asked: %s %s (operation %s, question %s)\n", req.Tool, req.Arguments, req.OperationID, key)
 			return nil
 		}})
 	if err != nil {

@@ -95,6 +95,10 @@ func offline(runner *durable.Runner, r durable.Run, queue string, d host.Decisio
 	var s testsuite.WorkflowTestSuite
 	s.SetLogger(logger)
 	env := s.NewTestWorkflowEnvironment()
+	// The workflow runs in this process beside its activities: on a
+	// machine busy enough (a CI runner under -race) it can wait for the
+	// CPU past the deadlock detector's default second.
+	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 10 * time.Second})
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: r.ID, TaskQueue: queue})
 	if err := tgtemporal.Register(env, runner, tgtemporal.Options{}); err != nil {
 		return nil, err

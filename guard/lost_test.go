@@ -1,0 +1,71 @@
+package guard_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/guard/guardtest"
+	"github.com/toolguard/toolguard/memstore"
+)
+
+// lostStore is memstore standing for a store that lost records of every
+// tenant (idem after an acknowledged eviction): a reservation of a key
+// without a record says the write may have run before.
+type lostStore struct{ *memstore.Store }
+
+func (s lostStore) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration) (*guard.Result, error) {
+	res, err := s.Store.Reserve(ctx, e, lease)
+	if res == nil && err == nil {
+		e.MayBeLost = true
+	}
+	return res, err
+}
+
+// TestMayBeLost: a write whose record the store may have lost runs only if
+// its tool's receipt lookup says the operation is absent downstream. A
+// receipt found, or a lookup that cannot say, makes it OUTCOME_UNKNOWN
+// (MayBeLostMessage) without running it, committed as unknown, and its
+// budget charge is given back (nothing ran in this dispatch); a status
+// query then settles it from the receipt.
+func TestMayBeLost(t *testing.T) {
+	first := guardtest.NewWorld(t, memstore.New(memstore.Options{}))
+	p := guardtest.Principal("t", "u")
+	args := `{"key":"a","value":"1"}`
+	guardtest.Want(t, first.Dispatch(t, p, "put", args, "c1", "k1"), guard.CodeOK, guard.DeliveryFresh)
+
+	// The same downstream system, behind a store that lost c1's record,
+	// with a tenant budget of one execution.
+	w := guardtest.NewWorld(t, lostStore{memstore.New(memstore.Options{})})
+	w.Down = first.Down
+	w.Guard = guard.New(w.Down.Tools(), w.Store, guard.Options{Clock: guard.ClockFunc(w.Now), Signer: w.Signer,
+		Lease: guardtest.Lease, TenantBudget: guard.TenantBudget{Limit: 1}})
+
+	res := w.Dispatch(t, p, "put", args, "c1", "k1")
+	guardtest.Want(t, res, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	if res.Message != guard.MayBeLostMessage || res.OperationID != "c1" {
+		t.Fatalf("a replay whose record may be lost, its receipt found: %s", res)
+	}
+	// Inconclusive: the downstream system cannot say.
+	w.Down.FailNext(guard.CodeTimeoutBeforeExecute, false)
+	guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"b","value":"2"}`, "c2", "k2"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	w.Down.FailNext(0, true)
+	if n := w.Down.Writes(); n != 1 {
+		t.Fatalf("%d side effects, want the first one only", n)
+	}
+	// Neither took the budget: a new write, its receipt absent, runs.
+	guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"c","value":"3"}`, "c3", "k3"), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"d","value":"4"}`, "c4", "k4"), guard.CodeBudgetExhausted, guard.DeliveryFresh)
+	// The one that ran before is settled from its receipt; its replay
+	// stays unknown until then, and never runs.
+	guardtest.Want(t, w.Dispatch(t, p, "put", args, "c1", "k1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	guardtest.Want(t, w.StatusOf(t, p, "c1", "put", "k1"), guard.CodeOK, guard.DeliveryReceiptReconciled)
+	guardtest.Want(t, w.Dispatch(t, p, "put", args, "c1", "k1"), guard.CodeOK, guard.DeliveryLocalReplay)
+	if n := w.Down.Writes(); n != 2 {
+		t.Fatalf("%d side effects, want 2", n)
+	}
+	if got := guardtest.AuditedCodes(t, w.Store, "t"); got[guard.CodeOutcomeUnknown] != 3 {
+		t.Fatalf("audited %v, want 3 OUTCOME_UNKNOWN", got)
+	}
+}
