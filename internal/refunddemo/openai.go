@@ -1,6 +1,8 @@
 package refunddemo
 
 import (
+	"crypto/rand"
+	"encoding/hex"
 	"encoding/json"
 
 	oai "github.com/openai/openai-go/v3"
@@ -23,7 +25,7 @@ const modelTurns = 4
 // input item. The model must send the whole conversation
 // (tgopenai.ModelOptions.Stateless): the tool whose result it reads is
 // named by the request's function_call of the result's call id. Its calls
-// carry no call id: the server makes a fresh one for each.
+// carry a call id of their own, random (callID).
 func OpenAITurns() []openaitest.Turn {
 	turns := make([]openaitest.Turn, modelTurns)
 	for i := range turns {
@@ -69,5 +71,15 @@ func openAIReply(req openaitest.Request) *openaitest.Turn {
 		return &openaitest.Turn{Text: r.Text}
 	}
 	args, _ := json.Marshal(r.Arguments) // strings: it cannot fail
-	return &openaitest.Turn{Calls: []openaitest.Call{{Name: r.Tool, Arguments: string(args)}}}
+	return &openaitest.Turn{Calls: []openaitest.Call{{Name: r.Tool, Arguments: string(args), CallID: callID()}}}
+}
+
+// callID is a call id unique to the process's calls, as a real provider's
+// are: a fake server numbers its calls from 1, and a store that outlives
+// the server (the DBOS example's, in Postgres) binds each call id to its
+// intent, so the next server's call_0001 would replay the last run's.
+func callID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return "call_" + hex.EncodeToString(b[:])
 }

@@ -10,13 +10,15 @@
 //	go run ./examples/refund -postgres postgres://postgres@127.0.0.1:5432/refund_demo
 //	go run ./examples/refund -postgres … -approve=false  (the human says no: nothing is drafted)
 //
-// It needs a Postgres for DBOS's system database (DBOS creates the
-// database); the idempotency store is in memory here (use idem over Redis
-// in production, so that a recovered run finds its writes).
+// It needs one Postgres and nothing else: DBOS keeps its workflows there
+// (its system database, which DBOS creates), and the guard keeps its
+// records in the same database (package pgstore, schema toolguard), so a
+// recovered run finds its writes with no Redis beside.
 package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -25,12 +27,14 @@ import (
 	"time"
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
+	"github.com/jackc/pgx/v5/pgxpool"
 
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
 	"github.com/toolguard/toolguard/internal/refunddemo"
+	"github.com/toolguard/toolguard/pgstore"
 )
 
 func main() {
@@ -52,16 +56,9 @@ func run(pg string, approve bool) (int, error) {
 	model, srv := refunddemo.OpenAIModel()
 	defer srv.Close()
 
-	// The shop's guard, its tools and the host step.
-	shop := refunddemo.NewShop(os.Stdout)
-	g, tools, signer := shop.Guard()
-	h, err := host.New(g, tools, host.Options{Provider: "openai", APIFamily: "responses", Signer: signer})
-	if err != nil {
-		return 0, err
-	}
-
-	// DBOS: bounded connection, the Agent registered, then Launch (which
-	// would recover the runs a dead process of this app left).
+	// DBOS: bounded connection (it creates its database), then the Agent
+	// registered, then Launch (which would recover the runs a dead process
+	// of this app left).
 	dc, err := tgdbos.NewContext(ctx, tgdbos.Config{DatabaseURL: pg, AppName: "toolguard-refund-example",
 		ApplicationVersion: "example-1", StartupTimeout: 10 * time.Second,
 		Logger: slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))})
@@ -69,6 +66,31 @@ func run(pg string, approve bool) (int, error) {
 		return 0, err
 	}
 	defer dbos.Shutdown(dc, 10*time.Second)
+
+	// The shop's guard, its tools and the host step. The guard's records
+	// live in DBOS's database, in a schema of their own: one Postgres.
+	shop := refunddemo.NewShop(os.Stdout)
+	pool, err := pgxpool.New(ctx, pg)
+	if err != nil {
+		return 0, err
+	}
+	defer pool.Close()
+	store, err := pgstore.New(ctx, pool, pgstore.Options{})
+	if err != nil {
+		return 0, err
+	}
+	key := make([]byte, 32)
+	_, _ = rand.Read(key)
+	signer, err := guard.NewSigner(key)
+	if err != nil {
+		return 0, err
+	}
+	tools := shop.Tools()
+	g := guard.New(tools, store, guard.Options{Signer: signer})
+	h, err := host.New(g, tools, host.Options{Provider: "openai", APIFamily: "responses", Signer: signer})
+	if err != nil {
+		return 0, err
+	}
 	agent, err := tgdbos.Register(dc, &durable.Runner{Host: h, Provider: model, Instructions: refunddemo.Instruction}, tgdbos.Options{
 		// key is the question's id: a real notifier sends it as its
 		// idempotency key, so that a notification DBOS repeats after a
