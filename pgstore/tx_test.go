@@ -271,3 +271,34 @@ func TestWriteTxConcurrentDuplicates(t *testing.T) {
 		t.Fatalf("%d audit records, want %d", len(recs), n+1)
 	}
 }
+
+// TestWriteTxStepRunAgain: a durable step (guard.Call.Step) whose
+// transactional write committed, run again after its process died before
+// the engine recorded the step, replays the write: the same call as the
+// same step finds its reservation committed, and the tool does not run
+// again.
+func TestWriteTxStepRunAgain(t *testing.T) {
+	db := pgtest.NewDB(t)
+	w := newTxWorld(t, db, db, pgstore.Options{})
+	call := func() *guard.Result {
+		t.Helper()
+		res, err := w.g.Dispatch(context.Background(), guard.Call{Principal: alice, Step: "wf-1/step-3",
+			Proposal: guard.Proposal{Name: "create_draft", Arguments: []byte(`{"order":"o1","amount":2,"fail":""}`)},
+			Context:  guard.ExecutionContext{Provider: "test", CallID: "c1", Scope: "wf-1"}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	first := call()
+	guardtest.Want(t, first, guard.CodeOK, guard.DeliveryFresh)
+	again := call()
+	guardtest.Want(t, again, guard.CodeOK, guard.DeliveryLocalReplay)
+	if string(again.Data) != string(first.Data) {
+		t.Fatalf("the step run again got %s, want %s", again.Data, first.Data)
+	}
+	if n := w.rows(t, "o1"); n != 1 {
+		t.Fatalf("%d rows, want 1", n)
+	}
+	w.verify(t)
+}
