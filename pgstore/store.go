@@ -68,8 +68,8 @@ var (
 	_ audit.Store    = (*Store)(nil)
 )
 
-// DefaultTTL is the retention of records when Options.TTL is zero.
-const DefaultTTL = 7 * 24 * time.Hour
+// defaultTTL is the retention of records when Options.TTL is zero.
+const defaultTTL = 7 * 24 * time.Hour
 
 // New returns a store on the pool's database, after checking the server
 // and creating or migrating its schema (Options.Schema): a Postgres before
@@ -84,7 +84,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 		opts.Schema = "toolguard"
 	}
 	if opts.TTL <= 0 {
-		opts.TTL = DefaultTTL
+		opts.TTL = defaultTTL
 	}
 	if opts.Timeout <= 0 {
 		opts.Timeout = 10 * time.Second
