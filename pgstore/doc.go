@@ -38,14 +38,19 @@
 //	g := guard.New(toolset.MustNew(refund), store, guard.Options{Signer: signer})
 //
 // The server must be PostgreSQL 13 or later, with the pgcrypto extension
-// available (New creates it in the store's schema when the database has
-// none: it is a trusted extension). The role needs CREATE on the database
-// the first time, to create the schema; then USAGE on it and the rights on
-// its tables and functions. New returns ErrServerTooOld or ErrPermission,
-// or the connection's error, within Options.Timeout: never a hang. Give
-// the pool room for the agents that dispatch at once (pgxpool's default is
-// 4 connections, or the number of CPUs): a transactional write holds one
-// connection while its tool runs.
+// available (New creates it, in a schema toolguard_pgcrypto, when the
+// database has none: it is a trusted extension). The role needs CREATE on
+// the database the first time, to create the schema; once the schema is at
+// this version, USAGE on the two schemas and the rights on the store's
+// tables are enough. New returns ErrServerTooOld or ErrPermission, or the
+// connection's error, within Options.Timeout: never a hang. Give the pool
+// room for the agents that dispatch at once (pgxpool's default is 4
+// connections, or the number of CPUs): a transactional write holds one
+// connection while its tool runs, and a duplicate waiting for it another.
+//
+// Operators list and settle ordinary writes whose outcome nobody knows
+// with Unsettled and Resolve (cmd/toolctl -store postgres://…), and
+// delete what retention let go with Sweep (the store sweeps on its own).
 //
 // What is kept and for how long (Options.TTL, Sweep), which Postgres
 // settings keep an acknowledged write through a failover, and what each
