@@ -138,23 +138,29 @@ func (l *load) check(t *testing.T, pool *pgxpool.Pool) tally {
 		return l.effect[key]
 	}
 	acked, lost, twice, unknownTx, inProgress, open := 0, 0, 0, 0, 0, 0
+	logged := 0
+	logf := func(format string, args ...any) { // the first few of each run
+		if logged++; logged <= 10 {
+			t.Logf(format, args...)
+		}
+	}
 	for key, told := range l.told {
 		n := count(key)
 		if n > 1 {
 			twice++
-			t.Logf("%s (%s) ran %d times", key, l.ops[key], n)
+			logf("%s (%s) ran %d times", key, l.ops[key], n)
 		}
 		switch {
 		case strings.HasPrefix(told, "OK "):
 			acked++
 			if n != 1 {
 				lost++
-				t.Logf("%s (%s) was acknowledged %s and has %d effects", key, l.ops[key], told, n)
+				logf("%s (%s) was acknowledged %s and has %d effects", key, l.ops[key], told, n)
 			}
 			continue
 		case strings.HasPrefix(told, "OUTCOME_UNKNOWN") && l.ops[key] == "effect":
 			unknownTx++
-			t.Logf("%s, a transactional write, was told %s", key, told)
+			logf("%s, a transactional write, was told %s", key, told)
 		case strings.HasPrefix(told, "IN_PROGRESS"):
 			inProgress++
 		}
@@ -198,7 +204,7 @@ func (l *load) check(t *testing.T, pool *pgxpool.Pool) tally {
 	for key, told := range l.told {
 		if strings.HasPrefix(told, "OK ") && !ok["c-"+key] {
 			noAudit++
-			t.Logf("%s was acknowledged OK without an audit record", key)
+			logf("%s was acknowledged OK without an audit record", key)
 		}
 	}
 	t.Logf("%d writes, %d acknowledged: %d lost, %d run twice, %d OK without an audit record, %d transactional told OUTCOME_UNKNOWN; "+
