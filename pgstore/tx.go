@@ -101,6 +101,9 @@ func (s *Store) RunTx(ctx context.Context, e *guard.Entry, lease time.Duration, 
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	defer s.maybeSweep()
+	if outer, ok := ctx.Value(outerKey{}).(pgx.Tx); ok {
+		return s.runIn(ctx, outer, e, lease, run)
+	}
 	conn, err := s.pool.Acquire(ctx)
 	if err != nil {
 		return nil, errorf("connecting: %w", err)
@@ -308,4 +311,57 @@ func (s *Store) askCommit(ctx context.Context, e *guard.Entry, xid string) (res 
 	}
 	res, err = a.result()
 	return res, err == nil, err == nil
+}
+
+// outerKey is the context key of InTx's transaction.
+type outerKey struct{}
+
+// InTx returns a context under which a transactional write (WriteTx)
+// dispatched on the store runs in tx, a transaction the caller began on
+// the store's database and commits, instead of one of the store's own:
+// its reservation, its rows, its outcome and its audit record are written
+// in tx, and commit or roll back with whatever else the caller writes
+// there, such as an engine's record of the step (integrations/dbos runs
+// such a dispatch as a DBOS transaction). The store sends no BEGIN and no
+// COMMIT, and settles no lost COMMIT reply: the caller's commit decides,
+// and a caller that cannot tell whether it committed asks its own record.
+// A tool that fails is rolled back to a savepoint taken before it ran,
+// and its reservation released, in tx. Other steps (reads, other writes)
+// ignore the context's transaction.
+func InTx(ctx context.Context, tx pgx.Tx) context.Context {
+	return context.WithValue(ctx, outerKey{}, tx)
+}
+
+// runIn is RunTx in the caller's transaction tx (InTx).
+func (s *Store) runIn(ctx context.Context, tx pgx.Tx, e *guard.Entry, lease time.Duration, run func(ctx context.Context)) (*guard.Result, error) {
+	var a answer
+	if err := a.scan(tx.QueryRow(ctx, s.q.reserve, s.reserveArgs(e, lease, false)...)); err != nil {
+		return nil, errorf("reserve: %w", err)
+	}
+	switch a.kind {
+	case "T":
+	case "H":
+		// As in RunTx: reserved under this token, not by a transaction.
+		return &guard.Result{Code: guard.CodeOutcomeUnknown, Delivery: guard.DeliveryFresh,
+			Message: guard.CodeOutcomeUnknown.DefaultMessage(), OperationID: e.OperationID}, nil
+	default:
+		return s.reserved(e, &a) // audited in tx, which the caller commits
+	}
+	if _, err := tx.Exec(ctx, "SAVEPOINT toolguard_tool"); err != nil {
+		return nil, errorf("savepoint: %w", err)
+	}
+	run(context.WithValue(ctx, txKey{}, &toolTx{Tx: tx}))
+	if e.Code != guard.CodeOK {
+		// The tool's rows go; the reservation stays, for the commit step
+		// to release with the outcome.
+		if _, err := tx.Exec(ctx, "ROLLBACK TO SAVEPOINT toolguard_tool"); err != nil {
+			return nil, errorf("rolling the tool back: %w", err)
+		}
+	}
+	args := s.commitArgs(e)
+	args[0] = []int64{} // the reservation took the locks, held until the caller's commit
+	if err := a.scan(tx.QueryRow(ctx, s.q.commit, args...)); err != nil {
+		return nil, errorf("commit: %w", err)
+	}
+	return a.result()
 }

@@ -302,3 +302,78 @@ func TestWriteTxStepRunAgain(t *testing.T) {
 	}
 	w.verify(t)
 }
+
+// TestWriteTxInCallersTransaction: under InTx, a transactional write runs
+// in the caller's transaction (as a DBOS transaction would hold it): its
+// row, its records and whatever else the caller wrote there commit
+// together when the caller commits, and vanish together when it rolls
+// back; a tool that fails leaves nothing of its own.
+func TestWriteTxInCallersTransaction(t *testing.T) {
+	db := pgtest.NewDB(t)
+	w := newTxWorld(t, db, db, pgstore.Options{})
+	ctx := context.Background()
+	dispatchIn := func(tx pgx.Tx, in DraftIn, callID, key string) *guard.Result {
+		t.Helper()
+		args := fmt.Sprintf(`{"order":%q,"amount":%d,"fail":%q}`, in.Order, in.Amount, in.Fail)
+		res, err := w.g.Dispatch(pgstore.InTx(ctx, tx), guard.Call{Principal: alice,
+			Proposal: guard.Proposal{Name: "create_draft", Arguments: []byte(args)},
+			Context:  guard.ExecutionContext{Provider: "test", CallID: callID, IdempotencyKey: key}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res
+	}
+	for _, commit := range []bool{true, false} {
+		order := fmt.Sprintf("o-%v", commit)
+		tx, err := w.direct.Begin(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		guardtest.Want(t, dispatchIn(tx, DraftIn{Order: order, Amount: 4}, "c-"+order, "k-"+order), guard.CodeOK, guard.DeliveryFresh)
+		if _, err := tx.Exec(ctx, "INSERT INTO drafts (op, order_id, amount) VALUES ('caller', $1, 0)", order+"-caller"); err != nil {
+			t.Fatal(err)
+		}
+		if n := w.rows(t, order); n != 0 {
+			t.Fatalf("the row is seen before the caller committed: %d", n)
+		}
+		if commit {
+			err = tx.Commit(ctx)
+		} else {
+			err = tx.Rollback(ctx)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, status := 0, guard.CodeNotFound
+		if commit {
+			want, status = 1, guard.CodeOK
+		}
+		if n, nc := w.rows(t, order), w.rows(t, order+"-caller"); n != want || nc != want {
+			t.Fatalf("commit %v: %d rows of the tool and %d of the caller, want %d of each", commit, n, nc, want)
+		}
+		if s := w.status(t, "c-"+order, "k-"+order); s.Code != status {
+			t.Fatalf("commit %v: status %s, want %s", commit, s, status)
+		}
+	}
+	// Rolled back, it did not happen: a retry runs it once.
+	guardtest.Want(t, w.call(t, DraftIn{Order: "o-false", Amount: 4}, "c-o-false", "k-o-false"), guard.CodeOK, guard.DeliveryFresh)
+	if n := w.rows(t, "o-false"); n != 1 {
+		t.Fatalf("%d rows after the retry, want 1", n)
+	}
+	// A tool that fails in the caller's transaction leaves nothing of its
+	// own, and its key free, once the caller commits.
+	tx, err := w.direct.Begin(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guardtest.Want(t, dispatchIn(tx, DraftIn{Order: "o-fail", Amount: 1, Fail: "error"}, "c-fail", "k-fail"), guard.CodeUnavailable, guard.DeliveryFresh)
+	if err := tx.Commit(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if n := w.rows(t, "o-fail"); n != 0 {
+		t.Fatalf("%d rows of a tool that failed, want 0", n)
+	}
+	guardtest.Want(t, w.status(t, "c-fail", "k-fail"), guard.CodeNotFound, guard.DeliveryFresh)
+	guardtest.Want(t, w.call(t, DraftIn{Order: "o-fail", Amount: 1}, "c-fail-2", "k-fail"), guard.CodeOK, guard.DeliveryFresh)
+	w.verify(t)
+}
