@@ -97,6 +97,18 @@ type Options struct {
 	// with backoff, before the run fails; default DefaultTurnRetries,
 	// negative none.
 	TurnRetries int
+	// DataSource, with the guard on the Postgres store (a pgstore.Store
+	// whose pool reaches the data source's database), makes the dispatch
+	// of a transactional tool (pgstore.WriteTx) a DBOS transaction
+	// (dbos.RunAsTransaction) instead of a step: the guard's reservation,
+	// the tool's rows, the outcome and the audit record are written in
+	// DBOS's transaction (pgstore.InTx) and commit with DBOS's record of
+	// the step, or not at all. The tool's pgx.Tx then passes Exec, Query,
+	// QueryRow and Begin (a savepoint) to DBOS's transaction and refuses
+	// the rest (COPY, batches, prepared statements, large objects). Make
+	// it with dbos.NewDataSource before Launch; nil runs such a dispatch as
+	// a step, in a transaction of the store's own (docs/dbos.md).
+	DataSource *dbos.DataSource
 }
 
 // Agent runs guarded agent runs as DBOS workflows: durable.Drive over a
@@ -257,6 +269,9 @@ func (s *steps) Dispatch(in durable.DispatchInput) (durable.DispatchOutput, erro
 	name := StepDispatch
 	if in.Decision != nil {
 		name = StepDecide
+	}
+	if s.transactional(in.Call.Name) {
+		return s.dispatchTx(in, name)
 	}
 	return dbos.RunAsStep(s.ctx, func(ctx context.Context) (durable.DispatchOutput, error) {
 		// The step owns its write: the guard names it by the step's id,

@@ -31,6 +31,11 @@
 // process's DBOS executor identity, so that no second live process
 // recovers its runs (ErrExecutorBusy).
 //
+// On one Postgres, the guard's store is pgstore on DBOS's own database,
+// and with Options.DataSource the dispatch of a transactional tool
+// (pgstore.WriteTx) is a DBOS transaction: the tool's rows, the guard's
+// records and DBOS's record of the step commit together.
+//
 // docs/dbos.md states the rules this package chose; package durable, the
 // rules every engine keeps.
 package tgdbos

@@ -22,6 +22,7 @@ import (
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
@@ -29,6 +30,7 @@ import (
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/pgstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -171,7 +173,9 @@ func (s *shop) notify(ctx context.Context, key string, req host.ApprovalRequest)
 	return err
 }
 
-func (s *shop) tools() *toolset.Set {
+// tools are the shop's tools; with tx the note is a transactional write
+// (pgstore.WriteTx), its row written in the store's transaction.
+func (s *shop) tools(tx bool) *toolset.Set {
 	owns := func(_ context.Context, inv *guard.Invocation, ref string) error {
 		if owners[ref] != inv.Principal.TenantID {
 			return guard.ErrNotFound
@@ -194,7 +198,7 @@ func (s *shop) tools() *toolset.Set {
 			Receipt: func(ctx context.Context, inv *guard.Invocation) (draftOut, bool, error) {
 				return receipt[draftOut](ctx, s, inv)
 			}})
-	note := toolset.Write(noteTool, "Add a note to an order.",
+	var note toolset.Declared = toolset.Write(noteTool, "Add a note to an order.",
 		func(ctx context.Context, inv *guard.Invocation, in noteIn) (noteOut, error) {
 			return write(ctx, s, inv, noteOut{NoteID: "NOTE-" + in.OrderRef})
 		}, &toolset.Options[noteIn, noteOut]{Authorize: func(ctx context.Context, inv *guard.Invocation, in noteIn) error {
@@ -203,6 +207,26 @@ func (s *shop) tools() *toolset.Set {
 			Receipt: func(ctx context.Context, inv *guard.Invocation) (noteOut, bool, error) {
 				return receipt[noteOut](ctx, s, inv)
 			}})
+	if tx {
+		note = pgstore.WriteTx(noteTool, "Add a note to an order.",
+			func(ctx context.Context, inv *guard.Invocation, tx pgx.Tx, in noteIn) (noteOut, error) {
+				out := noteOut{NoteID: "NOTE-" + in.OrderRef}
+				if s.enter != nil {
+					s.enter(noteTool)
+				}
+				b, _ := json.Marshal(out)
+				if _, err := tx.Exec(ctx, "INSERT INTO tg_writes (run_id, tool, idem_key, result) VALUES ($1, $2, $3, $4)",
+					inv.Context.Scope, noteTool, inv.IdempotencyKey, string(b)); err != nil {
+					return out, err
+				}
+				if s.after != nil {
+					s.after(noteTool)
+				}
+				return out, nil
+			}, &toolset.Options[noteIn, noteOut]{Authorize: func(ctx context.Context, inv *guard.Invocation, in noteIn) error {
+				return owns(ctx, inv, in.OrderRef)
+			}})
+	}
 	return toolset.MustNew(get, refund, note)
 }
 
@@ -222,6 +246,12 @@ type env struct {
 	Stagger time.Duration `json:"stagger,omitempty"`
 	// Executor is the process's DBOS executor id ("": DBOS's default).
 	Executor string `json:"executor,omitempty"`
+	// OnePostgres keeps the guard's records in the Postgres database too
+	// (pgstore, instead of idem over Redis), declares the note tool
+	// transactional (pgstore.WriteTx) and gives the Agent a DBOS data
+	// source on the database, so that the note's dispatch is a DBOS
+	// transaction.
+	OnePostgres bool `json:"one_postgres,omitempty"`
 }
 
 // hooks are a world's kill points and wrappers; the zero value has none.
@@ -242,7 +272,8 @@ type world struct {
 	env    env
 	rdb    redis.UniversalClient
 	shop   *shop
-	store  *idem.Store
+	store  audit.Store // idem's, or pgstore's with OnePostgres
+	pool   *pgxpool.Pool
 	guard  *guard.Guard
 	runner *durable.Runner
 	dc     dbos.Context
@@ -268,9 +299,11 @@ func buildWorld(ctx context.Context, e env, h hooks) (*world, error) {
 	}
 	opts.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opts)
-	st, err := idem.New(rdb, idem.Options{Prefix: e.Prefix, AllowEviction: true})
-	if err != nil {
-		return nil, err
+	var st audit.Store
+	if !e.OnePostgres {
+		if st, err = idem.New(rdb, idem.Options{Prefix: e.Prefix, AllowEviction: true}); err != nil {
+			return nil, err
+		}
 	}
 	// DBOS creates the database: the shop's tables come after it.
 	dc, err := tgdbos.NewContext(ctx, tgdbos.Config{DatabaseURL: e.Postgres, AppName: "tgdbos-test", ExecutorID: e.Executor,
@@ -283,8 +316,19 @@ func buildWorld(ctx context.Context, e env, h hooks) (*world, error) {
 		_ = dbos.Shutdown(dc, time.Second)
 		return nil, err
 	}
+	var ds *dbos.DataSource
+	if e.OnePostgres {
+		// The guard's records and DBOS's in one database, through the
+		// shop's pool, which is the data source too.
+		if st, err = pgstore.New(ctx, db, pgstore.Options{}); err != nil {
+			return nil, err
+		}
+		if ds, err = dbos.NewDataSource(dc, db, dbos.WithDataSourceName("shop")); err != nil {
+			return nil, err
+		}
+	}
 	sh := &shop{db: db, enter: h.enter, after: h.after}
-	set := sh.tools()
+	set := sh.tools(e.OnePostgres)
 	signer, err := guard.NewSigner(signingKey)
 	if err != nil {
 		return nil, err
@@ -310,6 +354,7 @@ func buildWorld(ctx context.Context, e env, h hooks) (*world, error) {
 		return nil
 	}
 	o := testOptions(notify)
+	o.DataSource = ds
 	if h.options != nil {
 		h.options(&o)
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/toolguard/toolguard/idem"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
 	"github.com/toolguard/toolguard/internal/frameworktest"
+	"github.com/toolguard/toolguard/pgstore"
 )
 
 // waitApproval is the kill point the parent itself picks: the run
@@ -65,18 +66,41 @@ const wantOutput = frameworktest.RefundAnswer
 // executed record per write operation, and the run ends with the
 // reference run's answer.
 func TestKillAtEveryStep(t *testing.T) {
+	killAtEveryStep(t, killPoints, false)
+}
+
+// TestOnePostgresKillAtEveryStep is TestKillAtEveryStep on one Postgres:
+// the guard's records in the DBOS database (pgstore), and the note a
+// transactional write whose dispatch is a DBOS transaction
+// (Options.DataSource), so that its row, its outcome, its audit record
+// and DBOS's record of the step commit together. Killed inside the note's
+// transaction (before its insert, after it, after the guard answered),
+// nothing of it stays, and the recovered run writes it once: its one
+// executed audit record is the recovered run's.
+func TestOnePostgresKillAtEveryStep(t *testing.T) {
+	killAtEveryStep(t, []string{"", "tool:" + refundTool, "dispatched:" + refundTool + ":OK", "turn3",
+		"enter:" + noteTool, "tool:" + noteTool, "dispatched:" + noteTool + ":OK", "turn4"}, true)
+}
+
+// killAtEveryStep kills the three-tool run at each of points ("" the
+// reference run, first), on one Postgres or with Redis beside.
+func killAtEveryStep(t *testing.T, points []string, onePostgres bool) {
 	srv := modelServer(t, 400)
 	redisURL, prefix := redisFor(t)
 	var ref *durable.Result
-	for i, point := range killPoints {
+	for i, point := range points {
 		name := point
 		if name == "" {
 			name = "none"
 		}
 		ok := t.Run(strings.NewReplacer(":", "_").Replace(name), func(t *testing.T) {
 			run := durable.Run{ID: "refund-run-" + itoa(i), Principal: acme, Input: "refund ORDER-7"}
-			e := env{Postgres: postgresURL(t, "kill"+itoa(i)), Redis: redisURL, Prefix: prefix + "k" + itoa(i) + ":",
-				Model: srv.BaseURL(), Kill: point, Runs: []durable.Run{run}}
+			dbName := "kill" + itoa(i)
+			if onePostgres {
+				dbName = "onepg" + itoa(i)
+			}
+			e := env{Postgres: postgresURL(t, dbName), Redis: redisURL, Prefix: prefix + "k" + itoa(i) + ":",
+				Model: srv.BaseURL(), Kill: point, Runs: []durable.Run{run}, OnePostgres: onePostgres}
 			client, db := migratedClient(t, e.Postgres)
 			first := startChild(t, roleStart, e)
 			human := &approver{client: client, id: run.ID}
@@ -293,13 +317,23 @@ func checkRuns(ctx context.Context, e env, db *pgxpool.Pool, results []durable.R
 			bad(res.RunID, "stranded: it ended %v after its decision, over ApprovalTimeout + 10 s", h.endedAt.Sub(d))
 		}
 	}
-	opts, _ := redis.ParseURL(e.Redis)
-	opts.ContextTimeoutEnabled = true
-	rdb := redis.NewClient(opts)
-	defer rdb.Close()
-	st, err := idem.New(rdb, idem.Options{Prefix: e.Prefix, AllowEviction: true})
-	if err != nil {
-		return append(problems, err.Error())
+	var st audit.Store
+	if e.OnePostgres {
+		s, err := pgstore.New(ctx, db, pgstore.Options{})
+		if err != nil {
+			return append(problems, err.Error())
+		}
+		st = s
+	} else {
+		opts, _ := redis.ParseURL(e.Redis)
+		opts.ContextTimeoutEnabled = true
+		rdb := redis.NewClient(opts)
+		defer rdb.Close()
+		s, err := idem.New(rdb, idem.Options{Prefix: e.Prefix, AllowEviction: true})
+		if err != nil {
+			return append(problems, err.Error())
+		}
+		st = s
 	}
 	n, err := audit.Verify(ctx, st, acme.TenantID)
 	if err != nil {
@@ -310,7 +344,7 @@ func checkRuns(ctx context.Context, e env, db *pgxpool.Pool, results []durable.R
 		return append(problems, fmt.Sprintf("audit: %d records, Verify read %d, %v", len(recs), n, err))
 	}
 	// One executed record per write operation of each run.
-	executed := map[string]int{}
+	executed, records := map[string]int{}, map[string]int{}
 	ops := map[string]bool{}
 	for _, r := range recs {
 		var b audit.Body
@@ -321,8 +355,24 @@ func checkRuns(ctx context.Context, e env, db *pgxpool.Pool, results []durable.R
 			continue
 		}
 		ops[b.Tool+" "+b.Context.OperationID] = true
+		records[b.Tool+" "+b.Context.OperationID]++
 		if r.SideEffect == guard.SideEffectYes {
 			executed[b.Tool+" "+b.Context.OperationID]++
+		}
+	}
+	if e.OnePostgres {
+		// The note's dispatch is a DBOS transaction: its audit record
+		// commits with DBOS's record of the step (a transaction_completion
+		// row), so a dispatch killed before that commit left no record,
+		// and the step is never run again to replay it: one record.
+		for _, res := range results {
+			op, _ := guard.ScopeIDs(res.RunID, guard.Fingerprint(noteTool, []byte(argsOf(noteTool))))
+			if n := records[noteTool+" "+op]; n != 1 {
+				bad(res.RunID, "audit: %d records of the note's dispatch, want 1 (its DBOS transaction's)", n)
+			}
+			if n := count(ctx, db, "SELECT count(*) FROM dbos.transaction_completion WHERE workflow_id = $1", res.RunID); n != 1 {
+				bad(res.RunID, "%d DBOS transactions recorded, want 1: the note's dispatch", n)
+			}
 		}
 	}
 	for _, res := range results {
