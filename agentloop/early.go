@@ -4,7 +4,7 @@ import (
 	"context"
 	"sync"
 
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/guard"
 )
 

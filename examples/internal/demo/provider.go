@@ -22,7 +22,7 @@ import (
 	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/guard"
 	"google.golang.org/genai"
 )
