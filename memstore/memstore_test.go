@@ -7,7 +7,7 @@ import (
 	"time"
 
 	"github.com/toolguard/toolguard/audit"
-	"github.com/toolguard/toolguard/cases"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/memstore"

@@ -12,7 +12,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/toolguard/toolguard/audit"
-	"github.com/toolguard/toolguard/cases"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"

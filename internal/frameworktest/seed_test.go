@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolguard/toolguard/cases"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/toolset"
 )

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolguard/toolguard/cases"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
