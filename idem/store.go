@@ -1,7 +1,8 @@
 // Package idem is the Redis store of toolguard: call-id bindings,
 // idempotency records with leases, results and the hash-chained audit log,
 // through go-redis against a standalone server or a Redis Cluster
-// (redis.UniversalClient).
+// (redis.UniversalClient); and Limiter, the guard's rate limit per tenant
+// and tool on the same Redis (ratelimit.go).
 //
 // Each state change is one Lua script, so it is atomic and costs one round
 // trip: a read or a failed check is one (Finish), a fresh write two (Reserve,
