@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
@@ -128,7 +127,7 @@ func burst(t *testing.T, s *idem.Store, n int, tag string) {
 	}
 	var total int64
 	for i := range tenants {
-		got, err := audit.Verify(context.Background(), s, "tenant-"+strconv.Itoa(i))
+		got, err := guard.VerifyAudit(context.Background(), s, "tenant-"+strconv.Itoa(i))
 		if err != nil {
 			t.Fatalf("tenant-%d: %v", i, err)
 		}

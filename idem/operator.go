@@ -13,7 +13,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
 )
@@ -334,16 +333,16 @@ func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
 }
 
 // resolveBody writes the audit body of a resolution: the fields of
-// audit.Body, with action "resolve", the record's subject, call,
+// guard.AuditBody, with action "resolve", the record's subject, call,
 // operation, key, tool and fingerprint, and no approval, then the
 // operator and the verdict. guard's own body writer is unexported and
 // takes an invocation, which a resolution does not have; this writes the
-// same canonical JSON (canon's string encoding), and audit.Verify
+// same canonical JSON (canon's string encoding), and guard.VerifyAudit
 // reads it as a tool-audit-v2 body.
 func resolveBody(r Resolution, rec *storedRecord) []byte {
 	str := func(dst []byte, s string) []byte { return canon.AppendString(dst, strings.ToValidUTF8(s, "\uFFFD")) }
 	b := make([]byte, 0, 512)
-	b = append(b, `{"contract":"`+audit.Contract+`","action":"resolve","time":"`...)
+	b = append(b, `{"contract":"`+guard.AuditContract+`","action":"resolve","time":"`...)
 	b = r.Now.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","principal":{"tenant_id":`...)
 	b = str(b, r.TenantID)

@@ -38,8 +38,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/redisconn"
 )
 

@@ -28,7 +28,7 @@
 // gaps reports which tenants' audit chains have gaps, and since which
 // sequence number: after the server evicted keys (idem.ErrEvicted), or lost
 // them some other way. It verifies the chain of -tenant, or of every tenant
-// whose audit log the server holds (found with SCAN), as audit.Verify does,
+// whose audit log the server holds (found with SCAN), as guard.VerifyAudit does,
 // and prints a line for each tenant: "gap" with the first sequence number
 // that breaks and why, or "whole" with its record count.
 //
@@ -73,7 +73,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redisconn"
@@ -273,8 +272,8 @@ func gaps(ctx context.Context, s *idem.Store, tenant string, stdout, stderr io.W
 	}
 	broken := 0
 	for _, t := range tenants {
-		n, err := audit.Verify(ctx, s, t)
-		var ce *audit.ChainError
+		n, err := guard.VerifyAudit(ctx, s, t)
+		var ce *guard.AuditChainError
 		switch {
 		case errors.As(err, &ce):
 			broken++

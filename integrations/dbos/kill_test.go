@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
@@ -301,7 +300,7 @@ func checkRuns(ctx context.Context, e env, db *pgxpool.Pool, results []durable.R
 	if err != nil {
 		return append(problems, err.Error())
 	}
-	n, err := audit.Verify(ctx, st, acme.TenantID)
+	n, err := guard.VerifyAudit(ctx, st, acme.TenantID)
 	if err != nil {
 		return append(problems, "the audit chain does not verify: "+err.Error())
 	}
@@ -313,7 +312,7 @@ func checkRuns(ctx context.Context, e env, db *pgxpool.Pool, results []durable.R
 	executed := map[string]int{}
 	ops := map[string]bool{}
 	for _, r := range recs {
-		var b audit.Body
+		var b guard.AuditBody
 		if err := json.Unmarshal(r.Body, &b); err != nil {
 			return append(problems, err.Error())
 		}
