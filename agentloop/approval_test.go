@@ -12,7 +12,6 @@ import (
 
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
 )
@@ -152,7 +151,7 @@ func TestPauseAndResume(t *testing.T) {
 	if o := resumeOutputs(t, w)["w1"].Result; o.Code != guard.CodeOK || o.Delivery != guard.DeliveryLocalReplay {
 		t.Errorf("second resume output %+v", o)
 	}
-	if n, err := audit.Verify(ctx, loop.Store(), "tenant-a"); err != nil || n != 4 {
+	if n, err := guard.VerifyAudit(ctx, loop.Store(), "tenant-a"); err != nil || n != 4 {
 		t.Errorf("audit: %d records, %v", n, err)
 	}
 }
@@ -475,7 +474,7 @@ func TestResumeInAnotherProcess(t *testing.T) {
 		}
 		checkChain(t, w.srv)
 		// Both processes see one audit chain.
-		if n, err := audit.Verify(testCtx(t), a.Store(), "tenant-a"); err != nil || n != 3 {
+		if n, err := guard.VerifyAudit(testCtx(t), a.Store(), "tenant-a"); err != nil || n != 3 {
 			t.Errorf("audit: %d, %v", n, err)
 		}
 	})

@@ -4,8 +4,8 @@ import (
 	"context"
 	"sync"
 
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // In a Stream, a read whose arguments are complete is dispatched while the

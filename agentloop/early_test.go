@@ -19,10 +19,10 @@ import (
 	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
 

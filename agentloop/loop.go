@@ -37,11 +37,10 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/toolguard/toolguard/agentloop/provider"
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/memstore"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -116,10 +115,10 @@ type Options struct {
 	AgentName string
 }
 
-// Store is what the loop keeps its records in: audit.Store, a guard.Store
+// Store is what the loop keeps its records in: guard.AuditStore, a guard.Store
 // whose audit log can be read back (idem.Store and memstore.Store are
 // both).
-type Store = audit.Store
+type Store = guard.AuditStore
 
 // Loop runs agent turns against a model provider with every tool call
 // going through a guard. It is safe for concurrent use by several runs.

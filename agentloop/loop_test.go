@@ -13,7 +13,6 @@ import (
 
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/memstore"
@@ -167,7 +166,7 @@ func TestHappyPath(t *testing.T) {
 	}
 
 	// read, write without grant, write with grant.
-	if n, err := audit.Verify(ctx, loop.Store(), "tenant-a"); err != nil || n != 3 {
+	if n, err := guard.VerifyAudit(ctx, loop.Store(), "tenant-a"); err != nil || n != 3 {
 		t.Errorf("audit: %d records, %v", n, err)
 	}
 }
@@ -524,7 +523,7 @@ func TestConcurrentRunsSameRunID(t *testing.T) {
 	if fresh != 1 || w.svc.SideEffects() != 1 {
 		t.Errorf("%d fresh results, %d side effects; want 1 and 1", fresh, w.svc.SideEffects())
 	}
-	if _, err := audit.Verify(testCtx(t), loop.Store(), "tenant-a"); err != nil {
+	if _, err := guard.VerifyAudit(testCtx(t), loop.Store(), "tenant-a"); err != nil {
 		t.Error(err)
 	}
 }

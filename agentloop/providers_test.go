@@ -25,11 +25,10 @@ import (
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/agentloop/provider"
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -309,7 +308,7 @@ func TestEveryProviderRefunds(t *testing.T) {
 			}
 			info := loop.Provider()
 			for _, r := range recs {
-				var body audit.Body
+				var body guard.AuditBody
 				if err := json.Unmarshal(r.Body, &body); err != nil {
 					t.Fatal(err)
 				}

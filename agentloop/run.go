@@ -15,9 +15,9 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // RunStatus says how a run ended. A host tests it: only StatusCompleted means

@@ -7,7 +7,6 @@ import (
 
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
@@ -103,7 +102,7 @@ func TestUnknownOutcomeSettledByStatusTool(t *testing.T) {
 	if w.svc.SideEffects() != 1 {
 		t.Errorf("%d side effects after the status queries", w.svc.SideEffects())
 	}
-	if _, err := audit.Verify(ctx, loop.Store(), "tenant-a"); err != nil {
+	if _, err := guard.VerifyAudit(ctx, loop.Store(), "tenant-a"); err != nil {
 		t.Error(err)
 	}
 }

@@ -7,9 +7,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // DefaultMaxTurns bounds the model turns of a run whose Run names none.

@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // Runner is what a run's steps run, in a worker: the provider's turn, and

@@ -9,7 +9,7 @@ import (
 )
 
 // AuditContract names audit records: every body's "contract" member.
-// Package audit (audit.Contract) reads and verifies what the guard writes.
+// AuditLog and VerifyAudit read and verify what the guard writes.
 const AuditContract = "tool-audit-v2"
 
 // AuditBody is the fixed part of an audit record, written by the guard

@@ -23,7 +23,7 @@ func (t *loggedTool) LookupReceipt(context.Context, *Invocation) (json.RawMessag
 
 // The body auditBody writes by hand is AuditBody as encoding/json writes it,
 // byte for byte (HTML left unescaped, as canonical JSON leaves it), so a
-// reader's audit.Body and the hashed bytes agree.
+// reader's guard.AuditBody and the hashed bytes agree.
 func TestAuditBodyIsAuditBodyAsJSON(t *testing.T) {
 	key := "idem-1"
 	now := time.Date(2026, 12, 1, 19, 21, 35, 123456789, time.UTC)

@@ -15,7 +15,6 @@ import (
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redisconn"
 	"github.com/toolguard/toolguard/internal/redistest"
-	"github.com/toolguard/toolguard/ratelimit"
 )
 
 type benchWorld struct {
@@ -104,13 +103,13 @@ var benchCases = []struct {
 func BenchmarkDispatch(b *testing.B) { benchDispatch(b, nil) }
 
 // BenchmarkDispatchRateLimited is BenchmarkDispatch with the guard's own
-// rate limiter (package ratelimit) on, at a limit the run never reaches: the
+// rate limiter (idem.Limiter) on, at a limit the run never reaches: the
 // goal is at most one more round trip per dispatch.
 func BenchmarkDispatchRateLimited(b *testing.B) {
 	benchDispatch(b, func(b *testing.B, rdb redis.UniversalClient) guard.Options {
-		lim, err := ratelimit.New(rdb, func(string, string) redis_rate.Limit {
+		lim, err := idem.NewLimiter(rdb, func(string, string) redis_rate.Limit {
 			return redis_rate.PerSecond(1 << 30)
-		}, ratelimit.Options{Prefix: redistest.Prefix(b) + "rl:"})
+		}, idem.LimiterOptions{Prefix: redistest.Prefix(b) + "rl:"})
 		if err != nil {
 			b.Fatal(err)
 		}

@@ -5,7 +5,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
@@ -31,8 +30,8 @@ func (stubStore) Status(context.Context, *guard.Entry) (*guard.Result, *guard.Pe
 func (stubStore) Settle(context.Context, *guard.Entry, *guard.Pending, guard.Receipt, []byte) (*guard.Result, error) {
 	return &guard.Result{Code: guard.CodeOutcomeUnknown}, nil
 }
-func (stubStore) Audit(context.Context, string, int64, int) ([]audit.Record, audit.Head, error) {
-	return nil, audit.Head{}, nil
+func (stubStore) Audit(context.Context, string, int64, int) ([]guard.AuditRecord, guard.AuditHead, error) {
+	return nil, guard.AuditHead{}, nil
 }
 
 type draftOut struct {

@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -161,8 +160,8 @@ func TestDeclaredSecrets(t *testing.T) {
 	if other, _ := guard.SecretHash(secretKey, "4000000000000002"); other == known {
 		t.Error("another card number has the same hash")
 	}
-	if n, err := audit.Verify(context.Background(), store, "t1"); err != nil || n != int64(len(recs)) {
-		t.Errorf("audit.Verify = %d, %v", n, err)
+	if n, err := guard.VerifyAudit(context.Background(), store, "t1"); err != nil || n != int64(len(recs)) {
+		t.Errorf("guard.VerifyAudit = %d, %v", n, err)
 	}
 	// A status query answered from the receipt (a write whose record the
 	// store lost) withholds them too.
@@ -414,8 +413,8 @@ func TestTypedErrorMessageWithheld(t *testing.T) {
 	if a := body.Arguments; a.User != "ada" || a.Note != "my key is "+guard.SecretPlaceholder(key) || len(a.Tags) != 1 || a.Tags[0] != guard.SecretPlaceholder(key) {
 		t.Errorf("audited arguments: %s", recs[0].Body)
 	}
-	if n, err := audit.Verify(context.Background(), store, "TENANT-SECRET"); err != nil || n != int64(len(recs)) {
-		t.Errorf("audit.Verify = %d, %v", n, err)
+	if n, err := guard.VerifyAudit(context.Background(), store, "TENANT-SECRET"); err != nil || n != int64(len(recs)) {
+		t.Errorf("guard.VerifyAudit = %d, %v", n, err)
 	}
 }
 

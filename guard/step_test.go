@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
@@ -163,7 +162,7 @@ func (w *stepWorld) goDispatch(call guard.Call) <-chan *guard.Result {
 // checks the chain.
 func (w *stepWorld) executed(t *testing.T) int {
 	t.Helper()
-	if _, err := audit.Verify(context.Background(), w.store, stepPrincipal.TenantID); err != nil {
+	if _, err := guard.VerifyAudit(context.Background(), w.store, stepPrincipal.TenantID); err != nil {
 		t.Fatal(err)
 	}
 	recs, _, err := w.store.Audit(context.Background(), stepPrincipal.TenantID, 0, 100)

@@ -8,7 +8,7 @@ import (
 
 // Store keeps call-id bindings, idempotency records, results and the audit
 // log, and makes each state change atomic together with its audit record.
-// Reading the log back is package audit's (audit.Log), which stores
+// Reading the log back is AuditLog's (auditlog.go), which stores
 // implement beside this interface.
 // Package idem implements it on Redis and package memstore in memory (the
 // readable reference: its doc lists every rule as a numbered list);

@@ -8,7 +8,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -23,7 +22,7 @@ func writeLog(t *testing.T, rdb redis.UniversalClient, n int) (guardtest.Store, 
 	for i := range n {
 		w.Dispatch(t, p, "get", `{"key":"k"}`, "c"+string(rune('a'+i)), "")
 	}
-	if got, err := audit.Verify(context.Background(), s, "tenant-a"); err != nil || got != int64(n) {
+	if got, err := guard.VerifyAudit(context.Background(), s, "tenant-a"); err != nil || got != int64(n) {
 		t.Fatalf("fresh log: %d records, %v", got, err)
 	}
 	stream, _ := s.AuditKeys("tenant-a")
@@ -32,8 +31,8 @@ func writeLog(t *testing.T, rdb redis.UniversalClient, n int) (guardtest.Store, 
 
 func wantBroken(t *testing.T, s guardtest.Store, seq int64) {
 	t.Helper()
-	_, err := audit.Verify(context.Background(), s, "tenant-a")
-	var ce *audit.ChainError
+	_, err := guard.VerifyAudit(context.Background(), s, "tenant-a")
+	var ce *guard.AuditChainError
 	if !errors.As(err, &ce) || ce.Seq != seq {
 		t.Fatalf("VerifyAudit = %v, want a chain error at record %d", err, seq)
 	}
@@ -80,14 +79,20 @@ func TestAuditDetectsTampering(t *testing.T) {
 			// Editing a record and fixing its own hash still breaks the
 			// link of the record after it.
 			s, key := writeLog(t, rdb, 4)
+			recs, _, err := s.Audit(context.Background(), "tenant-a", 1, 1)
+			if err != nil || len(recs) != 1 {
+				t.Fatalf("record 2: %v, %v", recs, err)
+			}
+			edited := recs[0]
+			edited.SideEffect = guard.SideEffectYes
+			edited.Hash = edited.Link()
 			redistest.RewriteStream(t, rdb, key, func(id string, v map[string]any) bool {
 				if id == "2-1" {
-					v["side"] = string(guard.SideEffectYes)
-					v["hash"] = audit.Link(v["prev"].(string), 2, "x", v["code"].(string), v["delivery"].(string), "yes")
+					v["side"], v["hash"] = string(edited.SideEffect), edited.Hash
 				}
 				return true
 			})
-			wantBroken(t, s, 2)
+			wantBroken(t, s, 3)
 		})
 	})
 }

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
@@ -128,7 +127,7 @@ func burst(t *testing.T, s *idem.Store, n int, tag string) {
 	}
 	var total int64
 	for i := range tenants {
-		got, err := audit.Verify(context.Background(), s, "tenant-"+strconv.Itoa(i))
+		got, err := guard.VerifyAudit(context.Background(), s, "tenant-"+strconv.Itoa(i))
 		if err != nil {
 			t.Fatalf("tenant-%d: %v", i, err)
 		}
@@ -356,8 +355,13 @@ func TestAutoPipeliningFarServer(t *testing.T) {
 	rounds(20)
 	alone, piped, pipelines := h.alone.Load(), h.piped.Load(), h.pipelines.Load()
 	t.Logf("%d script calls alone, %d in %d pipelines", alone, piped, pipelines)
-	if calls, trips := alone+piped, alone+pipelines; calls != callers*20 || trips*10 < calls*8 {
-		t.Fatalf("%d script calls in %d round trips (%d alone, %d pipelines): want %d calls, at least 8 in 10 alone",
+	// A store that kept its first 4 slots would make about one round trip
+	// for every 3 calls here; one that lets round trips fly makes nearly
+	// one a call (8 or 9 in 10 on a quiet machine). The bound is half, so
+	// that a machine starved of CPU, where callers meet by chance, does
+	// not fail a store that adapts (the figure is in the log).
+	if calls, trips := alone+piped, alone+pipelines; calls != callers*20 || trips*2 < calls {
+		t.Fatalf("%d script calls in %d round trips (%d alone, %d pipelines): want %d calls, at least half alone",
 			calls, trips, alone, pipelines, callers*20)
 	}
 }

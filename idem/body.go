@@ -4,7 +4,7 @@ import (
 	"encoding/hex"
 	"strings"
 
-	"github.com/toolguard/toolguard/audit"
+	"github.com/toolguard/toolguard/guard"
 )
 
 // An audit body is stored in the tenant's stream in a compact form: the
@@ -26,9 +26,9 @@ import (
 // The fragments are part of the stored format: append new ones at the end
 // of the list, never change or remove one.
 var bodyFragments = []string{
-	`{"contract":"` + audit.Contract + `","action":"dispatch","time":"`,
-	`{"contract":"` + audit.Contract + `","action":"resolve","time":"`,
-	`{"contract":"` + audit.Contract + `","action":`,
+	`{"contract":"` + guard.AuditContract + `","action":"dispatch","time":"`,
+	`{"contract":"` + guard.AuditContract + `","action":"resolve","time":"`,
+	`{"contract":"` + guard.AuditContract + `","action":`,
 	`","principal":{"tenant_id":"`,
 	`","subject_id":"`,
 	`","roles":[]},"context":{"provider":"`,

@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
@@ -105,7 +104,7 @@ func TestClusterNodeRestartKeepsAcknowledgedRecords(t *testing.T) {
 		if r.Code != guard.CodeOK || r.Delivery != guard.DeliveryLocalReplay || string(r.Data) != acked[i] {
 			t.Fatalf("tenant %d after the restart: %s, want the acknowledged %s", i, r, acked[i])
 		}
-		if n, err := audit.Verify(context.Background(), s, p.TenantID); err != nil || n != 2 {
+		if n, err := guard.VerifyAudit(context.Background(), s, p.TenantID); err != nil || n != 2 {
 			t.Fatalf("tenant %d audit: %d, %v", i, n, err)
 		}
 	}

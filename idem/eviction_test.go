@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
@@ -86,7 +85,7 @@ func TestEviction(t *testing.T) {
 		if seq := write(3); seq != "4" {
 			t.Fatalf("after the head was lost: record %s, want 4 (rebuilt from the stream)", seq)
 		}
-		if n, err := audit.Verify(ctx, s, alice.TenantID); err != nil || n != 4 {
+		if n, err := guard.VerifyAudit(ctx, s, alice.TenantID); err != nil || n != 4 {
 			t.Fatalf("chain after the head was rebuilt: %d, %v", n, err)
 		}
 		rdb.Del(ctx, head, stream) // both gone: nothing in Redis remembers the chain
@@ -195,7 +194,7 @@ func evictionLoad(t *testing.T, rdb *redis.Client, policy string) {
 	}
 	verified := 0
 	for _, tn := range names {
-		if _, err := audit.Verify(context.Background(), s, tn); err == nil {
+		if _, err := guard.VerifyAudit(context.Background(), s, tn); err == nil {
 			verified++
 		}
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/orders"
@@ -35,7 +34,7 @@ func Example() {
 			Context: guard.ExecutionContext{CallID: callID, IdempotencyKey: "refund-ORDER-7"}})
 		fmt.Println(callID, res.Code, res.Delivery, string(res.Data))
 	}
-	n, err := audit.Verify(context.Background(), store, user.TenantID)
+	n, err := guard.VerifyAudit(context.Background(), store, user.TenantID)
 	fmt.Println("drafts:", svc.SideEffects(), "audit records:", n, "chain ok:", err == nil)
 	// Output:
 	// call-1 OK fresh {"draft_id":"DRAFT-1","order_ref":"ORDER-7","reason":"duplicate"}

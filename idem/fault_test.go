@@ -7,7 +7,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -87,7 +86,7 @@ func TestConnectionDroppedBetweenReserveAndCommit(t *testing.T) {
 			// A status query settles it from the downstream receipt.
 			guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryReceiptReconciled)
 			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c3", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
-			if _, err := audit.Verify(context.Background(), w.Store, alice.TenantID); err != nil {
+			if _, err := guard.VerifyAudit(context.Background(), w.Store, alice.TenantID); err != nil {
 				t.Fatal(err)
 			}
 		})

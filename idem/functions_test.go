@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
@@ -207,7 +206,7 @@ func TestFunctionsStandalone(t *testing.T) {
 			t.Fatalf("%d writes ran, want 3: each once", w.Down.Writes())
 		}
 		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"v"}`, "f3", "k1"), guard.CodeOK, guard.DeliveryLocalReplay)
-		if n, err := audit.Verify(ctx, s, alice.TenantID); err != nil || n != 5 {
+		if n, err := guard.VerifyAudit(ctx, s, alice.TenantID); err != nil || n != 5 {
 			t.Fatalf("audit: %d records, %v; want 5", n, err)
 		}
 	})
@@ -550,7 +549,7 @@ func TestFunctionsCluster(t *testing.T) {
 				if i == len(mine)-1 {
 					want = 2 // the write and its replay
 				}
-				if n, err := audit.Verify(ctx, s, p.TenantID); err != nil || n != want {
+				if n, err := guard.VerifyAudit(ctx, s, p.TenantID); err != nil || n != want {
 					t.Fatalf("tenant %s: audit %d records, %v; want %d", p.TenantID, n, err, want)
 				}
 			}

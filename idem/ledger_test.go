@@ -8,7 +8,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/toolset"
@@ -243,7 +242,7 @@ func verifyAll(t testing.TB, s guardtest.Store, tenants ...string) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
 	for _, tn := range tenants {
-		if _, err := audit.Verify(ctx, s, tn); err != nil {
+		if _, err := guard.VerifyAudit(ctx, s, tn); err != nil {
 			t.Errorf("tenant %s: audit chain: %v", tn, err)
 		}
 	}

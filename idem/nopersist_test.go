@@ -9,7 +9,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -70,7 +69,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 		t.Fatalf("the status query ran the tool: %d runs", runs)
 	}
 
-	n, err := audit.Verify(ctx, s, alice.TenantID)
+	n, err := guard.VerifyAudit(ctx, s, alice.TenantID)
 	if err != nil || n != 3 {
 		t.Fatalf("audit after the restart: %d records, %v; want 3 (retry, two status queries), from sequence 1", n, err)
 	}
@@ -78,7 +77,7 @@ func TestRestartWithoutPersistence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var first audit.Body
+	var first guard.AuditBody
 	if err := json.Unmarshal(recs[0].Body, &first); err != nil || recs[0].Seq != 1 || first.Context.CallID != retried.callID {
 		t.Fatalf("first record after the restart: seq %d, call %q (%v); want 1, the retry %s", recs[0].Seq, first.Context.CallID, err, retried.callID)
 	}

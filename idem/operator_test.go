@@ -11,7 +11,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
@@ -41,10 +40,10 @@ func heldWrite(t *testing.T, w *guardtest.World, callID, key string) func() *gua
 
 // lastAudit returns the tenant's last audit record, its body decoded, after
 // checking the whole chain.
-func lastAudit(t *testing.T, s *idem.Store) (audit.Record, map[string]any) {
+func lastAudit(t *testing.T, s *idem.Store) (guard.AuditRecord, map[string]any) {
 	t.Helper()
 	ctx := context.Background()
-	n, err := audit.Verify(ctx, s, "tenant-a")
+	n, err := guard.VerifyAudit(ctx, s, "tenant-a")
 	if err != nil {
 		t.Fatalf("VerifyAudit: %v", err)
 	}
@@ -156,7 +155,7 @@ func TestResolveCommitted(t *testing.T) {
 		if !errors.Is(err, idem.ErrAlreadyCommitted) {
 			t.Fatalf("resolving a committed record: %v", err)
 		}
-		if _, err := audit.Verify(ctx, s, "tenant-a"); err != nil {
+		if _, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -191,7 +190,7 @@ func TestResolveNotExecuted(t *testing.T) {
 		if !errors.Is(err, idem.ErrNoRecord) {
 			t.Fatalf("an absent key: %v", err)
 		}
-		if _, err := audit.Verify(ctx, s, "tenant-a"); err != nil {
+		if _, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -225,7 +224,7 @@ func TestResolveLiveReservation(t *testing.T) {
 		if string(r2.Data) != `{"forced":1}` {
 			t.Fatalf("data %s", r2.Data)
 		}
-		if _, err := audit.Verify(ctx, s, "tenant-a"); err != nil {
+		if _, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil {
 			t.Fatal(err)
 		}
 	})
@@ -291,7 +290,7 @@ func TestResolveRefusals(t *testing.T) {
 	if got, _ := s.Unsettled(ctx, "tenant-a", w.Now()); len(got) != 1 {
 		t.Fatalf("unsettled after refusals: %+v", got)
 	}
-	if n, err := audit.Verify(ctx, s, "tenant-a"); err != nil || n != 2 {
+	if n, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil || n != 2 {
 		t.Fatalf("%d records, %v; want the two dispatches only", n, err)
 	}
 }
@@ -356,7 +355,7 @@ func TestResolveRecordChanged(t *testing.T) {
 	if n := rdb.Exists(ctx, got[0].Record).Val(); n != 1 {
 		t.Fatal("the changed record was deleted")
 	}
-	if n, err := audit.Verify(ctx, s, "tenant-a"); err != nil || n != 1 {
+	if n, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil || n != 1 {
 		t.Fatalf("%d records, %v; the refused resolution must not be audited", n, err)
 	}
 }

@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -136,7 +135,7 @@ func releasedCalls(t *testing.T, s guardtest.Store, tenant string) map[string]bo
 	}
 	out := map[string]bool{}
 	for _, rec := range recs {
-		var b audit.Body
+		var b guard.AuditBody
 		if rec.Code == guard.CodeUnavailable && json.Unmarshal(rec.Body, &b) == nil {
 			out[b.Context.CallID] = true
 		}

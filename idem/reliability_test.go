@@ -16,7 +16,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -145,7 +144,7 @@ func TestConcurrentSameKey(t *testing.T) {
 		if w := d.writes(t); w != 1 {
 			t.Fatalf("%d side effects, want 1", w)
 		}
-		if got, err := audit.Verify(context.Background(), g.Store().(audit.Log), alice.TenantID); err != nil || got != n {
+		if got, err := guard.VerifyAudit(context.Background(), g.Store().(guard.AuditLog), alice.TenantID); err != nil || got != n {
 			t.Fatalf("audit: %d records, %v; want %d", got, err, n)
 		}
 		t.Logf("200 concurrent callers: %v", tally)
@@ -342,7 +341,7 @@ func TestConcurrentProcesses(t *testing.T) {
 			t.Fatalf("%d side effects over %d processes, want 1", w, procs)
 		}
 		s, _ := idem.New(rdb, idem.Options{Prefix: prefix})
-		if got, err := audit.Verify(context.Background(), s, alice.TenantID); err != nil || got != procs*25 {
+		if got, err := guard.VerifyAudit(context.Background(), s, alice.TenantID); err != nil || got != procs*25 {
 			t.Fatalf("audit: %d records, %v", got, err)
 		}
 		t.Logf("8 processes x 25 callers: %v", tally)
@@ -404,7 +403,7 @@ func TestWorkerKilledMidCall(t *testing.T) {
 		if r.Code != guard.CodeOK || r.Delivery != guard.DeliveryFresh || d.reads(t) != 2 {
 			t.Fatalf("read after its worker died: %s, reads %d; want a fresh run", r, d.reads(t))
 		}
-		if _, err := audit.Verify(ctx, g.Store().(audit.Log), alice.TenantID); err != nil {
+		if _, err := guard.VerifyAudit(ctx, g.Store().(guard.AuditLog), alice.TenantID); err != nil {
 			t.Fatal(err)
 		}
 	})

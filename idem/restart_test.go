@@ -10,7 +10,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
@@ -59,7 +58,7 @@ func TestServerKilledKeepsAcknowledgedRecords(t *testing.T) {
 	if w.Down.Writes() != n {
 		t.Fatalf("%d side effects, want %d", w.Down.Writes(), n)
 	}
-	if got, err := audit.Verify(context.Background(), s, alice.TenantID); err != nil || got != 2*n {
+	if got, err := guard.VerifyAudit(context.Background(), s, alice.TenantID); err != nil || got != 2*n {
 		t.Fatalf("audit after restart: %d records, %v", got, err)
 	}
 }

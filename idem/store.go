@@ -1,7 +1,8 @@
 // Package idem is the Redis store of toolguard: call-id bindings,
 // idempotency records with leases, results and the hash-chained audit log,
 // through go-redis against a standalone server or a Redis Cluster
-// (redis.UniversalClient).
+// (redis.UniversalClient); and Limiter, the guard's rate limit per tenant
+// and tool on the same Redis (ratelimit.go).
 //
 // Each state change is one Lua script, so it is atomic and costs one round
 // trip: a read or a failed check is one (Finish), a fresh write two (Reserve,
@@ -46,7 +47,7 @@
 //	}
 //	g := guard.New(tools, store, guard.Options{Signer: signer})
 //	res, err := g.Dispatch(ctx, call)
-//	n, err := audit.Verify(ctx, store, principal.TenantID) // records checked, or where the chain breaks
+//	n, err := guard.VerifyAudit(ctx, store, principal.TenantID) // records checked, or where the chain breaks
 //
 // An operator settles a stuck or unknown operation with Unsettled and
 // Resolve, and after an eviction learns what Redis took and acknowledges it
@@ -68,7 +69,6 @@ import (
 	"go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/redisconn"
 )
@@ -398,9 +398,9 @@ func parseResult(reply []string, a *scriptArgs) (*guard.Result, error) {
 
 // Audit implements guard.Store: records come from the tenant's stream, whose
 // entry ids are "<seq>-1".
-func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]audit.Record, audit.Head, error) {
+func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]guard.AuditRecord, guard.AuditHead, error) {
 	streamKey, headKey := s.AuditKeys(tenantID)
-	var head audit.Head
+	var head guard.AuditHead
 	h, err := s.readHead(ctx, headKey)
 	if err != nil {
 		return nil, head, err
@@ -413,13 +413,13 @@ func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit i
 	if err != nil {
 		return nil, head, err
 	}
-	out := make([]audit.Record, 0, len(msgs))
+	out := make([]guard.AuditRecord, 0, len(msgs))
 	for _, m := range msgs {
 		seqText, _, _ := strings.Cut(m.ID, "-")
 		seq, _ := strconv.ParseInt(seqText, 10, 64)
 		str := func(k string) string { v, _ := m.Values[k].(string); return v }
 		code, _ := guard.ParseCode(str("code"))
-		out = append(out, audit.Record{
+		out = append(out, guard.AuditRecord{
 			Seq:        seq,
 			Body:       decodeBody(str("body")),
 			Code:       code,

@@ -7,7 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
+	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -69,7 +69,7 @@ func TestAuditTTL(t *testing.T) {
 			t.Fatalf("audit ttl %v: stream %v head %v", tc.ttl, mr.TTL(stream), mr.TTL(head))
 		}
 		mr.FastForward(2 * time.Hour)
-		n, err := audit.Verify(context.Background(), s, "tenant-a")
+		n, err := guard.VerifyAudit(context.Background(), s, "tenant-a")
 		if tc.kept && (err != nil || n != 1) || !tc.kept && (err != nil || n != 0) {
 			t.Fatalf("audit ttl %v after 2h: %d records, %v", tc.ttl, n, err)
 		}

@@ -3,13 +3,12 @@ package memstore
 import (
 	"context"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 )
 
 // auditLog is a tenant's hash-chained audit log (rule 5).
 type auditLog struct {
-	recs []audit.Record // recs[i].Seq == i+1
+	recs []guard.AuditRecord // recs[i].Seq == i+1
 }
 
 // audit appends the step's audit record with the fields decided now. Each
@@ -26,35 +25,34 @@ func (t *step) audit(code guard.Code, delivery guard.Delivery, side guard.SideEf
 		prev = l.recs[n-1].Hash
 	}
 	body := append([]byte(nil), t.e.AuditBody...)
-	l.recs = append(l.recs, audit.Record{
-		Seq: seq, Body: body, Code: code, Delivery: delivery, SideEffect: side, PrevHash: prev,
-		Hash: audit.Hash(prev, seq, body, code, delivery, side),
-	})
+	r := guard.AuditRecord{Seq: seq, Body: body, Code: code, Delivery: delivery, SideEffect: side, PrevHash: prev}
+	r.Hash = r.Link()
+	l.recs = append(l.recs, r)
 }
 
 // Audit implements guard.Store (rule 17): up to limit records of the tenant with
 // sequence numbers above after, in order (none when limit is not
 // positive), and the tenant's head ({0, ""} before its first record).
-func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]audit.Record, audit.Head, error) {
+func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]guard.AuditRecord, guard.AuditHead, error) {
 	if err := ctx.Err(); err != nil {
-		return nil, audit.Head{}, err
+		return nil, guard.AuditHead{}, err
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var head audit.Head
+	var head guard.AuditHead
 	l := s.logs[tenantID]
 	if l == nil {
-		return []audit.Record{}, head, nil
+		return []guard.AuditRecord{}, head, nil
 	}
 	if n := len(l.recs); n > 0 {
-		head = audit.Head{Seq: l.recs[n-1].Seq, Hash: l.recs[n-1].Hash}
+		head = guard.AuditHead{Seq: l.recs[n-1].Seq, Hash: l.recs[n-1].Hash}
 	}
 	from := min(max(after, 0), int64(len(l.recs)))
 	to := from
 	if limit > 0 {
 		to = min(from+int64(limit), int64(len(l.recs)))
 	}
-	out := make([]audit.Record, 0, to-from)
+	out := make([]guard.AuditRecord, 0, to-from)
 	for _, r := range l.recs[from:to] {
 		r.Body = append([]byte(nil), r.Body...) // the caller may write to it
 		out = append(out, r)

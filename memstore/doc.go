@@ -40,11 +40,11 @@
 //     Releasing a record turns the index entry of the releasing call's
 //     operation id that names it into that mark.
 //  5. Audit log, per tenant: records numbered 1, 2, … without gaps, each
-//     with Hash = audit.Hash(PrevHash, Seq, Body, Code, Delivery,
-//     SideEffect), the hex SHA-1 of prev, seq, hex SHA-256 of the body,
+//     with Hash = AuditRecord.Link() (of PrevHash, Seq, Body, Code,
+//     Delivery and SideEffect): the hex SHA-1 of prev, seq, hex SHA-256 of the body,
 //     code, delivery and side effect joined by newlines, PrevHash "" for
 //     the first record. The head is the last record's Seq and Hash.
-//     audit.Verify must accept the log.
+//     guard.VerifyAudit must accept the log.
 //
 // Checks 1 and 2 of the contract (the precheck), which Finish and Reserve
 // apply first, in the same atomic step as the rest:

@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/memstore"
 )
@@ -33,7 +32,7 @@ func Example() {
 	res, _ = s.Reserve(ctx, entry("call-2", "token-2"), 30*time.Second)
 	fmt.Println(res.Code, res.Delivery, string(res.Data))
 
-	n, err := audit.Verify(ctx, s, "acme")
+	n, err := guard.VerifyAudit(ctx, s, "acme")
 	fmt.Println("audit records:", n, err)
 	// Output:
 	// reserved: true

@@ -6,10 +6,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/memstore"
 )
 
@@ -89,7 +88,7 @@ func mustReserve(t *testing.T, s *memstore.Store, e *guard.Entry) {
 // wantRecords checks the chain of tenant t's audit log and its length.
 func wantRecords(t *testing.T, s *memstore.Store, want int64) {
 	t.Helper()
-	n, err := audit.Verify(ctx, s, "t")
+	n, err := guard.VerifyAudit(ctx, s, "t")
 	if err != nil || n != want {
 		t.Fatalf("audit log: %d records, %v; want %d and a valid chain", n, err, want)
 	}

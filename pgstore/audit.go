@@ -3,20 +3,19 @@ package pgstore
 import (
 	"context"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 )
 
-// Audit implements audit.Log (memstore rule 17): up to limit records of
+// Audit implements guard.AuditLog (memstore rule 17): up to limit records of
 // the tenant with sequence numbers above after, in order (none when limit
 // is not positive), and the tenant's head ({0, ""} before its first
 // record), read in one statement, so the head and the records are of one
 // snapshot.
-func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]audit.Record, audit.Head, error) {
+func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit int) ([]guard.AuditRecord, guard.AuditHead, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	var head audit.Head
-	out := []audit.Record{}
+	var head guard.AuditHead
+	out := []guard.AuditRecord{}
 	limit = max(limit, 0)
 	rows, err := s.pool.Query(ctx, `SELECT coalesce(h.seq, 0), coalesce(h.hash, ''), a.seq, a.body, a.code, a.delivery, a.side, a.prev, a.hash
 		FROM (SELECT 1) one
@@ -43,7 +42,7 @@ func (s *Store) Audit(ctx context.Context, tenantID string, after int64, limit i
 		if !ok {
 			return nil, head, errorf("audit: tenant %q record %d has code %q", tenantID, *seq, *code)
 		}
-		out = append(out, audit.Record{Seq: *seq, Body: body, Code: c, Delivery: guard.Delivery(*delivery),
+		out = append(out, guard.AuditRecord{Seq: *seq, Body: body, Code: c, Delivery: guard.Delivery(*delivery),
 			SideEffect: guard.SideEffect(*side), PrevHash: *prev, Hash: *hash})
 	}
 	if err := rows.Err(); err != nil {

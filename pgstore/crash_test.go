@@ -12,7 +12,6 @@ import (
 
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/pgtest"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -182,7 +181,7 @@ func (l *load) check(t *testing.T, pool *pgxpool.Pool) tally {
 		}
 	}
 	// Every acknowledged write has its audit record; the chain verifies.
-	total, err := audit.Verify(ctx, l.store, killer.TenantID)
+	total, err := guard.VerifyAudit(ctx, l.store, killer.TenantID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +191,7 @@ func (l *load) check(t *testing.T, pool *pgxpool.Pool) tally {
 	}
 	ok := map[string]bool{}
 	for _, rec := range recs {
-		var body audit.Body
+		var body guard.AuditBody
 		if err := json.Unmarshal(rec.Body, &body); err != nil {
 			t.Fatal(err)
 		}

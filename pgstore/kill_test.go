@@ -19,7 +19,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/pgtest"
 	"github.com/toolguard/toolguard/pgstore"
@@ -238,7 +237,7 @@ func TestKilledWriters(t *testing.T) {
 
 	// The audit chain verifies; no record is unknown; every acknowledged
 	// write has its record.
-	n, err := audit.Verify(ctx, store, killer.TenantID)
+	n, err := guard.VerifyAudit(ctx, store, killer.TenantID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -251,7 +250,7 @@ func TestKilledWriters(t *testing.T) {
 		if rec.Code == guard.CodeOutcomeUnknown || rec.SideEffect == guard.SideEffectUnknown {
 			t.Errorf("audit record %d is %s/%s", rec.Seq, rec.Code, rec.SideEffect)
 		}
-		var body audit.Body
+		var body guard.AuditBody
 		if err := json.Unmarshal(rec.Body, &body); err != nil {
 			t.Fatal(err)
 		}

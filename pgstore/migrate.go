@@ -123,7 +123,7 @@ const cryptoSchema = "toolguard_pgcrypto"
 
 // pgcrypto returns the quoted schema of the pgcrypto extension, creating
 // it (in cryptoSchema) if the database has none: its digest computes the
-// audit chain's SHA-1 (audit.Hash) in the transaction that appends a
+// audit chain's SHA-1 (guard.AuditRecord.Link) in the transaction that appends a
 // record. pgcrypto is a trusted extension: a role that may create in the
 // database may create it. Stores of several schemas starting at once
 // create it once, under a lock of the database's.

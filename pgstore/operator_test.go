@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/pgstore"
@@ -23,10 +22,10 @@ func unknownPut(t *testing.T, w *guardtest.World, callID, key string) {
 
 // lastRecord returns the tenant's last audit record and its body, after
 // verifying the chain.
-func lastRecord(t *testing.T, s *pgstore.Store) (audit.Record, audit.Body) {
+func lastRecord(t *testing.T, s *pgstore.Store) (guard.AuditRecord, guard.AuditBody) {
 	t.Helper()
 	ctx := context.Background()
-	n, err := audit.Verify(ctx, s, alice.TenantID)
+	n, err := guard.VerifyAudit(ctx, s, alice.TenantID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -34,7 +33,7 @@ func lastRecord(t *testing.T, s *pgstore.Store) (audit.Record, audit.Body) {
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("last record: %v %v", recs, err)
 	}
-	var body audit.Body
+	var body guard.AuditBody
 	if err := json.Unmarshal(recs[0].Body, &body); err != nil {
 		t.Fatal(err)
 	}
@@ -114,11 +113,11 @@ func TestUnsettledAndResolve(t *testing.T) {
 		if c.r.Now.IsZero() {
 			c.r.Now = w.Now()
 		}
-		before, _ := audit.Verify(ctx, s, alice.TenantID)
+		before, _ := guard.VerifyAudit(ctx, s, alice.TenantID)
 		if _, err := s.Resolve(ctx, c.r); !errors.Is(err, c.want) {
 			t.Fatalf("%+v: %v, want %v", c.r, err, c.want)
 		}
-		if after, _ := audit.Verify(ctx, s, alice.TenantID); after != before {
+		if after, _ := guard.VerifyAudit(ctx, s, alice.TenantID); after != before {
 			t.Fatalf("a refused resolution audited something")
 		}
 	}
@@ -151,7 +150,7 @@ func TestSweep(t *testing.T) {
 	if err != nil || n < 4 {
 		t.Fatalf("past the TTL the sweep deleted %d rows, %v; want the two bindings, the record and the grant", n, err)
 	}
-	if got, err := audit.Verify(ctx, s, alice.TenantID); err != nil || got != 3 {
+	if got, err := guard.VerifyAudit(ctx, s, alice.TenantID); err != nil || got != 3 {
 		t.Fatalf("the audit log after a sweep: %d records, %v; want 3", got, err)
 	}
 	// Forgotten: the same call runs again, as after idem's TTL.

@@ -84,7 +84,7 @@ func (a *answer) result() (*guard.Result, error) {
 }
 
 // bodySum is the hex SHA-256 of an audit body, which the chain's link
-// covers (audit.Hash): computed here, so the server hashes only the link.
+// covers (guard.AuditRecord.Link): computed here, so the server hashes only the link.
 func bodySum(body []byte) string {
 	sum := sha256.Sum256(body)
 	return hex.EncodeToString(sum[:])

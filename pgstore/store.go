@@ -13,7 +13,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 )
 
@@ -47,7 +46,7 @@ type Options struct {
 }
 
 // Store implements guard.Store, guard.TxStore, guard.Budgeter and
-// audit.Log on Postgres. It is safe for concurrent use.
+// guard.AuditLog on Postgres. It is safe for concurrent use.
 type Store struct {
 	pool          *pgxpool.Pool
 	schema        string // quoted
@@ -62,10 +61,10 @@ type Store struct {
 }
 
 var (
-	_ guard.Store    = (*Store)(nil)
-	_ guard.TxStore  = (*Store)(nil)
-	_ guard.Budgeter = (*Store)(nil)
-	_ audit.Store    = (*Store)(nil)
+	_ guard.Store      = (*Store)(nil)
+	_ guard.TxStore    = (*Store)(nil)
+	_ guard.Budgeter   = (*Store)(nil)
+	_ guard.AuditStore = (*Store)(nil)
 )
 
 // defaultTTL is the retention of records when Options.TTL is zero.

@@ -6,8 +6,8 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard/guardtest"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/pgtest"
 	"github.com/toolguard/toolguard/pgstore"
 )

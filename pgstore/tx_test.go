@@ -11,7 +11,6 @@ import (
 	"github.com/jackc/pgx/v5"
 	"github.com/jackc/pgx/v5/pgxpool"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/internal/pgtest"
@@ -139,9 +138,9 @@ func (w *txWorld) rows(t *testing.T, order string) int {
 }
 
 // verify checks the tenant's audit chain and returns its records.
-func (w *txWorld) verify(t *testing.T) []audit.Record {
+func (w *txWorld) verify(t *testing.T) []guard.AuditRecord {
 	t.Helper()
-	n, err := audit.Verify(context.Background(), w.store, alice.TenantID)
+	n, err := guard.VerifyAudit(context.Background(), w.store, alice.TenantID)
 	if err != nil {
 		t.Fatal(err)
 	}

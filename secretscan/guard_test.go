@@ -6,7 +6,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/secretscan"
@@ -94,7 +93,7 @@ func TestGuardWithholds(t *testing.T) {
 			t.Errorf("audit record %d leaks: %s", r.Seq, b)
 		}
 	}
-	if n, err := audit.Verify(context.Background(), store, "t1"); err != nil || n != int64(len(recs)) {
-		t.Errorf("audit.Verify = %d, %v", n, err)
+	if n, err := guard.VerifyAudit(context.Background(), store, "t1"); err != nil || n != int64(len(recs)) {
+		t.Errorf("guard.VerifyAudit = %d, %v", n, err)
 	}
 }

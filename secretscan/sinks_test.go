@@ -37,7 +37,6 @@ import (
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
@@ -46,6 +45,7 @@ import (
 	"github.com/toolguard/toolguard/internal/secretcorpus"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/observe"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/secretscan"
 	"github.com/toolguard/toolguard/toolset"
 )

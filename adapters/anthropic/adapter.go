@@ -23,8 +23,8 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
 

@@ -12,7 +12,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 	"github.com/tidwall/gjson"
 
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // DefaultModel is the model a Model asks for when ModelOptions.Name is "".

@@ -11,7 +11,7 @@ import (
 	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
 	"github.com/toolguard/toolguard/adapters/internal/runtest"
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 )
 
 func model(srv *anthropictest.Server, opts tganthropic.ModelOptions) *tganthropic.Model {

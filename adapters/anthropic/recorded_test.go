@@ -11,7 +11,7 @@ import (
 
 	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
 	"github.com/toolguard/toolguard/adapters/internal/replay"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // TestRecordedTraffic serves every recorded Messages API exchange, byte

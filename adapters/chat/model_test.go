@@ -12,7 +12,7 @@ import (
 	"github.com/toolguard/toolguard/adapters/chat/chattest"
 	"github.com/toolguard/toolguard/adapters/internal/runtest"
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 )
 
 func model(srv *chattest.Server) *tgchat.Model {

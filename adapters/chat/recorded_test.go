@@ -10,7 +10,7 @@ import (
 
 	tgchat "github.com/toolguard/toolguard/adapters/chat"
 	"github.com/toolguard/toolguard/adapters/internal/replay"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // TestRecordedTraffic serves every recorded Chat Completions exchange, of

@@ -13,7 +13,7 @@ import (
 
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
 	"github.com/toolguard/toolguard/adapters/internal/replay"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // geminiTurn is what a Gemini recording says of one response, beyond what

@@ -7,8 +7,8 @@ import (
 	"testing"
 
 	tgmcp "github.com/toolguard/toolguard/adapters/mcp"
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
 

@@ -12,11 +12,11 @@ import (
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
+	"github.com/toolguard/toolguard/provider"
 )
 
 func newGuard(t testing.TB) *guard.Guard {

@@ -11,7 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	"github.com/toolguard/toolguard/adapters/internal/oaistream"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
 

@@ -12,7 +12,7 @@ import (
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 )
 
 func model(srv *openaitest.Server, stateless bool) *tgopenai.Model {

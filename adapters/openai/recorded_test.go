@@ -11,7 +11,7 @@ import (
 
 	"github.com/toolguard/toolguard/adapters/internal/replay"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // TestRecordedTraffic serves every recorded Responses API exchange, byte

@@ -11,13 +11,13 @@
 // default "tg:"); or a postgres:// URL, with -schema the store's schema
 // (pgstore.Options.Schema, default "toolguard"). Records are
 // printed oldest first, one JSON object a line: -format flat (the default)
-// is audit.Record's flat tool-audit-v2 object, for reading and jq;
+// is guard.AuditRecord's flat tool-audit-v2 object, for reading and jq;
 // -format raw keeps the record as stored — the body's exact bytes as a JSON
 // string, code, delivery, side effect, prev hash and hash — so that an
 // export can be verified again later: -file reads such an export instead of
 // Redis.
 //
-// With -verify the chain is checked as audit.Verify does — sequence
+// With -verify the chain is checked as guard.VerifyAudit does — sequence
 // numbers without gaps, each prev hash equal to the previous record's hash,
 // each hash recomputed from its record, the last record equal to the head —
 // and, beyond it, that every record is the tenant's. toolaudit exits 1
@@ -57,7 +57,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/pgopen"
@@ -185,7 +184,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	}
 	trusted := !c.anchored
 	n, err := export(context.Background(), src, &c, stdout, *verify, *format == "raw")
-	var ce *audit.ChainError
+	var ce *guard.AuditChainError
 	switch {
 	case errors.As(err, &ce):
 		fmt.Fprintf(stderr, "toolaudit: tenant %q: chain broken at record %d: %s\n", *tenant, ce.Seq, ce.Reason)
@@ -235,7 +234,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 // source is where records come from: the Redis store (idem.Store) or a raw
 // export.
 type source interface {
-	Audit(ctx context.Context, tenantID string, after int64, limit int) ([]audit.Record, audit.Head, error)
+	Audit(ctx context.Context, tenantID string, after int64, limit int) ([]guard.AuditRecord, guard.AuditHead, error)
 }
 
 var errUnreadable = errors.New("record cannot be read")
@@ -253,11 +252,11 @@ type chain struct {
 }
 
 // export prints the records after c.seq and, with verify, checks them as
-// audit.Verify does (from c instead of from the start).
+// guard.VerifyAudit does (from c instead of from the start).
 func export(ctx context.Context, src source, c *chain, w io.Writer, verify, raw bool) (int64, error) {
 	var (
 		n    int64
-		head audit.Head
+		head guard.AuditHead
 	)
 	bw := bufio.NewWriter(w)
 	defer bw.Flush()
@@ -297,7 +296,7 @@ func export(ctx context.Context, src source, c *chain, w io.Writer, verify, raw 
 		}
 	}
 	if verify && (head.Seq != c.seq || (c.anchored && head.Hash != c.prev)) {
-		return n, &audit.ChainError{Seq: c.seq + 1, Reason: fmt.Sprintf("head is record %d, log ends at %d (a tail was dropped or the head edited)", head.Seq, c.seq)}
+		return n, &guard.AuditChainError{Seq: c.seq + 1, Reason: fmt.Sprintf("head is record %d, log ends at %d (a tail was dropped or the head edited)", head.Seq, c.seq)}
 	}
 	if !c.anchored {
 		c.prev = head.Hash // nothing after -after: the head is the anchor
@@ -307,18 +306,18 @@ func export(ctx context.Context, src source, c *chain, w io.Writer, verify, raw 
 
 // check checks one record against the chain, and that it is the tenant's:
 // a chain copied whole from another tenant links up by itself.
-func check(c *chain, r audit.Record) error {
+func check(c *chain, r guard.AuditRecord) error {
 	prev := c.prev
 	if !c.anchored {
 		prev = r.PrevHash
 		c.anchored = true
 	}
-	if err := audit.Check(r, c.seq+1, prev); err != nil {
+	if err := r.Check(c.seq+1, prev); err != nil {
 		return err
 	}
-	var b audit.Body
+	var b guard.AuditBody
 	if err := json.Unmarshal(r.Body, &b); err != nil || b.Principal.TenantID != c.tenant {
-		return &audit.ChainError{Seq: r.Seq, Reason: "record of another tenant"}
+		return &guard.AuditChainError{Seq: r.Seq, Reason: "record of another tenant"}
 	}
 	return nil
 }
@@ -334,7 +333,7 @@ type rawRecord struct {
 	Hash       string `json:"hash"`
 }
 
-func toRaw(r audit.Record) rawRecord {
+func toRaw(r guard.AuditRecord) rawRecord {
 	code := ""
 	if r.Code.Valid() {
 		code = r.Code.String()
@@ -348,7 +347,7 @@ func toRaw(r audit.Record) rawRecord {
 type fileSource struct {
 	sc   *bufio.Scanner
 	line int
-	head audit.Head
+	head guard.AuditHead
 }
 
 func newFileSource(r io.Reader) *fileSource {
@@ -357,8 +356,8 @@ func newFileSource(r io.Reader) *fileSource {
 	return &fileSource{sc: sc}
 }
 
-func (f *fileSource) Audit(_ context.Context, _ string, after int64, limit int) ([]audit.Record, audit.Head, error) {
-	var out []audit.Record
+func (f *fileSource) Audit(_ context.Context, _ string, after int64, limit int) ([]guard.AuditRecord, guard.AuditHead, error) {
+	var out []guard.AuditRecord
 	for len(out) < limit && f.sc.Scan() {
 		f.line++
 		text := strings.TrimSpace(f.sc.Text())
@@ -367,17 +366,17 @@ func (f *fileSource) Audit(_ context.Context, _ string, after int64, limit int) 
 		}
 		var rr rawRecord
 		if err := json.Unmarshal([]byte(text), &rr); err != nil || rr.Seq == 0 || rr.Hash == "" || rr.Body == "" {
-			return nil, f.head, &audit.ChainError{Seq: f.head.Seq + 1,
+			return nil, f.head, &guard.AuditChainError{Seq: f.head.Seq + 1,
 				Reason: fmt.Sprintf("line %d is not a raw audit record (export with -format raw)", f.line)}
 		}
 		if rr.Seq <= after {
 			continue
 		}
 		code, _ := guard.ParseCode(rr.Code)
-		r := audit.Record{Seq: rr.Seq, Body: []byte(rr.Body), Code: code, Delivery: guard.Delivery(rr.Delivery),
+		r := guard.AuditRecord{Seq: rr.Seq, Body: []byte(rr.Body), Code: code, Delivery: guard.Delivery(rr.Delivery),
 			SideEffect: guard.SideEffect(rr.SideEffect), PrevHash: rr.PrevHash, Hash: rr.Hash}
 		out = append(out, r)
-		f.head = audit.Head{Seq: r.Seq, Hash: r.Hash}
+		f.head = guard.AuditHead{Seq: r.Seq, Hash: r.Hash}
 	}
 	if err := f.sc.Err(); err != nil {
 		return nil, f.head, err

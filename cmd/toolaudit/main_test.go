@@ -12,11 +12,10 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/pgtest"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/pgstore"
@@ -44,7 +43,7 @@ func fill(t *testing.T, rdb redis.UniversalClient, prefix string, n int) *idem.S
 		}
 	}
 	w.Dispatch(t, guardtest.Principal("tenant-b", "bob"), "get", `{"key":"k"}`, "cb", "")
-	if got, err := audit.Verify(context.Background(), s, "tenant-a"); err != nil || got != int64(n) {
+	if got, err := guard.VerifyAudit(context.Background(), s, "tenant-a"); err != nil || got != int64(n) {
 		t.Fatalf("fresh log: %d records, %v", got, err)
 	}
 	return s
@@ -104,7 +103,7 @@ func TestPrintAndVerify(t *testing.T) {
 			t.Fatalf("%d lines, want 6:\n%s", len(recs), o.stdout)
 		}
 		for i, r := range recs {
-			if r["seq"] != float64(i+1) || r["contract"] != audit.Contract || r["hash"] == "" {
+			if r["seq"] != float64(i+1) || r["contract"] != guard.AuditContract || r["hash"] == "" {
 				t.Errorf("line %d: %v", i, r)
 			}
 			p, _ := r["principal"].(map[string]any)
@@ -188,8 +187,8 @@ func TestBrokenChain(t *testing.T) {
 			if n := len(o.lines(t)); n != tc.lines {
 				t.Errorf("%d records printed before the break, want %d", n, tc.lines)
 			}
-			// audit.Verify agrees.
-			_, err := audit.Verify(ctx, s, "tenant-a")
+			// guard.VerifyAudit agrees.
+			_, err := guard.VerifyAudit(ctx, s, "tenant-a")
 			if err == nil || !strings.Contains(err.Error(), tc.seq+":") {
 				t.Errorf("VerifyAudit says %v, toolaudit %s", err, tc.seq)
 			}
@@ -325,7 +324,7 @@ func TestRawExportTrimAndVerifyFile(t *testing.T) {
 	}
 	o := exec("-file", archive, "-tenant", "tenant-a", "-verify")
 	want(t, o, 0, "9 records verified from record 1 to the end of the file (seq 9")
-	if recs := o.lines(t); len(recs) != 9 || recs[8]["seq"] != float64(9) || recs[0]["contract"] != audit.Contract {
+	if recs := o.lines(t); len(recs) != 9 || recs[8]["seq"] != float64(9) || recs[0]["contract"] != guard.AuditContract {
 		t.Errorf("flat records from the file: %d", len(recs))
 	}
 	// The file alone, from the anchor.
@@ -362,7 +361,7 @@ func TestChainOfAnotherTenant(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if _, err := audit.Verify(ctx, s, "tenant-a"); err != nil {
+	if _, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil {
 		t.Fatalf("VerifyAudit: %v (the copied chain is valid by itself)", err)
 	}
 	want(t, exec("-redis", url, "-prefix", "tga:", "-tenant", "tenant-a", "-verify"), 1, "chain broken at record 1: record of another tenant")
@@ -474,7 +473,7 @@ func TestAnchor(t *testing.T) {
 		before := readAnchorFile(t, path)
 		restart(t, rdb, s)
 		more(t, s, "r", 3)
-		if _, err := audit.Verify(ctx, s, "tenant-a"); err != nil {
+		if _, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil {
 			t.Fatalf("the restarted chain is consistent by itself: %v", err)
 		}
 		want(t, exec(args...), 1, `tenant "tenant-a": the chain restarted or lost its tail since the anchor: `+

@@ -43,8 +43,8 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/pgopen"
 	"github.com/toolguard/toolguard/internal/redisconn"
 	"github.com/toolguard/toolguard/pgstore"

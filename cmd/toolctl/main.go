@@ -32,7 +32,7 @@
 // gaps reports which tenants' audit chains have gaps, and since which
 // sequence number: after the server evicted keys (idem.ErrEvicted), or lost
 // them some other way. It verifies the chain of -tenant, or of every tenant
-// whose audit log the server holds (found with SCAN), as audit.Verify does,
+// whose audit log the server holds (found with SCAN), as guard.VerifyAudit does,
 // and prints a line for each tenant: "gap" with the first sequence number
 // that breaks and why, or "whole" with its record count. On Postgres it
 // finds the tenants in the store's chain heads; "verify" is its other name.
@@ -85,7 +85,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/pgopen"
@@ -243,7 +242,7 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 
 // operatorStore is what toolctl does with a store, Redis or Postgres.
 type operatorStore interface {
-	audit.Log
+	guard.AuditLog
 	AuditTenants(ctx context.Context) ([]string, error)
 	unsettled(ctx context.Context, tenant string, now time.Time) ([]listed, error)
 	resolve(ctx context.Context, r pgstore.Resolution) (*guard.Result, error)
@@ -381,8 +380,8 @@ func gaps(ctx context.Context, s operatorStore, tenant string, stdout, stderr io
 	}
 	broken := 0
 	for _, t := range tenants {
-		n, err := audit.Verify(ctx, s, t)
-		var ce *audit.ChainError
+		n, err := guard.VerifyAudit(ctx, s, t)
+		var ce *guard.AuditChainError
 		switch {
 		case errors.As(err, &ce):
 			broken++

@@ -12,7 +12,6 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
@@ -113,7 +112,7 @@ func TestListAndResolve(t *testing.T) {
 
 		// The audit log holds both resolutions, with their operators.
 		s, _ := idem.New(rdb, idem.Options{Prefix: prefix})
-		n, err := audit.Verify(context.Background(), s, "tenant-a")
+		n, err := guard.VerifyAudit(context.Background(), s, "tenant-a")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -336,8 +335,8 @@ func TestGaps(t *testing.T) {
 			t.Fatalf("gaps:\n%s", o.stdout)
 		}
 		want(t, exec(time.Now, "gaps", "-redis", addr, "-prefix", prefix, "-tenant", "t-whole"), 0, "0 of 1 tenants")
-		if _, err := audit.Verify(ctx, s, "t-evicted"); err == nil {
-			t.Fatal("audit.Verify passes the evicted tenant's chain")
+		if _, err := guard.VerifyAudit(ctx, s, "t-evicted"); err == nil {
+			t.Fatal("guard.VerifyAudit passes the evicted tenant's chain")
 		}
 	})
 }

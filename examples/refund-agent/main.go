@@ -42,7 +42,6 @@ import (
 	"golang.org/x/term"
 
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
@@ -114,7 +113,7 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool, se
 		return err
 	}
 	defer closeModel()
-	var guardStore audit.Store
+	var guardStore guard.AuditStore
 	if set.store != "" {
 		pool, err := pgxpool.New(ctx, set.store)
 		if err != nil {

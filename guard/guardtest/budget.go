@@ -7,7 +7,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 )
 
@@ -185,7 +184,7 @@ func testReplaysTakeNoCharge(t *testing.T, w *World) {
 	if refused := AuditedCodes(t, w.Store, alice.TenantID)[guard.CodeBudgetExhausted]; refused != 2 {
 		t.Fatalf("%d BUDGET_EXHAUSTED records, want 2", refused)
 	}
-	if _, err := audit.Verify(context.Background(), w.Store, alice.TenantID); err != nil {
+	if _, err := guard.VerifyAudit(context.Background(), w.Store, alice.TenantID); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -21,14 +21,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// Store is what the suite tests: audit.Store, a guard.Store whose audit
+// Store is what the suite tests: guard.AuditStore, a guard.Store whose audit
 // log can be read back.
-type Store = audit.Store
+type Store = guard.AuditStore
 
 // NewStore returns a fresh, empty store for one subtest.
 type NewStore func(t *testing.T) Store
@@ -265,7 +264,7 @@ func (w *World) StatusOf(t testing.TB, p guard.Principal, op, tool, key string) 
 }
 
 // AuditedCodes counts the records of the tenant's audit log by code.
-func AuditedCodes(t testing.TB, s audit.Store, tenant string) map[guard.Code]int {
+func AuditedCodes(t testing.TB, s guard.AuditStore, tenant string) map[guard.Code]int {
 	t.Helper()
 	recs, _, err := s.Audit(context.Background(), tenant, 0, 1<<20)
 	if err != nil {

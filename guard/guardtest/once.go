@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"testing"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 )
 
@@ -58,7 +57,7 @@ func testGrantOnce(t *testing.T, w *World) {
 
 	// The audit log says which grant each execution spent, and which
 	// refusal presented a spent one.
-	if _, err := audit.Verify(ctx, w.Store, alice.TenantID); err != nil {
+	if _, err := guard.VerifyAudit(ctx, w.Store, alice.TenantID); err != nil {
 		t.Fatal(err)
 	}
 	first, err := w.Signer.Verify(g)
@@ -71,7 +70,7 @@ func testGrantOnce(t *testing.T, w *World) {
 	}
 	var got []string
 	for _, r := range recs {
-		var body audit.Body
+		var body guard.AuditBody
 		if err := json.Unmarshal(r.Body, &body); err != nil {
 			t.Fatal(err)
 		}

@@ -9,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 )
 
@@ -196,7 +195,7 @@ func testConcurrentSameKey(t *testing.T, w *World) {
 	if fresh != 1 || w.Down.Writes() != 1 {
 		t.Fatalf("%d fresh results and %d side effects, want 1 and 1", fresh, w.Down.Writes())
 	}
-	if got, err := audit.Verify(context.Background(), w.Store, alice.TenantID); err != nil || got != n {
+	if got, err := guard.VerifyAudit(context.Background(), w.Store, alice.TenantID); err != nil || got != n {
 		t.Fatalf("audit: %d records, err %v; want %d and a valid chain", got, err, n)
 	}
 }
@@ -230,7 +229,7 @@ func testHostileIDs(t *testing.T, w *World) {
 		perTenant[p.TenantID]++
 	}
 	for tenant, want := range perTenant {
-		if n, err := audit.Verify(context.Background(), w.Store, tenant); err != nil || n != want {
+		if n, err := guard.VerifyAudit(context.Background(), w.Store, tenant); err != nil || n != want {
 			t.Fatalf("tenant %q: %d audit records, %v; want %d", tenant, n, err, want)
 		}
 	}
@@ -250,7 +249,7 @@ func testAuditChain(t *testing.T, w *World) {
 	w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c3", "idem-1")
 	w.Dispatch(t, alice, "nope", `{}`, "c4", "")
 	w.Status(t, alice, "c2")
-	n, err := audit.Verify(ctx, w.Store, alice.TenantID)
+	n, err := guard.VerifyAudit(ctx, w.Store, alice.TenantID)
 	if err != nil || n != 5 {
 		t.Fatalf("VerifyAudit: %d records, %v; want 5, nil", n, err)
 	}
@@ -274,7 +273,7 @@ func testAuditChain(t *testing.T, w *World) {
 		{guard.CodeOK, guard.DeliveryLocalReplay, guard.SideEffectNone, "query_status"},
 	}
 	for i, r := range recs {
-		var body audit.Body
+		var body guard.AuditBody
 		if err := json.Unmarshal(r.Body, &body); err != nil {
 			t.Fatal(err)
 		}
@@ -286,7 +285,7 @@ func testAuditChain(t *testing.T, w *World) {
 		}
 	}
 	// The write ran under a grant: the record names it and its approver.
-	var body audit.Body
+	var body guard.AuditBody
 	_ = json.Unmarshal(recs[1].Body, &body)
 	if body.Approval == nil || body.Approval.Approver != "tester" || body.Approval.GrantID == "" {
 		t.Errorf("write record approval %+v", body.Approval)
@@ -335,7 +334,7 @@ func testCommitRetry(t *testing.T, w *World) {
 			t.Errorf("%s: the retried commit appended %d audit records", tc.code, after.Seq-before.Seq)
 		}
 	}
-	if n, err := audit.Verify(ctx, w.Store, "tenant-c"); err != nil || n != 3 {
+	if n, err := guard.VerifyAudit(ctx, w.Store, "tenant-c"); err != nil || n != 3 {
 		t.Fatalf("audit: %d records, %v; want 3", n, err)
 	}
 }
@@ -427,7 +426,7 @@ func testReserveRetry(t *testing.T, w *World) {
 	if res, err := w.Store.Commit(ctx, e); err != nil || res.Code != guard.CodeOK {
 		t.Fatalf("commit: %v, %v", res, err)
 	}
-	if n, err := audit.Verify(ctx, w.Store, "tenant-c"); err != nil || n != 2 {
+	if n, err := guard.VerifyAudit(ctx, w.Store, "tenant-c"); err != nil || n != 2 {
 		t.Fatalf("audit: %d records, %v; want 2 (the IN_PROGRESS answer and the commit)", n, err)
 	}
 }
@@ -533,7 +532,7 @@ func testAbsentReceiptFreesKey(t *testing.T, w *World) {
 	if n := w.Down.Writes(); n != 1 {
 		t.Fatalf("%d side effects, want 1", n)
 	}
-	if _, err := audit.Verify(ctx, w.Store, alice.TenantID); err != nil {
+	if _, err := guard.VerifyAudit(ctx, w.Store, alice.TenantID); err != nil {
 		t.Fatal(err)
 	}
 }

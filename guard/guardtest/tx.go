@@ -7,7 +7,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -149,7 +148,7 @@ func testTxRunsOnce(t *testing.T, w *World) {
 	if n := w.Down.Writes(); n != 4 {
 		t.Fatalf("%d writes, want 4", n)
 	}
-	got, err := audit.Verify(ctx, w.Store, alice.TenantID)
+	got, err := guard.VerifyAudit(ctx, w.Store, alice.TenantID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +158,7 @@ func testTxRunsOnce(t *testing.T, w *World) {
 	}
 	for _, r := range recs {
 		if r.Code == guard.CodeOutcomeUnknown || r.Code == guard.CodeInProgress {
-			var body audit.Body
+			var body guard.AuditBody
 			_ = json.Unmarshal(r.Body, &body)
 			t.Fatalf("record %d of %s is %s: a transactional write is never unknown", r.Seq, body.Tool, r.Code)
 		}

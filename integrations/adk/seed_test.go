@@ -11,9 +11,9 @@ import (
 	"google.golang.org/adk/v2/session"
 	"google.golang.org/genai"
 
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/toolset"
 )

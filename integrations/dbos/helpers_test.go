@@ -21,8 +21,6 @@ import (
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
-	"github.com/toolguard/toolguard/agentloop/provider"
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
@@ -31,6 +29,7 @@ import (
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/pgstore"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -272,7 +271,7 @@ type world struct {
 	env    env
 	rdb    redis.UniversalClient
 	shop   *shop
-	store  audit.Store // idem's, or pgstore's with OnePostgres
+	store  guard.AuditStore // idem's, or pgstore's with OnePostgres
 	pool   *pgxpool.Pool
 	guard  *guard.Guard
 	runner *durable.Runner
@@ -299,7 +298,7 @@ func buildWorld(ctx context.Context, e env, h hooks) (*world, error) {
 	}
 	opts.ContextTimeoutEnabled = true
 	rdb := redis.NewClient(opts)
-	var st audit.Store
+	var st guard.AuditStore
 	if !e.OnePostgres {
 		if st, err = idem.New(rdb, idem.Options{Prefix: e.Prefix, AllowEviction: true}); err != nil {
 			return nil, err

@@ -15,7 +15,6 @@ import (
 	"github.com/jackc/pgx/v5/pgxpool"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
@@ -317,7 +316,7 @@ func checkRuns(ctx context.Context, e env, db *pgxpool.Pool, results []durable.R
 			bad(res.RunID, "stranded: it ended %v after its decision, over ApprovalTimeout + 10 s", h.endedAt.Sub(d))
 		}
 	}
-	var st audit.Store
+	var st guard.AuditStore
 	if e.OnePostgres {
 		s, err := pgstore.New(ctx, db, pgstore.Options{})
 		if err != nil {
@@ -335,7 +334,7 @@ func checkRuns(ctx context.Context, e env, db *pgxpool.Pool, results []durable.R
 		}
 		st = s
 	}
-	n, err := audit.Verify(ctx, st, acme.TenantID)
+	n, err := guard.VerifyAudit(ctx, st, acme.TenantID)
 	if err != nil {
 		return append(problems, "the audit chain does not verify: "+err.Error())
 	}
@@ -347,7 +346,7 @@ func checkRuns(ctx context.Context, e env, db *pgxpool.Pool, results []durable.R
 	executed, records := map[string]int{}, map[string]int{}
 	ops := map[string]bool{}
 	for _, r := range recs {
-		var b audit.Body
+		var b guard.AuditBody
 		if err := json.Unmarshal(r.Body, &b); err != nil {
 			return append(problems, err.Error())
 		}

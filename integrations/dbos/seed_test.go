@@ -12,11 +12,11 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/toolset"
 )

@@ -3,10 +3,8 @@ module github.com/toolguard/toolguard/integrations/eino
 go 1.26.0
 
 require (
-	github.com/alicebob/miniredis/v2 v2.40.0
 	github.com/cloudwego/eino v0.9.13
 	github.com/eino-contrib/jsonschema v1.0.3
-	github.com/redis/go-redis/v9 v9.23.0
 	github.com/toolguard/toolguard v0.0.0
 )
 
@@ -49,6 +47,7 @@ require (
 require (
 	github.com/MicahParks/jwkset v0.11.0 // indirect
 	github.com/MicahParks/keyfunc/v3 v3.7.0 // indirect
+	github.com/alicebob/miniredis/v2 v2.40.0 // indirect
 	github.com/bahlo/generic-list-go v0.2.0 // indirect
 	github.com/buger/jsonparser v1.1.2 // indirect
 	github.com/bytedance/gopkg v0.1.3 // indirect
@@ -73,6 +72,7 @@ require (
 	github.com/pb33f/ordered-map/v2 v2.3.1 // indirect
 	github.com/pelletier/go-toml/v2 v2.0.9 // indirect
 	github.com/pkg/errors v0.9.1 // indirect
+	github.com/redis/go-redis/v9 v9.23.0 // indirect
 	github.com/santhosh-tekuri/jsonschema/v6 v6.0.3 // indirect
 	github.com/sirupsen/logrus v1.9.3 // indirect
 	github.com/slongfield/pyfmt v0.0.0-20220222012616-ea85ff4c361f // indirect

@@ -9,9 +9,9 @@ import (
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/toolset"
 )

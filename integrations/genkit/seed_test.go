@@ -9,9 +9,9 @@ import (
 
 	"github.com/firebase/genkit/go/ai"
 
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/toolset"
 )

@@ -17,7 +17,6 @@ import (
 	"go.temporal.io/sdk/interceptor"
 
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
@@ -350,7 +349,7 @@ func checkAudit(t *testing.T, store guard.Store, runs int) []string {
 	t.Helper()
 	ctx := context.Background()
 	st := store.(*idem.Store)
-	n, err := audit.Verify(ctx, st, user1.TenantID)
+	n, err := guard.VerifyAudit(ctx, st, user1.TenantID)
 	if err != nil {
 		return []string{"the audit chain does not verify: " + err.Error()}
 	}
@@ -360,7 +359,7 @@ func checkAudit(t *testing.T, store guard.Store, runs int) []string {
 	}
 	executed := map[string]int{}
 	for _, r := range recs {
-		var b audit.Body
+		var b guard.AuditBody
 		if err := json.Unmarshal(r.Body, &b); err != nil {
 			return []string{err.Error()}
 		}

@@ -9,11 +9,11 @@ import (
 
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	tgtemporal "github.com/toolguard/toolguard/integrations/temporal"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/toolset"
 )

@@ -5,7 +5,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/refunddemo"
@@ -41,7 +40,7 @@ func NewOrders(t testing.TB, key []byte) *Orders {
 // WantApprovedWrite checks the tenant's audit log in store: exactly one
 // record of a side effect, approved by approver and carried by provider,
 // and an intact hash chain.
-func WantApprovedWrite(t testing.TB, store audit.Store, tenantID, approver, provider string) {
+func WantApprovedWrite(t testing.TB, store guard.AuditStore, tenantID, approver, provider string) {
 	t.Helper()
 	recs, _, err := store.Audit(t.Context(), tenantID, 0, 100)
 	if err != nil {
@@ -56,7 +55,7 @@ func WantApprovedWrite(t testing.TB, store audit.Store, tenantID, approver, prov
 	if len(approved) != 1 || !strings.Contains(approved[0], `"approver":"`+approver+`"`) || !strings.Contains(approved[0], `"`+provider+`"`) {
 		t.Errorf("audit records with a side effect = %v, want one approved by %s, carried by %s", approved, approver, provider)
 	}
-	if _, err := audit.Verify(t.Context(), store, tenantID); err != nil {
+	if _, err := guard.VerifyAudit(t.Context(), store, tenantID); err != nil {
 		t.Errorf("audit chain: %v", err)
 	}
 }

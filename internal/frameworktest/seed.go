@@ -29,9 +29,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/memstore"
 )
 

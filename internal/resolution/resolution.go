@@ -7,7 +7,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
 )
@@ -24,16 +23,16 @@ type Body struct {
 	Tool, Fingerprint   string
 }
 
-// JSON writes the body: the fields of audit.Body, with action "resolve",
+// JSON writes the body: the fields of guard.AuditBody, with action "resolve",
 // the record's subject, call, operation, key, tool and fingerprint, and no
 // approval, then the operator and the verdict. guard's own body writer is
 // unexported and takes an invocation, which a resolution does not have;
 // this writes the same canonical JSON (canon's string encoding), and
-// audit.Verify reads it as a tool-audit-v2 body.
+// guard.VerifyAudit reads it as a tool-audit-v2 body.
 func (r Body) JSON() []byte {
 	str := func(dst []byte, s string) []byte { return canon.AppendString(dst, strings.ToValidUTF8(s, "\uFFFD")) }
 	b := make([]byte, 0, 512)
-	b = append(b, `{"contract":"`+audit.Contract+`","action":"resolve","time":"`...)
+	b = append(b, `{"contract":"`+guard.AuditContract+`","action":"resolve","time":"`...)
 	b = r.Now.UTC().AppendFormat(b, time.RFC3339Nano)
 	b = append(b, `","principal":{"tenant_id":`...)
 	b = str(b, r.TenantID)

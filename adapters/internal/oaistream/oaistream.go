@@ -12,7 +12,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/ssestream"
 	"github.com/tidwall/gjson"
 
-	"github.com/toolguard/toolguard/agentloop/provider"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // Failure returns the API error that err reports from inside a stream, and

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
 

@@ -10,9 +10,9 @@ import (
 	"time"
 
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // BodyServer is an API that answers every request with body, as

@@ -11,9 +11,9 @@ import (
 	"testing"
 
 	"github.com/toolguard/toolguard/agentloop"
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
+	"github.com/toolguard/toolguard/provider"
 )
 
 // Principal is the principal the runs act for.

@@ -22,7 +22,6 @@ import (
 	"github.com/toolguard/toolguard/idem"
 
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 )
 
@@ -140,8 +139,8 @@ func Redis(w io.Writer) (rdb redis.UniversalClient, close func(), err error) {
 // AuditCount verifies the tenant's audit chain and returns how many records
 // it holds. Called before a run, it tells that run's records from those of
 // earlier runs on the same Redis.
-func AuditCount(ctx context.Context, s audit.Log, tenantID string) (int64, error) {
-	n, err := audit.Verify(ctx, s, tenantID)
+func AuditCount(ctx context.Context, s guard.AuditLog, tenantID string) (int64, error) {
+	n, err := guard.VerifyAudit(ctx, s, tenantID)
 	if err != nil {
 		return 0, fmt.Errorf("audit: %w", err)
 	}
@@ -151,7 +150,7 @@ func AuditCount(ctx context.Context, s audit.Log, tenantID string) (int64, error
 // PrintAudit verifies the tenant's audit chain after a run and prints its
 // line; before is AuditCount from before the run, so records left by
 // earlier runs on the same Redis are counted apart.
-func PrintAudit(ctx context.Context, w io.Writer, s audit.Log, tenantID string, before int64) error {
+func PrintAudit(ctx context.Context, w io.Writer, s guard.AuditLog, tenantID string, before int64) error {
 	n, err := AuditCount(ctx, s, tenantID)
 	if err != nil {
 		return err

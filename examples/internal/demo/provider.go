@@ -22,8 +22,8 @@ import (
 	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/provider"
 	"google.golang.org/genai"
 )
 

@@ -15,9 +15,9 @@ import (
 	tgchat "github.com/toolguard/toolguard/adapters/chat"
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/agentloop/provider"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
+	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
 

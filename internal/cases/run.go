@@ -11,16 +11,15 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/toolguard/toolguard/audit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/canon"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// Store is audit.Store: a guard.Store whose audit log can be read back, as
+// Store is guard.AuditStore: a guard.Store whose audit log can be read back, as
 // every step's record is checked.
-type Store = audit.Store
+type Store = guard.AuditStore
 
 // World is what one case runs against. NewWorld returns a fresh one per case.
 type World struct {
@@ -36,7 +35,7 @@ type World struct {
 type StepReport struct {
 	StepID   string
 	Result   json.RawMessage // the function_call_output's output
-	Audit    []audit.Record
+	Audit    []guard.AuditRecord
 	Mismatch []string // "field want X got Y", empty when the step passed
 }
 
@@ -209,7 +208,7 @@ func run(ctx context.Context, c *Case, w World, connect Connect) *CaseReport {
 		}
 		rep.Steps = append(rep.Steps, sr)
 	}
-	if _, err := audit.Verify(ctx, w.Store, principal.TenantID); err != nil {
+	if _, err := guard.VerifyAudit(ctx, w.Store, principal.TenantID); err != nil {
 		rep.Err = fmt.Errorf("audit chain: %w", err)
 	}
 	return rep

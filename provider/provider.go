@@ -1,7 +1,10 @@
-// Package provider is what package agentloop asks of a model API, so that
-// one loop runs every provider: the adapters (adapters/openai for the
-// Responses API, adapters/chat for Chat Completions, adapters/anthropic for
-// Anthropic Messages) each implement [Provider] over their official SDK.
+// Package provider is the model contract: what an agent loop (package
+// agentloop, and package durable's runner) asks of a model API, so that one
+// loop runs every provider: the adapters (adapters/openai for the Responses
+// API, adapters/chat for Chat Completions, adapters/anthropic for Anthropic
+// Messages, adapters/gemini for Gemini) each implement [Provider] over
+// their official SDK. It sits below host and durable, which import nothing
+// above it.
 //
 // The loop keeps the conversation as opaque JSON items in the provider's own
 // wire format (so a paused run's state carries it whatever the provider),

@@ -1,4 +1,4 @@
-package ratelimit_test
+package idem_test
 
 import (
 	"context"
@@ -15,18 +15,17 @@ import (
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/redistest"
-	"github.com/toolguard/toolguard/ratelimit"
 )
 
 // twoPerMinute allows a burst of two calls, then one every 30 s.
 var twoPerMinute = redis_rate.Limit{Rate: 2, Burst: 2, Period: time.Minute}
 
-func newLimiter(t *testing.T, rdb redis.UniversalClient, limit ratelimit.LimitFunc, opts ratelimit.Options) *ratelimit.Limiter {
+func newLimiter(t *testing.T, rdb redis.UniversalClient, limit idem.LimitFunc, opts idem.LimiterOptions) *idem.Limiter {
 	t.Helper()
 	if opts.Prefix == "" {
 		opts.Prefix = redistest.Prefix(t)
 	}
-	lim, err := ratelimit.New(rdb, limit, opts)
+	lim, err := idem.NewLimiter(rdb, limit, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +42,7 @@ func newLimiter(t *testing.T, rdb redis.UniversalClient, limit ratelimit.LimitFu
 }
 
 // world is a guardtest world whose guard runs the limiter's check.
-func world(t *testing.T, rdb redis.UniversalClient, lim *ratelimit.Limiter) *guardtest.World {
+func world(t *testing.T, rdb redis.UniversalClient, lim *idem.Limiter) *guardtest.World {
 	t.Helper()
 	s, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t)})
 	if err != nil {
@@ -65,7 +64,7 @@ func TestLimitThroughGuard(t *testing.T) {
 				return twoPerMinute
 			}
 			return redis_rate.Limit{} // reads: no limit
-		}, ratelimit.Options{})
+		}, idem.LimiterOptions{})
 		w := world(t, rdb, lim)
 		a := guardtest.Principal("tenant-a", "alice")
 
@@ -103,7 +102,7 @@ func TestRetryAfterFollowsServerTime(t *testing.T) {
 	mr, rdb := redistest.Mini(t)
 	start := time.Date(2026, 7, 1, 12, 0, 0, 0, time.UTC)
 	mr.SetTime(start)
-	lim := newLimiter(t, rdb, func(string, string) redis_rate.Limit { return twoPerMinute }, ratelimit.Options{})
+	lim := newLimiter(t, rdb, func(string, string) redis_rate.Limit { return twoPerMinute }, idem.LimiterOptions{})
 	ctx := context.Background()
 	inv := &guard.Invocation{Principal: guard.Principal{TenantID: "tenant-a", SubjectID: "s"}, Proposal: guard.Proposal{Name: "put"}}
 	for i := range 2 {
@@ -137,7 +136,7 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 	// One call per 1.0005 s: the wait has a fraction of a millisecond.
 	lim := newLimiter(t, rdb, func(string, string) redis_rate.Limit {
 		return redis_rate.Limit{Rate: 2, Burst: 1, Period: 2001 * time.Millisecond}
-	}, ratelimit.Options{})
+	}, idem.LimiterOptions{})
 	inv := &guard.Invocation{Principal: guard.Principal{TenantID: "tenant-a", SubjectID: "s"}, Proposal: guard.Proposal{Name: "put"}}
 	if err := lim.Check(context.Background(), inv); err != nil {
 		t.Fatal(err)
@@ -151,7 +150,7 @@ func TestRetryAfterRoundsUp(t *testing.T) {
 // Hostile names cannot collide or leave their tenant's hash tag.
 func TestKeys(t *testing.T) {
 	mr, rdb := redistest.Mini(t)
-	lim := newLimiter(t, rdb, func(string, string) redis_rate.Limit { return twoPerMinute }, ratelimit.Options{Prefix: "p:"})
+	lim := newLimiter(t, rdb, func(string, string) redis_rate.Limit { return twoPerMinute }, idem.LimiterOptions{Prefix: "p:"})
 	pairs := [][2]string{{"a", "b:c"}, {"a:b", "c"}, {"a}:{b", "c"}, {"{a}", "x"}}
 	seen := map[string]bool{}
 	for _, p := range pairs {
@@ -188,7 +187,7 @@ func TestKeys(t *testing.T) {
 	if k := lim.Key("", "x"); strings.Contains(k, "{}") {
 		t.Errorf("empty tenant: key %q has an empty hash tag", k)
 	}
-	if _, err := ratelimit.New(rdb, nil, ratelimit.Options{Prefix: "bad{"}); err != ratelimit.ErrBadPrefix {
+	if _, err := idem.NewLimiter(rdb, nil, idem.LimiterOptions{Prefix: "bad{"}); err != idem.ErrBadPrefix {
 		t.Errorf("prefix with a brace: %v", err)
 	}
 }
@@ -201,7 +200,7 @@ func TestNoLimitAndNormalizedLimits(t *testing.T) {
 		"noburst":  {Rate: 1, Period: time.Hour},
 		"noperiod": {Rate: 1, Burst: 1},
 	}
-	lim := newLimiter(t, rdb, func(_, tool string) redis_rate.Limit { return limits[tool] }, ratelimit.Options{})
+	lim := newLimiter(t, rdb, func(_, tool string) redis_rate.Limit { return limits[tool] }, idem.LimiterOptions{})
 	ctx := context.Background()
 	for _, tool := range []string{"none", "negative"} {
 		for range 3 {
@@ -230,15 +229,15 @@ func TestRedisDown(t *testing.T) {
 	mr.Close()
 	inv := &guard.Invocation{Principal: guard.Principal{TenantID: "t", SubjectID: "s"}, Proposal: guard.Proposal{Name: "put"}}
 	var seen error
-	closed, _ := ratelimit.New(rdb, func(string, string) redis_rate.Limit { return twoPerMinute },
-		ratelimit.Options{OnError: func(_ context.Context, err error) { seen = err }})
+	closed, _ := idem.NewLimiter(rdb, func(string, string) redis_rate.Limit { return twoPerMinute },
+		idem.LimiterOptions{OnError: func(_ context.Context, err error) { seen = err }})
 	if code, _ := guard.CodeOf(closed.Check(context.Background(), inv)); code != guard.CodeUnavailable {
 		t.Errorf("fail closed: code %v, want UNAVAILABLE", code)
 	}
 	if seen == nil {
 		t.Error("OnError was not told")
 	}
-	open, _ := ratelimit.New(rdb, func(string, string) redis_rate.Limit { return twoPerMinute }, ratelimit.Options{FailOpen: true})
+	open, _ := idem.NewLimiter(rdb, func(string, string) redis_rate.Limit { return twoPerMinute }, idem.LimiterOptions{FailOpen: true})
 	if err := open.Check(context.Background(), inv); err != nil {
 		t.Errorf("fail open: %v", err)
 	}

@@ -1,13 +1,15 @@
-// Package ratelimit is the guard's own rate limiter: a per-tenant, per-tool
+package idem
+
+// Rate limits. Limiter is the guard's own rate limiter: a per-tenant, per-tool
 // limit shared by every worker through Redis, with the GCRA algorithm of
 // github.com/go-redis/redis_rate (one Lua script, one key, one round trip).
 //
-//	lim, err := ratelimit.New(rdb, func(tenant, tool string) redis_rate.Limit {
+//	lim, err := idem.NewLimiter(rdb, func(tenant, tool string) redis_rate.Limit {
 //		if tool == "create_refund_draft" {
 //			return redis_rate.PerMinute(10)
 //		}
 //		return redis_rate.PerSecond(20)
-//	}, ratelimit.Options{})
+//	}, idem.LimiterOptions{})
 //	g := guard.New(tools, store, guard.Options{Checks: []guard.Check{lim.Check}})
 //
 // A limited call is answered RATE_LIMIT with retry_after_ms (recovery
@@ -17,12 +19,10 @@
 // not the guard's Clock. GCRA only compares the server's times with each
 // other, so workers' clocks need not agree, but a guard with a fake or
 // shifted Clock does not move the limiter's time.
-package ratelimit
 
 import (
 	"context"
 	"encoding/base64"
-	"errors"
 	"strings"
 	"time"
 
@@ -36,8 +36,8 @@ import (
 // with Rate ≤ 0) means no limit.
 type LimitFunc func(tenant, tool string) redis_rate.Limit
 
-// Options configure a Limiter. The zero value means the defaults.
-type Options struct {
+// LimiterOptions configure a Limiter. The zero value means the defaults.
+type LimiterOptions struct {
 	// Prefix starts every key after redis_rate's own "rate:"; default
 	// "tg:rl:". It must not contain '{' or '}'.
 	Prefix string
@@ -54,17 +54,14 @@ type Limiter struct {
 	lim    *redis_rate.Limiter
 	limit  LimitFunc
 	prefix string
-	opts   Options
+	opts   LimiterOptions
 }
 
-// ErrBadPrefix is returned by New for a prefix with a brace.
-var ErrBadPrefix = errors.New("ratelimit: key prefix must not contain '{' or '}'")
+// rateKeyPrefix is what redis_rate puts before every key it names.
+const rateKeyPrefix = "rate:"
 
-// KeyPrefix is what redis_rate puts before every key it names.
-const KeyPrefix = "rate:"
-
-// New returns a limiter on the client (a server or a cluster).
-func New(rdb redis.UniversalClient, limit LimitFunc, opts Options) (*Limiter, error) {
+// NewLimiter returns a limiter on the client (a server or a cluster).
+func NewLimiter(rdb redis.UniversalClient, limit LimitFunc, opts LimiterOptions) (*Limiter, error) {
 	if opts.Prefix == "" {
 		opts.Prefix = "tg:rl:"
 	}
@@ -74,7 +71,7 @@ func New(rdb redis.UniversalClient, limit LimitFunc, opts Options) (*Limiter, er
 	return &Limiter{lim: redis_rate.NewLimiter(rdb), limit: limit, prefix: opts.Prefix, opts: opts}, nil
 }
 
-var enc = base64.RawURLEncoding
+var rateEnc = base64.RawURLEncoding
 
 // key names the limiter's key of a tenant and tool, without redis_rate's
 // "rate:": prefix{t<base64url(tenant)>}:base64url(tool). Both ids are
@@ -84,18 +81,18 @@ var enc = base64.RawURLEncoding
 // slot of its records.
 func (l *Limiter) key(tenant, tool string) string {
 	var b strings.Builder
-	b.Grow(len(l.prefix) + enc.EncodedLen(len(tenant)) + enc.EncodedLen(len(tool)) + 4)
+	b.Grow(len(l.prefix) + rateEnc.EncodedLen(len(tenant)) + rateEnc.EncodedLen(len(tool)) + 4)
 	b.WriteString(l.prefix)
 	b.WriteString("{t")
-	b.WriteString(enc.EncodeToString([]byte(tenant)))
+	b.WriteString(rateEnc.EncodeToString([]byte(tenant)))
 	b.WriteString("}:")
-	b.WriteString(enc.EncodeToString([]byte(tool)))
+	b.WriteString(rateEnc.EncodeToString([]byte(tool)))
 	return b.String()
 }
 
 // Key returns the Redis key that holds the state of a tenant's tool, as
 // stored (with redis_rate's "rate:" in front), for operators.
-func (l *Limiter) Key(tenant, tool string) string { return KeyPrefix + l.key(tenant, tool) }
+func (l *Limiter) Key(tenant, tool string) string { return rateKeyPrefix + l.key(tenant, tool) }
 
 // normalize makes a limit safe for the GCRA script: a zero or negative
 // rate is no limit; a burst below 1 would refuse every call and is 1; a

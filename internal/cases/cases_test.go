@@ -9,8 +9,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolguard/toolguard/cases"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
 
@@ -23,7 +23,7 @@ var caseFiles = []string{
 	"cases-section8.json",
 }
 
-func testdata(name string) string { return filepath.Join("..", "testdata", name) }
+func testdata(name string) string { return filepath.Join("..", "..", "testdata", name) }
 
 // freshWorld is a world on its own miniredis, closed when the test ends.
 func freshWorld(t *testing.T) cases.World {
