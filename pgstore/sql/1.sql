@@ -174,23 +174,23 @@ $$;
 -- lock it takes, so no step waits for a head while holding one.
 CREATE FUNCTION @S@.append(p_tenant bytea, p_body bytea, p_bsum text, p_code text, p_delivery text, p_side text)
 RETURNS void LANGUAGE plpgsql AS $$
-DECLARE h record;
+DECLARE n bigint;
 BEGIN
-  -- One statement locks the head, links the record to it and advances it:
-  -- SET reads the row as it was (prev := the old hash), RETURNING gives it
-  -- as it is now.
-  UPDATE @S@.heads SET prev = hash, seq = seq + 1,
-      hash = encode(@C@.digest(hash || E'\n' || (seq + 1)::text || E'\n' || p_bsum || E'\n' || p_code || E'\n' || p_delivery || E'\n' || p_side, 'sha1'), 'hex')
-    WHERE tenant = p_tenant RETURNING seq, prev, hash INTO h;
-  IF NOT FOUND THEN
-    -- The tenant's first record.
+  LOOP
+    -- One statement locks the head, links the record to it, advances it
+    -- and inserts the record: SET reads the row as it was (prev := the old
+    -- hash), RETURNING gives it as it is now.
+    WITH h AS (
+      UPDATE @S@.heads SET prev = hash, seq = seq + 1,
+          hash = encode(@C@.digest(hash || E'\n' || (seq + 1)::text || E'\n' || p_bsum || E'\n' || p_code || E'\n' || p_delivery || E'\n' || p_side, 'sha1'), 'hex')
+        WHERE tenant = p_tenant RETURNING seq, prev, hash)
+    INSERT INTO @S@.audit (tenant, seq, body, code, delivery, side, prev, hash)
+      SELECT p_tenant, h.seq, p_body, p_code, p_delivery, p_side, h.prev, h.hash FROM h;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    EXIT WHEN n > 0;
+    -- The tenant's first record: its head, then again.
     INSERT INTO @S@.heads (tenant, seq, hash, prev) VALUES (p_tenant, 0, '', '') ON CONFLICT DO NOTHING;
-    UPDATE @S@.heads SET prev = hash, seq = seq + 1,
-        hash = encode(@C@.digest(hash || E'\n' || (seq + 1)::text || E'\n' || p_bsum || E'\n' || p_code || E'\n' || p_delivery || E'\n' || p_side, 'sha1'), 'hex')
-      WHERE tenant = p_tenant RETURNING seq, prev, hash INTO h;
-  END IF;
-  INSERT INTO @S@.audit (tenant, seq, body, code, delivery, side, prev, hash)
-    VALUES (p_tenant, h.seq, p_body, p_code, p_delivery, p_side, h.prev, h.hash);
+  END LOOP;
 END $$;
 
 -- bind binds a call id not yet bound to the fingerprint, with the result
@@ -297,8 +297,11 @@ END $$;
 -- precheck applies checks 1 and 2 of the contract (rules 6 to 9). When
 -- they decide the answer it is audited and returned with decided set;
 -- otherwise nothing changed, and bound says whether the call id was bound.
+-- p_read says that p_own is the record of p_key the step read already
+-- (a row of NULLs for none), so it is not read again.
 CREATE FUNCTION @S@.precheck(p_tenant bytea, p_subject bytea, p_call bytea, p_op bytea, p_key bytea, p_fp bytea,
-  p_now bigint, p_until bigint, p_body bytea, p_bsum text, OUT decided boolean, OUT bound boolean, OUT a @S@.answer)
+  p_now bigint, p_until bigint, p_body bytea, p_bsum text, p_own @S@.records, p_read boolean,
+  OUT decided boolean, OUT bound boolean, OUT a @S@.answer)
 LANGUAGE plpgsql AS $$
 DECLARE b @S@.bindings; r @S@.records; term boolean;
 BEGIN
@@ -330,7 +333,9 @@ BEGIN
     SELECT * INTO r FROM @S@.records
       WHERE tenant = p_tenant AND subject = p_subject AND key = b.link AND until_ms > p_now FOR UPDATE;
   END IF;
-  IF (r.state IS NULL OR r.state = 'X') AND length(p_key) > 0 THEN
+  IF (r.state IS NULL OR r.state = 'X') AND length(p_key) > 0 AND p_read THEN
+    r := p_own;
+  ELSIF (r.state IS NULL OR r.state = 'X') AND length(p_key) > 0 THEN
     SELECT * INTO r FROM @S@.records
       WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now;
   END IF;
@@ -390,7 +395,7 @@ BEGIN
       RETURN @S@.result(p_code, 'fresh', p_data, p_msg, p_retry, NULL);
     END IF;
   END IF;
-  SELECT * INTO pc FROM @S@.precheck(p_tenant, p_subject, p_call, p_op, p_key, p_fp, p_now, p_until, p_body, p_bsum);
+  SELECT * INTO pc FROM @S@.precheck(p_tenant, p_subject, p_call, p_op, p_key, p_fp, p_now, p_until, p_body, p_bsum, NULL, false);
   IF pc.decided THEN RETURN pc.a; END IF;
   PERFORM @S@.append(p_tenant, p_body, p_bsum, p_code, 'fresh', p_side);
   IF NOT pc.bound THEN
@@ -510,7 +515,7 @@ CREATE FUNCTION @S@.reserve(p_locks bigint[], p_tenant bytea, p_subject bytea, p
   p_charge boolean, p_scope bytea, p_ctool bytea, p_cost bigint, p_max_calls bigint, p_max_cost bigint, p_limit bigint,
   p_pstart bigint, p_pend bigint, p_xid boolean, p_body bytea, p_bsum text)
 RETURNS @S@.answer LANGUAGE plpgsql AS $$
-DECLARE own @S@.records; pc record; g bytea; v integer; a @S@.answer;
+DECLARE own @S@.records; pc record; g bytea; v integer; a @S@.answer; spent boolean := false;
 BEGIN
   PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk; -- the step's locks, in the array's order
   -- rule 12: idempotent per token (the key's advisory lock is held)
@@ -523,19 +528,18 @@ BEGIN
     END IF;
     RETURN @S@.result('UNAVAILABLE', 'fresh', NULL, NULL, 0, NULL);
   END IF;
-  SELECT * INTO pc FROM @S@.precheck(p_tenant, p_subject, p_call, p_op, p_key, p_fp, p_now, p_until, p_body, p_bsum);
+  SELECT * INTO pc FROM @S@.precheck(p_tenant, p_subject, p_call, p_op, p_key, p_fp, p_now, p_until, p_body, p_bsum, own, true);
   IF pc.decided THEN RETURN pc.a; END IF;
-  -- rule 22: a grant spent on another operation approves nothing here
-  IF length(p_grant) > 0 THEN
+  -- rule 22: a grant spent on another operation approves nothing here.
+  -- With a charge it is checked first and spent after the charge; without
+  -- one, checked and spent in one statement (below).
+  IF length(p_grant) > 0 AND p_charge THEN
     SELECT key INTO g FROM @S@.grants
       WHERE tenant = p_tenant AND subject = p_subject AND grant_id = p_grant AND until_ms > p_now;
-    IF FOUND AND g <> p_key THEN
-      PERFORM @S@.refuse(p_tenant, p_subject, p_call, p_op, p_key, p_fp, p_now, p_until, pc.bound, 'APPROVAL_INVALID', p_body, p_bsum);
-      RETURN @S@.result('APPROVAL_INVALID', 'fresh', NULL, NULL, 0, NULL); -- the store words it: guard.GrantUsedMessage
-    END IF;
+    spent := FOUND AND g <> p_key;
   END IF;
   -- rule 24: the charge, after every check that answers from the store
-  IF p_charge THEN
+  IF p_charge AND NOT spent THEN
     v := @S@.take(p_tenant, p_token, p_now, p_until, p_scope, p_ctool, p_cost, p_max_calls, p_max_cost, p_limit, p_pstart, p_pend);
     IF v = 3 THEN
       -- a late copy of a reservation released by its token, whose
@@ -547,9 +551,16 @@ BEGIN
       RETURN a;
     END IF;
   END IF;
-  IF length(p_grant) > 0 THEN
+  IF length(p_grant) > 0 AND NOT spent THEN
+    -- A grant stored for another key, until it is forgotten, stays as it is.
     INSERT INTO @S@.grants AS x (tenant, subject, grant_id, key, until_ms) VALUES (p_tenant, p_subject, p_grant, p_key, p_grant_until)
-      ON CONFLICT (tenant, subject, grant_id) DO UPDATE SET key = excluded.key, until_ms = excluded.until_ms;
+      ON CONFLICT (tenant, subject, grant_id) DO UPDATE SET key = excluded.key, until_ms = excluded.until_ms
+      WHERE x.until_ms <= p_now OR x.key = p_key;
+    spent := NOT FOUND;
+  END IF;
+  IF spent THEN
+    PERFORM @S@.refuse(p_tenant, p_subject, p_call, p_op, p_key, p_fp, p_now, p_until, pc.bound, 'APPROVAL_INVALID', p_body, p_bsum);
+    RETURN @S@.result('APPROVAL_INVALID', 'fresh', NULL, NULL, 0, NULL); -- the store words it: guard.GrantUsedMessage
   END IF;
   -- Link the call id to the record it reserves: a retry of this call id is
   -- answered from this operation whatever key or operation id it carries.
@@ -581,7 +592,11 @@ CREATE FUNCTION @S@.commit(p_locks bigint[], p_tenant bytea, p_subject bytea, p_
 RETURNS @S@.answer LANGUAGE plpgsql AS $$
 DECLARE m @S@.commits; k @S@.records; a @S@.answer; side text := p_side; store text := ''; term boolean; mine boolean;
 BEGIN
-  PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk; -- the step's locks, in the array's order
+  -- the step's locks, in the array's order; none in a transactional
+  -- write's transaction, whose reservation holds them
+  IF cardinality(p_locks) > 0 THEN
+    PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk;
+  END IF;
   SELECT * INTO k FROM @S@.records -- (the key's advisory lock is held)
     WHERE tenant = p_tenant AND subject = p_subject AND key = p_key AND until_ms > p_now;
   -- rule 14: a retry of this very commit answers as the first did. A
