@@ -196,10 +196,6 @@ var (
 	ErrRecordChanged = errors.New("idem: the record changed meanwhile; nothing was resolved")
 )
 
-// notExecutedMessage is the answer's message for guard.OutcomeNotStarted, as the model
-// would read it in a later status query's audit and in the operator's output.
-const notExecutedMessage = "An operator established that the operation did not take place: nothing was executed. It may be run again."
-
 // Resolve settles one unknown or stuck write by an operator's verdict, in
 // one atomic step with its audit record (appended first; action "resolve",
 // naming the operator and the verdict). guard.OutcomeCommitted stores the data as the
@@ -212,15 +208,8 @@ const notExecutedMessage = "An operator established that the operation did not t
 // replay would answer it. With Options.Replicas, a resolution that too few
 // replicas acknowledged is returned with ErrNotReplicated: it was applied.
 func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error) {
-	switch {
-	case r.Operator == "":
-		return nil, errors.New("idem: a resolution must name its operator")
-	case r.IdempotencyKey == "" && r.OperationID == "":
-		return nil, errors.New("idem: a resolution must name an idempotency key or an operation id")
-	case r.Outcome == guard.OutcomeNotStarted && len(r.Data) > 0:
-		return nil, errors.New("idem: a write that did not take place has no result data")
-	case r.Outcome != guard.OutcomeCommitted && r.Outcome != guard.OutcomeNotStarted:
-		return nil, fmt.Errorf("idem: unknown outcome %q (want %q or %q)", r.Outcome, guard.OutcomeCommitted, guard.OutcomeNotStarted)
+	if err := resolution.Check("idem", r.Operator, r.IdempotencyKey != "" || r.OperationID != "", r.Outcome, r.Data); err != nil {
+		return nil, err
 	}
 	var data []byte
 	if r.Outcome == guard.OutcomeCommitted {
@@ -259,7 +248,7 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 	sum := sha256.Sum256(body)
 	code, msg := guard.CodeOK, ""
 	if r.Outcome == guard.OutcomeNotStarted {
-		code, msg = guard.CodeNotFound, notExecutedMessage
+		code, msg = guard.CodeNotFound, resolution.NotExecutedMessage
 	}
 	a := &scriptArgs{fingerprint: storedFP(rec.fp), now: r.Now.UnixMilli(), key: rec.key,
 		opID: rec.op, tool: rec.tool, code: codeName(code), data: string(data), message: msg,

@@ -116,9 +116,6 @@ var (
 	ErrRecordChanged = errors.New("pgstore: the record changed meanwhile; nothing was resolved")
 )
 
-// notExecutedMessage is the answer's message for guard.OutcomeNotStarted.
-const notExecutedMessage = "An operator established that the operation did not take place: nothing was executed. It may be run again."
-
 // Resolve settles one unknown or stuck write by an operator's verdict, in
 // one transaction with its audit record (action "resolve", naming the
 // operator and the verdict), as idem.Store.Resolve does:
@@ -132,15 +129,8 @@ const notExecutedMessage = "An operator established that the operation did not t
 // meanwhile (ErrRecordChanged). It returns the result as a replay would
 // answer it.
 func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error) {
-	switch {
-	case r.Operator == "":
-		return nil, errors.New("pgstore: a resolution must name its operator")
-	case r.IdempotencyKey == "" && r.OperationID == "":
-		return nil, errors.New("pgstore: a resolution must name an idempotency key or an operation id")
-	case r.Outcome == guard.OutcomeNotStarted && len(r.Data) > 0:
-		return nil, errors.New("pgstore: a write that did not take place has no result data")
-	case r.Outcome != guard.OutcomeCommitted && r.Outcome != guard.OutcomeNotStarted:
-		return nil, fmt.Errorf("pgstore: unknown outcome %q (want %q or %q)", r.Outcome, guard.OutcomeCommitted, guard.OutcomeNotStarted)
+	if err := resolution.Check("pgstore", r.Operator, r.IdempotencyKey != "" || r.OperationID != "", r.Outcome, r.Data); err != nil {
+		return nil, err
 	}
 	data := empty
 	if r.Outcome == guard.OutcomeCommitted {
@@ -180,7 +170,7 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 		Force: r.Force, CallID: string(call), OperationID: string(op), Key: key, Tool: string(tool), Fingerprint: string(fp)}.JSON()
 	code, msg := guard.CodeOK, ""
 	if r.Outcome == guard.OutcomeNotStarted {
-		code, msg = guard.CodeNotFound, notExecutedMessage
+		code, msg = guard.CodeNotFound, resolution.NotExecutedMessage
 	}
 	locks := locks(s.lockKey('k', r.TenantID, r.SubjectID, key), s.lockKey('o', r.TenantID, r.SubjectID, string(op)))
 	var a answer
