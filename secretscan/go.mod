@@ -9,7 +9,7 @@ require (
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/redis/go-redis/v9 v9.23.0
 	github.com/spf13/viper v1.19.0
-	github.com/toolguard/toolguard v0.0.0
+	github.com/toolguard/toolguard v0.1.0
 	github.com/zricethezav/gitleaks/v8 v8.30.1
 	go.opentelemetry.io/otel/sdk/metric v1.44.0
 	google.golang.org/genai v1.77.0

@@ -3,7 +3,7 @@ module github.com/toolguard/toolguard/integrations/adk
 go 1.26.5
 
 require (
-	github.com/toolguard/toolguard v0.0.0
+	github.com/toolguard/toolguard v0.1.0
 	google.golang.org/adk/v2 v2.2.0
 	google.golang.org/genai v1.77.0
 )

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/cloudwego/eino v0.9.13
 	github.com/eino-contrib/jsonschema v1.0.3
-	github.com/toolguard/toolguard v0.0.0
+	github.com/toolguard/toolguard v0.1.0
 )
 
 require (

@@ -4,8 +4,8 @@ go 1.26.0
 
 require (
 	github.com/firebase/genkit/go v1.12.0
-	github.com/toolguard/toolguard v0.0.0
-	github.com/toolguard/toolguard/secretscan v0.0.0
+	github.com/toolguard/toolguard v0.1.0
+	github.com/toolguard/toolguard/secretscan v0.1.0
 )
 
 require (

@@ -5,7 +5,7 @@ go 1.26.0
 require (
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/redis/go-redis/v9 v9.23.0
-	github.com/toolguard/toolguard v0.0.0
+	github.com/toolguard/toolguard v0.1.0
 	go.temporal.io/api v1.64.3
 	go.temporal.io/sdk v1.51.0
 	google.golang.org/grpc v1.83.2
