@@ -14,11 +14,11 @@ import (
 // TestConformance runs the store conformance suite, with the default
 // retention and with a TTL (which the suite's clock never reaches).
 func TestConformance(t *testing.T) {
-	guardtest.TestStore(t, func(t *testing.T) guardtest.Store { return guard.NewMemStore(guard.MemStoreOptions{}) })
+	guardtest.TestStore(t, func(t *testing.T) guard.AuditStore { return guard.NewMemStore(guard.MemStoreOptions{}) })
 }
 
 func TestConformanceTTL(t *testing.T) {
-	guardtest.TestStore(t, func(t *testing.T) guardtest.Store { return guard.NewMemStore(guard.MemStoreOptions{TTL: time.Hour}) })
+	guardtest.TestStore(t, func(t *testing.T) guard.AuditStore { return guard.NewMemStore(guard.MemStoreOptions{TTL: time.Hour}) })
 }
 
 // TestCases runs the repository's tool-call case files (what cmd/toolcases

@@ -71,11 +71,11 @@ func (s *forgetfulBudgets) Reserve(ctx context.Context, e *guard.Entry, lease ti
 func TestBrokenStoreChild(t *testing.T) {
 	switch os.Getenv(brokenEnv) {
 	case "unreachable":
-		guardtest.TestStore(t, func(*testing.T) guardtest.Store { return unreachable{guard.NewMemStore(guard.MemStoreOptions{})} })
+		guardtest.TestStore(t, func(*testing.T) guard.AuditStore { return unreachable{guard.NewMemStore(guard.MemStoreOptions{})} })
 	case "never-reserves":
-		guardtest.TestStore(t, func(*testing.T) guardtest.Store { return neverReserves{guard.NewMemStore(guard.MemStoreOptions{})} })
+		guardtest.TestStore(t, func(*testing.T) guard.AuditStore { return neverReserves{guard.NewMemStore(guard.MemStoreOptions{})} })
 	case "forgetful-budgets":
-		guardtest.TestStore(t, func(*testing.T) guardtest.Store {
+		guardtest.TestStore(t, func(*testing.T) guard.AuditStore {
 			return &forgetfulBudgets{MemStore: guard.NewMemStore(guard.MemStoreOptions{})}
 		})
 	}

@@ -8,7 +8,7 @@
 // hash-chained audit record per dispatch.
 //
 //	func TestMyStore(t *testing.T) {
-//		guardtest.TestStore(t, func(t *testing.T) guardtest.Store { return newMyStore(t) })
+//		guardtest.TestStore(t, func(t *testing.T) guard.AuditStore { return newMyStore(t) })
 //	}
 package guardtest
 
@@ -25,12 +25,8 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// Store is what the suite tests: guard.AuditStore, a guard.Store whose audit
-// log can be read back.
-type Store = guard.AuditStore
-
 // NewStore returns a fresh, empty store for one subtest.
-type NewStore func(t *testing.T) Store
+type NewStore func(t *testing.T) guard.AuditStore
 
 // TestStore runs every conformance test against stores made by newStore.
 // A failing test names the rule it checks. No test waits without a bound:
@@ -99,7 +95,7 @@ var tests = []struct {
 // clock and the downstream system's counters.
 type World struct {
 	Guard  *guard.Guard
-	Store  Store
+	Store  guard.AuditStore
 	Signer *guard.Signer
 	Down   *Downstream
 
@@ -127,7 +123,7 @@ const Lease = 10 * time.Second
 
 // NewWorld returns a world over the store: a guard with the suite's tools
 // (get, put), a settable clock starting at a fixed time, and a signer.
-func NewWorld(t testing.TB, s Store) *World {
+func NewWorld(t testing.TB, s guard.AuditStore) *World {
 	key := []byte("guardtest-approval-key-0123456789abcdef")
 	signer, err := guard.NewSigner(key)
 	if err != nil {
