@@ -7,7 +7,6 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // TestApprovalStep: the step a host that drives calls itself takes for a
@@ -21,7 +20,7 @@ func TestApprovalStep(t *testing.T) {
 		t.Fatal(err)
 	}
 	svc := orders.NewService()
-	g := guard.New(orders.Tools(svc), memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	g := guard.New(orders.Tools(svc), guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
 	ctx := context.Background()
 	call := guard.Call{Principal: user1,
 		Proposal: guard.Proposal{Name: refundTool, Arguments: []byte(`{ "reason":"duplicate", "order_ref":"ORDER-7" }`)},

@@ -13,7 +13,6 @@ import (
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -64,8 +63,8 @@ func BenchmarkTurn(b *testing.B) {
 			b.Run(name, func(b *testing.B) {
 				srv := openaitest.NewServer()
 				defer srv.Close()
-				fast := agentloop.New(model(newClient(srv)), sleepTools(0), agentloop.Options{Store: memstore.New(memstore.Options{}), Parallel: parallel})
-				slow := agentloop.New(model(newClient(srv)), sleepTools(L), agentloop.Options{Store: memstore.New(memstore.Options{}), Parallel: parallel})
+				fast := agentloop.New(model(newClient(srv)), sleepTools(0), agentloop.Options{Store: guard.NewMemStore(guard.MemStoreOptions{}), Parallel: parallel})
+				slow := agentloop.New(model(newClient(srv)), sleepTools(L), agentloop.Options{Store: guard.NewMemStore(guard.MemStoreOptions{}), Parallel: parallel})
 				turn(b, srv, fast, n) // warm the connection
 				var base, full time.Duration
 				b.ResetTimer()
@@ -100,7 +99,7 @@ func BenchmarkStreamFirstResult(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	loop := agentloop.New(tggemini.NewModel(client, tggemini.ModelOptions{}), sleepTools(0), agentloop.Options{Store: memstore.New(memstore.Options{})})
+	loop := agentloop.New(tggemini.NewModel(client, tggemini.ModelOptions{}), sleepTools(0), agentloop.Options{Store: guard.NewMemStore(guard.MemStoreOptions{})})
 	var first, end time.Duration
 	b.ResetTimer()
 	for b.Loop() {

@@ -7,7 +7,6 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/frameworktest"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -26,7 +25,7 @@ func TestRunBudget(t *testing.T) {
 		ran++
 		return "found", nil
 	}, &toolset.Options[frameworktest.VaultIn, string]{Budget: &toolset.Budget[frameworktest.VaultIn]{MaxCalls: 2}}))
-	l := agentloop.New(f.model(), tools, agentloop.Options{Store: memstore.New(memstore.Options{})})
+	l := agentloop.New(f.model(), tools, agentloop.Options{Store: guard.NewMemStore(guard.MemStoreOptions{})})
 	for i, want := range []int{2, 3} {
 		res, err := l.Run(testCtx(t), user1, "search")
 		if err != nil || res.Status != agentloop.StatusCompleted {

@@ -21,7 +21,6 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -108,7 +107,7 @@ func TestEveryStreamReadsEarly(t *testing.T) {
 				writeBefore bool
 				seen        []agentloop.Event
 			)
-			loop := agentloop.New(p, tools, agentloop.Options{Store: memstore.New(memstore.Options{}), Observer: func(e agentloop.Event) {
+			loop := agentloop.New(p, tools, agentloop.Options{Store: guard.NewMemStore(guard.MemStoreOptions{}), Observer: func(e agentloop.Event) {
 				mu.Lock()
 				defer mu.Unlock()
 				seen = append(seen, e)

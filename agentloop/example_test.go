@@ -16,7 +16,6 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // Example runs a scripted model offline: it reads an order, drafts a refund
@@ -159,7 +158,7 @@ func ExampleLoop_Stream() {
 // intent, and the yes becomes a grant that runs the call once.
 func ExampleNewApprovalRequest() {
 	signer, _ := guard.NewSigner([]byte("an example key of 32 bytes......"))
-	g := guard.New(orders.Tools(orders.NewService()), memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	g := guard.New(orders.Tools(orders.NewService()), guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
 	ctx := context.Background()
 	call := guard.Call{
 		Principal: guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"},

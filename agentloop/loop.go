@@ -39,7 +39,6 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -60,8 +59,8 @@ const DefaultGrantTTL = host.DefaultGrantTTL
 // status tool, DefaultMaxTurns.
 type Options struct {
 	// Store keeps idempotency records and audit logs: an idem.Store on
-	// Redis (a server or a cluster), a memstore.Store, or any Store. nil
-	// keeps them in memory (a memstore.Store of the loop's own), which is
+	// Redis (a server or a cluster), a guard.MemStore, or any Store. nil
+	// keeps them in memory (a guard.MemStore of the loop's own), which is
 	// fine for examples and tests and loses everything when the process
 	// ends.
 	Store Store
@@ -116,7 +115,7 @@ type Options struct {
 }
 
 // Store is what the loop keeps its records in: guard.AuditStore, a guard.Store
-// whose audit log can be read back (idem.Store and memstore.Store are
+// whose audit log can be read back (idem.Store and guard.MemStore are
 // both).
 type Store = guard.AuditStore
 
@@ -202,7 +201,7 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 	}
 	l.tracer = tp.Tracer(tracerName)
 	if l.store == nil {
-		l.store = memstore.New(memstore.Options{})
+		l.store = guard.NewMemStore(guard.MemStoreOptions{})
 	}
 	if l.signer == nil {
 		key := make([]byte, 32)

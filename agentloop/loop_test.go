@@ -15,7 +15,6 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -594,8 +593,8 @@ func TestRunErrors(t *testing.T) {
 	if err != nil || res.Output != "never" {
 		t.Fatalf("embedded store: %v, %v", res, err)
 	}
-	if _, ok := own.Store().(*memstore.Store); !ok {
-		t.Fatalf("the loop's own store is a %T, want a memstore.Store", own.Store())
+	if _, ok := own.Store().(*guard.MemStore); !ok {
+		t.Fatalf("the loop's own store is a %T, want a guard.MemStore", own.Store())
 	}
 }
 

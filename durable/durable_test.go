@@ -19,7 +19,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -44,7 +43,7 @@ const (
 type world struct {
 	srv    *openaitest.Server
 	svc    *orders.Service
-	store  *memstore.Store
+	store  *guard.MemStore
 	tools  *toolset.Set
 	runner *durable.Runner
 }
@@ -60,7 +59,7 @@ func newWorldTools(t *testing.T, mk func(*orders.Service) *toolset.Set, turns ..
 	srv := openaitest.NewServer(turns...)
 	t.Cleanup(srv.Close)
 	svc := orders.NewService()
-	store := memstore.New(memstore.Options{})
+	store := guard.NewMemStore(guard.MemStoreOptions{})
 	signer, err := guard.NewSigner(bytes.Repeat([]byte("durable-test-key/"), 2))
 	if err != nil {
 		t.Fatal(err)

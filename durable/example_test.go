@@ -14,7 +14,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // inline is the smallest engine: each step runs at once, in this process,
@@ -44,7 +43,7 @@ func Example() {
 	svc := orders.NewService()
 	tools := orders.Tools(svc)
 	signer, _ := guard.NewSigner(bytes.Repeat([]byte("example-key/"), 3))
-	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
 	h, err := host.New(g, tools, host.Options{Signer: signer})
 	if err != nil {
 		fmt.Println(err)

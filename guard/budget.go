@@ -102,8 +102,8 @@ func (c *BudgetCharge) Refusal(v BudgetVerdict) string {
 	return "This tool's budget for this run is spent; nothing ran. Do not call it again in this run; tell the user."
 }
 
-// Budgeter is a store that keeps budgets (idem.Store and memstore.Store
-// are; memstore's doc numbers these rules, and guard/guardtest checks
+// Budgeter is a store that keeps budgets (idem.Store and MemStore
+// are; Store's doc numbers these rules, 23-26, and guard/guardtest checks
 // them). A store that implements it takes the charges of writes in its
 // Store methods too:
 //

@@ -9,7 +9,6 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -46,7 +45,7 @@ func TestBudgets(t *testing.T) {
 		ran["send"]++
 		return "sent", nil
 	}, &toolset.Options[searchIn, string]{Budget: &toolset.Budget[searchIn]{MaxCalls: 1}})
-	store := memstore.New(memstore.Options{})
+	store := guard.NewMemStore(guard.MemStoreOptions{})
 	now := time.Date(2026, 12, 3, 10, 0, 0, 0, time.UTC)
 	g := guard.New(toolset.MustNew(search, send), store, guard.Options{Clock: guard.ClockFunc(func() time.Time { return now }),
 		TenantBudget: guard.TenantBudget{Limit: 8, Period: 24 * time.Hour}})
@@ -117,7 +116,7 @@ func TestBudgetWithoutBudgeter(t *testing.T) {
 		ran++
 		return "x", nil
 	}, &toolset.Options[in, string]{Budget: &toolset.Budget[in]{MaxCalls: 1}})
-	g := guard.New(toolset.MustNew(tool), struct{ guard.Store }{memstore.New(memstore.Options{})}, guard.Options{})
+	g := guard.New(toolset.MustNew(tool), struct{ guard.Store }{guard.NewMemStore(guard.MemStoreOptions{})}, guard.Options{})
 	res, err := g.Dispatch(context.Background(), budgetCall(guard.Principal{TenantID: "t", SubjectID: "u"}, "r", "paid", `{"n":1}`, "c1"))
 	if err != nil || res.Code != guard.CodeUnavailable || ran != 0 {
 		t.Errorf("dispatch = %v, %v; ran %d", res, err, ran)

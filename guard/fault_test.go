@@ -10,13 +10,12 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
-	"github.com/toolguard/toolguard/memstore"
 )
 
-// faultyStore is memstore whose Reserve fails as told, counting the
+// faultyStore is a MemStore whose Reserve fails as told, counting the
 // commits the guard then sends.
 type faultyStore struct {
-	*memstore.Store
+	*guard.MemStore
 	reserveErr error
 	reserveFor time.Duration // Reserve blocks this long (or until its context ends) before failing
 	commits    atomic.Int32
@@ -37,7 +36,7 @@ func (s *faultyStore) Commit(ctx context.Context, e *guard.Entry) (*guard.Result
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	return s.Store.Commit(ctx, e)
+	return s.MemStore.Commit(ctx, e)
 }
 
 // A store that refuses its server (guard.ErrStoreRefused) is answered
@@ -52,7 +51,7 @@ func TestRefusedStoreIsNotReleased(t *testing.T) {
 		{fmt.Errorf("%w: eviction policy", guard.ErrStoreRefused), 0},
 		{errors.New("connection reset"), 1},
 	} {
-		s := &faultyStore{Store: memstore.New(memstore.Options{}), reserveErr: tc.err}
+		s := &faultyStore{MemStore: guard.NewMemStore(guard.MemStoreOptions{}), reserveErr: tc.err}
 		w := guardtest.NewWorld(t, s)
 		guardtest.Want(t, w.Dispatch(t, guardtest.Principal("t", "u"), "put", `{"key":"a","value":"1"}`, "c1", ""),
 			guard.CodeUnavailable, guard.DeliveryFresh)
@@ -69,7 +68,7 @@ func TestRefusedStoreIsNotReleased(t *testing.T) {
 // caller's deadline: the dispatch answers UNAVAILABLE, release sent,
 // before the deadline has passed.
 func TestReleaseFitsTheCallersDeadline(t *testing.T) {
-	s := &faultyStore{Store: memstore.New(memstore.Options{}), reserveErr: context.DeadlineExceeded, reserveFor: time.Hour}
+	s := &faultyStore{MemStore: guard.NewMemStore(guard.MemStoreOptions{}), reserveErr: context.DeadlineExceeded, reserveFor: time.Hour}
 	w := guardtest.NewWorld(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()

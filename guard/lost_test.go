@@ -7,16 +7,15 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
-	"github.com/toolguard/toolguard/memstore"
 )
 
-// lostStore is memstore standing for a store that lost records of every
+// lostStore is a MemStore standing for a store that lost records of every
 // tenant (idem after an acknowledged eviction): a reservation of a key
 // without a record says the write may have run before.
-type lostStore struct{ *memstore.Store }
+type lostStore struct{ *guard.MemStore }
 
 func (s lostStore) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration) (*guard.Result, error) {
-	res, err := s.Store.Reserve(ctx, e, lease)
+	res, err := s.MemStore.Reserve(ctx, e, lease)
 	if res == nil && err == nil {
 		e.MayBeLost = true
 	}
@@ -30,14 +29,14 @@ func (s lostStore) Reserve(ctx context.Context, e *guard.Entry, lease time.Durat
 // budget charge is given back (nothing ran in this dispatch); a status
 // query then settles it from the receipt.
 func TestMayBeLost(t *testing.T) {
-	first := guardtest.NewWorld(t, memstore.New(memstore.Options{}))
+	first := guardtest.NewWorld(t, guard.NewMemStore(guard.MemStoreOptions{}))
 	p := guardtest.Principal("t", "u")
 	args := `{"key":"a","value":"1"}`
 	guardtest.Want(t, first.Dispatch(t, p, "put", args, "c1", "k1"), guard.CodeOK, guard.DeliveryFresh)
 
 	// The same downstream system, behind a store that lost c1's record,
 	// with a tenant budget of one execution.
-	w := guardtest.NewWorld(t, lostStore{memstore.New(memstore.Options{})})
+	w := guardtest.NewWorld(t, lostStore{guard.NewMemStore(guard.MemStoreOptions{})})
 	w.Down = first.Down
 	w.Guard = guard.New(w.Down.Tools(), w.Store, guard.Options{Clock: guard.ClockFunc(w.Now), Signer: w.Signer,
 		Lease: guardtest.Lease, TenantBudget: guard.TenantBudget{Limit: 1}})

@@ -5,7 +5,6 @@ import (
 	"testing"
 
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -23,7 +22,7 @@ func TestOperationID(t *testing.T) {
 		toolset.Write("again", "A repeatable write.", noop, &toolset.Options[opIn, string]{Repeatable: true}),
 		toolset.Read("read", "A read.", noop, nil),
 	)
-	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{})
+	g := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
 	p := guard.Principal{TenantID: "t", SubjectID: "s"}
 	call := func(tool, op, key, scope string) guard.Call {
 		return guard.Call{Principal: p, Proposal: guard.Proposal{Name: tool, Arguments: []byte(`{ "ref" : "R-1" }`)},

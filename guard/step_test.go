@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -113,10 +112,10 @@ func (l *ledger) counts() (requests, effects int) {
 	return l.requests, l.effects
 }
 
-// stepWorld is a guard over memstore with the ledger's write tool.
+// stepWorld is a guard over a MemStore with the ledger's write tool.
 type stepWorld struct {
 	g     *guard.Guard
-	store *memstore.Store
+	store *guard.MemStore
 	l     *ledger
 }
 
@@ -124,7 +123,7 @@ func newStepWorld(t *testing.T) *stepWorld {
 	t.Helper()
 	l := newLedger()
 	book := toolset.Write("book", "Book an entry.", l.book, &toolset.Options[entryIn, entryOut]{Receipt: l.receipt})
-	st := memstore.New(memstore.Options{})
+	st := guard.NewMemStore(guard.MemStoreOptions{})
 	return &stepWorld{g: guard.New(toolset.MustNew(book), st, guard.Options{Lease: time.Minute}), store: st, l: l}
 }
 

@@ -8,7 +8,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // A framework's tool call through the host step: the write waits for a
@@ -18,7 +17,7 @@ func ExampleHost_Answer() {
 	signer, _ := guard.NewSigner([]byte(strings.Repeat("s", 32)))
 	svc := orders.NewService()
 	tools := orders.Tools(svc)
-	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
 	h, _ := host.New(g, tools, host.Options{Provider: "myframework", Signer: signer})
 
 	// The host puts who and where on the context; the model names neither.

@@ -12,7 +12,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -25,7 +24,7 @@ const refundArgs = `{"order_ref":"ORDER-7","reason":"duplicate"}`
 
 type world struct {
 	svc   *orders.Service
-	store *memstore.Store
+	store *guard.MemStore
 	g     *guard.Guard
 	h     *host.Host
 }
@@ -36,7 +35,7 @@ func newWorld(t *testing.T, configure ...func(*host.Options)) *world {
 	if err != nil {
 		t.Fatal(err)
 	}
-	w := &world{svc: orders.NewService(), store: memstore.New(memstore.Options{})}
+	w := &world{svc: orders.NewService(), store: guard.NewMemStore(guard.MemStoreOptions{})}
 	tools := orders.Tools(w.svc)
 	w.g = guard.New(tools, w.store, guard.Options{Signer: signer})
 	opts := host.Options{Provider: "test", APIFamily: "test-tools", AdapterRevision: "test-v1", Signer: signer}
@@ -298,11 +297,11 @@ func TestStatusToolAnswersForItsPrincipal(t *testing.T) {
 // unanswerable.
 func TestNewRefuses(t *testing.T) {
 	tools := orders.Tools(orders.NewService())
-	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{})
+	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
 	cases := map[string]func() error{
 		"no guard": func() error { _, err := host.New(nil, tools, host.Options{}); return err },
 		"other tools": func() error {
-			_, err := host.New(guard.New(orders.NoopTools(), memstore.New(memstore.Options{}), guard.Options{}), tools, host.Options{})
+			_, err := host.New(guard.New(orders.NoopTools(), guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), tools, host.Options{})
 			return err
 		},
 		"status name":      func() error { _, err := host.New(g, tools, host.Options{StatusTool: "get_order"}); return err },
@@ -348,7 +347,7 @@ func TestImport(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{})
+	g := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
 	h, err := host.New(g, set, host.Options{NoStatusTool: true})
 	if err != nil {
 		t.Fatal(err)

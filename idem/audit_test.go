@@ -14,7 +14,7 @@ import (
 )
 
 // writeLog fills a store with n dispatches of one tenant and returns it.
-func writeLog(t *testing.T, rdb redis.UniversalClient, n int) (guardtest.Store, string) {
+func writeLog(t *testing.T, rdb redis.UniversalClient, n int) (guard.AuditStore, string) {
 	t.Helper()
 	s := newStore(t, rdb)
 	w := guardtest.NewWorld(t, s)
@@ -29,7 +29,7 @@ func writeLog(t *testing.T, rdb redis.UniversalClient, n int) (guardtest.Store, 
 	return s, stream
 }
 
-func wantBroken(t *testing.T, s guardtest.Store, seq int64) {
+func wantBroken(t *testing.T, s guard.AuditStore, seq int64) {
 	t.Helper()
 	_, err := guard.VerifyAudit(context.Background(), s, "tenant-a")
 	var ce *guard.AuditChainError

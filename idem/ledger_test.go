@@ -119,7 +119,7 @@ type rig struct {
 	budget guard.TenantBudget // each put costs 1 against it (none by default)
 }
 
-func newRig(t testing.TB, s guardtest.Store) *rig {
+func newRig(t testing.TB, s guard.AuditStore) *rig {
 	w := guardtest.NewWorld(t, s)
 	r := &rig{World: w, led: newLedger()}
 	r.use(s)
@@ -128,7 +128,7 @@ func newRig(t testing.TB, s guardtest.Store) *rig {
 
 // use points the rig's guard at another store (a promoted replica, a
 // restarted server) with the same clock and ledger.
-func (r *rig) use(s guardtest.Store) {
+func (r *rig) use(s guard.AuditStore) {
 	r.Store = s
 	r.Guard = guard.New(r.led.tools(), s, guard.Options{Clock: guard.ClockFunc(r.Now), Lease: guardtest.Lease, TenantBudget: r.budget})
 }
@@ -237,7 +237,7 @@ func (r *rig) recover(t testing.TB, o op) (*guard.Result, string) {
 }
 
 // verifyAll checks every tenant's audit chain.
-func verifyAll(t testing.TB, s guardtest.Store, tenants ...string) {
+func verifyAll(t testing.TB, s guard.AuditStore, tenants ...string) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()

@@ -127,7 +127,7 @@ func TestPausedServerLosesReservationReplies(t *testing.T) {
 
 // releasedCalls returns the call ids whose release (an audited
 // UNAVAILABLE) reached the store.
-func releasedCalls(t *testing.T, s guardtest.Store, tenant string) map[string]bool {
+func releasedCalls(t *testing.T, s guard.AuditStore, tenant string) map[string]bool {
 	t.Helper()
 	recs, _, err := s.Audit(context.Background(), tenant, 0, 10000)
 	if err != nil {

@@ -38,7 +38,7 @@ func TestConformance(t *testing.T) {
 			scripts bool
 		}{{"default", false}, {"scripts", true}} {
 			t.Run(mode.name, func(t *testing.T) {
-				guardtest.TestStore(t, func(t *testing.T) guardtest.Store {
+				guardtest.TestStore(t, func(t *testing.T) guard.AuditStore {
 					s, err := idem.New(rdb, idem.Options{Prefix: redistest.Prefix(t), Scripts: mode.scripts})
 					if err != nil {
 						t.Fatal(err)

@@ -6,7 +6,7 @@ import (
 	"github.com/toolguard/toolguard/guard"
 )
 
-// Audit implements guard.AuditLog (memstore rule 17): up to limit records of
+// Audit implements guard.AuditLog (rule 17): up to limit records of
 // the tenant with sequence numbers above after, in order (none when limit
 // is not positive), and the tenant's head ({0, ""} before its first
 // record), read in one statement, so the head and the records are of one

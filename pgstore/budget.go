@@ -28,7 +28,7 @@ func (s *Store) tokenLock(c *guard.BudgetCharge) []int64 {
 	return []int64{s.lockKey('t', c.TenantID, "", c.Token)}
 }
 
-// Charge implements guard.Budgeter for a read (memstore rules 23 and 24):
+// Charge implements guard.Budgeter for a read (rules 23 and 24):
 // every bound of c is checked and, if each has room, charged under
 // c.Token, in one transaction that locks the counters it reads.
 func (s *Store) Charge(ctx context.Context, c *guard.BudgetCharge) (guard.BudgetVerdict, error) {
@@ -51,7 +51,7 @@ func (s *Store) Charge(ctx context.Context, c *guard.BudgetCharge) (guard.Budget
 	return guard.BudgetTaken, nil
 }
 
-// Refund implements guard.Budgeter (memstore rule 25).
+// Refund implements guard.Budgeter (rule 25).
 func (s *Store) Refund(ctx context.Context, c *guard.BudgetCharge) error {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

@@ -1,7 +1,7 @@
 // Package pgstore is the Postgres store of toolguard: call-id bindings,
 // idempotency records with leases, results, single-use grants, budgets and
 // the hash-chained audit log per tenant, in a schema of the application's
-// own database, through pgx v5. It keeps memstore's rules (memstore/doc.go
+// own database, through pgx v5. It keeps the rules of a guard.Store (its doc
 // numbers them; guard/guardtest checks them), and one more thing no other
 // store can: transactional writes (WriteTx), whose effect is rows in the
 // same database and commits with their outcome and audit record, so that

@@ -58,8 +58,8 @@ func (a *answer) scan(row pgx.Row) error {
 	return row.Scan(&a.kind, &a.code, &a.delivery, &a.data, &a.msg, &a.retryMS, &a.op, &a.tool, &a.key, &a.fp, &a.call, &a.lost, &a.xid)
 }
 
-// result makes the model's result of an answer of kind R (memstore rule
-// 20): the code's default message when none is stored, data only when
+// result makes the model's result of an answer of kind R (rule
+// 20 of guard.Store): the code's default message when none is stored, data only when
 // there is some, a wait only when positive, and the operation id only with
 // recovery query_status.
 func (a *answer) result() (*guard.Result, error) {
@@ -98,7 +98,7 @@ type db interface {
 	QueryRow(ctx context.Context, sql string, args ...any) pgx.Row
 }
 
-// Finish implements guard.Store (memstore rule 10).
+// Finish implements guard.Store (rule 10).
 func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
 	if !e.Code.Valid() {
 		return nil, errorf("the entry's code %d is not a result code", e.Code)
@@ -124,7 +124,7 @@ func nonNil(p []byte) []byte {
 	return p
 }
 
-// Reserve implements guard.Store (memstore rules 11, 12, 22 and 24).
+// Reserve implements guard.Store (rules 11, 12, 22 and 24).
 func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration) (*guard.Result, error) {
 	if e.Token == "" {
 		return nil, errNoToken
@@ -167,8 +167,7 @@ func (s *Store) reserveArgs(e *guard.Entry, lease time.Duration, xid bool) []any
 		xid, e.AuditBody, bodySum(e.AuditBody)}
 }
 
-// leaseMS is a lease in milliseconds, at least 1 when positive (memstore
-// rule 19).
+// leaseMS is a lease in milliseconds, at least 1 when positive (rule// rule 19).
 func leaseMS(d time.Duration) int64 {
 	if d <= 0 {
 		return 0
@@ -198,7 +197,7 @@ func (s *Store) reserved(e *guard.Entry, a *answer) (*guard.Result, error) {
 	return res, err
 }
 
-// Commit implements guard.Store (memstore rules 13, 14 and 25).
+// Commit implements guard.Store (rules 13, 14 and 25).
 func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
 	if e.Token == "" {
 		return nil, errNoToken
@@ -222,7 +221,7 @@ func (s *Store) commit(ctx context.Context, d db, e *guard.Entry, a *answer) err
 	return nil
 }
 
-// Status implements guard.Store (memstore rule 15).
+// Status implements guard.Store (rule 15).
 func (s *Store) Status(ctx context.Context, q *guard.Entry) (*guard.Result, *guard.Pending, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
@@ -240,7 +239,7 @@ func (s *Store) Status(ctx context.Context, q *guard.Entry) (*guard.Result, *gua
 	return res, nil, err
 }
 
-// Settle implements guard.Store (memstore rule 16).
+// Settle implements guard.Store (rule 16).
 func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, r guard.Receipt, data []byte) (*guard.Result, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/pgtest"
@@ -28,7 +29,7 @@ func newStore(t testing.TB, opts pgstore.Options) *pgstore.Store {
 func TestConformance(t *testing.T) {
 	pool := pgtest.Pool(t, pgtest.NewDB(t), 8)
 	n := 0
-	guardtest.TestStore(t, func(t *testing.T) guardtest.Store {
+	guardtest.TestStore(t, func(t *testing.T) guard.AuditStore {
 		n++
 		s, err := pgstore.New(context.Background(), pool, pgstore.Options{Schema: "conformance_" + string(rune('a'+n/26)) + string(rune('a'+n%26))})
 		if err != nil {

@@ -32,7 +32,7 @@ type TxFunc[In, Out any] func(ctx context.Context, inv *guard.Invocation, tx pgx
 // TIMEOUT_BEFORE_EXECUTE, INVALID_ARGUMENTS, UNAVAILABLE), else
 // UNAVAILABLE. opts are toolset.Write's; a receipt lookup is not needed
 // (the outcome is never unknown). On a store that cannot hold the
-// transaction (idem, memstore) the tool does not run: UNAVAILABLE. It
+// transaction (idem, guard.MemStore) the tool does not run: UNAVAILABLE. It
 // panics like toolset.Write.
 func WriteTx[In, Out any](name, description string, fn TxFunc[In, Out], opts *toolset.Options[In, Out]) toolset.Declared {
 	if fn == nil {

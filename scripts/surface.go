@@ -24,7 +24,7 @@
 //     function called with its own parameters);
 //   - exported funcs and methods with more than five parameters;
 //   - imports that run up the layers: the core's foundation (guard,
-//     toolset, idem, memstore, host, durable and what they hold) imports no
+//     toolset, idem, host, durable and what they hold) imports no
 //     adapter, agentloop or integration.
 //
 // It exits 1 when a count is past its bound.
@@ -55,7 +55,7 @@ const (
 
 // foundation is the core's lowest layer: none of these packages (nor any
 // below them) may import a package of a higher layer.
-var foundation = []string{"guard", "toolset", "idem", "memstore", "host", "durable"}
+var foundation = []string{"guard", "toolset", "idem", "host", "durable"}
 
 // higher are the layers the foundation must not import.
 var higher = []string{"adapters/", "agentloop", "integrations/"}

@@ -10,7 +10,6 @@ import (
 	"time"
 
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/secretscan"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -130,7 +129,7 @@ func BenchmarkFind(b *testing.B) {
 }
 
 // BenchmarkDispatch: the issue's cost bound, a read tool's dispatch
-// (memstore) that returns a page of support tickets of 1 KB and of 100 KB,
+// (guard.MemStore) that returns a page of support tickets of 1 KB and of 100 KB,
 // through a guard without a Detector and one with the default Detector,
 // the two interleaved in one loop so that both see the same machine:
 // plain-ns/op and detect-ns/op are each one dispatch, x is their ratio
@@ -153,8 +152,8 @@ func BenchmarkDispatch(b *testing.B) {
 			tool := toolset.Read("list_tickets", "List support tickets.",
 				func(context.Context, *guard.Invocation, ticketIn) (ticketPage, error) { return out, nil }, nil)
 			set := toolset.MustNew(tool)
-			plain := guard.New(set, memstore.New(memstore.Options{}), guard.Options{})
-			detect := guard.New(set, memstore.New(memstore.Options{}), guard.Options{Detector: d})
+			plain := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
+			detect := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Detector: d})
 			call := guard.Call{
 				Principal: guard.Principal{TenantID: "t1", SubjectID: "agent"},
 				Proposal:  guard.Proposal{Name: "list_tickets", Arguments: []byte(`{"id":"T-1"}`)},

@@ -7,7 +7,6 @@ import (
 	"testing"
 
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/secretscan"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -22,7 +21,7 @@ type ticketOut struct {
 	Tags    []string `json:"tags"`
 }
 
-// TestGuardWithholds: end to end, a guard with the Detector over memstore.
+// TestGuardWithholds: end to end, a guard with the Detector over guard.MemStore.
 // A read tool's output carries, undeclared, an OpenAI project key and a
 // card number inside the text of a support ticket. The model result (its
 // Data and its JSON, first and replayed from the store) holds neither,
@@ -45,7 +44,7 @@ func TestGuardWithholds(t *testing.T) {
 		t.Fatal(err)
 	}
 	secretKey := []byte("an audit key of thirty-two bytes!")
-	store := memstore.New(memstore.Options{})
+	store := guard.NewMemStore(guard.MemStoreOptions{})
 	g := guard.New(toolset.MustNew(tool), store, guard.Options{Detector: d, SecretKey: secretKey})
 	call := guard.Call{
 		Principal: guard.Principal{TenantID: "t1", SubjectID: "agent"},

@@ -43,7 +43,6 @@ import (
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/internal/secretcorpus"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/observe"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/secretscan"
@@ -481,7 +480,7 @@ func TestLookAlikesEverySink(t *testing.T) {
 	}, nil)
 	tools := toolset.MustNew(probe)
 	opts := guard.Options{Detector: d, SecretKey: []byte("k")}
-	g := guard.New(tools, memstore.New(memstore.Options{}), opts)
+	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), opts)
 	kept := func(i int, data []byte) bool {
 		var got struct{ Data map[string]any }
 		text := la[i].Text

@@ -10,7 +10,6 @@ import (
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
 	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -51,7 +50,7 @@ func Example() {
 		}
 		return greeting + ", " + in.Name, nil
 	}, nil))
-	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{})
+	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
 	user := guard.Principal{TenantID: "acme", SubjectID: "user-1"} // from your session, never the model
 
 	config := &genai.GenerateContentConfig{Tools: tggemini.Tools(tools)}

@@ -15,7 +15,6 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -34,7 +33,7 @@ func newModel(t *testing.T, srv *geminitest.Server) *tggemini.Model {
 
 func newLoop(t *testing.T, srv *geminitest.Server, svc *orders.Service) *agentloop.Loop {
 	t.Helper()
-	return agentloop.New(newModel(t, srv), orders.Tools(svc), agentloop.Options{Store: memstore.New(memstore.Options{})})
+	return agentloop.New(newModel(t, srv), orders.Tools(svc), agentloop.Options{Store: guard.NewMemStore(guard.MemStoreOptions{})})
 }
 
 // stream runs the loop as a Stream and returns its events and error.
@@ -309,7 +308,7 @@ func earlyWorld(t *testing.T, srv *geminitest.Server, observe func(agentloop.Eve
 	if err != nil {
 		t.Fatal(err)
 	}
-	return agentloop.New(newModel(t, srv), tools, agentloop.Options{Store: memstore.New(memstore.Options{}), Observer: observe}), svc, &notes
+	return agentloop.New(newModel(t, srv), tools, agentloop.Options{Store: guard.NewMemStore(guard.MemStoreOptions{}), Observer: observe}), svc, &notes
 }
 
 // A reply that ends cut short after a read ran early answers that read's

@@ -53,7 +53,7 @@ func world(t *testing.T, rdb redis.UniversalClient, prefix string) *guardtest.Wo
 }
 
 // worldOn is world on any store.
-func worldOn(t *testing.T, s guardtest.Store) *guardtest.World {
+func worldOn(t *testing.T, s guard.AuditStore) *guardtest.World {
 	t.Helper()
 	w := guardtest.NewWorld(t, s)
 	for _, c := range []string{"1", "2"} {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // The suite's own test: a deliberately broken store fails every test of the
@@ -26,7 +25,7 @@ import (
 const brokenEnv = "GUARDTEST_BROKEN_STORE"
 
 // unreachable is a store that never does its job: every call errs.
-type unreachable struct{ *memstore.Store }
+type unreachable struct{ *guard.MemStore }
 
 var errDown = errors.New("broken store: down")
 
@@ -41,7 +40,7 @@ func (unreachable) Status(context.Context, *guard.Entry) (*guard.Result, *guard.
 
 // neverReserves answers every reservation IN_PROGRESS, so a write never
 // runs: the tests that wait for a write to start must give up, not hang.
-type neverReserves struct{ *memstore.Store }
+type neverReserves struct{ *guard.MemStore }
 
 func (neverReserves) Reserve(context.Context, *guard.Entry, time.Duration) (*guard.Result, error) {
 	return &guard.Result{Code: guard.CodeInProgress, Delivery: guard.DeliveryFresh, RetryAfter: time.Second}, nil
@@ -51,20 +50,20 @@ func (neverReserves) Reserve(context.Context, *guard.Entry, time.Duration) (*gua
 // charge is not named by its token (each one sent is taken again) and a
 // reservation ignores the charge it carries.
 type forgetfulBudgets struct {
-	*memstore.Store
+	*guard.MemStore
 	n atomic.Int64
 }
 
 func (s *forgetfulBudgets) Charge(ctx context.Context, c *guard.BudgetCharge) (guard.BudgetVerdict, error) {
 	again := *c
 	again.Token = c.Token + "#" + strconv.FormatInt(s.n.Add(1), 10)
-	return s.Store.Charge(ctx, &again)
+	return s.MemStore.Charge(ctx, &again)
 }
 
 func (s *forgetfulBudgets) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration) (*guard.Result, error) {
 	plain := *e
 	plain.Charge = nil
-	return s.Store.Reserve(ctx, &plain, lease)
+	return s.MemStore.Reserve(ctx, &plain, lease)
 }
 
 // TestBrokenStoreChild runs the kit against the broken store the parent
@@ -72,11 +71,13 @@ func (s *forgetfulBudgets) Reserve(ctx context.Context, e *guard.Entry, lease ti
 func TestBrokenStoreChild(t *testing.T) {
 	switch os.Getenv(brokenEnv) {
 	case "unreachable":
-		guardtest.TestStore(t, func(*testing.T) guardtest.Store { return unreachable{memstore.New(memstore.Options{})} })
+		guardtest.TestStore(t, func(*testing.T) guard.AuditStore { return unreachable{guard.NewMemStore(guard.MemStoreOptions{})} })
 	case "never-reserves":
-		guardtest.TestStore(t, func(*testing.T) guardtest.Store { return neverReserves{memstore.New(memstore.Options{})} })
+		guardtest.TestStore(t, func(*testing.T) guard.AuditStore { return neverReserves{guard.NewMemStore(guard.MemStoreOptions{})} })
 	case "forgetful-budgets":
-		guardtest.TestStore(t, func(*testing.T) guardtest.Store { return &forgetfulBudgets{Store: memstore.New(memstore.Options{})} })
+		guardtest.TestStore(t, func(*testing.T) guard.AuditStore {
+			return &forgetfulBudgets{MemStore: guard.NewMemStore(guard.MemStoreOptions{})}
+		})
 	}
 }
 

@@ -10,7 +10,7 @@ import (
 	"github.com/toolguard/toolguard/guard"
 )
 
-// The budget tests (guard.Budgeter; memstore rules 23–26). A store that
+// The budget tests (guard.Budgeter; rules 23–26). A store that
 // keeps no budgets skips them: a guard with a budget then fails closed
 // (guard.ErrNoBudgeter), which the guard's own tests check.
 
@@ -89,7 +89,7 @@ func wantRoom(t *testing.T, w *World, b guard.Budgeter, tenant string, want int,
 // testChargeOncePerToken: a charge sent again with its token (a client's
 // retry after a lost reply) takes nothing more, whether it is a read's
 // Charge or a write's Reserve; a token given back stays spent, and a late
-// copy of its charge takes nothing (memstore rules 24 and 25).
+// copy of its charge takes nothing (rules 24 and 25).
 func testChargeOncePerToken(t *testing.T, w *World) {
 	b := budgeter(t, w)
 	ctx := context.Background()
@@ -137,7 +137,7 @@ func testChargeOncePerToken(t *testing.T, w *World) {
 // testReplaysTakeNoCharge: near the limit, what the store answers — a
 // replay, IN_PROGRESS, a conflict — takes no charge, so a fresh write
 // still runs while budget is left, and the one after it is
-// BUDGET_EXHAUSTED, audited, with nothing run (memstore rule 24).
+// BUDGET_EXHAUSTED, audited, with nothing run (rule 24).
 func testReplaysTakeNoCharge(t *testing.T, w *World) {
 	b := budgeted(t, w)
 	args := func(i int) string { return fmt.Sprintf(`{"key":"k%d","value":"v"}`, i) }
@@ -191,7 +191,7 @@ func testReplaysTakeNoCharge(t *testing.T, w *World) {
 
 // testChargeSettledWithReservation: a write's charge is kept if it may
 // have run and given back if it did not, by what ends its reservation
-// (memstore rule 25): a tool that did not start, a release after a lost
+// (rule 25): a tool that did not start, a release after a lost
 // reply, a status query whose receipt finds nothing after the lease; and
 // kept by an unknown outcome and by a found receipt.
 func testChargeSettledWithReservation(t *testing.T, w *World) {

@@ -8,7 +8,7 @@
 // hash-chained audit record per dispatch.
 //
 //	func TestMyStore(t *testing.T) {
-//		guardtest.TestStore(t, func(t *testing.T) guardtest.Store { return newMyStore(t) })
+//		guardtest.TestStore(t, func(t *testing.T) guard.AuditStore { return newMyStore(t) })
 //	}
 package guardtest
 
@@ -25,12 +25,8 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// Store is what the suite tests: guard.AuditStore, a guard.Store whose audit
-// log can be read back.
-type Store = guard.AuditStore
-
 // NewStore returns a fresh, empty store for one subtest.
-type NewStore func(t *testing.T) Store
+type NewStore func(t *testing.T) guard.AuditStore
 
 // TestStore runs every conformance test against stores made by newStore.
 // A failing test names the rule it checks. No test waits without a bound:
@@ -86,11 +82,11 @@ var tests = []struct {
 	{"ReleasedReservationRefusesLateCopy", "a reservation released by its token frees the key, and a late copy of it reserves nothing", testReleaseRefusesLateCopy},
 	{"OperationIDNamesFirstOperation", "a status query answers for the first operation that used the id, its call's own or the host's; a later write takes an id over only from a read", testOperationIDFirst},
 	{"AbsentReceiptAfterLeaseFreesKey", "after the lease, a receipt lookup that finds nothing settles the operation as not run: NOT_FOUND, key free", testAbsentReceiptFreesKey},
-	{"GrantPaysForOneExecution", "a grant pays for one execution: another operation presenting it is APPROVAL_INVALID and runs nothing; the operation that spent it replays; a write that did not start gives it back (memstore rule 22)", testGrantOnce},
+	{"GrantPaysForOneExecution", "a grant pays for one execution: another operation presenting it is APPROVAL_INVALID and runs nothing; the operation that spent it replays; a write that did not start gives it back (rule 22)", testGrantOnce},
 	{"SameIntentInScopeIsOneOperation", "a write in a scope without a key or operation id is ScopeIDs' operation: repeated, it replays without approval; another scope or a Repeatable tool runs again", testScope},
-	{"ChargeOncePerToken", "a budget charge sent again with its token takes nothing more, a read's or a write's; a token given back stays spent (memstore rules 24, 25)", testChargeOncePerToken},
-	{"ReplaysTakeNoCharge", "replays, IN_PROGRESS and conflicts take no budget: near the limit a fresh write runs, the next is BUDGET_EXHAUSTED (memstore rule 24)", testReplaysTakeNoCharge},
-	{"ChargeSettledWithReservation", "a write's charge is kept if it may have run and given back if it did not: not started, released, receipt absent after the lease (memstore rule 25)", testChargeSettledWithReservation},
+	{"ChargeOncePerToken", "a budget charge sent again with its token takes nothing more, a read's or a write's; a token given back stays spent (rules 24, 25)", testChargeOncePerToken},
+	{"ReplaysTakeNoCharge", "replays, IN_PROGRESS and conflicts take no budget: near the limit a fresh write runs, the next is BUDGET_EXHAUSTED (rule 24)", testReplaysTakeNoCharge},
+	{"ChargeSettledWithReservation", "a write's charge is kept if it may have run and given back if it did not: not started, released, receipt absent after the lease (rule 25)", testChargeSettledWithReservation},
 	{"TransactionalWriteIsNeverUnknown", "on a guard.TxStore a transactional write runs once per key and replays; a failure is a write that did not happen (never OUTCOME_UNKNOWN, status NOT_FOUND, a retry runs it); concurrent callers and status queries wait for its transaction and replay it. On another store it does not run: UNAVAILABLE, audited", testTx},
 	{"StatusAnswersForItsOwnOperation", "a status query never answers with another operation's result; an operation that never started is NOT_FOUND; a read is never OUTCOME_UNKNOWN; no receipt under a guessed key proves nothing", testStatusOwnOperation},
 }
@@ -99,7 +95,7 @@ var tests = []struct {
 // clock and the downstream system's counters.
 type World struct {
 	Guard  *guard.Guard
-	Store  Store
+	Store  guard.AuditStore
 	Signer *guard.Signer
 	Down   *Downstream
 
@@ -127,7 +123,7 @@ const Lease = 10 * time.Second
 
 // NewWorld returns a world over the store: a guard with the suite's tools
 // (get, put), a settable clock starting at a fixed time, and a signer.
-func NewWorld(t testing.TB, s Store) *World {
+func NewWorld(t testing.TB, s guard.AuditStore) *World {
 	key := []byte("guardtest-approval-key-0123456789abcdef")
 	signer, err := guard.NewSigner(key)
 	if err != nil {

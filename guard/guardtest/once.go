@@ -10,7 +10,7 @@ import (
 )
 
 // testGrantOnce: one human approval is one execution, wherever the calls
-// that present it come from (memstore rule 22).
+// that present it come from (rule 22).
 func testGrantOnce(t *testing.T, w *World) {
 	ctx := context.Background()
 	args := `{"key":"a","value":"1"}`

@@ -538,7 +538,7 @@ func testAbsentReceiptFreesKey(t *testing.T, w *World) {
 }
 
 // testOperationIDFirst: operation ids a host chooses share one space with
-// the call ids that name operations by default (rule 4 of memstore).
+// the call ids that name operations by default (rule 4 of guard.Store).
 func testOperationIDFirst(t *testing.T, w *World) {
 	dispatch := func(tool, args, callID, key, op string) *guard.Result {
 		t.Helper()

@@ -20,17 +20,16 @@ import (
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
 // world is what the agent tests run against: the conformance order
 // service (ORDER-7 is tenant-a/user-1's, ORDER-9 tenant-b's), its tools
-// behind a guard on memstore, and an ADK runner whose fake model the test
+// behind a guard on guard.MemStore, and an ADK runner whose fake model the test
 // scripts.
 type world struct {
 	svc   *orders.Service
-	store *memstore.Store
+	store *guard.MemStore
 	model *fakeModel
 	r     *runner.Runner
 }
@@ -349,7 +348,7 @@ func TestDecide(t *testing.T) {
 // and neither runs nor asks a human; a tool nobody has is UNKNOWN_TOOL
 // from the guard, audited.
 func TestToolNotGivenNeverRuns(t *testing.T) {
-	svc, store := orders.NewService(), memstore.New(memstore.Options{})
+	svc, store := orders.NewService(), guard.NewMemStore(guard.MemStoreOptions{})
 	tools := orders.Tools(svc)
 	signer, _ := guard.NewSigner(key)
 	a, err := tgadk.New(guard.New(tools, store, guard.Options{Signer: signer}), tools, tgadk.Options{Signer: signer,
@@ -485,7 +484,7 @@ func TestTwoConfirmations(t *testing.T) {
 // the same: OnToolError answers a call of an unknown tool UNKNOWN_TOOL
 // through the guard (audited), and BeforeTool refuses an unguarded tool.
 func TestAgentCallbacks(t *testing.T) {
-	svc, store := orders.NewService(), memstore.New(memstore.Options{})
+	svc, store := orders.NewService(), guard.NewMemStore(guard.MemStoreOptions{})
 	tools := orders.Tools(svc)
 	a, err := tgadk.New(guard.New(tools, store, guard.Options{}), tools, tgadk.Options{
 		AllowUnguarded: func(tool.Tool) bool { return false },

@@ -13,7 +13,6 @@ import (
 
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -32,7 +31,7 @@ func Example() {
 		}, &toolset.Options[RefundIn, string]{NeedsApproval: true})
 	tools := toolset.MustNew(refund)
 	signer, _ := guard.NewSigner([]byte("an example key of at least 32 bytes"))
-	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
 	a, _ := tgadk.New(g, tools, tgadk.Options{Signer: signer,
 		Principal: func(ctx agent.Context) (guard.Principal, error) { // the host's session, not the model
 			return guard.Principal{TenantID: "acme", SubjectID: ctx.UserID()}, nil

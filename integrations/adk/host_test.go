@@ -11,7 +11,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // TestHostFailures: a Principal hook that fails, panics or gives no valid
@@ -28,7 +27,7 @@ func TestHostFailures(t *testing.T) {
 	}
 	for name, hook := range hooks {
 		t.Run(name, func(t *testing.T) {
-			svc, store := orders.NewService(), memstore.New(memstore.Options{})
+			svc, store := orders.NewService(), guard.NewMemStore(guard.MemStoreOptions{})
 			tools := orders.Tools(svc)
 			a, err := tgadk.New(guard.New(tools, store, guard.Options{}), tools, tgadk.Options{Principal: hook,
 				Call: func(agent.Context, *guard.Call) { panic("the host's call hook must not be reached") }})
@@ -58,7 +57,7 @@ func TestHostFailures(t *testing.T) {
 // TestNewRefuses: New refuses what would leave calls unguarded.
 func TestNewRefuses(t *testing.T) {
 	tools := orders.Tools(orders.NewService())
-	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{})
+	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
 	p := func(agent.Context) (guard.Principal, error) { return guard.Principal{}, nil }
 	if _, err := tgadk.New(g, tools, tgadk.Options{}); err == nil {
 		t.Error("New without a Principal function")
@@ -66,13 +65,13 @@ func TestNewRefuses(t *testing.T) {
 	if _, err := tgadk.New(nil, tools, tgadk.Options{Principal: p}); err == nil {
 		t.Error("New without a guard")
 	}
-	other := guard.New(orders.NoopTools(), memstore.New(memstore.Options{}), guard.Options{})
+	other := guard.New(orders.NoopTools(), guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
 	if _, err := tgadk.New(other, orders.Tools(orders.NewService()), tgadk.Options{Principal: p}); err == nil {
 		// The guard would validate and run its own tools, not the ones
 		// the model is offered: refused, as on every entry point.
 		t.Error("New with a guard over other tools of the same names")
 	}
-	empty := guard.New(tgadk.Join(nil), memstore.New(memstore.Options{}), guard.Options{})
+	empty := guard.New(tgadk.Join(nil), guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
 	if _, err := tgadk.New(empty, tools, tgadk.Options{Principal: p}); err == nil {
 		t.Error("New with a guard that finds none of the set's tools")
 	}

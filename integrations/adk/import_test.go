@@ -16,7 +16,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/frameworktest"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -76,7 +75,7 @@ func TestImportedFunctionTool(t *testing.T) {
 	v := &vouchers{}
 	it := v.tool(t)
 	set := toolset.MustNew(it)
-	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{})
+	g := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
 	a, err := tgadk.New(g, set, tgadk.Options{Principal: func(ctx agent.Context) (guard.Principal, error) {
 		return principals[ctx.UserID()], nil
 	}})
@@ -175,7 +174,7 @@ func TestUnguardedRefused(t *testing.T) {
 	}
 	v := &vouchers{}
 	set := toolset.MustNew(v.tool(t))
-	a, err := tgadk.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgadk.Options{
+	a, err := tgadk.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgadk.Options{
 		Principal:      func(ctx agent.Context) (guard.Principal, error) { return principals[ctx.UserID()], nil },
 		AllowUnguarded: func(t tool.Tool) bool { return t.Name() == "say_hello" }})
 	if err != nil {

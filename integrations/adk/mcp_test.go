@@ -12,7 +12,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/frameworktest"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -35,7 +34,7 @@ func TestImportedMCPToolset(t *testing.T) {
 	}
 	set := toolset.MustNew()
 	signer, _ := guard.NewSigner(key)
-	g := guard.New(tgadk.Join(set, ts), memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	g := guard.New(tgadk.Join(set, ts), guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
 	a, err := tgadk.New(g, set, tgadk.Options{Signer: signer, Toolsets: []*tgadk.Toolset{ts},
 		Principal: func(ctx agent.Context) (guard.Principal, error) { return principals[ctx.UserID()], nil }})
 	if err != nil {

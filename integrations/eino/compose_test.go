@@ -20,7 +20,6 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -140,7 +139,7 @@ func TestWrappedEinoTools(t *testing.T) {
 	boom, _ := utils.InferTool("explode", "Panics.", func(context.Context, notesIn) (string, error) { panic("boom") })
 	wb := mustImport(t, boom, tgeino.ImportOptions{NoApproval: true, Authorize: anyone})
 	set := toolset.MustNew(ws, wn, wb)
-	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{})
+	g := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
 	eg, err := tgeino.New(g, set, tgeino.Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -215,7 +214,7 @@ func TestWrappedEinoTools(t *testing.T) {
 func TestToolsCarryTheirSchemas(t *testing.T) {
 	ctx := context.Background()
 	set := newShop().tools(true)
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +260,7 @@ func approvalGraph(t *testing.T) (*shop, compose.Runnable[*schema.Message, []*sc
 	shop := newShop()
 	set := shop.tools(true)
 	signer, _ := guard.NewSigner([]byte(strings.Repeat("k", 32)))
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer}), set, tgeino.Options{Signer: signer})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer}), set, tgeino.Options{Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +347,7 @@ func TestToolCallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +393,7 @@ func TestToolCallbacks(t *testing.T) {
 func TestParallelRepeatRunsOnce(t *testing.T) {
 	shop := newShop()
 	set := shop.tools(false)
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +423,7 @@ func TestMiddlewareTwice(t *testing.T) {
 	mb := &mailbox{}
 	send, _ := mb.einoTools(t)
 	set := toolset.MustNew(mustImport(t, send, tgeino.ImportOptions{NoApproval: true, Authorize: anyone}))
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +461,7 @@ func TestImportDefaults(t *testing.T) {
 		t.Fatalf("imported tool's spec %+v, want a write that needs approval", s)
 	}
 	set := toolset.MustNew(mustImport(t, send, tgeino.ImportOptions{Authorize: onlyAcme, NoApproval: true}))
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

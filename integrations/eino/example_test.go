@@ -11,7 +11,6 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -31,7 +30,7 @@ func Example() {
 		}, &toolset.Options[refundIn, string]{NeedsApproval: true})
 	set := toolset.MustNew(refund)
 	signer, _ := guard.NewSigner([]byte("an example key of at least 32 bytes"))
-	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	g := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
 	eg, _ := tgeino.New(g, set, tgeino.Options{Signer: signer})
 
 	cfg := eg.ToolsNodeConfig()

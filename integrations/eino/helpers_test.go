@@ -16,7 +16,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/refunddemo"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -225,7 +224,7 @@ var acme = guard.Principal{TenantID: "acme", SubjectID: "user-1"}
 type harness struct {
 	shop   *shop
 	model  *script
-	store  *memstore.Store
+	store  *guard.MemStore
 	cps    *checkpoints
 	runner *adk.Runner
 	signer *guard.Signer
@@ -247,7 +246,7 @@ type harnessOpts struct {
 func newHarnessWith(t *testing.T, m *script, ho harnessOpts) *harness {
 	t.Helper()
 	ctx := context.Background()
-	h := &harness{shop: newShop(), model: m, store: memstore.New(memstore.Options{}), cps: newCheckpoints()}
+	h := &harness{shop: newShop(), model: m, store: guard.NewMemStore(guard.MemStoreOptions{}), cps: newCheckpoints()}
 	key := make([]byte, 32)
 	_, _ = rand.Read(key)
 	h.signer, _ = guard.NewSigner(key)

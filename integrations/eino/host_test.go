@@ -8,7 +8,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/frameworktest"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // A host function that fails or panics (Principal, Scope, Call) stops the
@@ -19,7 +18,7 @@ func TestHostFailures(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			shop := newShop()
 			set := shop.tools(false)
-			store := memstore.New(memstore.Options{})
+			store := guard.NewMemStore(guard.MemStoreOptions{})
 			opts := tgeino.Options{Principal: h.Principal, Scope: h.Scope, Call: h.Call}
 			eg, err := tgeino.New(guard.New(set, store, guard.Options{}), set, opts)
 			if err != nil {

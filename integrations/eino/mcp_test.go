@@ -10,7 +10,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/frameworktest"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // A remote MCP server's tools, imported by adapters/mcp, run in Eino's
@@ -35,7 +34,7 @@ func TestMCPToolsInEino(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,15 +14,14 @@ import (
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // world is what the generation tests run against: the conformance order
 // service (ORDER-7 is tenant-a/user-1's, ORDER-9 tenant-b's), its tools
-// behind a guard on memstore, and Genkit with a scripted model.
+// behind a guard on guard.MemStore, and Genkit with a scripted model.
 type world struct {
 	svc   *orders.Service
-	store *memstore.Store
+	store *guard.MemStore
 	model *script
 	gk    *genkit.Genkit
 	gd    *tggenkit.Guarded

@@ -14,7 +14,6 @@ import (
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/secretcorpus"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/observe"
 	"github.com/toolguard/toolguard/secretscan"
 	"github.com/toolguard/toolguard/toolset"
@@ -54,7 +53,7 @@ func TestCorpusSecretsNeverLeave(t *testing.T) {
 	leaks := map[string]int{}
 	for _, c := range secretcorpus.Cases() {
 		cur = c
-		store := memstore.New(memstore.Options{})
+		store := guard.NewMemStore(guard.MemStoreOptions{})
 		var spans frameworktest.SpanText
 		var logs bytes.Buffer
 		var opts guard.Options

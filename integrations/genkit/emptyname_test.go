@@ -9,7 +9,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // TestEmptyToolName: a tool request with an empty name (contract section
@@ -21,7 +20,7 @@ func TestEmptyToolName(t *testing.T) {
 	m := &script{}
 	gk := newGenkit(t.Context(), m)
 	set := orders.Tools(svc)
-	store := memstore.New(memstore.Options{})
+	store := guard.NewMemStore(guard.MemStoreOptions{})
 	g := guard.New(set, store, guard.Options{})
 	gd, err := tggenkit.New(g, set, tggenkit.Options{})
 	if err != nil {

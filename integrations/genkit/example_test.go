@@ -10,7 +10,6 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -30,7 +29,7 @@ func Example() {
 		}, &toolset.Options[RefundIn, string]{NeedsApproval: true})
 	tools := toolset.MustNew(refund)
 	signer, _ := guard.NewSigner([]byte("an example key of at least 32 bytes"))
-	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
 	gd, _ := tggenkit.New(g, tools, tggenkit.Options{Signer: signer})
 
 	ctx := context.Background()

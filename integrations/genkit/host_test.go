@@ -13,7 +13,6 @@ import (
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // TestHostFailures: a host function that fails or panics (Principal,
@@ -77,11 +76,11 @@ func TestResumeForAnotherCall(t *testing.T) {
 // approvals unsigned.
 func TestNewRefuses(t *testing.T) {
 	tools := orders.Tools(orders.NewService())
-	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{})
+	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
 	if _, err := tggenkit.New(nil, tools, tggenkit.Options{}); err == nil {
 		t.Error("New without a guard")
 	}
-	other := guard.New(orders.NoopTools(), memstore.New(memstore.Options{}), guard.Options{})
+	other := guard.New(orders.NoopTools(), guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
 	if _, err := tggenkit.New(other, tools, tggenkit.Options{}); err == nil {
 		t.Error("New with a guard over other tools")
 	}

@@ -15,7 +15,6 @@ import (
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 type NoteIn struct {
@@ -69,7 +68,7 @@ func TestImportedGenkitTool(t *testing.T) {
 		t.Fatal(err)
 	}
 	signer, _ := guard.NewSigner(key)
-	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
+	g := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
 	gd, err := tggenkit.New(g, set, tggenkit.Options{Signer: signer})
 	if err != nil {
 		t.Fatal(err)
@@ -179,7 +178,7 @@ func notGiven(t *testing.T, name string, opts tggenkit.ImportOptions) (*script, 
 		t.Fatal(err)
 	}
 	signer, _ := guard.NewSigner(key)
-	gd, err := tggenkit.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer}), set, tggenkit.Options{Signer: signer})
+	gd, err := tggenkit.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer}), set, tggenkit.Options{Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,7 +30,6 @@ import (
 	tgtemporal "github.com/toolguard/toolguard/integrations/temporal"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -68,7 +67,7 @@ func newWorld(t *testing.T, store guard.Store, turns ...openaitest.Turn) *world 
 	srv := openaitest.NewServer(turns...)
 	t.Cleanup(srv.Close)
 	if store == nil {
-		store = memstore.New(memstore.Options{})
+		store = guard.NewMemStore(guard.MemStoreOptions{})
 	}
 	return &world{t: t, srv: srv, svc: orders.NewService(), store: store}
 }

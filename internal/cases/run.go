@@ -17,13 +17,9 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// Store is guard.AuditStore: a guard.Store whose audit log can be read back, as
-// every step's record is checked.
-type Store = guard.AuditStore
-
 // World is what one case runs against. NewWorld returns a fresh one per case.
 type World struct {
-	Store Store
+	Store guard.AuditStore
 	// Close releases the world's store, if it needs it.
 	Close func()
 	// Adapter carries each step through a provider's adapter; nil means

@@ -8,17 +8,16 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/refunddemo"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
 // Orders is what an integration's agent tests run against: the
 // conformance order service (ORDER-7 is tenant-a/user-1's, ORDER-9
-// tenant-b's), its tools, and a guard over them on memstore that signs
+// tenant-b's), its tools, and a guard over them on guard.MemStore that signs
 // grants with Signer.
 type Orders struct {
 	Svc    *orders.Service
-	Store  *memstore.Store
+	Store  *guard.MemStore
 	Signer *guard.Signer
 	Tools  *toolset.Set
 	Guard  *guard.Guard
@@ -27,7 +26,7 @@ type Orders struct {
 // NewOrders returns a fresh Orders whose signer has the key.
 func NewOrders(t testing.TB, key []byte) *Orders {
 	t.Helper()
-	o := &Orders{Svc: orders.NewService(), Store: memstore.New(memstore.Options{})}
+	o := &Orders{Svc: orders.NewService(), Store: guard.NewMemStore(guard.MemStoreOptions{})}
 	var err error
 	if o.Signer, err = guard.NewSigner(key); err != nil {
 		t.Fatal(err)

@@ -16,7 +16,6 @@ import (
 	"go.opentelemetry.io/otel/trace/embedded"
 
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/observe"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -74,14 +73,14 @@ func (SecretKeys) Find(text string) []string {
 var SecretsUser = guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
 
 // Secrets is what an entry point's leak test runs against: VaultTool
-// behind a guard on memstore whose options declare the secret key and
+// behind a guard on guard.MemStore whose options declare the secret key and
 // the SecretKeys detector, observed (observe.Options.Apply) into a span
 // recorder and a JSON log. (The recorder is SpanText's and not the
 // OpenTelemetry SDK's so that the nested modules, whose go.mod does not
 // require the SDK, can use it.)
 type Secrets struct {
 	Tools   *toolset.Set
-	Store   *memstore.Store
+	Store   *guard.MemStore
 	Guard   *guard.Guard
 	Options guard.Options // the guard's, SecretKey among them
 	Reads   atomic.Int64  // how often VaultTool ran
@@ -93,7 +92,7 @@ type Secrets struct {
 // NewSecrets returns a fresh Secrets.
 func NewSecrets(t testing.TB) *Secrets {
 	t.Helper()
-	s := &Secrets{Store: memstore.New(memstore.Options{})}
+	s := &Secrets{Store: guard.NewMemStore(guard.MemStoreOptions{})}
 	s.Tools = toolset.MustNew(toolset.Read(VaultTool, "Read a service's API key from the vault.",
 		func(context.Context, *guard.Invocation, VaultIn) (VaultOut, error) {
 			s.Reads.Add(1)

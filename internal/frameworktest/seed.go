@@ -32,7 +32,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/cases"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // SeedCases is how many cases the seed suite holds; every one must pass.
@@ -55,7 +54,7 @@ func SeedFile() string {
 
 // SeedSuite runs every case of the seed suite (SeedFile) with each step
 // carried through the host that connect connects (cases.RunThrough), each
-// case in a fresh world on memstore. It reports a case that could not run
+// case in a fresh world on guard.MemStore. It reports a case that could not run
 // and every step's mismatch with t.Errorf, prints the tally to stdout as
 //
 //	seed suite: N passed, M failed
@@ -74,7 +73,7 @@ func SeedSuite(t testing.TB, connect cases.Connect) (passed, failed int) {
 	}
 	for i := range f.Cases {
 		c := &f.Cases[i]
-		w := cases.World{Store: memstore.New(memstore.Options{}), Close: func() {}}
+		w := cases.World{Store: guard.NewMemStore(guard.MemStoreOptions{}), Close: func() {}}
 		rep := cases.RunThrough(t.Context(), c, w, connect)
 		w.Close()
 		if rep.Passed() {

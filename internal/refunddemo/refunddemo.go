@@ -22,7 +22,6 @@ import (
 	"sync"
 
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -133,7 +132,7 @@ func (s *Shop) Guard() (*guard.Guard, *toolset.Set, *guard.Signer) {
 		panic(err) // a 32-byte key is long enough
 	}
 	tools := s.Tools()
-	return guard.New(tools, memstore.New(memstore.Options{}), guard.Options{Signer: signer}), tools, signer
+	return guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer}), tools, signer
 }
 
 // Reply is the scripted model's next turn: a call of Tool with Arguments,

@@ -1,9 +1,7 @@
-package memstore
+package guard
 
 import (
 	"context"
-
-	"github.com/toolguard/toolguard/guard"
 )
 
 // target is the operation a status query names, as found: a stored result
@@ -23,7 +21,7 @@ type target struct {
 // ok is false when nothing is stored for the operation; known then says
 // that the store knows nothing of it ran (its call is bound but holds no
 // live reservation, or the record found is another operation's).
-func (t *step) find() (tg target, ok, known bool) {
+func (t *memStep) find() (tg target, ok, known bool) {
 	e := t.e
 	r, ok := t.indexed()
 	if ok && r.never {
@@ -67,7 +65,7 @@ func (t *step) find() (tg target, ok, known bool) {
 	}
 	tg = target{at: at, rec: rec}
 	if rec.state == committed {
-		tg.stored = &reply{code: guard.CodeOK, delivery: guard.DeliveryLocalReplay, data: rec.data, msg: rec.msg}
+		tg.stored = &reply{code: CodeOK, delivery: DeliveryLocalReplay, data: rec.data, msg: rec.msg}
 	}
 	return tg, true, false
 }
@@ -77,24 +75,24 @@ func (t *step) find() (tg target, ok, known bool) {
 // not name a tool and a key, or the store knows nothing of it ran.
 // Otherwise it returns the target, a lost one when nothing is stored (rule
 // 15).
-func (t *step) settled() (tg target, answer reply, decided bool) {
+func (t *memStep) settled() (tg target, answer reply, decided bool) {
 	tg, ok, known := t.find()
 	switch {
 	case !ok && !known && t.hasKey && t.e.Tool != "":
 		return target{lost: true}, answer, false
 	case !ok:
-		answer = reply{code: guard.CodeNotFound, delivery: guard.DeliveryFresh}
+		answer = reply{code: CodeNotFound, delivery: DeliveryFresh}
 	case tg.stored != nil:
 		answer = *tg.stored
 	default:
 		return tg, answer, false
 	}
-	t.audit(answer.code, answer.delivery, guard.SideEffectNone)
+	t.audit(answer.code, answer.delivery, SideEffectNone)
 	return tg, answer, true
 }
 
-// Status implements guard.Store (rule 15).
-func (s *Store) Status(ctx context.Context, q *guard.Entry) (*guard.Result, *guard.Pending, error) {
+// Status implements Store (rule 15).
+func (s *MemStore) Status(ctx context.Context, q *Entry) (*Result, *Pending, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, nil, err
 	}
@@ -105,27 +103,27 @@ func (s *Store) Status(ctx context.Context, q *guard.Entry) (*guard.Result, *gua
 		return answer.result(), nil, nil
 	}
 	if tg.lost {
-		return nil, &guard.Pending{Tool: q.Tool, IdempotencyKey: q.IdempotencyKey, Fingerprint: q.Fingerprint,
+		return nil, &Pending{Tool: q.Tool, IdempotencyKey: q.IdempotencyKey, Fingerprint: q.Fingerprint,
 			OperationID: q.OperationID, Lost: true}, nil
 	}
 	r := tg.rec
 	if r.state == reserved && r.leaseMS > t.now {
-		t.audit(guard.CodeInProgress, guard.DeliveryFresh, guard.SideEffectNone)
-		return reply{code: guard.CodeInProgress, delivery: guard.DeliveryFresh, retryMS: r.leaseMS - t.now}.result(), nil, nil
+		t.audit(CodeInProgress, DeliveryFresh, SideEffectNone)
+		return reply{code: CodeInProgress, delivery: DeliveryFresh, retryMS: r.leaseMS - t.now}.result(), nil, nil
 	}
 	if r.state == reserved {
 		r.state = unknown // its holder's lease expired: never run blind again
 	}
-	return nil, &guard.Pending{Tool: r.tool, IdempotencyKey: r.key, Fingerprint: r.fp, CallID: r.call, OperationID: r.op}, nil
+	return nil, &Pending{Tool: r.tool, IdempotencyKey: r.key, Fingerprint: r.fp, CallID: r.call, OperationID: r.op}, nil
 }
 
 // notTakenPlace is the message of a NOT_FOUND from an absent receipt.
 const notTakenPlace = "The operation did not take place: nothing was executed. It may be run again."
 
-// Settle implements guard.Store (rule 16). It finds the operation again
+// Settle implements Store (rule 16). It finds the operation again
 // rather than trusting p: what is stored now decides, p only names the
 // original call, whose binding takes a found result.
-func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, rc guard.Receipt, data []byte) (*guard.Result, error) {
+func (s *MemStore) Settle(ctx context.Context, q *Entry, p *Pending, rc Receipt, data []byte) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -137,9 +135,9 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, rc
 	}
 	r := tg.rec
 	switch {
-	case rc == guard.ReceiptFound:
-		answer = reply{code: guard.CodeOK, delivery: guard.DeliveryReceiptReconciled, data: string(data)}
-		t.audit(answer.code, answer.delivery, guard.SideEffectYes)
+	case rc == ReceiptFound:
+		answer = reply{code: CodeOK, delivery: DeliveryReceiptReconciled, data: string(data)}
+		t.audit(answer.code, answer.delivery, SideEffectYes)
 		if tg.lost {
 			// Nothing is stored for a lost record: its fingerprint is
 			// unknown. A retry runs under the same downstream key and
@@ -151,26 +149,26 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, rc
 		s.keep(q.TenantID, r.token) // it ran: its charge stays (rule 25)
 		if t.hasCall {
 			b := t.setBinding()
-			b.fp, b.code, b.data, b.msg = r.fp, guard.CodeOK, answer.data, ""
+			b.fp, b.code, b.data, b.msg = r.fp, CodeOK, answer.data, ""
 		}
 		return answer.result(), nil
-	case rc == guard.ReceiptAbsent && (tg.lost || r.leaseMS <= t.now):
+	case rc == ReceiptAbsent && (tg.lost || r.leaseMS <= t.now):
 		// The lease is over and the downstream system has no operation
 		// under the key: it did not take place. A re-execution reuses
 		// the key downstream, so a late first attempt is deduplicated.
-		t.audit(guard.CodeNotFound, guard.DeliveryFresh, guard.SideEffectNone)
+		t.audit(CodeNotFound, DeliveryFresh, SideEffectNone)
 		if !tg.lost {
 			s.giveBack(q.TenantID, r.token, t.now) // it did not run: its charge goes back (rule 25)
 			t.release(tg.at)
 		}
-		return reply{code: guard.CodeNotFound, delivery: guard.DeliveryFresh, msg: notTakenPlace}.result(), nil
+		return reply{code: CodeNotFound, delivery: DeliveryFresh, msg: notTakenPlace}.result(), nil
 	}
-	t.audit(guard.CodeOutcomeUnknown, guard.DeliveryFresh, guard.SideEffectNone)
+	t.audit(CodeOutcomeUnknown, DeliveryFresh, SideEffectNone)
 	op := q.OperationID
 	if r != nil {
 		op = r.op
 	}
-	return reply{code: guard.CodeOutcomeUnknown, delivery: guard.DeliveryFresh, op: op}.result(), nil
+	return reply{code: CodeOutcomeUnknown, delivery: DeliveryFresh, op: op}.result(), nil
 }
 
 // release frees a reserved key (rule 13, 16). Released by its own token
@@ -178,7 +176,7 @@ func (s *Store) Settle(ctx context.Context, q *guard.Entry, p *guard.Pending, rc
 // a late copy of the reservation; released without one (a status query),
 // it is deleted. An index entry of the step's operation naming it then
 // says that nothing of the operation ran.
-func (t *step) release(at scope) {
+func (t *memStep) release(at scope) {
 	delete(t.s.records, at)
 	if t.e.Token != "" {
 		t.s.records[at] = &record{state: released, token: t.e.Token, until: t.s.expiry(t.now)}

@@ -1,14 +1,10 @@
-package memstore
-
-import (
-	"github.com/toolguard/toolguard/guard"
-)
+package guard
 
 // precheck applies checks 1 and 2 of the contract (rules 6 to 9). When they
 // decide the answer, it is audited and returned with decided set;
 // otherwise nothing changed, and bound says whether the call id was
 // already bound (to this fingerprint).
-func (t *step) precheck() (answer reply, decided, bound bool) {
+func (t *memStep) precheck() (answer reply, decided, bound bool) {
 	e := t.e
 	var b *binding
 	if t.hasCall {
@@ -17,11 +13,11 @@ func (t *step) precheck() (answer reply, decided, bound bool) {
 	if b != nil {
 		bound = true
 		if b.fp != e.Fingerprint {
-			t.audit(guard.CodeCallIDConflict, guard.DeliveryFresh, guard.SideEffectNone)
-			return reply{code: guard.CodeCallIDConflict, delivery: guard.DeliveryFresh}, true, bound
+			t.audit(CodeCallIDConflict, DeliveryFresh, SideEffectNone)
+			return reply{code: CodeCallIDConflict, delivery: DeliveryFresh}, true, bound
 		}
 		if b.code != 0 {
-			t.audit(b.code, guard.DeliveryLocalReplay, guard.SideEffectNone)
+			t.audit(b.code, DeliveryLocalReplay, SideEffectNone)
 			return b.replay(), true, bound
 		}
 	}
@@ -43,8 +39,8 @@ func (t *step) precheck() (answer reply, decided, bound bool) {
 		return reply{}, false, bound
 	}
 	answer = t.keycheck(rec)
-	t.audit(answer.code, answer.delivery, guard.SideEffectNone)
-	if rec.state == reserved && answer.code == guard.CodeOutcomeUnknown {
+	t.audit(answer.code, answer.delivery, SideEffectNone)
+	if rec.state == reserved && answer.code == CodeOutcomeUnknown {
 		rec.state = unknown // its holder's lease expired: never run blind again
 	}
 	terminal := answer.code.Terminal()
@@ -61,21 +57,21 @@ func (t *step) precheck() (answer reply, decided, bound bool) {
 
 // keycheck answers from a live idempotency record (rule 7): a conflict, a
 // stored result, in progress, or unknown.
-func (t *step) keycheck(r *record) reply {
+func (t *memStep) keycheck(r *record) reply {
 	switch {
 	case r.fp != t.e.Fingerprint:
-		return reply{code: guard.CodeIdempotencyConflict, delivery: guard.DeliveryFresh}
+		return reply{code: CodeIdempotencyConflict, delivery: DeliveryFresh}
 	case r.state == committed:
-		return reply{code: guard.CodeOK, delivery: guard.DeliveryLocalReplay, data: r.data, msg: r.msg}
+		return reply{code: CodeOK, delivery: DeliveryLocalReplay, data: r.data, msg: r.msg}
 	case r.state == reserved && r.leaseMS > t.now:
-		return reply{code: guard.CodeInProgress, delivery: guard.DeliveryFresh, retryMS: r.leaseMS - t.now}
+		return reply{code: CodeInProgress, delivery: DeliveryFresh, retryMS: r.leaseMS - t.now}
 	}
-	return reply{code: guard.CodeOutcomeUnknown, delivery: guard.DeliveryFresh, op: r.op}
+	return reply{code: CodeOutcomeUnknown, delivery: DeliveryFresh, op: r.op}
 }
 
 // bind binds a new call id to the fingerprint, with the result if it is
 // terminal (rule 9).
-func (t *step) bind(code guard.Code, data, msg string) {
+func (t *memStep) bind(code Code, data, msg string) {
 	if !t.hasCall {
 		return
 	}
@@ -88,7 +84,7 @@ func (t *step) bind(code guard.Code, data, msg string) {
 
 // indexCall points the operation id at the call binding, unless the index
 // already names something (rule 4).
-func (t *step) indexCall() {
+func (t *memStep) indexCall() {
 	if cur, ok := t.indexed(); !ok || cur.never {
 		t.s.index[t.op] = ref{call: true, id: t.callID, until: t.s.expiry(t.now)}
 	}
@@ -97,7 +93,7 @@ func (t *step) indexCall() {
 // never marks the step's operation as one of which nothing ran, unless the
 // index names something already (rule 4). An operation named after its
 // call needs no mark: its binding says as much.
-func (t *step) never() {
+func (t *memStep) never() {
 	if t.e.OperationID == t.callID || !t.hasKey {
 		return
 	}
@@ -109,7 +105,7 @@ func (t *step) never() {
 // indexRecord points the operation id at the step's idempotency record,
 // unless it names another write record that still exists: the first
 // operation keeps its id (rule 4).
-func (t *step) indexRecord() {
+func (t *memStep) indexRecord() {
 	if cur, ok := t.indexed(); ok && !cur.call && !cur.never && cur.id != t.e.IdempotencyKey &&
 		t.record(scope{t.e.TenantID, t.e.SubjectID, cur.id}) != nil {
 		return

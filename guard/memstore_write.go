@@ -1,14 +1,12 @@
-package memstore
+package guard
 
 import (
 	"context"
 	"time"
-
-	"github.com/toolguard/toolguard/guard"
 )
 
-// Finish implements guard.Store (rule 10).
-func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
+// Finish implements Store (rule 10).
+func (s *MemStore) Finish(ctx context.Context, e *Entry) (*Result, error) {
 	if err := ready(ctx, e.Code); err != nil {
 		return nil, err
 	}
@@ -18,7 +16,7 @@ func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 	if decided {
 		return answer.result(), nil
 	}
-	t.audit(e.Code, guard.DeliveryFresh, e.SideEffect)
+	t.audit(e.Code, DeliveryFresh, e.SideEffect)
 	data := string(e.Data)
 	if !bound {
 		t.bind(e.Code, data, e.Message)
@@ -27,7 +25,7 @@ func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 		b.code, b.data, b.msg = e.Code, data, e.Message
 	}
 	switch {
-	case e.Code == guard.CodeOK && t.hasKey:
+	case e.Code == CodeOK && t.hasKey:
 		r := t.setRecord(t.key, false)
 		r.fp, r.state, r.data, r.msg = e.Fingerprint, committed, data, e.Message
 		r.op, r.tool, r.key, r.call = e.OperationID, e.Tool, e.IdempotencyKey, e.CallID
@@ -37,11 +35,11 @@ func (s *Store) Finish(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 	case !e.Code.Terminal():
 		t.never()
 	}
-	return reply{code: e.Code, delivery: guard.DeliveryFresh, data: data, msg: e.Message, retryMS: ms(e.RetryAfter)}.result(), nil
+	return reply{code: e.Code, delivery: DeliveryFresh, data: data, msg: e.Message, retryMS: ms(e.RetryAfter)}.result(), nil
 }
 
-// Reserve implements guard.Store (rules 11 and 12).
-func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration) (*guard.Result, error) {
+// Reserve implements Store (rules 11 and 12).
+func (s *MemStore) Reserve(ctx context.Context, e *Entry, lease time.Duration) (*Result, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -56,14 +54,14 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 			return nil, nil // a copy of this reservation: it stands
 		}
 		// A late copy of a reservation already committed or released.
-		return reply{code: guard.CodeUnavailable, delivery: guard.DeliveryFresh}.result(), nil
+		return reply{code: CodeUnavailable, delivery: DeliveryFresh}.result(), nil
 	}
 	answer, decided, bound := t.precheck()
 	if decided {
 		return answer.result(), nil
 	}
 	if !t.spendable() {
-		return t.refuse(bound, guard.CodeApprovalInvalid, guard.GrantUsedMessage), nil
+		return t.refuse(bound, CodeApprovalInvalid, GrantUsedMessage), nil
 	}
 	if e.Charge != nil {
 		// The charge (rule 24), after every check that answers from the
@@ -74,8 +72,8 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 		if err != nil {
 			return nil, err
 		}
-		if v != guard.BudgetTaken {
-			return t.refuse(bound, guard.CodeBudgetExhausted, c.Refusal(v)), nil
+		if v != BudgetTaken {
+			return t.refuse(bound, CodeBudgetExhausted, c.Refusal(v)), nil
 		}
 	}
 	t.spend()
@@ -99,8 +97,8 @@ func (s *Store) Reserve(ctx context.Context, e *guard.Entry, lease time.Duration
 	return nil, nil
 }
 
-// Commit implements guard.Store (rules 13 and 14).
-func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, error) {
+// Commit implements Store (rules 13 and 14).
+func (s *MemStore) Commit(ctx context.Context, e *Entry) (*Result, error) {
 	if err := ready(ctx, e.Code); err != nil {
 		return nil, err
 	}
@@ -113,7 +111,7 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 	if done := s.commits[memo]; done != nil && !expired(done.until, t.now) {
 		return done.v.result(), nil // a retry of this very commit
 	}
-	answer := reply{code: e.Code, delivery: guard.DeliveryFresh, data: string(e.Data), msg: e.Message, retryMS: ms(e.RetryAfter)}
+	answer := reply{code: e.Code, delivery: DeliveryFresh, data: string(e.Data), msg: e.Message, retryMS: ms(e.RetryAfter)}
 	side := e.SideEffect
 	var store byte // what to write once audited: committed, unknown, released or nothing
 	k := t.record(t.key)
@@ -121,22 +119,22 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 	case k != nil && k.fp == e.Fingerprint && k.state == committed:
 		// Settled meanwhile from a receipt: the stored result stands, and
 		// the side effect was already audited by the status query.
-		answer.code, answer.delivery, answer.data, answer.msg = guard.CodeOK, guard.DeliveryLocalReplay, k.data, k.msg
-		side = guard.SideEffectNone
+		answer.code, answer.delivery, answer.data, answer.msg = CodeOK, DeliveryLocalReplay, k.data, k.msg
+		side = SideEffectNone
 	case k.live() && k.fp != e.Fingerprint:
 		// The key now belongs to another intent: never overwrite it. Our
 		// outcome is still reported and audited.
-		if answer.code == guard.CodeOK {
-			answer.code, answer.data, answer.msg = guard.CodeOutcomeUnknown, "", ""
+		if answer.code == CodeOK {
+			answer.code, answer.data, answer.msg = CodeOutcomeUnknown, "", ""
 		}
-	case e.Code == guard.CodeOK:
+	case e.Code == CodeOK:
 		store = committed
-	case e.Code == guard.CodeOutcomeUnknown:
+	case e.Code == CodeOutcomeUnknown:
 		store = unknown
 	case k != nil && k.token == e.Token:
 		store = released // not started: free the key for corrected or later input
 	}
-	if answer.code == guard.CodeOutcomeUnknown {
+	if answer.code == CodeOutcomeUnknown {
 		answer.op = e.OperationID
 	}
 	t.audit(answer.code, answer.delivery, side)
@@ -165,7 +163,7 @@ func (s *Store) Commit(ctx context.Context, e *guard.Entry) (*guard.Result, erro
 
 // ready refuses, before anything changes, a call whose context is done or
 // whose entry carries no valid code.
-func ready(ctx context.Context, code guard.Code) error {
+func ready(ctx context.Context, code Code) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}
@@ -176,12 +174,12 @@ func ready(ctx context.Context, code guard.Code) error {
 }
 
 // grant names the entry's spent-grant marker (rule 22).
-func (t *step) grant() scope { return scope{t.e.TenantID, t.e.SubjectID, t.e.GrantID} }
+func (t *memStep) grant() scope { return scope{t.e.TenantID, t.e.SubjectID, t.e.GrantID} }
 
 // spendable reports whether the entry's grant may be spent on its
 // operation (rule 22): false when another operation spent it, true when it
 // is unspent or this operation's, or the entry has no grant.
-func (t *step) spendable() bool {
+func (t *memStep) spendable() bool {
 	e := t.e
 	if e.GrantID == "" {
 		return true
@@ -192,28 +190,28 @@ func (t *step) spendable() bool {
 
 // spend spends the entry's grant, if it has one, on its operation (rule
 // 22).
-func (t *step) spend() {
+func (t *memStep) spend() {
 	e := t.e
 	if e.GrantID != "" {
-		t.s.grants[t.grant()] = &expiring[string]{e.IdempotencyKey, e.GrantExpiresAt.Add(guard.GrantSkew).UnixMilli()}
+		t.s.grants[t.grant()] = &expiring[string]{e.IdempotencyKey, e.GrantExpiresAt.Add(GrantSkew).UnixMilli()}
 	}
 }
 
 // refuse answers a reservation its grant (rule 22) or its budget (rule 24)
 // refused: audited, a new call id bound to the fingerprint alone (the code
 // is not terminal), the operation marked as one of which nothing ran.
-func (t *step) refuse(bound bool, code guard.Code, msg string) *guard.Result {
-	t.audit(code, guard.DeliveryFresh, guard.SideEffectNone)
+func (t *memStep) refuse(bound bool, code Code, msg string) *Result {
+	t.audit(code, DeliveryFresh, SideEffectNone)
 	if !bound {
 		t.bind(code, "", msg)
 	}
 	t.never()
-	return reply{code: code, delivery: guard.DeliveryFresh, msg: msg}.result()
+	return reply{code: code, delivery: DeliveryFresh, msg: msg}.result()
 }
 
 // giveBack returns a grant spent on an operation that did not start (rule
 // 22): the approval paid for nothing.
-func (t *step) giveBack() {
+func (t *memStep) giveBack() {
 	if t.e.GrantID == "" {
 		return
 	}

@@ -1,16 +1,14 @@
-package memstore
+package guard
 
 import (
 	"time"
-
-	"github.com/toolguard/toolguard/guard"
 )
 
 // reply is an answer as the store decided it, before it becomes the
 // model's result.
 type reply struct {
-	code     guard.Code
-	delivery guard.Delivery
+	code     Code
+	delivery Delivery
 	data     string
 	msg      string
 	retryMS  int64
@@ -20,8 +18,8 @@ type reply struct {
 // result makes the model's result (rule 20): the code's default message
 // when none is stored, data only when there is some, a wait only when
 // positive, and the operation id only with recovery query_status.
-func (r reply) result() *guard.Result {
-	res := &guard.Result{Code: r.code, Delivery: r.delivery, Message: r.msg}
+func (r reply) result() *Result {
+	res := &Result{Code: r.code, Delivery: r.delivery, Message: r.msg}
 	if r.data != "" {
 		res.Data = []byte(r.data)
 	}
@@ -31,7 +29,7 @@ func (r reply) result() *guard.Result {
 	if r.retryMS > 0 {
 		res.RetryAfter = time.Duration(r.retryMS) * time.Millisecond
 	}
-	if r.code.Recovery() == guard.RecoveryQueryStatus {
+	if r.code.Recovery() == RecoveryQueryStatus {
 		res.OperationID = r.op
 	}
 	return res

@@ -1,15 +1,11 @@
-package memstore
-
-import (
-	"github.com/toolguard/toolguard/guard"
-)
+package guard
 
 // step is one state change in progress, under the store's lock: the entry,
 // its clock in milliseconds, and the names of what it may touch (the call
 // binding, the idempotency record and the operation index entry).
-type step struct {
-	s       *Store
-	e       *guard.Entry
+type memStep struct {
+	s       *MemStore
+	e       *Entry
 	now     int64  // e.Now in ms: every time decision uses it (rule 19)
 	callID  string // the call whose binding this step reads and writes
 	call    scope  // that binding
@@ -21,11 +17,11 @@ type step struct {
 
 // begin locks the store and starts a step for the entry, whose call binding
 // is that of callID. The caller must call end.
-func (s *Store) begin(e *guard.Entry, callID string) *step {
+func (s *MemStore) begin(e *Entry, callID string) *memStep {
 	s.mu.Lock()
 	now := e.Now.UnixMilli()
 	s.sweep(now)
-	return &step{
+	return &memStep{
 		s: s, e: e, now: now, callID: callID,
 		call:    scope{e.TenantID, e.SubjectID, callID},
 		key:     scope{e.TenantID, e.SubjectID, e.IdempotencyKey},
@@ -35,10 +31,10 @@ func (s *Store) begin(e *guard.Entry, callID string) *step {
 	}
 }
 
-func (t *step) end() { t.s.mu.Unlock() }
+func (t *memStep) end() { t.s.mu.Unlock() }
 
 // binding returns the call's binding, nil when there is none.
-func (t *step) binding() *binding {
+func (t *memStep) binding() *binding {
 	b := t.s.calls[t.call]
 	if b == nil || expired(b.until, t.now) {
 		return nil
@@ -48,7 +44,7 @@ func (t *step) binding() *binding {
 
 // setBinding returns the call's binding, made if there is none, with its
 // expiry renewed.
-func (t *step) setBinding() *binding {
+func (t *memStep) setBinding() *binding {
 	b := t.binding()
 	if b == nil {
 		b = &binding{}
@@ -60,7 +56,7 @@ func (t *step) setBinding() *binding {
 
 // record returns the idempotency record named k (a tombstone too), nil
 // when there is none.
-func (t *step) record(k scope) *record {
+func (t *memStep) record(k scope) *record {
 	r := t.s.records[k]
 	if r == nil || expired(r.until, t.now) {
 		return nil
@@ -71,7 +67,7 @@ func (t *step) record(k scope) *record {
 // setRecord returns the record named k for writing, with its expiry renewed:
 // the one there is, or a new one in place of none or of a tombstone (which
 // idem's scripts delete before writing a reservation).
-func (t *step) setRecord(k scope, overTombstone bool) *record {
+func (t *memStep) setRecord(k scope, overTombstone bool) *record {
 	r := t.record(k)
 	if r == nil || overTombstone && r.state == released {
 		r = &record{}
@@ -82,7 +78,7 @@ func (t *step) setRecord(k scope, overTombstone bool) *record {
 }
 
 // indexed returns the operation index entry of the step's operation.
-func (t *step) indexed() (ref, bool) {
+func (t *memStep) indexed() (ref, bool) {
 	r, ok := t.s.index[t.op]
 	if !ok || expired(r.until, t.now) {
 		return ref{}, false

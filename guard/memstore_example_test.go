@@ -1,4 +1,4 @@
-package memstore_test
+package guard_test
 
 import (
 	"context"
@@ -6,14 +6,13 @@ import (
 	"time"
 
 	"github.com/toolguard/toolguard/guard"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // A write reserved and committed, then replayed by its key under another
 // call id; the audit log verifies.
-func Example() {
+func ExampleMemStore() {
 	ctx := context.Background()
-	s := memstore.New(memstore.Options{})
+	s := guard.NewMemStore(guard.MemStoreOptions{})
 	now := time.Unix(1_700_000_000, 0)
 	entry := func(callID, token string) *guard.Entry {
 		return &guard.Entry{TenantID: "acme", SubjectID: "alice", CallID: callID, OperationID: callID,

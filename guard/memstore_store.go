@@ -1,28 +1,36 @@
-package memstore
+package guard
 
 import (
 	"errors"
 	"sync"
 	"time"
-
-	"github.com/toolguard/toolguard/guard"
 )
 
-// Options configure a Store. The zero value means the defaults.
-type Options struct {
+// MemStoreOptions configure a MemStore. The zero value means the defaults.
+type MemStoreOptions struct {
 	// TTL, when above zero, forgets a call binding, an idempotency record
 	// or an operation index entry that long after its last change,
 	// measured on the guard's clock (Entry.Now), like idem's Redis TTLs.
-	// The default, zero, keeps them for the life of the Store. Audit logs
+	// The default, zero, keeps them for the life of the MemStore. Audit logs
 	// are always kept.
 	TTL time.Duration
 }
 
-// Store implements guard.Store in memory, for tests, examples and
-// single-process programs. It is safe for concurrent use: one mutex makes
-// every method atomic. Its state dies with the process.
-type Store struct {
-	ttlMS int64 // Options.TTL in ms; 0 keeps everything
+// MemStore implements Store and Budgeter in memory: the reference store.
+// It behaves as package idem's Redis store does (its Lua scripts are the
+// reference semantics), in a few hundred lines of plain Go under one
+// mutex, so that it serves tests, examples and single-process programs,
+// and shows third-party store authors what a store must do: it keeps each
+// of Store's numbered rules, and its code cites them as "rule N".
+//
+// It is safe for concurrent use: one mutex makes every method atomic. Its
+// state dies with the process. Retention: by default it keeps everything
+// for the life of the MemStore, tombstones included (idem keeps a
+// tombstone for a minute, which is all rule 12 needs); MemStoreOptions.TTL
+// forgets bindings, records and index entries that long after their last
+// change, on the guard's clock.
+type MemStore struct {
+	ttlMS int64 // MemStoreOptions.TTL in ms; 0 keeps everything
 
 	mu        sync.Mutex
 	calls     map[scope]*binding          // call-id bindings (rule 2)
@@ -35,11 +43,11 @@ type Store struct {
 	nextSweep int64
 }
 
-var _ guard.Store = (*Store)(nil)
+var _ Store = (*MemStore)(nil)
 
-// New returns an empty store.
-func New(opts Options) *Store {
-	s := &Store{
+// NewMemStore returns an empty MemStore.
+func NewMemStore(opts MemStoreOptions) *MemStore {
+	s := &MemStore{
 		calls:   map[scope]*binding{},
 		records: map[scope]*record{},
 		index:   map[scope]ref{},
@@ -60,7 +68,7 @@ type scope struct{ tenant, subject, id string }
 // binding is a call id's binding (rule 2).
 type binding struct {
 	fp     string
-	code   guard.Code // the terminal result, 0 when none is stored
+	code   Code // the terminal result, 0 when none is stored
 	data   string
 	msg    string
 	linked bool   // the call reserved an idempotency record …
@@ -70,7 +78,7 @@ type binding struct {
 
 // replay is the binding's stored result, answered again (rule 6).
 func (b *binding) replay() reply {
-	return reply{code: b.code, delivery: guard.DeliveryLocalReplay, data: b.data, msg: b.msg}
+	return reply{code: b.code, delivery: DeliveryLocalReplay, data: b.data, msg: b.msg}
 }
 
 // The states of an idempotency record (rule 3).
@@ -126,7 +134,7 @@ func ms(d time.Duration) int64 {
 }
 
 // expiry returns when something changed at nowMS expires; 0 is never.
-func (s *Store) expiry(nowMS int64) int64 {
+func (s *MemStore) expiry(nowMS int64) int64 {
 	if s.ttlMS == 0 {
 		return 0
 	}
@@ -137,7 +145,7 @@ func expired(until, nowMS int64) bool { return until != 0 && until <= nowMS }
 
 // sweep forgets what has expired, at most once per TTL of the guard's
 // clock. Lookups also ignore expired entries, so this only frees memory.
-func (s *Store) sweep(nowMS int64) {
+func (s *MemStore) sweep(nowMS int64) {
 	if s.ttlMS == 0 || nowMS < s.nextSweep {
 		return
 	}

@@ -1,12 +1,10 @@
-package memstore
+package guard
 
 import (
 	"context"
-
-	"github.com/toolguard/toolguard/guard"
 )
 
-// budgets are the counters of guard.Budgeter (rules 23–26): per tenant,
+// budgets are the counters of Budgeter (rules 23–26): per tenant,
 // run and tool; per tenant and period; and what each token took.
 type budgets struct {
 	runs    map[runKey]*runSpend
@@ -30,16 +28,16 @@ type periodSpend struct {
 
 // charge is what one token took (rule 24), until it is given back.
 type charge struct {
-	c        guard.BudgetCharge
+	c        BudgetCharge
 	returned bool
 	until    int64
 }
 
-var _ guard.Budgeter = (*Store)(nil)
+var _ Budgeter = (*MemStore)(nil)
 
 // take takes c under its token if every bound has room (rule 23); a token
 // that took its charge before takes nothing more (rule 24).
-func (s *Store) take(c *guard.BudgetCharge, now int64) (guard.BudgetVerdict, error) {
+func (s *MemStore) take(c *BudgetCharge, now int64) (BudgetVerdict, error) {
 	b := &s.budget
 	if b.runs == nil {
 		b.runs, b.periods, b.charges = map[runKey]*runSpend{}, map[periodKey]*periodSpend{}, map[scope]*charge{}
@@ -47,9 +45,9 @@ func (s *Store) take(c *guard.BudgetCharge, now int64) (guard.BudgetVerdict, err
 	tok := scope{tenant: c.TenantID, id: c.Token}
 	if prev := b.charges[tok]; prev != nil && !expired(prev.until, now) {
 		if prev.returned {
-			return 0, guard.ErrChargeRefunded
+			return 0, ErrChargeRefunded
 		}
-		return guard.BudgetTaken, nil
+		return BudgetTaken, nil
 	}
 	var run *runSpend
 	if c.Scope != "" {
@@ -59,7 +57,7 @@ func (s *Store) take(c *guard.BudgetCharge, now int64) (guard.BudgetVerdict, err
 			b.runs[k] = run
 		}
 		if (c.MaxCalls > 0 && run.calls+1 > c.MaxCalls) || (c.MaxCost > 0 && run.cost+c.Cost > c.MaxCost) {
-			return guard.BudgetRunSpent, nil
+			return BudgetRunSpent, nil
 		}
 	}
 	var period *periodSpend
@@ -70,7 +68,7 @@ func (s *Store) take(c *guard.BudgetCharge, now int64) (guard.BudgetVerdict, err
 			b.periods[k] = period
 		}
 		if period.cost+c.Cost > c.TenantLimit {
-			return guard.BudgetTenantSpent, nil
+			return BudgetTenantSpent, nil
 		}
 	}
 	if run != nil {
@@ -82,12 +80,12 @@ func (s *Store) take(c *guard.BudgetCharge, now int64) (guard.BudgetVerdict, err
 		period.cost += c.Cost
 	}
 	b.charges[tok] = &charge{c: *c, until: s.expiry(now)}
-	return guard.BudgetTaken, nil
+	return BudgetTaken, nil
 }
 
 // giveBack gives back what the token took, once (rule 25): it stays
 // spent, so a late copy of its charge takes nothing.
-func (s *Store) giveBack(tenant, token string, now int64) {
+func (s *MemStore) giveBack(tenant, token string, now int64) {
 	b := &s.budget
 	if b.charges == nil || token == "" {
 		return
@@ -113,7 +111,7 @@ func (s *Store) giveBack(tenant, token string, now int64) {
 }
 
 // keep forgets a token whose charge stays taken for good (rule 25).
-func (s *Store) keep(tenant, token string) {
+func (s *MemStore) keep(tenant, token string) {
 	if s.budget.charges != nil {
 		delete(s.budget.charges, scope{tenant: tenant, id: token})
 	}
@@ -122,23 +120,23 @@ func (s *Store) keep(tenant, token string) {
 // settleCharge settles the charge a write's commit carries (rule 25): given
 // back when nothing ran in its dispatch (side effect none), kept otherwise
 // once the write is committed.
-func (t *step) settleCharge(committedNow bool) {
+func (t *memStep) settleCharge(committedNow bool) {
 	e := t.e
 	if e.Charge == nil {
 		return
 	}
 	switch {
-	case e.SideEffect == guard.SideEffectNone:
+	case e.SideEffect == SideEffectNone:
 		t.s.giveBack(e.TenantID, e.Token, t.now)
 	case committedNow:
 		t.s.keep(e.TenantID, e.Token)
 	}
 }
 
-// forgetBudgets forgets, with Options.TTL, the runs without a charge for
+// forgetBudgets forgets, with MemStoreOptions.TTL, the runs without a charge for
 // that long, the periods that ended a period ago, and the charges that
 // expired (the sweep).
-func (s *Store) forgetBudgets(now int64) {
+func (s *MemStore) forgetBudgets(now int64) {
 	for k, r := range s.budget.runs {
 		if expired(r.until, now) {
 			delete(s.budget.runs, k)
@@ -152,10 +150,10 @@ func (s *Store) forgetBudgets(now int64) {
 	forget(s.budget.charges, func(c *charge) int64 { return c.until }, now)
 }
 
-// Charge implements guard.Budgeter for a read (rules 23 and 24): every
+// Charge implements Budgeter for a read (rules 23 and 24): every
 // bound of c is checked and, if each has room, charged under c.Token,
 // under the store's one lock.
-func (s *Store) Charge(ctx context.Context, c *guard.BudgetCharge) (guard.BudgetVerdict, error) {
+func (s *MemStore) Charge(ctx context.Context, c *BudgetCharge) (BudgetVerdict, error) {
 	if err := ctx.Err(); err != nil {
 		return 0, err
 	}
@@ -164,8 +162,8 @@ func (s *Store) Charge(ctx context.Context, c *guard.BudgetCharge) (guard.Budget
 	return s.take(c, c.Now.UnixMilli())
 }
 
-// Refund implements guard.Budgeter (rule 25).
-func (s *Store) Refund(ctx context.Context, c *guard.BudgetCharge) error {
+// Refund implements Budgeter (rule 25).
+func (s *MemStore) Refund(ctx context.Context, c *BudgetCharge) error {
 	if err := ctx.Err(); err != nil {
 		return err
 	}

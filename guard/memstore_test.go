@@ -1,4 +1,4 @@
-package memstore_test
+package guard_test
 
 import (
 	"context"
@@ -9,17 +9,16 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/internal/cases"
-	"github.com/toolguard/toolguard/memstore"
 )
 
 // TestConformance runs the store conformance suite, with the default
 // retention and with a TTL (which the suite's clock never reaches).
 func TestConformance(t *testing.T) {
-	guardtest.TestStore(t, func(t *testing.T) guardtest.Store { return memstore.New(memstore.Options{}) })
+	guardtest.TestStore(t, func(t *testing.T) guard.AuditStore { return guard.NewMemStore(guard.MemStoreOptions{}) })
 }
 
 func TestConformanceTTL(t *testing.T) {
-	guardtest.TestStore(t, func(t *testing.T) guardtest.Store { return memstore.New(memstore.Options{TTL: time.Hour}) })
+	guardtest.TestStore(t, func(t *testing.T) guard.AuditStore { return guard.NewMemStore(guard.MemStoreOptions{TTL: time.Hour}) })
 }
 
 // TestCases runs the repository's tool-call case files (what cmd/toolcases
@@ -33,7 +32,7 @@ func TestCases(t *testing.T) {
 		for i := range f.Cases {
 			c := &f.Cases[i]
 			t.Run(name+"/"+c.ID, func(t *testing.T) {
-				rep := cases.Run(context.Background(), c, cases.World{Store: memstore.New(memstore.Options{}), Close: func() {}})
+				rep := cases.Run(context.Background(), c, cases.World{Store: guard.NewMemStore(guard.MemStoreOptions{}), Close: func() {}})
 				if rep.Err != nil {
 					t.Fatalf("case could not run: %v", rep.Err)
 				}
@@ -78,7 +77,7 @@ func want(t *testing.T, res *guard.Result, err error, code guard.Code, delivery 
 }
 
 // mustReserve reserves the entry's key, which must be free.
-func mustReserve(t *testing.T, s *memstore.Store, e *guard.Entry) {
+func mustReserve(t *testing.T, s *guard.MemStore, e *guard.Entry) {
 	t.Helper()
 	if res, err := s.Reserve(ctx, e, lease); res != nil || err != nil {
 		t.Fatalf("reserve %s under %s: %v %v", e.IdempotencyKey, e.Token, res, err)
@@ -86,7 +85,7 @@ func mustReserve(t *testing.T, s *memstore.Store, e *guard.Entry) {
 }
 
 // wantRecords checks the chain of tenant t's audit log and its length.
-func wantRecords(t *testing.T, s *memstore.Store, want int64) {
+func wantRecords(t *testing.T, s *guard.MemStore, want int64) {
 	t.Helper()
 	n, err := guard.VerifyAudit(ctx, s, "t")
 	if err != nil || n != want {
@@ -97,7 +96,7 @@ func wantRecords(t *testing.T, s *memstore.Store, want int64) {
 // TestReserveRetrySameToken: a copy of a reservation (same token) returns
 // nil again and changes nothing, even after its lease ended (rule 12).
 func TestReserveRetrySameToken(t *testing.T) {
-	s := memstore.New(memstore.Options{})
+	s := guard.NewMemStore(guard.MemStoreOptions{})
 	e := write("c1", "k:1", "f1", "tok1", t0)
 	for i := range 2 {
 		if res, err := s.Reserve(ctx, e, lease); res != nil || err != nil {
@@ -127,7 +126,7 @@ func TestReserveRetrySameToken(t *testing.T) {
 // is free for others, but a late copy of the released reservation cannot
 // take it again (rules 3, 12, 13).
 func TestTombstoneRefusesLateCopy(t *testing.T) {
-	s := memstore.New(memstore.Options{})
+	s := guard.NewMemStore(guard.MemStoreOptions{})
 	e := write("c1", "k:1", "f1", "tok1", t0)
 	mustReserve(t, s, e)
 	e.Code = guard.CodeRateLimit
@@ -148,7 +147,7 @@ func TestTombstoneRefusesLateCopy(t *testing.T) {
 // TestSettleAbsent: an absent receipt releases the key only once the
 // reservation's lease is over (rule 16).
 func TestSettleAbsent(t *testing.T) {
-	s := memstore.New(memstore.Options{})
+	s := guard.NewMemStore(guard.MemStoreOptions{})
 	e := write("c1", "k:1", "f1", "tok1", t0)
 	mustReserve(t, s, e)
 	e.Code = guard.CodeOutcomeUnknown
@@ -188,7 +187,7 @@ func TestSettleAbsent(t *testing.T) {
 // TestStatusLost: nothing stored, a query naming its tool and key gets a
 // lost Pending; a receipt found is answered but not stored (rules 15, 16).
 func TestStatusLost(t *testing.T) {
-	s := memstore.New(memstore.Options{})
+	s := guard.NewMemStore(guard.MemStoreOptions{})
 	q := query("op-1", t0)
 	q.Tool, q.IdempotencyKey = "put", "k:1"
 	res, p, err := s.Status(ctx, q)
@@ -213,7 +212,7 @@ func TestStatusLost(t *testing.T) {
 // by another intent never overwrites it, and its OK becomes an unknown
 // outcome without data (rule 13).
 func TestCommitOverAnotherIntent(t *testing.T) {
-	s := memstore.New(memstore.Options{})
+	s := guard.NewMemStore(guard.MemStoreOptions{})
 	first := write("c1", "k:1", "f1", "tok1", t0)
 	mustReserve(t, s, first)
 	// Lease over, receipt absent: a status query releases the key.
@@ -241,7 +240,7 @@ func TestCommitOverAnotherIntent(t *testing.T) {
 // TestTTL: with a TTL, what was not changed for that long on the guard's
 // clock is forgotten; the audit log stays.
 func TestTTL(t *testing.T) {
-	s := memstore.New(memstore.Options{TTL: time.Hour})
+	s := guard.NewMemStore(guard.MemStoreOptions{TTL: time.Hour})
 	read := &guard.Entry{TenantID: "t", SubjectID: "s", CallID: "c1", OperationID: "c1", Tool: "get",
 		Fingerprint: "f1", Now: t0, Code: guard.CodeOK, Data: []byte(`1`), SideEffect: guard.SideEffectNone,
 		AuditBody: []byte(`{"contract":"tool-audit-v2","action":"dispatch"}`)}
@@ -259,7 +258,7 @@ func TestTTL(t *testing.T) {
 // TestErrorsChangeNothing: a call the store refuses is neither stored nor
 // audited (rule 21).
 func TestErrorsChangeNothing(t *testing.T) {
-	s := memstore.New(memstore.Options{})
+	s := guard.NewMemStore(guard.MemStoreOptions{})
 	done, cancel := context.WithCancel(ctx)
 	cancel()
 	e := write("c1", "k:1", "f1", "", t0)
