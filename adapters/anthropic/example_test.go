@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
-	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -25,15 +25,15 @@ type greetIn struct {
 // block through the guard, and answer them all in one user message of
 // tool_result blocks (is_error where the code is not OK) until the model
 // answers in text. The model leaves out the optional greeting, which reads
-// as null. The model is a fake server (package anthropictest); with the
+// as null. The model is a fake server (package internal/fakemodel); with the
 // real API, leave out the two options.
 func Example() {
-	srv := anthropictest.NewServer(
-		anthropictest.Turn{Calls: []anthropictest.Call{
-			{Name: "greet", Input: `{"name":"Ada"}`},
-			{Name: "greet", Input: `{"name":42}`}, // the model gets a type wrong
+	srv := fakemodel.NewAnthropic(
+		fakemodel.Turn{Calls: []fakemodel.Call{
+			{Name: "greet", Arguments: `{"name":"Ada"}`},
+			{Name: "greet", Arguments: `{"name":42}`}, // the model gets a type wrong
 		}},
-		anthropictest.Turn{Text: "I greeted Ada."},
+		fakemodel.Turn{Text: "I greeted Ada."},
 	)
 	defer srv.Close()
 	client := sdk.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline"))

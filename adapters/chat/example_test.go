@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tgchat "github.com/toolguard/toolguard/adapters/chat"
-	"github.com/toolguard/toolguard/adapters/chat/chattest"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -23,16 +23,16 @@ type greetIn struct {
 // A hand-written Chat Completions loop: send the toolset as strict function
 // tools, dispatch each tool call of the assistant message through the
 // guard, and answer each with a role "tool" message until the model answers
-// in text. The model is a fake server (package chattest) that keeps
+// in text. The model is a fake server (package internal/fakemodel) that keeps
 // nothing, so every request carries the whole conversation; with the real
 // API, leave out the two options.
 func Example() {
-	srv := chattest.NewServer(
-		chattest.Turn{Calls: []chattest.Call{
+	srv := fakemodel.NewChat(
+		fakemodel.Turn{Calls: []fakemodel.Call{
 			{Name: "greet", Arguments: `{"name":"Ada"}`},
 			{Name: "greet", Arguments: `{"name":42}`}, // the model gets a type wrong
 		}},
-		chattest.Turn{Text: "I greeted Ada."},
+		fakemodel.Turn{Text: "I greeted Ada."},
 	)
 	defer srv.Close()
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline"))

@@ -8,8 +8,8 @@ import (
 	"google.golang.org/genai"
 
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
-	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -25,15 +25,15 @@ type greetIn struct {
 // model sends no call ids (as Gemini 2.x does), so the adapter derives them
 // from the response id and each call's position; it leaves out the
 // optional greeting, which reads as null. The model is a fake server
-// (package geminitest); with the real API, leave out HTTPOptions and set
+// (package internal/fakemodel); with the real API, leave out HTTPOptions and set
 // GEMINI_API_KEY.
 func Example() {
-	srv := geminitest.NewServer(
-		geminitest.Turn{Calls: []geminitest.Call{
-			{Name: "greet", Args: `{"name":"Ada"}`},
-			{Name: "greet", Args: `{"name":42}`}, // the model gets a type wrong
+	srv := fakemodel.NewGemini(
+		fakemodel.Turn{Calls: []fakemodel.Call{
+			{Name: "greet", Arguments: `{"name":"Ada"}`},
+			{Name: "greet", Arguments: `{"name":42}`}, // the model gets a type wrong
 		}},
-		geminitest.Turn{Text: "I greeted Ada."},
+		fakemodel.Turn{Text: "I greeted Ada."},
 	)
 	defer srv.Close()
 	ctx := context.Background()

@@ -24,6 +24,6 @@
 //	params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
 //
 // The package example runs this loop against an in-memory fake Responses
-// server (package openaitest); package agentloop is the same loop with
+// server (package internal/fakemodel); package agentloop is the same loop with
 // approvals, pause and resume, and the status tool.
 package tgopenai
