@@ -46,7 +46,7 @@ type geminiTurn struct {
 // their signatures, as the recorded request did, and answer every call by
 // name, echoing only ids Gemini sent.
 func TestRecordedTraffic(t *testing.T) {
-	recs := replay.ForAPI(t, replay.Dir, "gemini")
+	recs := replay.ForAPI(t, "gemini")
 	for _, rec := range recs {
 		t.Run(rec.Name, func(t *testing.T) { replayGemini(t, rec) })
 	}
