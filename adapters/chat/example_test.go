@@ -61,15 +61,15 @@ func Example() {
 			break
 		}
 		params.Messages = append(params.Messages, msg.ToParam())
-		for _, tc := range msg.ToolCalls {
-			fc := tc.AsFunction()
-			res, err := g.Dispatch(ctx, tgchat.Call(user, "conversation-1", comp.ID, fc))
+		for i, c := range tgchat.Calls(msg, tools.Tools()) {
+			fc := msg.ToolCalls[i].AsFunction() // as the model sent it
+			res, err := g.Dispatch(ctx, tgchat.Call(user, "conversation-1", comp.ID, c))
 			if err != nil { // the host's mistake (a bad principal), not the model's
 				fmt.Println("error:", err)
 				return
 			}
 			fmt.Printf("%s(%s) -> %s\n", fc.Function.Name, fc.Function.Arguments, res.Code)
-			params.Messages = append(params.Messages, tgchat.Output(tc.ID, res))
+			params.Messages = append(params.Messages, tgchat.Output(c, res))
 		}
 	}
 	fmt.Println("tool messages sent:", len(srv.Requests()[1].ToolResults()))

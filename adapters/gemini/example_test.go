@@ -69,8 +69,9 @@ func Example() {
 		}
 		contents = append(contents, resp.Candidates[0].Content) // signatures and all
 		var answers []*genai.Part
-		for i, fc := range calls {
-			call := tggemini.Call(user, "conversation-1", resp, i, tools.Tools())
+		for i, c := range tggemini.Calls(resp, tools.Tools()) {
+			fc := calls[i] // as the model sent it
+			call := tggemini.Call(user, "conversation-1", resp.ResponseID, c)
 			res, err := g.Dispatch(ctx, call)
 			if err != nil { // the host's mistake (a bad principal), not the model's
 				fmt.Println("error:", err)
@@ -82,7 +83,7 @@ func Example() {
 			}
 			args, _ := json.Marshal(fc.Args)
 			fmt.Printf("%s %s(%s) -> %s %s\n", call.Context.CallID, fc.Name, args, res.Code, detail)
-			answers = append(answers, tggemini.Output(fc.ID, fc.Name, res)) // fc.ID is "" here: none is sent back
+			answers = append(answers, tggemini.Output(c, res)) // c.ID is derived here: none is sent back
 		}
 		contents = append(contents, tggemini.Outputs(answers...))
 	}

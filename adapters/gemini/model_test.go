@@ -211,7 +211,7 @@ func TestCallIDs(t *testing.T) {
 	withID := &genai.FunctionCall{ID: "gem-1", Name: "get_order", Args: map[string]any{"order_ref": "ORDER-9"}}
 
 	calls := tggemini.Calls(resp("r1", a, withID, b), nil)
-	if calls[0].ID != "r1/0" || calls[0].Kind != tggemini.KindDerived || calls[1].ID != "gem-1" || calls[1].Kind != "" || calls[2].ID != "r1/2" {
+	if calls[0].ID != "r1/0" || calls[0].Kind != "derived-id" || calls[1].ID != "gem-1" || calls[1].Kind != "" || calls[2].ID != "r1/2" {
 		t.Errorf("ids %+v", calls)
 	}
 	again := tggemini.Calls(resp("r1", a, withID, b), nil)
@@ -222,8 +222,8 @@ func TestCallIDs(t *testing.T) {
 	if noID := tggemini.Calls(resp("", a, b), nil); noID[0].ID != "" || noID[1].ID != "" || noID[0].Kind != "" {
 		t.Errorf("ids without a response id: %+v", noID)
 	}
-	c := tggemini.Call(user, "conversation-1", resp("r1", a), 0, nil)
-	if c.Context.CallID != "r1/0" || c.Context.ResponseID != "r1" || c.Context.Scope != "conversation-1" || c.Context.Provider != tggemini.Provider {
+	c := tggemini.Call(user, "conversation-1", "r1", tggemini.Calls(resp("r1", a), nil)[0])
+	if c.Context.CallID != "r1/0" || c.Context.ResponseID != "r1" || c.Context.Scope != "conversation-1" || c.Context.Provider != "gemini" {
 		t.Errorf("call context %+v", c.Context)
 	}
 }
@@ -236,7 +236,7 @@ func TestFakeChecksTheConversation(t *testing.T) {
 	defer srv.Close()
 	m := newModel(t, srv)
 	call := &genai.Part{FunctionCall: &genai.FunctionCall{ID: "c1", Name: "get_order", Args: map[string]any{"order_ref": "ORDER-7"}}}
-	answer := tggemini.Output("c1", "get_order", &guard.Result{Code: guard.CodeOK})
+	answer := tggemini.Output(provider.ToolCall{ID: "c1", Name: "get_order"}, &guard.Result{Code: guard.CodeOK})
 	for name, contents := range map[string][]*genai.Content{
 		"unsigned":   {genai.NewContentFromText("hi", genai.RoleUser), {Role: "model", Parts: []*genai.Part{call}}, tggemini.Outputs(answer)},
 		"unanswered": {genai.NewContentFromText("hi", genai.RoleUser), {Role: "model", Parts: []*genai.Part{signed(call)}}, genai.NewContentFromText("and?", genai.RoleUser)},
