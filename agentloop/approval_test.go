@@ -10,26 +10,26 @@ import (
 	"testing"
 	"time"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 )
 
 // pauseScript is a model that reads ORDER-7 and asks for a refund (its keys
 // out of order) in one turn, then reports the outputs it got.
-func pauseScript() []openaitest.Turn {
-	return []openaitest.Turn{
+func pauseScript() []fakemodel.Turn {
+	return []fakemodel.Turn{
 		calls(
 			call("r1", readTool, readArgs),
 			call("w1", refundTool, `{"reason": "duplicate", "order_ref": "ORDER-7"}`),
 		),
-		{Respond: func(req openaitest.Request) *openaitest.Turn {
+		{Respond: func(req fakemodel.Request) *fakemodel.Turn {
 			var b strings.Builder
 			for _, r := range lastOutputs(req) {
 				b.WriteString(r.Code.String() + " ")
 			}
-			return &openaitest.Turn{Text: strings.TrimSpace(b.String())}
+			return &fakemodel.Turn{Text: strings.TrimSpace(b.String())}
 		}},
 	}
 }
@@ -140,7 +140,7 @@ func TestPauseAndResume(t *testing.T) {
 	}
 
 	// Resuming the same saved state again (a host retrying) replays.
-	w.srv.Enqueue(openaitest.Turn{Text: "again"})
+	w.srv.Enqueue(fakemodel.Turn{Text: "again"})
 	again, err := loop.Resume(ctx, user1, roundTrip(t, res.State), agentloop.Approval{CallID: "w1", Grant: tok})
 	if err != nil {
 		t.Fatal(err)
@@ -377,7 +377,7 @@ func TestResumeSeveralPending(t *testing.T) {
 			call("w3", refundTool, `{"order_ref":"ORDER-7","reason":"damaged"}`),
 			call("r1", readTool, readArgs),
 		),
-		openaitest.Turn{Text: "ok"},
+		fakemodel.Turn{Text: "ok"},
 	)
 	loop := w.loop()
 	ctx := testCtx(t)
@@ -545,16 +545,16 @@ func TestApproverDeniesOrFails(t *testing.T) {
 
 // repeatScript asks for the same refund in two turns (as models repeat
 // themselves), then reports the outputs it got last.
-func repeatScript() []openaitest.Turn {
-	return []openaitest.Turn{
+func repeatScript() []fakemodel.Turn {
+	return []fakemodel.Turn{
 		calls(call("w1", refundTool, refundArgs)),
 		calls(call("w2", refundTool, `{"reason":"duplicate","order_ref":"ORDER-7"}`)),
-		{Respond: func(req openaitest.Request) *openaitest.Turn {
+		{Respond: func(req fakemodel.Request) *fakemodel.Turn {
 			var b strings.Builder
 			for _, r := range lastOutputs(req) {
 				b.WriteString(r.Code.String() + " " + r.Message)
 			}
-			return &openaitest.Turn{Text: b.String()}
+			return &fakemodel.Turn{Text: b.String()}
 		}},
 	}
 }

@@ -9,10 +9,9 @@ import (
 	"google.golang.org/genai"
 
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
-	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -34,12 +33,12 @@ func sleepTools(d time.Duration) *toolset.Set {
 
 // turn is one run of two model turns against the fake Responses server:
 // a reply of n calls of the tool, then a final message.
-func turn(b *testing.B, srv *openaitest.Server, loop *agentloop.Loop, n int) {
-	var cs []openaitest.Call
+func turn(b *testing.B, srv *fakemodel.OpenAIServer, loop *agentloop.Loop, n int) {
+	var cs []fakemodel.Call
 	for i := range n {
-		cs = append(cs, openaitest.Call{Name: "lookup", Arguments: fmt.Sprintf(`{"n":%d}`, i)})
+		cs = append(cs, fakemodel.Call{Name: "lookup", Arguments: fmt.Sprintf(`{"n":%d}`, i)})
 	}
-	srv.Enqueue(openaitest.Turn{Calls: cs}, openaitest.Turn{Text: "done"})
+	srv.Enqueue(fakemodel.Turn{Calls: cs}, fakemodel.Turn{Text: "done"})
 	res, err := loop.Run(context.Background(), user1, "look them up")
 	if err != nil || res.Status != agentloop.StatusCompleted {
 		b.Fatalf("%+v %v", res, err)
@@ -61,7 +60,7 @@ func BenchmarkTurn(b *testing.B) {
 				name += "/sequential"
 			}
 			b.Run(name, func(b *testing.B) {
-				srv := openaitest.NewServer()
+				srv := fakemodel.NewOpenAI()
 				defer srv.Close()
 				fast := agentloop.New(model(newClient(srv)), sleepTools(0), agentloop.Options{Store: guard.NewMemStore(guard.MemStoreOptions{}), Parallel: parallel})
 				slow := agentloop.New(model(newClient(srv)), sleepTools(L), agentloop.Options{Store: guard.NewMemStore(guard.MemStoreOptions{}), Parallel: parallel})
@@ -92,7 +91,7 @@ func BenchmarkTurn(b *testing.B) {
 // reply still streamed (one after the other it would be above 1).
 func BenchmarkStreamFirstResult(b *testing.B) {
 	const pace = 20 * time.Millisecond
-	srv := geminitest.NewServer()
+	srv := fakemodel.NewGemini()
 	defer srv.Close()
 	client, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "bench", Backend: genai.BackendGeminiAPI,
 		HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL()}})
@@ -103,11 +102,11 @@ func BenchmarkStreamFirstResult(b *testing.B) {
 	var first, end time.Duration
 	b.ResetTimer()
 	for b.Loop() {
-		var cs []geminitest.Call
+		var cs []fakemodel.Call
 		for i := range 3 {
-			cs = append(cs, geminitest.Call{Name: "lookup", Args: fmt.Sprintf(`{"n":%d}`, i)})
+			cs = append(cs, fakemodel.Call{Name: "lookup", Arguments: fmt.Sprintf(`{"n":%d}`, i)})
 		}
-		srv.Enqueue(geminitest.Turn{Calls: cs, Pace: pace}, geminitest.Turn{Text: "done"})
+		srv.Enqueue(fakemodel.Turn{Calls: cs, Pace: pace}, fakemodel.Turn{Text: "done"})
 		start := time.Now()
 		var firstAt time.Duration
 		for ev, err := range loop.Stream(context.Background(), user1, "look them up") {

@@ -14,12 +14,10 @@ import (
 	"google.golang.org/genai"
 
 	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
-	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
-	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
@@ -39,20 +37,20 @@ func heldReply(t *testing.T, name string, hold <-chan struct{}) (p provider.Prov
 	tool := map[string]string{"c_note": "add_note", "c_read": readTool}
 	switch name {
 	case "responses":
-		srv := openaitest.NewServer(openaitest.Turn{Text: "Looking it up", Hold: hold, Calls: []openaitest.Call{
+		srv := fakemodel.NewOpenAI(fakemodel.Turn{Text: "Looking it up", Hold: hold, Calls: []fakemodel.Call{
 			{CallID: "c_note", Name: "add_note", Arguments: note}, {CallID: "c_read", Name: readTool, Arguments: read}}},
-			openaitest.Turn{Text: "ORDER-7 is paid."})
+			fakemodel.Turn{Text: "ORDER-7 is paid."})
 		t.Cleanup(srv.Close)
 		return model(newClient(srv)), func() (names []string) {
-			for _, o := range srv.Requests()[1].FunctionCallOutputs() {
+			for _, o := range srv.Requests()[1].Results() {
 				names = append(names, tool[o.CallID])
 			}
 			return names
 		}
 	case "anthropic":
-		srv := anthropictest.NewServer(anthropictest.Turn{Text: "Looking it up", Hold: hold, Calls: []anthropictest.Call{
-			{ID: "c_note", Name: "add_note", Input: note}, {ID: "c_read", Name: readTool, Input: read}}},
-			anthropictest.Turn{Text: "ORDER-7 is paid."})
+		srv := fakemodel.NewAnthropic(fakemodel.Turn{Text: "Looking it up", Hold: hold, Calls: []fakemodel.Call{
+			{CallID: "c_note", Name: "add_note", Arguments: note}, {CallID: "c_read", Name: readTool, Arguments: read}}},
+			fakemodel.Turn{Text: "ORDER-7 is paid."})
 		t.Cleanup(srv.Close)
 		return tganthropic.NewModel(sdk.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("test")), tganthropic.ModelOptions{}),
 			func() (names []string) {
@@ -62,9 +60,9 @@ func heldReply(t *testing.T, name string, hold <-chan struct{}) (p provider.Prov
 				return names
 			}
 	case "gemini":
-		srv := geminitest.NewServer(geminitest.Turn{Text: "Looking it up", Hold: hold, Calls: []geminitest.Call{
-			{Name: "add_note", Args: note}, {Name: readTool, Args: read}}},
-			geminitest.Turn{Text: "ORDER-7 is paid."})
+		srv := fakemodel.NewGemini(fakemodel.Turn{Text: "Looking it up", Hold: hold, Calls: []fakemodel.Call{
+			{Name: "add_note", Arguments: note}, {Name: readTool, Arguments: read}}},
+			fakemodel.Turn{Text: "ORDER-7 is paid."})
 		t.Cleanup(srv.Close)
 		client, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "test", Backend: genai.BackendGeminiAPI,
 			HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL()}})

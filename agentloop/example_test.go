@@ -10,11 +10,10 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
-	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 )
 
@@ -22,13 +21,13 @@ import (
 // that a human approves, and asks for the same refund again with its keys
 // in another order. The draft is created once; the repeat is a replay.
 func Example() {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
-		openaitest.Turn{Text: "ORDER-7 is paid; drafting the refund.", Calls: []openaitest.Call{
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Calls: []fakemodel.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
+		fakemodel.Turn{Text: "ORDER-7 is paid; drafting the refund.", Calls: []fakemodel.Call{
 			{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}}},
-		openaitest.Turn{Calls: []openaitest.Call{
+		fakemodel.Turn{Calls: []fakemodel.Call{
 			{Name: "create_refund_draft", Arguments: `{"reason":"duplicate","order_ref":"ORDER-7"}`}}},
-		openaitest.Turn{Text: "Refund draft DRAFT-1 is created."},
+		fakemodel.Turn{Text: "Refund draft DRAFT-1 is created."},
 	)
 	defer srv.Close()
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
@@ -66,10 +65,10 @@ func Example() {
 // ExampleLoop_Resume pauses a run at a write that needs approval, saves its
 // state, and resumes it once a human said yes.
 func ExampleLoop_Resume() {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Calls: []fakemodel.Call{
 			{Name: "create_refund_draft", Arguments: `{"reason":"damaged","order_ref":"ORDER-7"}`}}},
-		openaitest.Turn{Text: "The refund draft is created."},
+		fakemodel.Turn{Text: "The refund draft is created."},
 	)
 	defer srv.Close()
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
@@ -120,9 +119,9 @@ func ExampleLoop_Resume() {
 // here) and prints its events as they happen: the model's text in the
 // deltas it streams, each call and result, and the end.
 func ExampleLoop_Stream() {
-	srv := anthropictest.NewServer(
-		anthropictest.Turn{Text: "Checking the order.", Calls: []anthropictest.Call{{Name: "get_order", Input: `{"order_ref":"ORDER-7"}`}}},
-		anthropictest.Turn{Text: "ORDER-7 is paid."},
+	srv := fakemodel.NewAnthropic(
+		fakemodel.Turn{Text: "Checking the order.", Calls: []fakemodel.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
+		fakemodel.Turn{Text: "ORDER-7 is paid."},
 	)
 	defer srv.Close()
 	client := anthropic.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("test"))

@@ -16,10 +16,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
@@ -41,7 +41,7 @@ const (
 // world is one test's fake provider, order service, Redis and loop.
 type world struct {
 	t      *testing.T
-	srv    *openaitest.Server
+	srv    *fakemodel.OpenAIServer
 	client oai.Client
 	svc    *orders.Service
 	mr     *miniredis.Miniredis
@@ -69,9 +69,9 @@ func idemStore(t testing.TB, rdb redis.UniversalClient) agentloop.Store {
 
 // newWorld starts a fake Responses server playing turns, a fresh order
 // service and a miniredis; everything is closed when the test ends.
-func newWorld(t *testing.T, turns ...openaitest.Turn) *world {
+func newWorld(t *testing.T, turns ...fakemodel.Turn) *world {
 	t.Helper()
-	srv := openaitest.NewServer(turns...)
+	srv := fakemodel.NewOpenAI(turns...)
 	t.Cleanup(srv.Close)
 	mr, rdb := redistest.Mini(t)
 	return &world{
@@ -90,7 +90,7 @@ func model(client oai.Client) *tgopenai.Model {
 	return tgopenai.NewModel(client, tgopenai.ModelOptions{Name: "scripted-model"})
 }
 
-func newClient(srv *openaitest.Server) oai.Client {
+func newClient(srv *fakemodel.OpenAIServer) oai.Client {
 	return oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(2))
 }
 
@@ -139,10 +139,10 @@ func (a *approver) asked() []agentloop.ApprovalRequest {
 }
 
 // calls builds one turn of function calls.
-func calls(cs ...openaitest.Call) openaitest.Turn { return openaitest.Turn{Calls: cs} }
+func calls(cs ...fakemodel.Call) fakemodel.Turn { return fakemodel.Turn{Calls: cs} }
 
-func call(id, name, args string) openaitest.Call {
-	return openaitest.Call{CallID: id, Name: name, Arguments: args}
+func call(id, name, args string) fakemodel.Call {
+	return fakemodel.Call{CallID: id, Name: name, Arguments: args}
 }
 
 // output is one function_call_output the loop sent, decoded.
@@ -154,10 +154,10 @@ type output struct {
 
 // outputsOf decodes every function_call_output of a request, failing the
 // test when one is not a tool-model-result-v2 object.
-func outputsOf(t *testing.T, req openaitest.Request) []output {
+func outputsOf(t *testing.T, req fakemodel.OpenAIRequest) []output {
 	t.Helper()
 	var out []output
-	for _, o := range req.FunctionCallOutputs() {
+	for _, o := range req.Results() {
 		r, err := o.ModelResult()
 		if err != nil {
 			t.Fatal(err)
@@ -169,9 +169,9 @@ func outputsOf(t *testing.T, req openaitest.Request) []output {
 
 // lastOutputs decodes the outputs of a request inside a Respond callback,
 // where failing the test is not possible; bad outputs are skipped.
-func lastOutputs(req openaitest.Request) []guard.Result {
+func lastOutputs(req fakemodel.Request) []guard.Result {
 	var out []guard.Result
-	for _, o := range req.FunctionCallOutputs() {
+	for _, o := range req.Results() {
 		if r, err := o.ModelResult(); err == nil {
 			out = append(out, r)
 		}
@@ -193,8 +193,8 @@ func byCallID(t *testing.T, outs []output) map[string]output {
 }
 
 // okRequests returns the requests the server answered with 200.
-func okRequests(srv *openaitest.Server) []openaitest.Request {
-	var out []openaitest.Request
+func okRequests(srv *fakemodel.OpenAIServer) []fakemodel.OpenAIRequest {
+	var out []fakemodel.OpenAIRequest
 	for _, r := range srv.Requests() {
 		if r.StatusCode == 200 {
 			out = append(out, r)
@@ -205,7 +205,7 @@ func okRequests(srv *openaitest.Server) []openaitest.Request {
 
 // checkChain asserts that every answered request continues the one before
 // it with previous_response_id, and that none was rejected.
-func checkChain(t *testing.T, srv *openaitest.Server) {
+func checkChain(t *testing.T, srv *fakemodel.OpenAIServer) {
 	t.Helper()
 	reqs := srv.Requests()
 	prev := ""

@@ -11,9 +11,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -22,9 +22,9 @@ import (
 func TestHappyPath(t *testing.T) {
 	w := newWorld(t,
 		calls(call("call_read", readTool, readArgs)),
-		openaitest.Turn{Text: "ORDER-7 is paid; drafting the refund.",
-			Calls: []openaitest.Call{call("call_write", refundTool, `{ "reason": "duplicate", "order_ref": "ORDER-7" }`)}},
-		openaitest.Turn{Text: "Refund draft DRAFT-1 is created."},
+		fakemodel.Turn{Text: "ORDER-7 is paid; drafting the refund.",
+			Calls: []fakemodel.Call{call("call_write", refundTool, `{ "reason": "duplicate", "order_ref": "ORDER-7" }`)}},
+		fakemodel.Turn{Text: "Refund draft DRAFT-1 is created."},
 	)
 	appr := &approver{}
 	var events []agentloop.Event
@@ -184,7 +184,7 @@ func TestDuplicateIntentIsOneSideEffect(t *testing.T) {
 			call("w4", refundTool, `{"reason":"duplicate","order_ref":"ORDER-7"}`),
 			call("w5", refundTool, refundArgs),
 		),
-		openaitest.Turn{Text: "done twice over"},
+		fakemodel.Turn{Text: "done twice over"},
 	)
 	appr := &approver{}
 	loop := w.loop(agentloop.Options{Approver: appr})
@@ -237,7 +237,7 @@ func TestSameCallIDTwice(t *testing.T) {
 			call("dup", refundTool, refundArgs),
 			call("rd", readTool, `{"order_ref":"ORDER-9"}`),
 		),
-		openaitest.Turn{Text: "ok"},
+		fakemodel.Turn{Text: "ok"},
 	)
 	appr := &approver{}
 	loop := w.loop(agentloop.Options{Approver: appr})
@@ -292,7 +292,7 @@ func TestSameCallIDTwice(t *testing.T) {
 // order, with the right code.
 func TestFiftyCallsInOneTurn(t *testing.T) {
 	type spec struct {
-		call openaitest.Call
+		call fakemodel.Call
 		code guard.Code
 	}
 	var specs []spec
@@ -319,12 +319,12 @@ func TestFiftyCallsInOneTurn(t *testing.T) {
 		}
 	}
 	// A repeated call id is answered once.
-	cs := make([]openaitest.Call, 0, 51)
+	cs := make([]fakemodel.Call, 0, 51)
 	for _, s := range specs {
 		cs = append(cs, s.call)
 	}
 	cs = append(cs, specs[0].call)
-	w := newWorld(t, calls(cs...), openaitest.Turn{Text: "ok"})
+	w := newWorld(t, calls(cs...), fakemodel.Turn{Text: "ok"})
 	// A denying approver keeps the writes from pausing the run.
 	loop := w.loop(agentloop.Options{Approver: agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
 		return agentloop.Decision{Approved: false, Approver: "bob"}, nil
@@ -357,9 +357,9 @@ func TestFiftyCallsInOneTurn(t *testing.T) {
 
 // A model that never stops calling tools is stopped at the turn limit.
 func TestMaxTurns(t *testing.T) {
-	var turns []openaitest.Turn
+	var turns []fakemodel.Turn
 	for range 10 {
-		turns = append(turns, openaitest.Turn{Text: "again", Calls: []openaitest.Call{{Name: readTool, Arguments: readArgs}}})
+		turns = append(turns, fakemodel.Turn{Text: "again", Calls: []fakemodel.Call{{Name: readTool, Arguments: readArgs}}})
 	}
 	w := newWorld(t, turns...)
 	loop := w.loop(agentloop.Options{MaxTurns: 3})
@@ -386,7 +386,7 @@ func TestMaxTurns(t *testing.T) {
 func TestDefaultMaxTurns(t *testing.T) {
 	w := newWorld(t)
 	for range agentloop.DefaultMaxTurns + 2 {
-		w.srv.Enqueue(calls(openaitest.Call{Name: readTool, Arguments: readArgs}))
+		w.srv.Enqueue(calls(fakemodel.Call{Name: readTool, Arguments: readArgs}))
 	}
 	res, err := w.loop().Run(testCtx(t), user1, "loop forever")
 	if err != nil {
@@ -400,9 +400,9 @@ func TestDefaultMaxTurns(t *testing.T) {
 // A run restarted with the same run id replays its writes; another run id is
 // another operation.
 func TestRunIDReplay(t *testing.T) {
-	script := func() []openaitest.Turn {
-		return []openaitest.Turn{
-			calls(openaitest.Call{Name: refundTool, Arguments: refundArgs}),
+	script := func() []fakemodel.Turn {
+		return []fakemodel.Turn{
+			calls(fakemodel.Call{Name: refundTool, Arguments: refundArgs}),
 			{Text: "refunded"},
 		}
 	}
@@ -485,11 +485,11 @@ func TestConcurrentRunsSameRunID(t *testing.T) {
 	const runs = 8
 	w := newWorld(t)
 	for range 2 * runs {
-		w.srv.Enqueue(openaitest.Turn{Respond: func(req openaitest.Request) *openaitest.Turn {
+		w.srv.Enqueue(fakemodel.Turn{Respond: func(req fakemodel.Request) *fakemodel.Turn {
 			if outs := lastOutputs(req); len(outs) > 0 {
-				return &openaitest.Turn{Text: outs[0].Code.String() + " " + string(outs[0].Delivery)}
+				return &fakemodel.Turn{Text: outs[0].Code.String() + " " + string(outs[0].Delivery)}
 			}
-			return &openaitest.Turn{Calls: []openaitest.Call{{Name: refundTool, Arguments: refundArgs}}}
+			return &fakemodel.Turn{Calls: []fakemodel.Call{{Name: refundTool, Arguments: refundArgs}}}
 		}})
 	}
 	appr := &approver{}
@@ -531,7 +531,7 @@ func TestConcurrentRunsSameRunID(t *testing.T) {
 func TestStatusToolNameClash(t *testing.T) {
 	clash := toolset.Read(toolset.StatusToolName, "clash", func(context.Context, *guard.Invocation, toolset.StatusInput) (string, error) { return "x", nil }, nil)
 
-	w := newWorld(t, openaitest.Turn{Text: "never"})
+	w := newWorld(t, fakemodel.Turn{Text: "never"})
 	loop := agentloop.New(model(w.client), toolset.MustNew(clash), agentloop.Options{Store: w.store()})
 	if loop.Err() == nil {
 		t.Fatal("no configuration error")
@@ -555,7 +555,7 @@ func TestStatusToolNameClash(t *testing.T) {
 
 	// Renaming the status tool, or removing it, resolves the clash.
 	for _, name := range []string{"-", "settle_operation"} {
-		w := newWorld(t, calls(call("c1", toolset.StatusToolName, `{"operation_id":"op_1","tool":null}`)), openaitest.Turn{Text: "ok"})
+		w := newWorld(t, calls(call("c1", toolset.StatusToolName, `{"operation_id":"op_1","tool":null}`)), fakemodel.Turn{Text: "ok"})
 		loop := agentloop.New(model(w.client), toolset.MustNew(clash), agentloop.Options{Store: w.store(), StatusTool: name})
 		res, err := loop.Run(testCtx(t), user1, "hi")
 		if err != nil {
@@ -577,7 +577,7 @@ func TestStatusToolNameClash(t *testing.T) {
 // A store that cannot be set up is a configuration error, and so is a bad
 // principal.
 func TestRunErrors(t *testing.T) {
-	w := newWorld(t, openaitest.Turn{Text: "never"})
+	w := newWorld(t, fakemodel.Turn{Text: "never"})
 	loop := w.loop()
 	for _, p := range []guard.Principal{{}, {TenantID: "tenant-a"}, {SubjectID: "user-1"}, {TenantID: "t", SubjectID: "\xff"}} {
 		if res, err := loop.Run(testCtx(t), p, "hi"); err == nil || res != nil {
@@ -605,7 +605,7 @@ func TestHostKeys(t *testing.T) {
 	w := newWorld(t,
 		calls(call("w1", refundTool, `{"reason":"duplicate", "order_ref":"ORDER-7"}`)),
 		calls(call("w2", refundTool, refundArgs)),
-		openaitest.Turn{Text: "ok"},
+		fakemodel.Turn{Text: "ok"},
 	)
 	w.svc.FailNext(orders.FailAfterCommit)
 	var (

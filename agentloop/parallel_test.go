@@ -8,9 +8,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -76,8 +76,8 @@ func (g *gate) await(ctx context.Context, t *testing.T, n int) {
 	}
 }
 
-func waitCalls(ids ...string) openaitest.Turn {
-	var cs []openaitest.Call
+func waitCalls(ids ...string) fakemodel.Turn {
+	var cs []fakemodel.Call
 	for _, id := range ids {
 		cs = append(cs, call("call_"+id, "wait", fmt.Sprintf(`{"id":%q}`, id)))
 	}
@@ -100,7 +100,7 @@ func gateLoop(t *testing.T, w *world, g *gate, opts agentloop.Options) *agentloo
 // (the tools wait for each other), they finish in reverse order, and yet
 // the transcript and the outputs sent back keep the provider's order.
 func TestReplyCallsRunAtOnce(t *testing.T) {
-	w := newWorld(t, waitCalls("a", "b", "c"), openaitest.Turn{Text: "all done"})
+	w := newWorld(t, waitCalls("a", "b", "c"), fakemodel.Turn{Text: "all done"})
 	g := newGate("a", "b", "c")
 	ctx := testCtx(t)
 	type ran struct {
@@ -145,7 +145,7 @@ func TestReplyCallsRunAtOnce(t *testing.T) {
 func TestParallelBound(t *testing.T) {
 	for _, limit := range []int{1, 2} {
 		t.Run(fmt.Sprint(limit), func(t *testing.T) {
-			w := newWorld(t, waitCalls("a", "b", "c"), openaitest.Turn{Text: "all done"})
+			w := newWorld(t, waitCalls("a", "b", "c"), fakemodel.Turn{Text: "all done"})
 			g := newGate("a", "b", "c")
 			ctx := testCtx(t)
 			done := make(chan error, 1)
@@ -211,7 +211,7 @@ func TestApprovalsInAParallelReply(t *testing.T) {
 	w := newWorld(t,
 		calls(call("r1", readTool, readArgs), call("w1", refundTool, refundArgs), call("w2", refundTool, damaged),
 			call("w3", refundTool, refundArgs)),
-		openaitest.Turn{Text: "drafted"},
+		fakemodel.Turn{Text: "drafted"},
 	)
 	a := &serialApprover{}
 	res, err := w.loop(agentloop.Options{Approver: a, Observer: a.observe}).Run(testCtx(t), user1, "refund twice")

@@ -9,9 +9,9 @@ import (
 
 	oai "github.com/openai/openai-go/v3"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -19,11 +19,11 @@ import (
 // Rate limits and server errors the client's retries absorb do not show.
 func TestProviderRetries(t *testing.T) {
 	w := newWorld(t,
-		openaitest.Turn{Status: http.StatusTooManyRequests},
+		fakemodel.Turn{Status: http.StatusTooManyRequests},
 		calls(call("r1", readTool, readArgs)),
-		openaitest.Turn{Status: http.StatusInternalServerError},
-		openaitest.Turn{Status: http.StatusBadGateway},
-		openaitest.Turn{Text: "ORDER-7 is paid."},
+		fakemodel.Turn{Status: http.StatusInternalServerError},
+		fakemodel.Turn{Status: http.StatusBadGateway},
+		fakemodel.Turn{Text: "ORDER-7 is paid."},
 	)
 	res, err := w.loop().Run(testCtx(t), user1, "ORDER-7?")
 	if err != nil {
@@ -62,10 +62,10 @@ func TestProviderRetries(t *testing.T) {
 func TestProviderKeepsFailing(t *testing.T) {
 	w := newWorld(t,
 		calls(call("r1", readTool, readArgs)),
-		openaitest.Turn{Status: 500},
-		openaitest.Turn{Status: 500},
-		openaitest.Turn{Status: 500},
-		openaitest.Turn{Text: "never reached"},
+		fakemodel.Turn{Status: 500},
+		fakemodel.Turn{Status: 500},
+		fakemodel.Turn{Status: 500},
+		fakemodel.Turn{Text: "never reached"},
 	)
 	res, err := w.loop().Run(testCtx(t), user1, "ORDER-7?")
 	if err == nil {
@@ -88,7 +88,7 @@ func TestProviderKeepsFailing(t *testing.T) {
 
 // An error the client does not retry ends the run at once.
 func TestProviderBadRequest(t *testing.T) {
-	w := newWorld(t, openaitest.Turn{Status: http.StatusBadRequest, Error: &openaitest.ErrorBody{Message: "bad", Code: "invalid_value"}})
+	w := newWorld(t, fakemodel.Turn{Status: http.StatusBadRequest, Error: &fakemodel.Error{Message: "bad", Code: "invalid_value"}})
 	res, err := w.loop().Run(testCtx(t), user1, "hi")
 	var apiErr *oai.Error
 	if !errors.As(err, &apiErr) || apiErr.StatusCode != 400 || res == nil || res.Turns != 0 {
@@ -103,8 +103,8 @@ func TestProviderBadRequest(t *testing.T) {
 func TestEmptyResponse(t *testing.T) {
 	w := newWorld(t,
 		calls(call("r1", readTool, readArgs)),
-		openaitest.Turn{Empty: true},
-		openaitest.Turn{Text: "never reached"},
+		fakemodel.Turn{Empty: true},
+		fakemodel.Turn{Text: "never reached"},
 	)
 	res, err := w.loop().Run(testCtx(t), user1, "ORDER-7?")
 	if err != nil {
@@ -119,7 +119,7 @@ func TestEmptyResponse(t *testing.T) {
 }
 
 func TestCancelledBeforeRun(t *testing.T) {
-	w := newWorld(t, openaitest.Turn{Text: "never"})
+	w := newWorld(t, fakemodel.Turn{Text: "never"})
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
 	res, err := w.loop().Run(ctx, user1, "hi")
@@ -142,7 +142,7 @@ func TestCancelledMidRun(t *testing.T) {
 	t.Run("approver", func(t *testing.T) {
 		w := newWorld(t,
 			calls(call("w1", refundTool, refundArgs), call("r1", readTool, readArgs)),
-			openaitest.Turn{Text: "never"},
+			fakemodel.Turn{Text: "never"},
 		)
 		ctx, cancel := context.WithCancel(testCtx(t))
 		defer cancel()
@@ -184,7 +184,7 @@ func TestCancelledMidRun(t *testing.T) {
 		}
 		w := newWorld(t,
 			calls(call("c1", "cancel_run", `{}`), call("r1", readTool, readArgs), call("c2", "cancel_run", `{}`)),
-			openaitest.Turn{Text: "never"},
+			fakemodel.Turn{Text: "never"},
 		)
 		loop := agentloop.New(model(w.client), tools, agentloop.Options{Store: w.store(), Parallel: 1})
 		start := time.Now()
@@ -207,12 +207,12 @@ func TestCancelledMidRun(t *testing.T) {
 		defer cancel()
 		w := newWorld(t,
 			calls(call("r1", readTool, readArgs)),
-			openaitest.Turn{Respond: func(openaitest.Request) *openaitest.Turn {
+			fakemodel.Turn{Respond: func(fakemodel.Request) *fakemodel.Turn {
 				cancel()
 				time.Sleep(100 * time.Millisecond)
-				return &openaitest.Turn{Text: "too late"}
+				return &fakemodel.Turn{Text: "too late"}
 			}},
-			openaitest.Turn{Text: "never"},
+			fakemodel.Turn{Text: "never"},
 		)
 		res, err := w.loop().Run(ctx, user1, "ORDER-7?")
 		if !errors.Is(err, context.Canceled) {

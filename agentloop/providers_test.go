@@ -17,15 +17,12 @@ import (
 	"google.golang.org/genai"
 
 	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
-	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
 	tgchat "github.com/toolguard/toolguard/adapters/chat"
-	"github.com/toolguard/toolguard/adapters/chat/chattest"
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
-	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/provider"
@@ -68,21 +65,21 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 	f := &fake{name: name}
 	switch name {
 	case "responses", "responses-stateless":
-		var turns []openaitest.Turn
+		var turns []fakemodel.Turn
 		for _, s := range steps {
-			turn := openaitest.Turn{Text: s.text, Reasoning: "thinking about " + s.text}
+			turn := fakemodel.Turn{Text: s.text, Reasoning: "thinking about " + s.text}
 			for _, c := range s.calls {
-				turn.Calls = append(turn.Calls, openaitest.Call{CallID: c.id, Name: c.name, Arguments: c.args})
+				turn.Calls = append(turn.Calls, fakemodel.Call{CallID: c.id, Name: c.name, Arguments: c.args})
 			}
 			switch s.end {
 			case "truncated":
-				turn.Incomplete = "max_output_tokens"
+				turn.Finish = "max_output_tokens"
 			case "refused":
-				turn.Incomplete = "content_filter"
+				turn.Finish = "content_filter"
 			}
 			turns = append(turns, turn)
 		}
-		srv := openaitest.NewServer(turns...)
+		srv := fakemodel.NewOpenAI(turns...)
 		client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(2))
 		stateless := name == "responses-stateless"
 		f.model = func() provider.Provider {
@@ -94,7 +91,7 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 				// The outputs that end the input: those of the last
 				// response (a stateless request carries the earlier ones
 				// too).
-				var last []openaitest.InputItem
+				var last []fakemodel.OpenAIInput
 				for _, it := range r.Input {
 					if it.Type != "function_call_output" {
 						last = nil
@@ -102,21 +99,21 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 					}
 					last = append(last, it)
 				}
-				out = append(out, decodeResults(t, last, func(it openaitest.InputItem) string { return it.Output }))
+				out = append(out, decodeResults(t, last, func(it fakemodel.OpenAIInput) string { return it.Output }))
 			}
 			return out
 		}
 		f.answered = func() int { return len(okRequests(srv)) }
 		f.bodies = func() []string {
-			return rawBodies(okRequests(srv), func(r openaitest.Request) []byte { return r.Body })
+			return rawBodies(okRequests(srv), func(r fakemodel.OpenAIRequest) []byte { return r.Body })
 		}
 		f.close = srv.Close
 	case "chat":
-		var turns []chattest.Turn
+		var turns []fakemodel.Turn
 		for _, s := range steps {
-			turn := chattest.Turn{Text: s.text}
+			turn := fakemodel.Turn{Text: s.text}
 			for _, c := range s.calls {
-				turn.Calls = append(turn.Calls, chattest.Call{CallID: c.id, Name: c.name, Arguments: c.args})
+				turn.Calls = append(turn.Calls, fakemodel.Call{CallID: c.id, Name: c.name, Arguments: c.args})
 			}
 			switch s.end {
 			case "truncated":
@@ -126,51 +123,51 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 			}
 			turns = append(turns, turn)
 		}
-		srv := chattest.NewServer(turns...)
+		srv := fakemodel.NewChat(turns...)
 		client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(2))
 		f.model = func() provider.Provider {
 			return tgchat.NewModel(client, tgchat.ModelOptions{Name: "scripted-model"})
 		}
-		ok200 := func() []chattest.Request {
-			return answered(srv.Requests(), func(r chattest.Request) int { return r.StatusCode })
+		ok200 := func() []fakemodel.ChatRequest {
+			return answered(srv.Requests(), func(r fakemodel.ChatRequest) int { return r.StatusCode })
 		}
 		f.results = func() [][]guard.Result {
 			var out [][]guard.Result
 			for _, r := range ok200() {
-				out = append(out, decodeResults(t, r.ToolResults(), func(m chattest.Message) string { return m.Content }))
+				out = append(out, decodeResults(t, r.ToolResults(), func(m fakemodel.ChatMessage) string { return m.Content }))
 			}
 			return out
 		}
 		f.answered = func() int { return len(ok200()) }
-		f.bodies = func() []string { return rawBodies(ok200(), func(r chattest.Request) []byte { return r.Body }) }
+		f.bodies = func() []string { return rawBodies(ok200(), func(r fakemodel.ChatRequest) []byte { return r.Body }) }
 		f.close = srv.Close
 	case "anthropic":
-		var turns []anthropictest.Turn
+		var turns []fakemodel.Turn
 		for _, s := range steps {
-			turn := anthropictest.Turn{Text: s.text}
+			turn := fakemodel.Turn{Text: s.text}
 			for _, c := range s.calls {
-				turn.Calls = append(turn.Calls, anthropictest.Call{ID: c.id, Name: c.name, Input: c.args})
+				turn.Calls = append(turn.Calls, fakemodel.Call{CallID: c.id, Name: c.name, Arguments: c.args})
 			}
 			switch s.end {
 			case "truncated":
-				turn.StopReason = "max_tokens"
+				turn.Finish = "max_tokens"
 			case "refused":
-				turn.StopReason = "refusal"
+				turn.Finish = "refusal"
 			}
 			turns = append(turns, turn)
 		}
-		srv := anthropictest.NewServer(turns...)
+		srv := fakemodel.NewAnthropic(turns...)
 		client := sdk.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("test"), aoption.WithMaxRetries(2))
 		f.model = func() provider.Provider {
 			return tganthropic.NewModel(client, tganthropic.ModelOptions{Name: "scripted-model"})
 		}
-		ok200 := func() []anthropictest.Request {
-			return answered(srv.Requests(), func(r anthropictest.Request) int { return r.StatusCode })
+		ok200 := func() []fakemodel.AnthropicRequest {
+			return answered(srv.Requests(), func(r fakemodel.AnthropicRequest) int { return r.StatusCode })
 		}
 		f.results = func() [][]guard.Result {
 			var out [][]guard.Result
 			for _, r := range ok200() {
-				res := decodeResults(t, r.ToolResults(), func(tr anthropictest.ToolResult) string { return tr.Content })
+				res := decodeResults(t, r.ToolResults(), func(tr fakemodel.AnthropicToolResult) string { return tr.Content })
 				for i, tr := range r.ToolResults() {
 					if tr.IsError != (res[i].Code != guard.CodeOK) {
 						t.Errorf("tool_result %s: is_error %v for code %s", tr.ToolUseID, tr.IsError, res[i].Code)
@@ -181,28 +178,30 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 			return out
 		}
 		f.answered = func() int { return len(ok200()) }
-		f.bodies = func() []string { return rawBodies(ok200(), func(r anthropictest.Request) []byte { return r.Body }) }
+		f.bodies = func() []string {
+			return rawBodies(ok200(), func(r fakemodel.AnthropicRequest) []byte { return r.Body })
+		}
 		f.close = srv.Close
 	case "gemini", "gemini-noids":
-		var turns []geminitest.Turn
+		var turns []fakemodel.Turn
 		for _, s := range steps {
-			turn := geminitest.Turn{Text: s.text}
+			turn := fakemodel.Turn{Text: s.text}
 			for _, c := range s.calls {
 				id := c.id
 				if name == "gemini-noids" {
 					id = ""
 				}
-				turn.Calls = append(turn.Calls, geminitest.Call{ID: id, Name: c.name, Args: c.args})
+				turn.Calls = append(turn.Calls, fakemodel.Call{CallID: id, Name: c.name, Arguments: c.args})
 			}
 			switch s.end {
 			case "truncated":
-				turn.FinishReason = "MAX_TOKENS"
+				turn.Finish = "MAX_TOKENS"
 			case "refused":
-				turn.FinishReason = "SAFETY"
+				turn.Finish = "SAFETY"
 			}
 			turns = append(turns, turn)
 		}
-		srv := geminitest.NewServer(turns...)
+		srv := fakemodel.NewGemini(turns...)
 		client, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "test", Backend: genai.BackendGeminiAPI,
 			HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL()}})
 		if err != nil {
@@ -211,8 +210,8 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 		f.model = func() provider.Provider {
 			return tggemini.NewModel(client, tggemini.ModelOptions{Name: "scripted-model"})
 		}
-		ok200 := func() []geminitest.Request {
-			return answered(srv.Requests(), func(r geminitest.Request) int { return r.StatusCode })
+		ok200 := func() []fakemodel.GeminiRequest {
+			return answered(srv.Requests(), func(r fakemodel.GeminiRequest) int { return r.StatusCode })
 		}
 		f.results = func() [][]guard.Result {
 			var out [][]guard.Result
@@ -225,7 +224,7 @@ func newFake(t *testing.T, name string, steps ...step) *fake {
 			return out
 		}
 		f.answered = func() int { return len(ok200()) }
-		f.bodies = func() []string { return rawBodies(ok200(), func(r geminitest.Request) []byte { return r.Body }) }
+		f.bodies = func() []string { return rawBodies(ok200(), func(r fakemodel.GeminiRequest) []byte { return r.Body }) }
 		f.close = srv.Close
 	default:
 		t.Fatalf("no fake %s", name)
@@ -592,12 +591,12 @@ func TestCallsThatMustNotRun(t *testing.T) {
 		want  []want
 	}{
 		{"responses", func() (provider.Provider, func() []guard.Result) {
-			srv := openaitest.NewServer(openaitest.Turn{Calls: []openaitest.Call{
+			srv := fakemodel.NewOpenAI(fakemodel.Turn{Calls: []fakemodel.Call{
 				{CallID: "c_ns", Namespace: "billing", Name: refundTool, Arguments: refundArgs},
 				{CallID: "c_custom", Name: refundTool, Arguments: "refund ORDER-7", Custom: true},
 				{CallID: "c_partial", Name: refundTool, Arguments: `{"order_ref":"ORD`, Status: "incomplete"},
 				{CallID: "c_ok", Name: readTool, Arguments: readArgs},
-			}}, openaitest.Turn{Text: "ok"})
+			}}, fakemodel.Turn{Text: "ok"})
 			t.Cleanup(srv.Close)
 			results := func() []guard.Result {
 				req := srv.Requests()[1]
@@ -612,25 +611,25 @@ func TestCallsThatMustNotRun(t *testing.T) {
 			return model(newClient(srv)), results
 		}, []want{{"c_ns", guard.CodeUnknownTool}, {"c_custom", guard.CodeUnknownTool}, {"c_partial", guard.CodeInvalidArguments}, {"c_ok", guard.CodeOK}}},
 		{"chat", func() (provider.Provider, func() []guard.Result) {
-			srv := chattest.NewServer(chattest.Turn{Calls: []chattest.Call{
+			srv := fakemodel.NewChat(fakemodel.Turn{Calls: []fakemodel.Call{
 				{CallID: "c_custom", Name: refundTool, Arguments: "refund ORDER-7", Custom: true},
 				{CallID: "c_ok", Name: readTool, Arguments: readArgs},
-			}}, chattest.Turn{Text: "ok"})
+			}}, fakemodel.Turn{Text: "ok"})
 			t.Cleanup(srv.Close)
 			client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
 			return tgchat.NewModel(client, tgchat.ModelOptions{}), func() []guard.Result {
-				return decodeResults(t, srv.Requests()[1].ToolResults(), func(m chattest.Message) string { return m.Content })
+				return decodeResults(t, srv.Requests()[1].ToolResults(), func(m fakemodel.ChatMessage) string { return m.Content })
 			}
 		}, []want{{"c_custom", guard.CodeUnknownTool}, {"c_ok", guard.CodeOK}}},
 		{"anthropic", func() (provider.Provider, func() []guard.Result) {
-			srv := anthropictest.NewServer(anthropictest.Turn{Calls: []anthropictest.Call{
-				{ID: "c_ns", Toolset: "billing", Name: refundTool, Input: refundArgs},
-				{ID: "c_ok", Name: readTool, Input: readArgs},
-			}}, anthropictest.Turn{Text: "ok"})
+			srv := fakemodel.NewAnthropic(fakemodel.Turn{Calls: []fakemodel.Call{
+				{CallID: "c_ns", Toolset: "billing", Name: refundTool, Arguments: refundArgs},
+				{CallID: "c_ok", Name: readTool, Arguments: readArgs},
+			}}, fakemodel.Turn{Text: "ok"})
 			t.Cleanup(srv.Close)
 			client := sdk.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("test"))
 			return tganthropic.NewModel(client, tganthropic.ModelOptions{}), func() []guard.Result {
-				return decodeResults(t, srv.Requests()[1].ToolResults(), func(r anthropictest.ToolResult) string { return r.Content })
+				return decodeResults(t, srv.Requests()[1].ToolResults(), func(r fakemodel.AnthropicToolResult) string { return r.Content })
 			}
 		}, []want{{"c_ns", guard.CodeUnknownTool}, {"c_ok", guard.CodeOK}}},
 	}
@@ -698,14 +697,14 @@ func TestParamsHookReachesTheWire(t *testing.T) {
 	ctx := testCtx(t)
 	tools := orders.Tools(orders.NewService())
 
-	rsrv := openaitest.NewServer(openaitest.Turn{Text: "ok"})
+	rsrv := fakemodel.NewOpenAI(fakemodel.Turn{Text: "ok"})
 	t.Cleanup(rsrv.Close)
 	rmodel := tgopenai.NewModel(newClient(rsrv), tgopenai.ModelOptions{Params: func(p *responses.ResponseNewParams) {
 		p.ParallelToolCalls = oai.Bool(false)
 		p.MaxOutputTokens = oai.Int(321)
 	}})
 
-	csrv := chattest.NewServer(chattest.Turn{Text: "ok"})
+	csrv := fakemodel.NewChat(fakemodel.Turn{Text: "ok"})
 	t.Cleanup(csrv.Close)
 	cmodel := tgchat.NewModel(oai.NewClient(option.WithBaseURL(csrv.BaseURL()), option.WithAPIKey("test")),
 		tgchat.ModelOptions{Params: func(p *oai.ChatCompletionNewParams) {
@@ -713,14 +712,14 @@ func TestParamsHookReachesTheWire(t *testing.T) {
 			p.MaxCompletionTokens = oai.Int(321)
 		}})
 
-	asrv := anthropictest.NewServer(anthropictest.Turn{Text: "ok"})
+	asrv := fakemodel.NewAnthropic(fakemodel.Turn{Text: "ok"})
 	t.Cleanup(asrv.Close)
 	amodel := tganthropic.NewModel(sdk.NewClient(aoption.WithBaseURL(asrv.BaseURL()), aoption.WithAPIKey("test")),
 		tganthropic.ModelOptions{MaxTokens: 321, Params: func(p *sdk.MessageNewParams) {
 			p.ToolChoice = sdk.ToolChoiceUnionParam{OfAuto: &sdk.ToolChoiceAutoParam{DisableParallelToolUse: sdk.Bool(true)}}
 		}})
 
-	gsrv := geminitest.NewServer(geminitest.Turn{Text: "ok"})
+	gsrv := fakemodel.NewGemini(fakemodel.Turn{Text: "ok"})
 	t.Cleanup(gsrv.Close)
 	gclient, err := genai.NewClient(ctx, &genai.ClientConfig{APIKey: "test", Backend: genai.BackendGeminiAPI, HTTPOptions: genai.HTTPOptions{BaseURL: gsrv.URL()}})
 	if err != nil {

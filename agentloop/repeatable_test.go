@@ -6,9 +6,9 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -24,7 +24,7 @@ func TestRepeatableWriteRunsEachCall(t *testing.T) {
 		calls(call("n1", "nudge", `{"text":"hi"}`), call("n2", "nudge", `{"text":"hi"}`),
 			call("p1", "post", `{"text":"hi"}`), call("p2", "post", `{"text":"hi"}`)),
 		calls(call("n3", "nudge", `{"text":"hi"}`), call("p3", "post", `{"text":"hi"}`)),
-		openaitest.Turn{Text: "done"},
+		fakemodel.Turn{Text: "done"},
 	)
 	var nudges, posts atomic.Int32
 	nudge := toolset.Write("nudge", "Nudge the customer; each call nudges again.",

@@ -5,9 +5,9 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -22,25 +22,25 @@ func TestUnknownOutcomeSettledByStatusTool(t *testing.T) {
 	)
 	w := newWorld(t,
 		calls(call("w1", refundTool, refundArgs)),
-		openaitest.Turn{Respond: func(req openaitest.Request) *openaitest.Turn {
+		fakemodel.Turn{Respond: func(req fakemodel.Request) *fakemodel.Turn {
 			for _, r := range lastOutputs(req) {
 				if r.Recovery() == guard.RecoveryQueryStatus {
 					mu.Lock()
 					seenOps = append(seenOps, r.OperationID)
 					mu.Unlock()
 					args, _ := json.Marshal(toolset.StatusInput{OperationID: r.OperationID})
-					return &openaitest.Turn{Text: "checking", Calls: []openaitest.Call{call("s1", toolset.StatusToolName, string(args))}}
+					return &fakemodel.Turn{Text: "checking", Calls: []fakemodel.Call{call("s1", toolset.StatusToolName, string(args))}}
 				}
 			}
-			return &openaitest.Turn{Text: "no unknown outcome seen"}
+			return &fakemodel.Turn{Text: "no unknown outcome seen"}
 		}},
-		openaitest.Turn{Respond: func(req openaitest.Request) *openaitest.Turn {
+		fakemodel.Turn{Respond: func(req fakemodel.Request) *fakemodel.Turn {
 			for _, r := range lastOutputs(req) {
 				if r.Code == guard.CodeOK && r.Delivery == guard.DeliveryReceiptReconciled {
-					return &openaitest.Turn{Text: "confirmed"}
+					return &fakemodel.Turn{Text: "confirmed"}
 				}
 			}
-			return &openaitest.Turn{Text: "not confirmed"}
+			return &fakemodel.Turn{Text: "not confirmed"}
 		}},
 	)
 	w.svc.FailNext(orders.FailAfterCommit)
@@ -112,7 +112,7 @@ func TestUnknownOutcomeSettledByStatusTool(t *testing.T) {
 func TestUnknownOutcomeReceiptUnavailable(t *testing.T) {
 	w := newWorld(t,
 		calls(call("w1", refundTool, refundArgs)),
-		openaitest.Turn{Text: "lost"},
+		fakemodel.Turn{Text: "lost"},
 	)
 	w.svc.FailNext(orders.FailAfterCommit)
 	appr := &approver{}
@@ -153,7 +153,7 @@ func TestStatusToolArguments(t *testing.T) {
 			call("s9", st, `{"operation_id":"op_never_ran"}`), // an absent nullable member reads as null (contract section 8)
 			call("s10", st, `{"operation_id":"op_never_ran","tool":"get_order"}`),
 		),
-		openaitest.Turn{Text: "ok"},
+		fakemodel.Turn{Text: "ok"},
 	)
 	res, err := w.loop().Run(testCtx(t), user1, "status?")
 	if err != nil {
@@ -184,7 +184,7 @@ func TestStatusToolArguments(t *testing.T) {
 func TestStatusToolOtherPrincipal(t *testing.T) {
 	w := newWorld(t,
 		calls(call("w1", refundTool, refundArgs)),
-		openaitest.Turn{Text: "refunded"},
+		fakemodel.Turn{Text: "refunded"},
 	)
 	appr := &approver{}
 	loop := w.loop(agentloop.Options{Approver: appr})
@@ -194,7 +194,7 @@ func TestStatusToolOtherPrincipal(t *testing.T) {
 	}
 	op := appr.asked()[0].OperationID
 	args, _ := json.Marshal(toolset.StatusInput{OperationID: op})
-	w.srv.Enqueue(calls(call("s1", toolset.StatusToolName, string(args))), openaitest.Turn{Text: "?"})
+	w.srv.Enqueue(calls(call("s1", toolset.StatusToolName, string(args))), fakemodel.Turn{Text: "?"})
 	if _, err := loop.Run(ctx, user2, "what happened to user-1's refund?"); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestStatusToolOtherPrincipal(t *testing.T) {
 		t.Errorf("other principal's operation: %+v", o)
 	}
 	// The owner's own status tool replays it.
-	w.srv.Enqueue(calls(call("s2", toolset.StatusToolName, string(args))), openaitest.Turn{Text: "!"})
+	w.srv.Enqueue(calls(call("s2", toolset.StatusToolName, string(args))), fakemodel.Turn{Text: "!"})
 	if _, err := loop.Run(ctx, user1, "what happened to my refund?"); err != nil {
 		t.Fatal(err)
 	}
@@ -217,7 +217,7 @@ func TestStatusToolOtherPrincipal(t *testing.T) {
 func TestStatusToolRemoved(t *testing.T) {
 	w := newWorld(t,
 		calls(call("s1", toolset.StatusToolName, `{"operation_id":"op_1","tool":null}`)),
-		openaitest.Turn{Text: "ok"},
+		fakemodel.Turn{Text: "ok"},
 	)
 	if _, err := w.loop(agentloop.Options{StatusTool: "-"}).Run(testCtx(t), user1, "hi"); err != nil {
 		t.Fatal(err)

@@ -10,20 +10,20 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 )
 
 // Example parks a paused run, decides its request as an approver would from
 // the inbox, and lets a worker resume it.
 func Example() {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}}},
-		openaitest.Turn{Text: "Refund draft DRAFT-1 is created."},
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Calls: []fakemodel.Call{{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}}},
+		fakemodel.Turn{Text: "Refund draft DRAFT-1 is created."},
 	)
 	defer srv.Close()
 	mr, _ := miniredis.Run() // an embedded Redis; any redis.UniversalClient serves

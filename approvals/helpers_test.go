@@ -11,11 +11,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
@@ -33,7 +33,7 @@ const refundArgs = `{"order_ref":"ORDER-7","reason":"duplicate"}`
 // Redis.
 type world struct {
 	t      *testing.T
-	srv    *openaitest.Server
+	srv    *fakemodel.OpenAIServer
 	svc    *orders.Service
 	rdb    redis.UniversalClient
 	loop   *agentloop.Loop
@@ -45,9 +45,9 @@ type world struct {
 
 // newWorld builds a world on rdb whose model plays turns. The store's clock
 // is the world's now, which tests move.
-func newWorld(t *testing.T, rdb redis.UniversalClient, turns ...openaitest.Turn) *world {
+func newWorld(t *testing.T, rdb redis.UniversalClient, turns ...fakemodel.Turn) *world {
 	t.Helper()
-	w := &world{t: t, srv: openaitest.NewServer(turns...), svc: orders.NewService(), rdb: rdb, now: time.Now()}
+	w := &world{t: t, srv: fakemodel.NewOpenAI(turns...), svc: orders.NewService(), rdb: rdb, now: time.Now()}
 	t.Cleanup(w.srv.Close)
 	w.key = make([]byte, 32)
 	_, _ = rand.Read(w.key)
@@ -83,17 +83,17 @@ func ctxT(t *testing.T) context.Context {
 
 // refundTurns: the model reads nothing and drafts the refund; told no, it
 // asks once more, then answers with what the tool said.
-func refundTurns() []openaitest.Turn {
-	draft := openaitest.Call{Name: "create_refund_draft", Arguments: refundArgs}
-	return []openaitest.Turn{
-		{Calls: []openaitest.Call{draft}},
-		{Respond: func(req openaitest.Request) *openaitest.Turn {
-			for _, o := range req.FunctionCallOutputs() {
+func refundTurns() []fakemodel.Turn {
+	draft := fakemodel.Call{Name: "create_refund_draft", Arguments: refundArgs}
+	return []fakemodel.Turn{
+		{Calls: []fakemodel.Call{draft}},
+		{Respond: func(req fakemodel.Request) *fakemodel.Turn {
+			for _, o := range req.Results() {
 				if guardCode(o.Output) == guard.CodeOK {
-					return &openaitest.Turn{Text: "drafted"}
+					return &fakemodel.Turn{Text: "drafted"}
 				}
 			}
-			return &openaitest.Turn{Calls: []openaitest.Call{draft}}
+			return &fakemodel.Turn{Calls: []fakemodel.Call{draft}}
 		}},
 		{Text: "not drafted"},
 	}

@@ -19,11 +19,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -131,7 +131,7 @@ const (
 // a user message that holds a key too; the run is parked on a queue with
 // key and the sekretKeys detector.
 type parkedWorld struct {
-	srv   *openaitest.Server
+	srv   *fakemodel.OpenAIServer
 	loop  *agentloop.Loop
 	queue *approvals.Queue
 	paid  []PayCard
@@ -143,7 +143,7 @@ func parkPay(t *testing.T, rdb redis.UniversalClient, prefix string, key []byte)
 	t.Helper()
 	w := &parkedWorld{}
 	args, _ := json.Marshal(payMemoIn{Amount: 4200, Card: PayCard{Holder: "Ada", Number: payCard}, Memo: "use " + memoKey, Ref: refKey})
-	w.srv = openaitest.NewServer(openaitest.Turn{Calls: []openaitest.Call{{Name: "pay", Arguments: string(args)}}}, openaitest.Turn{Text: "paid"})
+	w.srv = fakemodel.NewOpenAI(fakemodel.Turn{Calls: []fakemodel.Call{{Name: "pay", Arguments: string(args)}}}, fakemodel.Turn{Text: "paid"})
 	t.Cleanup(w.srv.Close)
 	pay := toolset.Write("pay", "Pay with a card.", func(_ context.Context, _ *guard.Invocation, in payMemoIn) (string, error) {
 		w.paid = append(w.paid, in.Card)

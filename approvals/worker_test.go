@@ -10,10 +10,10 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
@@ -92,7 +92,7 @@ func TestWorkerDenialIsNotAskedAgain(t *testing.T) {
 		}
 		denials := 0
 		for _, req := range w.srv.Requests() {
-			for _, out := range req.FunctionCallOutputs() {
+			for _, out := range req.Results() {
 				if guardCode(out.Output) == guard.CodeApprovalRequired && strings.Contains(out.Output, "declined") {
 					denials++
 				}
@@ -132,7 +132,7 @@ func TestWorkerExpires(t *testing.T) {
 func wantExpiredTold(t *testing.T, w *world) {
 	t.Helper()
 	for _, req := range w.srv.Requests() {
-		for _, out := range req.FunctionCallOutputs() {
+		for _, out := range req.Results() {
 			if strings.Contains(out.Output, "A human declined") {
 				t.Errorf("an expiry told as a no: %s", out.Output)
 			}
@@ -173,8 +173,8 @@ func TestWaiterExpires(t *testing.T) {
 // and the draft is still created once.
 func TestWorkerAfterRestart(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
-		draft := openaitest.Call{Name: "create_refund_draft", Arguments: refundArgs}
-		w := newWorld(t, rdb, openaitest.Turn{Calls: []openaitest.Call{draft}}, openaitest.Turn{Status: 500})
+		draft := fakemodel.Call{Name: "create_refund_draft", Arguments: refundArgs}
+		w := newWorld(t, rdb, fakemodel.Turn{Calls: []fakemodel.Call{draft}}, fakemodel.Turn{Status: 500})
 		ctx := ctxT(t)
 		_, reqs := w.park(ctx)
 		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, agentloop.Decision{Approved: true}, false); err != nil {
@@ -190,7 +190,7 @@ func TestWorkerAfterRestart(t *testing.T) {
 
 		// The other process: its own client, loop and store, on the same
 		// provider, Redis, signer key and secret key.
-		w.srv.Enqueue(openaitest.Turn{Text: "drafted"})
+		w.srv.Enqueue(fakemodel.Turn{Text: "drafted"})
 		srv := w.srv
 		signer, _ := guard.NewSigner(w.key)
 		client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))

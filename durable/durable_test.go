@@ -14,10 +14,10 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -41,22 +41,22 @@ const (
 // world is one test's fake Responses server, order service, guard store
 // and Runner: the worker's half of a durable run.
 type world struct {
-	srv    *openaitest.Server
+	srv    *fakemodel.OpenAIServer
 	svc    *orders.Service
 	store  *guard.MemStore
 	tools  *toolset.Set
 	runner *durable.Runner
 }
 
-func newWorld(t *testing.T, turns ...openaitest.Turn) *world {
+func newWorld(t *testing.T, turns ...fakemodel.Turn) *world {
 	t.Helper()
 	return newWorldTools(t, orders.Tools, turns...)
 }
 
 // newWorldTools is newWorld with the tools mk makes over the service.
-func newWorldTools(t *testing.T, mk func(*orders.Service) *toolset.Set, turns ...openaitest.Turn) *world {
+func newWorldTools(t *testing.T, mk func(*orders.Service) *toolset.Set, turns ...fakemodel.Turn) *world {
 	t.Helper()
-	srv := openaitest.NewServer(turns...)
+	srv := fakemodel.NewOpenAI(turns...)
 	t.Cleanup(srv.Close)
 	svc := orders.NewService()
 	store := guard.NewMemStore(guard.MemStoreOptions{})
@@ -125,15 +125,15 @@ func ctxOf(t *testing.T) context.Context {
 
 func yes(host.ApprovalRequest) host.Decision { return host.Decision{Approved: true, Approver: "ann"} }
 
-func calls(cs ...openaitest.Call) openaitest.Turn { return openaitest.Turn{Calls: cs} }
+func calls(cs ...fakemodel.Call) fakemodel.Turn { return fakemodel.Turn{Calls: cs} }
 
-func call(id, name, args string) openaitest.Call {
-	return openaitest.Call{CallID: id, Name: name, Arguments: args}
+func call(id, name, args string) fakemodel.Call {
+	return fakemodel.Call{CallID: id, Name: name, Arguments: args}
 }
 
 // outputs decodes the function_call_outputs of the model requests, by call
 // id, each a tool-model-result-v2 object.
-func outputs(t *testing.T, srv *openaitest.Server) map[string]guard.Result {
+func outputs(t *testing.T, srv *fakemodel.OpenAIServer) map[string]guard.Result {
 	t.Helper()
 	m, err := srv.ModelResults()
 	if err != nil {
@@ -167,7 +167,7 @@ func TestDriveRunsReadAndApprovedWritesOnce(t *testing.T) {
 		calls(call("c1", readTool, readArgs)),
 		calls(call("c2", refundTool, refundDup)),
 		calls(call("c3", refundTool, refundDmg)),
-		openaitest.Turn{Text: "Two refund drafts are ready."})
+		fakemodel.Turn{Text: "Two refund drafts are ready."})
 	s := &steps{t: t, ctx: ctxOf(t), r: w.runner, decide: yes}
 	res, err := durable.Drive(s, durable.Run{ID: "run-1", Principal: user1, Input: "Refund ORDER-7 twice."})
 	if err != nil {
@@ -216,7 +216,7 @@ func TestDispatchReplayedExecutesNothingAgain(t *testing.T) {
 		calls(call("c1", readTool, readArgs)),
 		calls(call("c2", refundTool, refundDup)),
 		calls(call("c3", refundTool, refundDmg)),
-		openaitest.Turn{Text: "done"})
+		fakemodel.Turn{Text: "done"})
 	ctx := ctxOf(t)
 	s := &steps{t: t, ctx: ctx, r: w.runner, decide: yes, retry: true}
 	res, err := durable.Drive(s, durable.Run{ID: "run-retry", Principal: user1, Input: "Refund ORDER-7 twice."})
@@ -284,7 +284,7 @@ func TestDriveDeniedWriteNeverRuns(t *testing.T) {
 	w := newWorld(t,
 		calls(call("c1", refundTool, refundDup)),
 		calls(call("c2", refundTool, refundDup)),
-		openaitest.Turn{Text: "The refund was not approved."})
+		fakemodel.Turn{Text: "The refund was not approved."})
 	s := &steps{t: t, ctx: ctxOf(t), r: w.runner, decide: func(host.ApprovalRequest) host.Decision {
 		return host.Decision{Approved: false, Approver: "bob", Reason: "not before the return arrives"}
 	}}
@@ -319,7 +319,7 @@ func TestDriveDeniedWriteNeverRuns(t *testing.T) {
 func TestStatusOfAnotherTenantsOperationIsNotFound(t *testing.T) {
 	w := newWorld(t,
 		calls(call("c1", refundTool, refundDup)),
-		openaitest.Turn{Text: "drafted"})
+		fakemodel.Turn{Text: "drafted"})
 	ctx := ctxOf(t)
 	a := &steps{t: t, ctx: ctx, r: w.runner, decide: yes}
 	if _, err := durable.Drive(a, durable.Run{ID: "run-a", Principal: user1, Input: "Refund ORDER-7."}); err != nil {
@@ -338,7 +338,7 @@ func TestStatusOfAnotherTenantsOperationIsNotFound(t *testing.T) {
 	}{{"other tenant", tenantB, guard.CodeNotFound}, {"same principal", user1, guard.CodeOK}} {
 		t.Run(tc.name, func(t *testing.T) {
 			w2 := *w
-			w2.srv = openaitest.NewServer(calls(call("s1", toolset.StatusToolName, status)), openaitest.Turn{Text: "ok"})
+			w2.srv = fakemodel.NewOpenAI(calls(call("s1", toolset.StatusToolName, status)), fakemodel.Turn{Text: "ok"})
 			t.Cleanup(w2.srv.Close)
 			client := oai.NewClient(option.WithBaseURL(w2.srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
 			r := *w.runner

@@ -9,10 +9,10 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 )
 
@@ -34,9 +34,9 @@ func (e inline) Approve(req host.ApprovalRequest) (host.Decision, error) {
 }
 
 func Example() {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{{CallID: "c1", Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}}},
-		openaitest.Turn{Text: "The refund draft is ready."})
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Calls: []fakemodel.Call{{CallID: "c1", Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}}},
+		fakemodel.Turn{Text: "The refund draft is ready."})
 	defer srv.Close()
 	model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test")), tgopenai.ModelOptions{Name: "scripted-model"})
 

@@ -39,6 +39,18 @@ func (i Info) Context(responseID, callID string) guard.ExecutionContext {
 		CallID: guard.SafeID(callID), AdapterRevision: i.Revision}
 }
 
+// Call returns the guard call of c, a call of the response with
+// responseID, for the principal, which comes from the host, never from the
+// model, in a scope the host names (guard.ExecutionContext.Scope): a write
+// the model repeats in the scope, with a new call id and no key, is the
+// same operation and replays instead of running again. "" names no scope.
+// Each adapter's Call is this, with its Info.
+func (i Info) Call(p guard.Principal, scope, responseID string, c ToolCall) guard.Call {
+	ctx := i.Context(responseID, c.ID)
+	ctx.Scope = scope
+	return guard.Call{Principal: p, Proposal: guard.Proposal{Name: c.Name, Arguments: []byte(c.Arguments)}, Context: ctx}
+}
+
 // Request is one model turn.
 type Request struct {
 	// Instructions is the system prompt, "" for none.

@@ -28,18 +28,15 @@ import (
 	"google.golang.org/genai"
 
 	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
-	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
 	tgchat "github.com/toolguard/toolguard/adapters/chat"
-	"github.com/toolguard/toolguard/adapters/chat/chattest"
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
-	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	tgmcp "github.com/toolguard/toolguard/adapters/mcp"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/internal/secretcorpus"
@@ -123,10 +120,10 @@ type fakeModel struct {
 
 func fakeModels(t *testing.T) []*fakeModel {
 	t.Helper()
-	responses := openaitest.NewServer()
-	chat := chattest.NewServer()
-	anth := anthropictest.NewServer()
-	gem := geminitest.NewServer()
+	responses := fakemodel.NewOpenAI()
+	chat := fakemodel.NewChat()
+	anth := fakemodel.NewAnthropic()
+	gem := fakemodel.NewGemini()
 	for _, c := range []interface{ Close() }{responses, chat, anth, gem} {
 		t.Cleanup(c.Close)
 	}
@@ -140,9 +137,9 @@ func fakeModels(t *testing.T) []*fakeModel {
 			model: tgopenai.NewModel(oai.NewClient(option.WithBaseURL(responses.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0)),
 				tgopenai.ModelOptions{Name: "m"}),
 			script: func(tool, args string, pauses bool) {
-				responses.Enqueue(openaitest.Turn{Calls: []openaitest.Call{{Name: tool, Arguments: args}}})
+				responses.Enqueue(fakemodel.Turn{Calls: []fakemodel.Call{{Name: tool, Arguments: args}}})
 				if !pauses {
-					responses.Enqueue(openaitest.Turn{Text: "done"})
+					responses.Enqueue(fakemodel.Turn{Text: "done"})
 				}
 			},
 			last: func() string { r := responses.Requests(); return string(r[len(r)-1].Body) }},
@@ -150,9 +147,9 @@ func fakeModels(t *testing.T) []*fakeModel {
 			model: tgchat.NewModel(oai.NewClient(option.WithBaseURL(chat.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0)),
 				tgchat.ModelOptions{Name: "m"}),
 			script: func(tool, args string, pauses bool) {
-				chat.Enqueue(chattest.Turn{Calls: []chattest.Call{{CallID: "call-1", Name: tool, Arguments: args}}})
+				chat.Enqueue(fakemodel.Turn{Calls: []fakemodel.Call{{CallID: "call-1", Name: tool, Arguments: args}}})
 				if !pauses {
-					chat.Enqueue(chattest.Turn{Text: "done"})
+					chat.Enqueue(fakemodel.Turn{Text: "done"})
 				}
 			},
 			last: func() string { r := chat.Requests(); return string(r[len(r)-1].Body) }},
@@ -160,18 +157,18 @@ func fakeModels(t *testing.T) []*fakeModel {
 			model: tganthropic.NewModel(sdk.NewClient(aoption.WithBaseURL(anth.BaseURL()), aoption.WithAPIKey("test"), aoption.WithMaxRetries(0)),
 				tganthropic.ModelOptions{Name: "m"}),
 			script: func(tool, args string, pauses bool) {
-				anth.Enqueue(anthropictest.Turn{Calls: []anthropictest.Call{{ID: "toolu_1", Name: tool, Input: args}}})
+				anth.Enqueue(fakemodel.Turn{Calls: []fakemodel.Call{{CallID: "toolu_1", Name: tool, Arguments: args}}})
 				if !pauses {
-					anth.Enqueue(anthropictest.Turn{Text: "done"})
+					anth.Enqueue(fakemodel.Turn{Text: "done"})
 				}
 			},
 			last: func() string { r := anth.Requests(); return string(r[len(r)-1].Body) }},
 		{name: "gemini",
 			model: tggemini.NewModel(gclient, tggemini.ModelOptions{Name: "m"}),
 			script: func(tool, args string, pauses bool) {
-				gem.Enqueue(geminitest.Turn{Calls: []geminitest.Call{{ID: "g-1", Name: tool, Args: args}}})
+				gem.Enqueue(fakemodel.Turn{Calls: []fakemodel.Call{{CallID: "g-1", Name: tool, Arguments: args}}})
 				if !pauses {
-					gem.Enqueue(geminitest.Turn{Text: "done"})
+					gem.Enqueue(fakemodel.Turn{Text: "done"})
 				}
 			},
 			last: func() string { r := gem.Requests(); return string(r[len(r)-1].Body) }},
@@ -501,11 +498,11 @@ func TestLookAlikesEverySink(t *testing.T) {
 	// Through the provider: runs of 100 calls, each call one look-alike's
 	// output, all answered in the run's next request.
 	for from := 0; from < len(la); from += 100 {
-		var calls []openaitest.Call
+		var calls []fakemodel.Call
 		for i := from; i < min(from+100, len(la)); i++ {
-			calls = append(calls, openaitest.Call{CallID: fmt.Sprint("call-la-", i), Name: probeTool, Arguments: fmt.Sprintf(`{"id":%d}`, i)})
+			calls = append(calls, fakemodel.Call{CallID: fmt.Sprint("call-la-", i), Name: probeTool, Arguments: fmt.Sprintf(`{"id":%d}`, i)})
 		}
-		srv := openaitest.NewServer(openaitest.Turn{Calls: calls}, openaitest.Turn{Text: "done"})
+		srv := fakemodel.NewOpenAI(fakemodel.Turn{Calls: calls}, fakemodel.Turn{Text: "done"})
 		model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0)), tgopenai.ModelOptions{})
 		run, err := agentloop.New(model, tools, agentloop.Options{Guard: opts}).Run(t.Context(), sinkUser, "read the probes")
 		if err != nil || run.Status != agentloop.StatusCompleted {

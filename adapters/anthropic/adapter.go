@@ -13,6 +13,17 @@
 // sees it. A schema that is not strict, such as a remote MCP tool's, gives
 // an absent member its own meaning, and nothing is filled.
 //
+// # The adapters' shape
+//
+// The four adapters (tgopenai, tgchat, tganthropic, tggemini) export the
+// same set, with the same signatures but for their API's types: Tools(set)
+// the tool definitions to send; Calls(reply, tools) the reply's calls as
+// provider.ToolCall; Call(principal, scope, responseID, c) the guard call
+// of one; Output(c, result) the item answering it; Outputs(items...) the
+// answers as the next request takes them; OutputText(item) an answer's
+// call id and tool-model-result-v2 text; Model, ModelOptions, NewModel and
+// DefaultModel the provider of package agentloop.
+//
 // The package is named tganthropic, so it needs no alias next to the SDK:
 //
 //	import "github.com/toolguard/toolguard/adapters/anthropic"
@@ -30,28 +41,22 @@ import (
 
 // The execution-context values this adapter writes.
 const (
-	Provider  = "anthropic"
-	APIFamily = "messages"
-	Revision  = "anthropic-messages-v1"
+	providerName = "anthropic"
+	apiFamily    = "messages"
+	revision     = "anthropic-messages-v1"
 )
 
-var info = provider.Info{Provider: Provider, APIFamily: APIFamily, Revision: Revision}
+var info = provider.Info{Provider: providerName, APIFamily: apiFamily, Revision: revision}
 
-// ToolName is the tool a tool_use block names: its name, qualified by its
+// toolNameOf is the tool a tool_use block names: its name, qualified by its
 // toolset when it has one ("toolset.name"), so that a toolset member runs
 // only a tool declared under that name, never a top-level tool of the same
 // name (contract section 8, namespaced tools).
-func ToolName(block sdk.ContentBlockUnion) string {
+func toolNameOf(block sdk.ContentBlockUnion) string {
 	if block.ToolsetName != "" {
 		return block.ToolsetName + "." + block.Name
 	}
 	return block.Name
-}
-
-// Context returns the execution context of a tool_use block carried by
-// the message with messageID.
-func Context(messageID, toolUseID string) guard.ExecutionContext {
-	return info.Context(messageID, toolUseID)
 }
 
 // Calls returns the tool_use blocks of a message in order, as package
@@ -71,33 +76,23 @@ func Calls(msg *sdk.Message, tools []toolset.Declared) []provider.ToolCall {
 
 // blockCall is the call of a tool_use block.
 func blockCall(b sdk.ContentBlockUnion, tools []toolset.Declared) provider.ToolCall {
-	name := ToolName(b)
+	name := toolNameOf(b)
 	return provider.ToolCall{ID: b.ID, Name: name, Arguments: string(provider.FillArgs(tools, name, b.Input))}
 }
 
-// Proposal returns the canonical proposal of a tool_use block: its tool
-// (ToolName) and its input, with absent nullable members of the tool's
-// strict schema filled with null (there is no strict mode here; contract
-// section 8). tools are the tools the request offered.
-func Proposal(block sdk.ContentBlockUnion, tools []toolset.Declared) guard.Proposal {
-	name := ToolName(block)
-	return guard.Proposal{Name: name, Arguments: provider.FillArgs(tools, name, block.Input)}
-}
-
-// Call returns the guard call of a tool_use block for the principal, which
-// comes from the host, never from the model, in a scope the host names
+// Call returns the guard call of c, a call Calls returned from the
+// message with messageID, for the principal, which comes from the host,
+// never from the model, in a scope the host names
 // (guard.ExecutionContext.Scope): a write the model repeats in the scope is
-// the same operation and replays. "" names no scope. tools as in Calls.
-func Call(p guard.Principal, scope string, msg *sdk.Message, block sdk.ContentBlockUnion, tools []toolset.Declared) guard.Call {
-	c := guard.Call{Principal: p, Proposal: Proposal(block, tools), Context: Context(msg.ID, block.ID)}
-	c.Context.Scope = scope
-	return c
+// the same operation and replays. "" names no scope.
+func Call(p guard.Principal, scope, messageID string, c provider.ToolCall) guard.Call {
+	return info.Call(p, scope, messageID, c)
 }
 
-// Output returns the tool_result block answering toolUseID: its content is
-// the tool-model-result-v2 JSON, is_error is set when the code is not OK.
-func Output(toolUseID string, res *guard.Result) sdk.ContentBlockParamUnion {
-	return sdk.NewToolResultBlock(toolUseID, res.String(), res.Code != guard.CodeOK)
+// Output returns the tool_result block answering c: its content is the
+// tool-model-result-v2 JSON, is_error is set when the code is not OK.
+func Output(c provider.ToolCall, res *guard.Result) sdk.ContentBlockParamUnion {
+	return sdk.NewToolResultBlock(c.ID, res.String(), res.Code != guard.CodeOK)
 }
 
 // Outputs returns the one user message that answers every tool_use block
@@ -106,22 +101,22 @@ func Outputs(blocks ...sdk.ContentBlockParamUnion) sdk.MessageParam {
 	return sdk.NewUserMessage(blocks...)
 }
 
-// OutputText returns the tool_use id, text and is_error of a block made by
-// Output, and false for any other block.
-func OutputText(block sdk.ContentBlockParamUnion) (toolUseID, text string, isError, ok bool) {
+// OutputText returns the tool_use id and text of a block made by Output
+// (its is_error is the block's IsError), and false for any other block.
+func OutputText(block sdk.ContentBlockParamUnion) (callID, text string, ok bool) {
 	r := block.OfToolResult
 	if r == nil || len(r.Content) != 1 || r.Content[0].OfText == nil {
-		return "", "", false, false
+		return "", "", false
 	}
-	return r.ToolUseID, r.Content[0].OfText.Text, r.IsError.Value, true
+	return r.ToolUseID, r.Content[0].OfText.Text, true
 }
 
 // Tools returns the tool definitions of every tool in the set, with the
 // very schema the guard validates arguments against.
 func Tools(set *toolset.Set) []sdk.ToolUnionParam { return toolParams(set.Tools()) }
 
-// Tool returns the definition of one tool.
-func Tool(t toolset.Declared) sdk.ToolUnionParam {
+// toolParam returns the definition of one tool.
+func toolParam(t toolset.Declared) sdk.ToolUnionParam {
 	schema := t.Schema().Map()
 	in := sdk.ToolInputSchemaParam{Properties: schema["properties"], ExtraFields: map[string]any{}}
 	required, _ := schema["required"].([]any)
@@ -145,7 +140,7 @@ func Tool(t toolset.Declared) sdk.ToolUnionParam {
 func toolParams(tools []toolset.Declared) []sdk.ToolUnionParam {
 	out := make([]sdk.ToolUnionParam, 0, len(tools))
 	for _, t := range tools {
-		out = append(out, Tool(t))
+		out = append(out, toolParam(t))
 	}
 	return out
 }

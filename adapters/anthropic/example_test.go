@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
-	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -25,15 +25,15 @@ type greetIn struct {
 // block through the guard, and answer them all in one user message of
 // tool_result blocks (is_error where the code is not OK) until the model
 // answers in text. The model leaves out the optional greeting, which reads
-// as null. The model is a fake server (package anthropictest); with the
+// as null. The model is a fake server (package internal/fakemodel); with the
 // real API, leave out the two options.
 func Example() {
-	srv := anthropictest.NewServer(
-		anthropictest.Turn{Calls: []anthropictest.Call{
-			{Name: "greet", Input: `{"name":"Ada"}`},
-			{Name: "greet", Input: `{"name":42}`}, // the model gets a type wrong
+	srv := fakemodel.NewAnthropic(
+		fakemodel.Turn{Calls: []fakemodel.Call{
+			{Name: "greet", Arguments: `{"name":"Ada"}`},
+			{Name: "greet", Arguments: `{"name":42}`}, // the model gets a type wrong
 		}},
-		anthropictest.Turn{Text: "I greeted Ada."},
+		fakemodel.Turn{Text: "I greeted Ada."},
 	)
 	defer srv.Close()
 	client := sdk.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline"))
@@ -66,11 +66,8 @@ func Example() {
 		}
 		params.Messages = append(params.Messages, msg.ToParam())
 		var results []sdk.ContentBlockParamUnion
-		for _, block := range msg.Content {
-			if block.Type != "tool_use" {
-				continue
-			}
-			res, err := g.Dispatch(ctx, tganthropic.Call(user, "conversation-1", msg, block, tools.Tools()))
+		for _, c := range tganthropic.Calls(msg, tools.Tools()) {
+			res, err := g.Dispatch(ctx, tganthropic.Call(user, "conversation-1", msg.ID, c))
 			if err != nil { // the host's mistake (a bad principal), not the model's
 				fmt.Println("error:", err)
 				return
@@ -79,8 +76,8 @@ func Example() {
 			if res.Code != guard.CodeOK {
 				detail = res.Message
 			}
-			fmt.Printf("%s(%s) -> %s %s\n", block.Name, block.Input, res.Code, detail)
-			results = append(results, tganthropic.Output(block.ID, res))
+			fmt.Printf("%s(%s) -> %s %s\n", c.Name, input(msg, c.ID), res.Code, detail)
+			results = append(results, tganthropic.Output(c, res))
 		}
 		params.Messages = append(params.Messages, tganthropic.Outputs(results...))
 	}
@@ -93,4 +90,15 @@ func Example() {
 	// model says: I greeted Ada.
 	// tool_result is_error: false
 	// tool_result is_error: true
+}
+
+// input is the input of the message's tool_use block with id, as the
+// model sent it.
+func input(msg *sdk.Message, id string) string {
+	for _, b := range msg.Content {
+		if b.ID == id {
+			return string(b.Input)
+		}
+	}
+	return ""
 }

@@ -8,13 +8,13 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
 	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
-	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
 	"github.com/toolguard/toolguard/adapters/internal/runtest"
 	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/provider"
 )
 
-func model(srv *anthropictest.Server, opts tganthropic.ModelOptions) *tganthropic.Model {
+func model(srv *fakemodel.AnthropicServer, opts tganthropic.ModelOptions) *tganthropic.Model {
 	client := sdk.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	return tganthropic.NewModel(client, opts)
 }
@@ -24,9 +24,9 @@ func model(srv *anthropictest.Server, opts tganthropic.ModelOptions) *tganthropi
 // EventEnd, and the error returned as a provider.APIError; the text that
 // came before it was streamed, and the call it would have made never runs.
 func TestStreamErrorEndsRunFailed(t *testing.T) {
-	srv := anthropictest.NewServer(anthropictest.Turn{Text: "Let me look that up.",
-		Calls:       []anthropictest.Call{{Name: "get_order", Input: `{"order_ref":"ORDER-7"}`}},
-		StreamError: &anthropictest.StreamError{Type: "overloaded_error", Message: "Overloaded"}})
+	srv := fakemodel.NewAnthropic(fakemodel.Turn{Text: "Let me look that up.",
+		Calls:       []fakemodel.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}},
+		StreamError: &fakemodel.Error{Type: "overloaded_error", Message: "Overloaded"}})
 	defer srv.Close()
 	run := runtest.Stream(t, model(srv, tganthropic.ModelOptions{}), "where is ORDER-7?")
 	apiErr := run.Failed(t, "overloaded_error")
@@ -52,13 +52,13 @@ func TestStreamErrorEndsRunFailed(t *testing.T) {
 // space inside; a gzip body. The calls run with their whole arguments,
 // the thinking is not streamed as text, and the run completes.
 func TestStreamAsTheAPISendsIt(t *testing.T) {
-	srv := anthropictest.NewServer(
-		anthropictest.Turn{Thinking: "The user wants ORDER-7 and ORDER-8.", Text: "Let me look both up.", Spaced: true, Gzip: true,
-			Calls: []anthropictest.Call{
-				{ID: "toolu_1", Name: "get_order", Input: `{"order_ref":"ORDER-7"}`},
-				{ID: "toolu_2", Name: "get_order", Input: `{"order_ref":"ORDER-8"}`},
+	srv := fakemodel.NewAnthropic(
+		fakemodel.Turn{Reasoning: "The user wants ORDER-7 and ORDER-8.", Text: "Let me look both up.", Spaced: true, Gzip: true,
+			Calls: []fakemodel.Call{
+				{CallID: "toolu_1", Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`},
+				{CallID: "toolu_2", Name: "get_order", Arguments: `{"order_ref":"ORDER-8"}`},
 			}},
-		anthropictest.Turn{Thinking: "Both are paid.", Text: "Both orders are paid.", Spaced: true, Gzip: true},
+		fakemodel.Turn{Reasoning: "Both are paid.", Text: "Both orders are paid.", Spaced: true, Gzip: true},
 	)
 	defer srv.Close()
 	m := model(srv, tganthropic.ModelOptions{Params: func(p *sdk.MessageNewParams) {
@@ -83,7 +83,7 @@ func TestStreamAsTheAPISendsIt(t *testing.T) {
 		t.Fatalf("requests %+v", reqs)
 	}
 	asst := reqs[1].Messages[1]
-	want := anthropictest.ThinkingBlock{Thinking: "The user wants ORDER-7 and ORDER-8.", Signature: anthropictest.Signature("The user wants ORDER-7 and ORDER-8.")}
+	want := fakemodel.ThinkingBlock{Thinking: "The user wants ORDER-7 and ORDER-8.", Signature: fakemodel.AnthropicSignature("The user wants ORDER-7 and ORDER-8.")}
 	if len(asst.Thinking) != 1 || asst.Thinking[0] != want || strings.Join(asst.Types, " ") != "thinking text tool_use tool_use" {
 		t.Errorf("the assistant message went back as %v %+v, want the thinking block first, unchanged", asst.Types, asst.Thinking)
 	}
@@ -92,14 +92,14 @@ func TestStreamAsTheAPISendsIt(t *testing.T) {
 // A thinking block sent back changed is refused by the fake as by the
 // API, and so is a tool-use turn without it when thinking is enabled.
 func TestThinkingChecked(t *testing.T) {
-	srv := anthropictest.NewServer(anthropictest.Turn{Text: "never"})
+	srv := fakemodel.NewAnthropic(fakemodel.Turn{Text: "never"})
 	defer srv.Close()
 	c := sdk.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	user := sdk.NewUserMessage(sdk.NewTextBlock("hi"))
 	result := sdk.NewUserMessage(sdk.NewToolResultBlock("tu1", "{}", false))
 	use := sdk.NewToolUseBlock("tu1", map[string]any{}, "f")
 	for name, msgs := range map[string][]sdk.MessageParam{
-		"changed": {user, sdk.NewAssistantMessage(sdk.NewThinkingBlock(anthropictest.Signature("a"), "b"), use), result},
+		"changed": {user, sdk.NewAssistantMessage(sdk.NewThinkingBlock(fakemodel.AnthropicSignature("a"), "b"), use), result},
 		"missing": {user, sdk.NewAssistantMessage(use), result},
 	} {
 		_, err := c.Messages.New(t.Context(), sdk.MessageNewParams{Model: "m", MaxTokens: 10, Messages: msgs,
@@ -119,9 +119,9 @@ func TestThinkingChecked(t *testing.T) {
 // the transcript says.
 func TestRefusalWithStopDetails(t *testing.T) {
 	for _, run := range []func(testing.TB, provider.Provider, string) *runtest.Run{runtest.Once, runtest.Stream} {
-		srv := anthropictest.NewServer(anthropictest.Turn{Text: "I can't help with that.", StopReason: "refusal",
-			StopDetails: &anthropictest.StopDetails{Category: "cyber", Explanation: "The request touches on cyber harm."},
-			Calls:       []anthropictest.Call{{Name: "get_order", Input: `{"order_ref":"ORDER-7"}`}}})
+		srv := fakemodel.NewAnthropic(fakemodel.Turn{Text: "I can't help with that.", Finish: "refusal",
+			StopDetails: &fakemodel.StopDetails{Category: "cyber", Explanation: "The request touches on cyber harm."},
+			Calls:       []fakemodel.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}})
 		r := run(t, model(srv, tganthropic.ModelOptions{}), "hi")
 		r.Ended(t, agentloop.StatusRefused, "refusal")
 		if n, u := len(r.Of(agentloop.EventCall)), len(r.Of(agentloop.EventUnanswered)); n != u {

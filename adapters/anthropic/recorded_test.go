@@ -24,7 +24,7 @@ import (
 // with its signature unchanged, text, tool_use with its input), and one
 // user message of tool_result blocks answering the recorded ids in order.
 func TestRecordedTraffic(t *testing.T) {
-	for _, rec := range replay.ForAPI(t, replay.Dir, "anthropic") {
+	for _, rec := range replay.ForAPI(t, "anthropic") {
 		t.Run(rec.Name, func(t *testing.T) {
 			srv := replay.Start(t, rec)
 			client := sdk.NewClient(option.WithBaseURL(srv.URL), option.WithAPIKey("replay"), option.WithMaxRetries(0))

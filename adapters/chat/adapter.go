@@ -6,6 +6,17 @@
 // function tools. Model is the same API as package agentloop's provider,
 // streamed through the SDK's ChatCompletionAccumulator.
 //
+// # The adapters' shape
+//
+// The four adapters (tgopenai, tgchat, tganthropic, tggemini) export the
+// same set, with the same signatures but for their API's types: Tools(set)
+// the tool definitions to send; Calls(reply, tools) the reply's calls as
+// provider.ToolCall; Call(principal, scope, responseID, c) the guard call
+// of one; Output(c, result) the item answering it; Outputs(items...) the
+// answers as the next request takes them; OutputText(item) an answer's
+// call id and tool-model-result-v2 text; Model, ModelOptions, NewModel and
+// DefaultModel the provider of package agentloop.
+//
 // The package is named tgchat, so it needs no alias next to openai-go:
 //
 //	import "github.com/toolguard/toolguard/adapters/chat"
@@ -22,37 +33,26 @@ import (
 
 // The execution-context values this adapter writes.
 const (
-	Provider  = "openai"
-	APIFamily = "chat_completions"
-	Revision  = "openai-chat-v1"
+	providerName = "openai"
+	apiFamily    = "chat_completions"
+	revision     = "openai-chat-v1"
 )
 
 // info names the adapter.
-var info = provider.Info{Provider: Provider, APIFamily: APIFamily, Revision: Revision}
+var info = provider.Info{Provider: providerName, APIFamily: apiFamily, Revision: revision}
 
-// KindCustom tags a custom (free-form) tool call in provider.ToolCall.Kind.
-const KindCustom = "custom"
+// kindCustom tags a custom (free-form) tool call in provider.ToolCall.Kind.
+const kindCustom = "custom"
 
-// Proposal returns the canonical proposal of a function tool call; the
-// arguments string is passed on as the model wrote it.
-func Proposal(call oai.ChatCompletionMessageFunctionToolCall) guard.Proposal {
-	return guard.Proposal{Name: call.Function.Name, Arguments: []byte(call.Function.Arguments)}
-}
-
-// Context returns the execution context of a tool call carried by the
-// completion with completionID.
-func Context(completionID, callID string) guard.ExecutionContext {
-	return info.Context(completionID, callID)
-}
-
-// Call returns the guard call of a function tool call for the principal,
-// which comes from the host, never from the model, in a scope the host
-// names (guard.ExecutionContext.Scope): a write the model repeats in the
-// scope is the same operation and replays. "" names no scope.
-func Call(p guard.Principal, scope, completionID string, call oai.ChatCompletionMessageFunctionToolCall) guard.Call {
-	c := guard.Call{Principal: p, Proposal: Proposal(call), Context: Context(completionID, call.ID)}
-	c.Context.Scope = scope
-	return c
+// Call returns the guard call of c, a call Calls returned from the
+// completion with completionID, for the principal, which comes from the
+// host, never from the model, in a scope the host names
+// (guard.ExecutionContext.Scope): a write the model repeats in the scope is
+// the same operation and replays. "" names no scope. A call Calls answered
+// (c.Answer set: a custom tool call) must not be dispatched: answer it with
+// Output(c, c.Answer).
+func Call(p guard.Principal, scope, completionID string, c provider.ToolCall) guard.Call {
+	return info.Call(p, scope, completionID, c)
 }
 
 // Calls returns the tool calls of an assistant message in order, as package
@@ -66,7 +66,7 @@ func Calls(msg oai.ChatCompletionMessage, tools []toolset.Declared) []provider.T
 	var calls []provider.ToolCall
 	for _, tc := range msg.ToolCalls {
 		if tc.Type == "custom" {
-			calls = append(calls, provider.ToolCall{ID: tc.ID, Name: tc.Custom.Name, Arguments: tc.Custom.Input, Kind: KindCustom,
+			calls = append(calls, provider.ToolCall{ID: tc.ID, Name: tc.Custom.Name, Arguments: tc.Custom.Input, Kind: kindCustom,
 				Answer: provider.Unknown("No free-form tool " + tc.Custom.Name + " is offered; call one of the function tools with JSON arguments.")})
 			continue
 		}
@@ -76,17 +76,22 @@ func Calls(msg oai.ChatCompletionMessage, tools []toolset.Declared) []provider.T
 	return calls
 }
 
-// fill fills absent nullable members of a call to a known tool whose
-// schema is strict.
-// Output returns the role "tool" message answering callID with the
-// result: its content is the tool-model-result-v2 JSON.
-func Output(callID string, res *guard.Result) oai.ChatCompletionMessageParamUnion {
-	return oai.ToolMessage(res.String(), callID)
+// Output returns the role "tool" message answering c with the result: its
+// content is the tool-model-result-v2 JSON.
+func Output(c provider.ToolCall, res *guard.Result) oai.ChatCompletionMessageParamUnion {
+	return oai.ToolMessage(res.String(), c.ID)
+}
+
+// Outputs returns the messages that answer every tool call of an
+// assistant message, in order, to append to the conversation: the
+// messages Output made.
+func Outputs(msgs ...oai.ChatCompletionMessageParamUnion) []oai.ChatCompletionMessageParamUnion {
+	return msgs
 }
 
 // OutputText returns the tool call id and content of a message made by
 // Output, and false for any other message.
-func OutputText(msg oai.ChatCompletionMessageParamUnion) (callID, content string, ok bool) {
+func OutputText(msg oai.ChatCompletionMessageParamUnion) (callID, text string, ok bool) {
 	t := msg.OfTool
 	if t == nil || !t.Content.OfString.Valid() {
 		return "", "", false
@@ -98,11 +103,11 @@ func OutputText(msg oai.ChatCompletionMessageParamUnion) (callID, content string
 // schema the guard validates arguments against (see Tool).
 func Tools(set *toolset.Set) []oai.ChatCompletionToolUnionParam { return toolParams(set.Tools()) }
 
-// Tool returns the function tool of one tool: strict when its schema is
+// toolParam returns the function tool of one tool: strict when its schema is
 // (toolset.Schema.Strict, every toolset.Read and Write tool), and
 // otherwise, as for a schema from toolset.CompileSchema, the schema as is
 // with strict false.
-func Tool(t toolset.Declared) oai.ChatCompletionToolUnionParam {
+func toolParam(t toolset.Declared) oai.ChatCompletionToolUnionParam {
 	fn := shared.FunctionDefinitionParam{Name: t.Name(), Parameters: t.Schema().Map(), Strict: oai.Bool(t.Schema().Strict())}
 	if d := t.Description(); d != "" {
 		fn.Description = oai.String(d)
@@ -113,7 +118,7 @@ func Tool(t toolset.Declared) oai.ChatCompletionToolUnionParam {
 func toolParams(tools []toolset.Declared) []oai.ChatCompletionToolUnionParam {
 	out := make([]oai.ChatCompletionToolUnionParam, 0, len(tools))
 	for _, t := range tools {
-		out = append(out, Tool(t))
+		out = append(out, toolParam(t))
 	}
 	return out
 }

@@ -10,9 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tgchat "github.com/toolguard/toolguard/adapters/chat"
-	"github.com/toolguard/toolguard/adapters/chat/chattest"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -23,16 +23,16 @@ type greetIn struct {
 // A hand-written Chat Completions loop: send the toolset as strict function
 // tools, dispatch each tool call of the assistant message through the
 // guard, and answer each with a role "tool" message until the model answers
-// in text. The model is a fake server (package chattest) that keeps
+// in text. The model is a fake server (package internal/fakemodel) that keeps
 // nothing, so every request carries the whole conversation; with the real
 // API, leave out the two options.
 func Example() {
-	srv := chattest.NewServer(
-		chattest.Turn{Calls: []chattest.Call{
+	srv := fakemodel.NewChat(
+		fakemodel.Turn{Calls: []fakemodel.Call{
 			{Name: "greet", Arguments: `{"name":"Ada"}`},
 			{Name: "greet", Arguments: `{"name":42}`}, // the model gets a type wrong
 		}},
-		chattest.Turn{Text: "I greeted Ada."},
+		fakemodel.Turn{Text: "I greeted Ada."},
 	)
 	defer srv.Close()
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline"))
@@ -61,15 +61,15 @@ func Example() {
 			break
 		}
 		params.Messages = append(params.Messages, msg.ToParam())
-		for _, tc := range msg.ToolCalls {
-			fc := tc.AsFunction()
-			res, err := g.Dispatch(ctx, tgchat.Call(user, "conversation-1", comp.ID, fc))
+		for i, c := range tgchat.Calls(msg, tools.Tools()) {
+			fc := msg.ToolCalls[i].AsFunction() // as the model sent it
+			res, err := g.Dispatch(ctx, tgchat.Call(user, "conversation-1", comp.ID, c))
 			if err != nil { // the host's mistake (a bad principal), not the model's
 				fmt.Println("error:", err)
 				return
 			}
 			fmt.Printf("%s(%s) -> %s\n", fc.Function.Name, fc.Function.Arguments, res.Code)
-			params.Messages = append(params.Messages, tgchat.Output(tc.ID, res))
+			params.Messages = append(params.Messages, tgchat.Output(c, res))
 		}
 	}
 	fmt.Println("tool messages sent:", len(srv.Requests()[1].ToolResults()))

@@ -9,13 +9,13 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	tgchat "github.com/toolguard/toolguard/adapters/chat"
-	"github.com/toolguard/toolguard/adapters/chat/chattest"
 	"github.com/toolguard/toolguard/adapters/internal/runtest"
 	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/provider"
 )
 
-func model(srv *chattest.Server) *tgchat.Model {
+func model(srv *fakemodel.ChatServer) *tgchat.Model {
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	return tgchat.NewModel(client, tgchat.ModelOptions{})
 }
@@ -26,14 +26,14 @@ func model(srv *chattest.Server) *tgchat.Model {
 // provider.APIError; the call the reply would have made never runs.
 func TestStreamErrorEndsRunFailed(t *testing.T) {
 	for _, tc := range []struct {
-		err  chattest.ErrorBody
+		err  fakemodel.Error
 		code string
 	}{
-		{chattest.ErrorBody{Message: "The server had an error while processing your request.", Type: "server_error"}, "server_error"},
-		{chattest.ErrorBody{Message: "Rate limit reached.", Type: "requests", Code: "rate_limit_exceeded"}, "rate_limit_exceeded"},
+		{fakemodel.Error{Message: "The server had an error while processing your request.", Type: "server_error"}, "server_error"},
+		{fakemodel.Error{Message: "Rate limit reached.", Type: "requests", Code: "rate_limit_exceeded"}, "rate_limit_exceeded"},
 	} {
-		srv := chattest.NewServer(chattest.Turn{Text: "Let me look that up.", StreamError: &tc.err,
-			Calls: []chattest.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}})
+		srv := fakemodel.NewChat(fakemodel.Turn{Text: "Let me look that up.", StreamError: &tc.err,
+			Calls: []fakemodel.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}})
 		run := runtest.Stream(t, model(srv), "where is ORDER-7?")
 		if apiErr := run.Failed(t, tc.code); apiErr.Message != tc.err.Message {
 			t.Errorf("message %q, want %q", apiErr.Message, tc.err.Message)
@@ -56,27 +56,27 @@ func TestStreamErrorEndsRunFailed(t *testing.T) {
 // assistant message, and a gzip body read.
 func TestStreamAsServersSendIt(t *testing.T) {
 	for name, tc := range map[string]struct {
-		shape     chattest.Shape
+		shape     fakemodel.ChatShape
 		ids       [2]string
 		text      string
 		reasoning string
 		gzip      bool
 	}{
-		"openai": {shape: chattest.Shape{NullContent: true, UsageNull: true}, ids: [2]string{"call_a", "call_b"}},
-		"xai":    {shape: chattest.Shape{RoleWithCall: true, WholeCalls: true}, ids: [2]string{"call_55070233", "call_12016531"}},
-		"groq": {shape: chattest.Shape{WholeCalls: true, UsageOnFinish: true}, ids: [2]string{"functions.get_order:0", "functions.get_order:1"},
+		"openai": {shape: fakemodel.ChatShape{NullContent: true, UsageNull: true}, ids: [2]string{"call_a", "call_b"}},
+		"xai":    {shape: fakemodel.ChatShape{RoleWithCall: true, WholeCalls: true}, ids: [2]string{"call_55070233", "call_12016531"}},
+		"groq": {shape: fakemodel.ChatShape{WholeCalls: true, UsageOnFinish: true}, ids: [2]string{"functions.get_order:0", "functions.get_order:1"},
 			text: "I'll look both up."},
-		"zai": {shape: chattest.Shape{WholeCalls: true, UsageOnFinish: true}, ids: [2]string{"call_4f8cb523", "call_0d06add3"},
+		"zai": {shape: fakemodel.ChatShape{WholeCalls: true, UsageOnFinish: true}, ids: [2]string{"call_4f8cb523", "call_0d06add3"},
 			text: "I'll look both up.", reasoning: "The user wants two orders."},
-		"gzip": {shape: chattest.Shape{NullContent: true, UsageNull: true}, ids: [2]string{"call_c", "call_d"}, gzip: true},
+		"gzip": {shape: fakemodel.ChatShape{NullContent: true, UsageNull: true}, ids: [2]string{"call_c", "call_d"}, gzip: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			first := chattest.Turn{Text: tc.text, Reasoning: tc.reasoning, Shape: tc.shape, Gzip: tc.gzip, Calls: []chattest.Call{
+			first := fakemodel.Turn{Text: tc.text, Reasoning: tc.reasoning, Shape: tc.shape, Gzip: tc.gzip, Calls: []fakemodel.Call{
 				{CallID: tc.ids[0], Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`},
 				{CallID: tc.ids[1], Name: "get_order", Arguments: `{"order_ref":"ORDER-8"}`},
 			}}
-			last := chattest.Turn{Text: "Both orders are paid.", Reasoning: tc.reasoning, Shape: tc.shape, Gzip: tc.gzip}
-			srv := chattest.NewServer(first, last)
+			last := fakemodel.Turn{Text: "Both orders are paid.", Reasoning: tc.reasoning, Shape: tc.shape, Gzip: tc.gzip}
+			srv := fakemodel.NewChat(first, last)
 			defer srv.Close()
 			run := runtest.Stream(t, model(srv), "are ORDER-7 and ORDER-8 paid?")
 			run.Ended(t, agentloop.StatusCompleted, "")
@@ -120,8 +120,8 @@ func TestStreamAsServersSendIt(t *testing.T) {
 // with none of it streamed as text.
 func TestRefusalInPieces(t *testing.T) {
 	for _, run := range []func(testing.TB, provider.Provider, string) *runtest.Run{runtest.Once, runtest.Stream} {
-		srv := chattest.NewServer(chattest.Turn{Refusal: "I'm very sorry, but I can't assist with that request.",
-			Shape: chattest.Shape{NullContent: true, UsageNull: true}})
+		srv := fakemodel.NewChat(fakemodel.Turn{Refusal: "I'm very sorry, but I can't assist with that request.",
+			Shape: fakemodel.ChatShape{NullContent: true, UsageNull: true}})
 		r := run(t, model(srv), "hi")
 		r.Ended(t, agentloop.StatusRefused, "refusal")
 		if r.Text() != "" {
@@ -135,9 +135,9 @@ func TestRefusalInPieces(t *testing.T) {
 // completion, goes back unchanged on the assistant message.
 func TestReasoningSentBack(t *testing.T) {
 	for _, run := range []func(testing.TB, provider.Provider, string) *runtest.Run{runtest.Once, runtest.Stream} {
-		srv := chattest.NewServer(
-			chattest.Turn{Reasoning: "The user wants ORDER-7.", Calls: []chattest.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
-			chattest.Turn{Text: "It is paid."})
+		srv := fakemodel.NewChat(
+			fakemodel.Turn{Reasoning: "The user wants ORDER-7.", Calls: []fakemodel.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
+			fakemodel.Turn{Text: "It is paid."})
 		run(t, model(srv), "is ORDER-7 paid?").Ended(t, agentloop.StatusCompleted, "")
 		if reqs := srv.Requests(); len(reqs) != 2 || reqs[1].Messages[1].ReasoningContent != "The user wants ORDER-7." {
 			t.Errorf("requests %+v: reasoning_content not sent back", reqs)

@@ -24,7 +24,7 @@ import (
 // its reasoning_content where the server streamed one, and one tool
 // message per call, answering the recorded ids in order.
 func TestRecordedTraffic(t *testing.T) {
-	for _, rec := range replay.ForAPI(t, replay.Dir, "chat") {
+	for _, rec := range replay.ForAPI(t, "chat") {
 		t.Run(rec.Name, func(t *testing.T) {
 			srv := replay.Start(t, rec)
 			client := oai.NewClient(option.WithBaseURL(srv.URL+"/v1"), option.WithAPIKey("replay"), option.WithMaxRetries(0))

@@ -1,4 +1,4 @@
-package tgchat_test
+package tgchat
 
 import (
 	"encoding/json"
@@ -6,7 +6,6 @@ import (
 
 	oai "github.com/openai/openai-go/v3"
 
-	tgchat "github.com/toolguard/toolguard/adapters/chat"
 	"github.com/toolguard/toolguard/internal/toolstest"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -27,7 +26,7 @@ func TestStrictOnlyForStrictSchemas(t *testing.T) {
 		{toolstest.Search(), true, `{"limit":null,"q":"x"}`},
 		{toolstest.LooseSearch(), false, `{"q":"x"}`},
 	} {
-		b, err := json.Marshal(tgchat.Tool(tc.tool))
+		b, err := json.Marshal(toolParam(tc.tool))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -42,7 +41,7 @@ func TestStrictOnlyForStrictSchemas(t *testing.T) {
 		if def.Function.Strict == nil || *def.Function.Strict != tc.strict {
 			t.Errorf("definition %s, want strict %t", b, tc.strict)
 		}
-		calls := tgchat.Calls(msg, []toolset.Declared{tc.tool})
+		calls := Calls(msg, []toolset.Declared{tc.tool})
 		if len(calls) != 1 || calls[0].Arguments != tc.args {
 			t.Errorf("strict %t: calls %+v, want arguments %s", tc.strict, calls, tc.args)
 		}

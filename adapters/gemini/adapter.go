@@ -56,6 +56,17 @@
 // null with null (contract section 8; provider.FillNulls) before the guard
 // sees it.
 //
+// # The adapters' shape
+//
+// The four adapters (tgopenai, tgchat, tganthropic, tggemini) export the
+// same set, with the same signatures but for their API's types: Tools(set)
+// the tool definitions to send; Calls(reply, tools) the reply's calls as
+// provider.ToolCall; Call(principal, scope, responseID, c) the guard call
+// of one; Output(c, result) the item answering it; Outputs(items...) the
+// answers as the next request takes them; OutputText(item) an answer's
+// call id and tool-model-result-v2 text; Model, ModelOptions, NewModel and
+// DefaultModel the provider of package agentloop.
+//
 // The package is named tggemini, so it needs no alias next to the SDK:
 //
 //	import "github.com/toolguard/toolguard/adapters/gemini"
@@ -76,39 +87,16 @@ import (
 
 // The execution-context values this adapter writes.
 const (
-	Provider  = "gemini"
-	APIFamily = "generate_content"
-	Revision  = "gemini-generate-content-v1"
+	providerName = "gemini"
+	apiFamily    = "generate_content"
+	revision     = "gemini-generate-content-v1"
 )
 
-// KindDerived is the provider.ToolCall.Kind of a call whose id the adapter
+// kindDerived is the provider.ToolCall.Kind of a call whose id the adapter
 // derived (Gemini sent none): its functionResponse carries no id.
-const KindDerived = "derived-id"
+const kindDerived = "derived-id"
 
-var info = provider.Info{Provider: Provider, APIFamily: APIFamily, Revision: Revision}
-
-// Context returns the execution context of a function call carried by the
-// response with responseID, under callID (CallID).
-func Context(responseID, callID string) guard.ExecutionContext {
-	return info.Context(responseID, callID)
-}
-
-// CallID returns the id of the function call at position (counted over the
-// function calls of resp's first candidate, from 0): the id Gemini sent,
-// else one derived from the response id and the position,
-// "<responseId>/<position>", and whether it was derived. A response with
-// neither gives "": nothing identifies the call (Model gives every
-// response it receives an id, so that never happens in a loop).
-func CallID(resp *genai.GenerateContentResponse, position int) (id string, derived bool) {
-	calls := functionCalls(resp)
-	if position < len(calls) && calls[position].ID != "" {
-		return calls[position].ID, false
-	}
-	if resp == nil || resp.ResponseID == "" {
-		return "", false
-	}
-	return resp.ResponseID + "/" + strconv.Itoa(position), true
-}
+var info = provider.Info{Provider: providerName, APIFamily: apiFamily, Revision: revision}
 
 // newResponseID is the id Model gives a response Gemini sent without one:
 // each response received is a distinct response, and nothing in it says
@@ -138,8 +126,8 @@ func parts(resp *genai.GenerateContentResponse) []*genai.Part {
 	return resp.Candidates[0].Content.Parts
 }
 
-// Arguments returns a function call's arguments as JSON ("{}" for none).
-func Arguments(fc *genai.FunctionCall) []byte {
+// argumentsOf returns a function call's arguments as JSON ("{}" for none).
+func argumentsOf(fc *genai.FunctionCall) []byte {
 	if len(fc.Args) == 0 {
 		return []byte("{}")
 	}
@@ -175,9 +163,9 @@ func Calls(resp *genai.GenerateContentResponse, tools []toolset.Declared) []prov
 
 // toolCall is the call at position of the response with responseID.
 func toolCall(responseID string, position int, fc *genai.FunctionCall, tools []toolset.Declared) provider.ToolCall {
-	c := provider.ToolCall{ID: fc.ID, Name: fc.Name, Arguments: string(provider.FillArgs(tools, fc.Name, Arguments(fc)))}
+	c := provider.ToolCall{ID: fc.ID, Name: fc.Name, Arguments: string(provider.FillArgs(tools, fc.Name, argumentsOf(fc)))}
 	if c.ID == "" && responseID != "" {
-		c.ID, c.Kind = responseID+"/"+strconv.Itoa(position), KindDerived
+		c.ID, c.Kind = responseID+"/"+strconv.Itoa(position), kindDerived
 	}
 	return c
 }
@@ -205,31 +193,24 @@ func finishReason(resp *genai.GenerateContentResponse) genai.FinishReason {
 	return resp.Candidates[0].FinishReason
 }
 
-// Proposal returns the canonical proposal of a function call: its name and
-// its arguments, with absent nullable members of the tool's strict schema
-// filled with null. tools are the tools the request offered.
-func Proposal(fc *genai.FunctionCall, tools []toolset.Declared) guard.Proposal {
-	return guard.Proposal{Name: fc.Name, Arguments: provider.FillArgs(tools, fc.Name, Arguments(fc))}
+// Call returns the guard call of c, a call Calls returned from the
+// response with responseID, for the principal, which comes from the host,
+// never from the model, in a scope the host names
+// (guard.ExecutionContext.Scope): a write the model repeats in the scope is
+// the same operation and replays. "" names no scope.
+func Call(p guard.Principal, scope, responseID string, c provider.ToolCall) guard.Call {
+	return info.Call(p, scope, responseID, c)
 }
 
-// Call returns the guard call of the function call at position in resp for
-// the principal, which comes from the host, never from the model, in a
-// scope the host names (guard.ExecutionContext.Scope): a write the model
-// repeats in the scope is the same operation and replays. "" names no
-// scope. tools as in Calls. It panics when resp has no call at position.
-func Call(p guard.Principal, scope string, resp *genai.GenerateContentResponse, position int, tools []toolset.Declared) guard.Call {
-	fc := functionCalls(resp)[position]
-	id, _ := CallID(resp, position)
-	c := guard.Call{Principal: p, Proposal: Proposal(fc, tools), Context: Context(resp.ResponseID, id)}
-	c.Context.Scope = scope
-	return c
-}
-
-// Output returns the functionResponse part answering a function call named
-// name: its response is the tool-model-result-v2 object, its id the call's
-// when Gemini sent one (id "" sends none, as for a derived id).
-func Output(id, name string, res *guard.Result) *genai.Part {
-	return outputPart(id, name, res.String())
+// Output returns the functionResponse part answering c: its response is
+// the tool-model-result-v2 object, its name the call's, its id the call's
+// when Gemini sent one (none for an id the adapter derived).
+func Output(c provider.ToolCall, res *guard.Result) *genai.Part {
+	id := c.ID
+	if c.Kind == kindDerived {
+		id = ""
+	}
+	return outputPart(id, c.Name, res.String())
 }
 
 func outputPart(id, name, result string) *genai.Part {
@@ -246,26 +227,27 @@ func Outputs(parts ...*genai.Part) *genai.Content {
 	return &genai.Content{Role: genai.RoleUser, Parts: parts}
 }
 
-// OutputResult returns the id, name and tool-model-result-v2 JSON of a part
-// made by Output, and false for any other part.
-func OutputResult(p *genai.Part) (id, name string, result []byte, ok bool) {
+// OutputText returns the id ("" for none) and tool-model-result-v2 JSON
+// of a part made by Output (its name is the part's
+// FunctionResponse.Name), and false for any other part.
+func OutputText(p *genai.Part) (callID, text string, ok bool) {
 	if p == nil || p.FunctionResponse == nil {
-		return "", "", nil, false
+		return "", "", false
 	}
 	b, err := json.Marshal(p.FunctionResponse.Response)
 	if err != nil {
-		return "", "", nil, false
+		return "", "", false
 	}
-	return p.FunctionResponse.ID, p.FunctionResponse.Name, b, true
+	return p.FunctionResponse.ID, string(b), true
 }
 
 // Tools returns the function declarations of every tool in the set, as one
 // genai.Tool.
 func Tools(set *toolset.Set) []*genai.Tool { return toolParams(set.Tools()) }
 
-// Tool returns the declaration of one tool: its parametersJsonSchema is the
+// toolParam returns the declaration of one tool: its parametersJsonSchema is the
 // schema the guard validates arguments against.
-func Tool(t toolset.Declared) *genai.FunctionDeclaration {
+func toolParam(t toolset.Declared) *genai.FunctionDeclaration {
 	return &genai.FunctionDeclaration{Name: t.Name(), Description: t.Description(), ParametersJsonSchema: t.Schema().Map()}
 }
 
@@ -275,7 +257,7 @@ func toolParams(tools []toolset.Declared) []*genai.Tool {
 	}
 	decls := make([]*genai.FunctionDeclaration, 0, len(tools))
 	for _, t := range tools {
-		decls = append(decls, Tool(t))
+		decls = append(decls, toolParam(t))
 	}
 	return []*genai.Tool{{FunctionDeclarations: decls}}
 }

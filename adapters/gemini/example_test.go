@@ -8,8 +8,8 @@ import (
 	"google.golang.org/genai"
 
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
-	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -24,15 +24,15 @@ type greetIn struct {
 // model sends no call ids (as Gemini 2.x does), so the adapter derives them
 // from the response id and each call's position; it leaves out the
 // optional greeting, which reads as null. The model is a fake server
-// (package geminitest); with the real API, leave out HTTPOptions and set
+// (package internal/fakemodel); with the real API, leave out HTTPOptions and set
 // GEMINI_API_KEY.
 func Example() {
-	srv := geminitest.NewServer(
-		geminitest.Turn{Calls: []geminitest.Call{
-			{Name: "greet", Args: `{"name":"Ada"}`},
-			{Name: "greet", Args: `{"name":42}`}, // the model gets a type wrong
+	srv := fakemodel.NewGemini(
+		fakemodel.Turn{Calls: []fakemodel.Call{
+			{Name: "greet", Arguments: `{"name":"Ada"}`},
+			{Name: "greet", Arguments: `{"name":42}`}, // the model gets a type wrong
 		}},
-		geminitest.Turn{Text: "I greeted Ada."},
+		fakemodel.Turn{Text: "I greeted Ada."},
 	)
 	defer srv.Close()
 	ctx := context.Background()
@@ -68,8 +68,9 @@ func Example() {
 		}
 		contents = append(contents, resp.Candidates[0].Content) // signatures and all
 		var answers []*genai.Part
-		for i, fc := range calls {
-			call := tggemini.Call(user, "conversation-1", resp, i, tools.Tools())
+		for i, c := range tggemini.Calls(resp, tools.Tools()) {
+			fc := calls[i] // as the model sent it
+			call := tggemini.Call(user, "conversation-1", resp.ResponseID, c)
 			res, err := g.Dispatch(ctx, call)
 			if err != nil { // the host's mistake (a bad principal), not the model's
 				fmt.Println("error:", err)
@@ -81,7 +82,7 @@ func Example() {
 			}
 			args, _ := json.Marshal(fc.Args)
 			fmt.Printf("%s %s(%s) -> %s %s\n", call.Context.CallID, fc.Name, args, res.Code, detail)
-			answers = append(answers, tggemini.Output(fc.ID, fc.Name, res)) // fc.ID is "" here: none is sent back
+			answers = append(answers, tggemini.Output(c, res)) // c.ID is derived here: none is sent back
 		}
 		contents = append(contents, tggemini.Outputs(answers...))
 	}

@@ -65,7 +65,7 @@ func (m *Model) OutputItems(outs []provider.Output) []json.RawMessage {
 	ps := make([]*genai.Part, 0, len(outs))
 	for _, o := range outs {
 		id := o.CallID
-		if o.Kind == KindDerived {
+		if o.Kind == kindDerived {
 			id = ""
 		}
 		ps = append(ps, outputPart(id, o.Name, o.Result))

@@ -11,9 +11,9 @@ import (
 	"google.golang.org/genai"
 
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
-	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
@@ -21,7 +21,7 @@ import (
 
 var user = guard.Principal{TenantID: "tenant-a", SubjectID: "user-1"}
 
-func newModel(t *testing.T, srv *geminitest.Server) *tggemini.Model {
+func newModel(t *testing.T, srv *fakemodel.GeminiServer) *tggemini.Model {
 	t.Helper()
 	client, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "test", Backend: genai.BackendGeminiAPI,
 		HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL()}})
@@ -31,7 +31,7 @@ func newModel(t *testing.T, srv *geminitest.Server) *tggemini.Model {
 	return tggemini.NewModel(client, tggemini.ModelOptions{Name: "scripted-model"})
 }
 
-func newLoop(t *testing.T, srv *geminitest.Server, svc *orders.Service) *agentloop.Loop {
+func newLoop(t *testing.T, srv *fakemodel.GeminiServer, svc *orders.Service) *agentloop.Loop {
 	t.Helper()
 	return agentloop.New(newModel(t, srv), orders.Tools(svc), agentloop.Options{Store: guard.NewMemStore(guard.MemStoreOptions{})})
 }
@@ -53,8 +53,8 @@ func stream(loop *agentloop.Loop, input string) ([]agentloop.Event, error) {
 // provider.APIError the host can inspect; the text before it still
 // streamed.
 func TestStreamErrorEndsTheRunFailed(t *testing.T) {
-	srv := geminitest.NewServer(geminitest.Turn{Text: "Let me look that up",
-		StreamError: &geminitest.Error{Code: 429, Status: "RESOURCE_EXHAUSTED", Message: "Quota exceeded"}})
+	srv := fakemodel.NewGemini(fakemodel.Turn{Text: "Let me look that up",
+		StreamError: &fakemodel.Error{Code: "429", Type: "RESOURCE_EXHAUSTED", Message: "Quota exceeded"}})
 	defer srv.Close()
 	evs, err := stream(newLoop(t, srv, orders.NewService()), "Where is ORDER-7?")
 	var apiErr *provider.APIError
@@ -84,12 +84,12 @@ func TestStreamErrorEndsTheRunFailed(t *testing.T) {
 // whole arguments, signed as the opening piece was, and the signature goes
 // back (the fake refuses a request without it).
 func TestStreamedArgumentsMakeOneCall(t *testing.T) {
-	srv := geminitest.NewServer(
-		geminitest.Turn{StreamArgs: true, Calls: []geminitest.Call{
-			{ID: "c1", Name: "get_order", Args: `{"order_ref":"ORDER-7"}`},
-			{ID: "c2", Name: "get_order", Args: `{"order_ref":"ORDER-8"}`},
+	srv := fakemodel.NewGemini(
+		fakemodel.Turn{StreamArgs: true, Calls: []fakemodel.Call{
+			{CallID: "c1", Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`},
+			{CallID: "c2", Name: "get_order", Arguments: `{"order_ref":"ORDER-8"}`},
 		}},
-		geminitest.Turn{Text: "Found ORDER-7."},
+		fakemodel.Turn{Text: "Found ORDER-7."},
 	)
 	defer srv.Close()
 	svc := orders.NewService()
@@ -119,7 +119,7 @@ func TestStreamedArgumentsMakeOneCall(t *testing.T) {
 	}
 	model := reqs[1].Contents[1]
 	if len(model.Parts) != 2 || model.Parts[0].FunctionCall == nil || model.Parts[0].FunctionCall.Args["order_ref"] != "ORDER-7" ||
-		string(model.Parts[0].ThoughtSignature) != string(geminitest.Signature(model.Parts[0])) {
+		string(model.Parts[0].ThoughtSignature) != string(fakemodel.GeminiSignature(model.Parts[0])) {
 		t.Errorf("the model turn sent back: %s", reqs[1].Body)
 	}
 }
@@ -130,20 +130,20 @@ func TestStreamedArgumentsMakeOneCall(t *testing.T) {
 // UNEXPECTED_TOOL_CALL that carries calls has each answered, unrun, and
 // the run goes on so the model can call again.
 func TestEndings(t *testing.T) {
-	write := geminitest.Call{Name: "create_refund_draft", Args: `{"order_ref":"ORDER-7","reason":"duplicate"}`}
+	write := fakemodel.Call{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}
 	for _, c := range []struct {
 		name   string
-		turn   geminitest.Turn
+		turn   fakemodel.Turn
 		status agentloop.RunStatus
 		reason string
 		answer guard.Code // the code the unrun call got, 0 when the run ended
 	}{
-		{"blocked prompt", geminitest.Turn{BlockReason: "PROHIBITED_CONTENT"}, agentloop.StatusRefused, "PROHIBITED_CONTENT", 0},
-		{"safety", geminitest.Turn{Calls: []geminitest.Call{write}, FinishReason: "SAFETY"}, agentloop.StatusRefused, "SAFETY", 0},
-		{"max tokens", geminitest.Turn{Calls: []geminitest.Call{write}, FinishReason: "MAX_TOKENS"}, agentloop.StatusIncomplete, "MAX_TOKENS", 0},
-		{"unexpected, bare", geminitest.Turn{FinishReason: "UNEXPECTED_TOOL_CALL"}, agentloop.StatusFailed, "UNEXPECTED_TOOL_CALL", 0},
-		{"malformed with a call", geminitest.Turn{Calls: []geminitest.Call{write}, FinishReason: "MALFORMED_FUNCTION_CALL"}, agentloop.StatusCompleted, "", guard.CodeInvalidArguments},
-		{"unexpected with a call", geminitest.Turn{Calls: []geminitest.Call{{Name: "list_files"}}, FinishReason: "UNEXPECTED_TOOL_CALL"}, agentloop.StatusCompleted, "", guard.CodeUnknownTool},
+		{"blocked prompt", fakemodel.Turn{BlockReason: "PROHIBITED_CONTENT"}, agentloop.StatusRefused, "PROHIBITED_CONTENT", 0},
+		{"safety", fakemodel.Turn{Calls: []fakemodel.Call{write}, Finish: "SAFETY"}, agentloop.StatusRefused, "SAFETY", 0},
+		{"max tokens", fakemodel.Turn{Calls: []fakemodel.Call{write}, Finish: "MAX_TOKENS"}, agentloop.StatusIncomplete, "MAX_TOKENS", 0},
+		{"unexpected, bare", fakemodel.Turn{Finish: "UNEXPECTED_TOOL_CALL"}, agentloop.StatusFailed, "UNEXPECTED_TOOL_CALL", 0},
+		{"malformed with a call", fakemodel.Turn{Calls: []fakemodel.Call{write}, Finish: "MALFORMED_FUNCTION_CALL"}, agentloop.StatusCompleted, "", guard.CodeInvalidArguments},
+		{"unexpected with a call", fakemodel.Turn{Calls: []fakemodel.Call{{Name: "list_files"}}, Finish: "UNEXPECTED_TOOL_CALL"}, agentloop.StatusCompleted, "", guard.CodeUnknownTool},
 	} {
 		for _, streamed := range []bool{false, true} {
 			name := c.name
@@ -151,7 +151,7 @@ func TestEndings(t *testing.T) {
 				name += "/stream"
 			}
 			t.Run(name, func(t *testing.T) {
-				srv := geminitest.NewServer(c.turn, geminitest.Turn{Text: "I could not do it."})
+				srv := fakemodel.NewGemini(c.turn, fakemodel.Turn{Text: "I could not do it."})
 				defer srv.Close()
 				svc := orders.NewService()
 				loop := newLoop(t, srv, svc)
@@ -210,7 +210,7 @@ func TestCallIDs(t *testing.T) {
 	withID := &genai.FunctionCall{ID: "gem-1", Name: "get_order", Args: map[string]any{"order_ref": "ORDER-9"}}
 
 	calls := tggemini.Calls(resp("r1", a, withID, b), nil)
-	if calls[0].ID != "r1/0" || calls[0].Kind != tggemini.KindDerived || calls[1].ID != "gem-1" || calls[1].Kind != "" || calls[2].ID != "r1/2" {
+	if calls[0].ID != "r1/0" || calls[0].Kind != "derived-id" || calls[1].ID != "gem-1" || calls[1].Kind != "" || calls[2].ID != "r1/2" {
 		t.Errorf("ids %+v", calls)
 	}
 	again := tggemini.Calls(resp("r1", a, withID, b), nil)
@@ -221,8 +221,8 @@ func TestCallIDs(t *testing.T) {
 	if noID := tggemini.Calls(resp("", a, b), nil); noID[0].ID != "" || noID[1].ID != "" || noID[0].Kind != "" {
 		t.Errorf("ids without a response id: %+v", noID)
 	}
-	c := tggemini.Call(user, "conversation-1", resp("r1", a), 0, nil)
-	if c.Context.CallID != "r1/0" || c.Context.ResponseID != "r1" || c.Context.Scope != "conversation-1" || c.Context.Provider != tggemini.Provider {
+	c := tggemini.Call(user, "conversation-1", "r1", tggemini.Calls(resp("r1", a), nil)[0])
+	if c.Context.CallID != "r1/0" || c.Context.ResponseID != "r1" || c.Context.Scope != "conversation-1" || c.Context.Provider != "gemini" {
 		t.Errorf("call context %+v", c.Context)
 	}
 }
@@ -231,11 +231,11 @@ func TestCallIDs(t *testing.T) {
 // without its signature, and calls not answered one for one; so the
 // adapter's passing tests mean something.
 func TestFakeChecksTheConversation(t *testing.T) {
-	srv := geminitest.NewServer(geminitest.Turn{Text: "never"})
+	srv := fakemodel.NewGemini(fakemodel.Turn{Text: "never"})
 	defer srv.Close()
 	m := newModel(t, srv)
 	call := &genai.Part{FunctionCall: &genai.FunctionCall{ID: "c1", Name: "get_order", Args: map[string]any{"order_ref": "ORDER-7"}}}
-	answer := tggemini.Output("c1", "get_order", &guard.Result{Code: guard.CodeOK})
+	answer := tggemini.Output(provider.ToolCall{ID: "c1", Name: "get_order"}, &guard.Result{Code: guard.CodeOK})
 	for name, contents := range map[string][]*genai.Content{
 		"unsigned":   {genai.NewContentFromText("hi", genai.RoleUser), {Role: "model", Parts: []*genai.Part{call}}, tggemini.Outputs(answer)},
 		"unanswered": {genai.NewContentFromText("hi", genai.RoleUser), {Role: "model", Parts: []*genai.Part{signed(call)}}, genai.NewContentFromText("and?", genai.RoleUser)},
@@ -257,7 +257,7 @@ func TestFakeChecksTheConversation(t *testing.T) {
 
 func signed(p *genai.Part) *genai.Part {
 	s := *p
-	s.ThoughtSignature = geminitest.Signature(p)
+	s.ThoughtSignature = fakemodel.GeminiSignature(p)
 	return &s
 }
 
@@ -265,11 +265,11 @@ func signed(p *genai.Part) *genai.Part {
 // a new one per response, and its calls ids derived from it; two such
 // responses with the same call are two calls, and the read runs twice.
 func TestResponseWithoutAnID(t *testing.T) {
-	read := geminitest.Call{Name: "get_order", Args: `{"order_ref":"ORDER-7"}`}
-	srv := geminitest.NewServer(
-		geminitest.Turn{NoResponseID: true, Calls: []geminitest.Call{read}},
-		geminitest.Turn{NoResponseID: true, Calls: []geminitest.Call{read}},
-		geminitest.Turn{Text: "ORDER-7 is paid."},
+	read := fakemodel.Call{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}
+	srv := fakemodel.NewGemini(
+		fakemodel.Turn{NoResponseID: true, Calls: []fakemodel.Call{read}},
+		fakemodel.Turn{NoResponseID: true, Calls: []fakemodel.Call{read}},
+		fakemodel.Turn{Text: "ORDER-7 is paid."},
 	)
 	defer srv.Close()
 	res, err := newLoop(t, srv, orders.NewService()).Run(context.Background(), user, "Where is ORDER-7?")
@@ -297,7 +297,7 @@ type noteIn struct {
 
 // earlyWorld is a loop over the orders tools and a write without approval
 // (add_note), observing every event.
-func earlyWorld(t *testing.T, srv *geminitest.Server, observe func(agentloop.Event)) (*agentloop.Loop, *orders.Service, *atomic.Int32) {
+func earlyWorld(t *testing.T, srv *fakemodel.GeminiServer, observe func(agentloop.Event)) (*agentloop.Loop, *orders.Service, *atomic.Int32) {
 	t.Helper()
 	svc := orders.NewService()
 	var notes atomic.Int32
@@ -314,9 +314,9 @@ func earlyWorld(t *testing.T, srv *geminitest.Server, observe func(agentloop.Eve
 // A reply that ends cut short after a read ran early answers that read's
 // result nowhere, and the transcript says so; nothing else runs.
 func TestEarlyReadOfAReplyCutShort(t *testing.T) {
-	srv := geminitest.NewServer(geminitest.Turn{FinishReason: "MAX_TOKENS", Calls: []geminitest.Call{
-		{Name: "get_order", Args: `{"order_ref":"ORDER-7"}`},
-		{Name: "add_note", Args: `{"text":"cut"}`},
+	srv := fakemodel.NewGemini(fakemodel.Turn{Finish: "MAX_TOKENS", Calls: []fakemodel.Call{
+		{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`},
+		{Name: "add_note", Arguments: `{"text":"cut"}`},
 	}})
 	defer srv.Close()
 	loop, svc, notes := earlyWorld(t, srv, nil)

@@ -46,7 +46,7 @@ type geminiTurn struct {
 // their signatures, as the recorded request did, and answer every call by
 // name, echoing only ids Gemini sent.
 func TestRecordedTraffic(t *testing.T) {
-	recs := replay.ForAPI(t, replay.Dir, "gemini")
+	recs := replay.ForAPI(t, "gemini")
 	for _, rec := range recs {
 		t.Run(rec.Name, func(t *testing.T) { replayGemini(t, rec) })
 	}
@@ -104,7 +104,7 @@ func replayGemini(t *testing.T, rec *replay.Recording) {
 			if got.ID != wantID {
 				t.Errorf("turn %d call %d: id %q, want %q", i, j, got.ID, wantID)
 			}
-			if (got.Kind == tggemini.KindDerived) != derived {
+			if (got.Kind == "derived-id") != derived {
 				t.Errorf("turn %d call %d: kind %q, derived %v", i, j, got.Kind, derived)
 			}
 			if got.Name != c.Name || !replay.SameJSON(got.Arguments, c.Arguments) {
@@ -281,7 +281,7 @@ func checkFollowUp(t *testing.T, i int, sent, recorded map[string]any, prev *pro
 	for j, a := range answers {
 		c := prev.Calls[j]
 		wantID := c.ID
-		if c.Kind == tggemini.KindDerived {
+		if c.Kind == "derived-id" {
 			wantID = ""
 		}
 		if id, _ := a["id"].(string); a["name"] != c.Name || id != wantID {

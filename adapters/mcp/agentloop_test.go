@@ -14,9 +14,9 @@ import (
 
 	tgmcp "github.com/toolguard/toolguard/adapters/mcp"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 )
 
 // Tools imported from a third-party MCP server run in an agentloop like any
@@ -29,11 +29,11 @@ func TestAgentloopRunsRemoteTools(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{{CallID: "call_read", Name: "lookup", Arguments: `{"text":"x"}`}}},
-		openaitest.Turn{Calls: []openaitest.Call{{CallID: "call_w1", Name: "add_note", Arguments: `{"text":"hi"}`}}},
-		openaitest.Turn{Calls: []openaitest.Call{{CallID: "call_w2", Name: "add_note", Arguments: `{ "text": "hi" }`}}},
-		openaitest.Turn{Text: "Found x and noted hi."},
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Calls: []fakemodel.Call{{CallID: "call_read", Name: "lookup", Arguments: `{"text":"x"}`}}},
+		fakemodel.Turn{Calls: []fakemodel.Call{{CallID: "call_w1", Name: "add_note", Arguments: `{"text":"hi"}`}}},
+		fakemodel.Turn{Calls: []fakemodel.Call{{CallID: "call_w2", Name: "add_note", Arguments: `{ "text": "hi" }`}}},
+		fakemodel.Turn{Text: "Found x and noted hi."},
 	)
 	t.Cleanup(srv.Close)
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))

@@ -22,26 +22,26 @@ import (
 
 // The execution-context values this adapter writes.
 const (
-	Provider  = "openai"
-	APIFamily = "responses"
-	Revision  = "openai-responses-v1"
+	providerName = "openai"
+	apiFamily    = "responses"
+	revision     = "openai-responses-v1"
 )
 
-// ToolName is the tool a function call names: its name, qualified by its
+// qualifiedName is the tool a function call names: its name, qualified by its
 // namespace when it has one ("namespace.name"). Such a call runs only a
 // tool declared under that qualified name, never a top-level tool of the
 // same name (contract section 8); toolset names cannot contain a dot, so
 // with a toolset it is UNKNOWN_TOOL.
-func ToolName(call responses.ResponseFunctionToolCall) string {
+func qualifiedName(call responses.ResponseFunctionToolCall) string {
 	if call.Namespace != "" {
 		return call.Namespace + "." + call.Name
 	}
 	return call.Name
 }
 
-// KindCustom tags a custom (free-form) tool call in provider.ToolCall.Kind; it
+// kindCustom tags a custom (free-form) tool call in provider.ToolCall.Kind; it
 // is answered with a custom_tool_call_output item.
-const KindCustom = "custom"
+const kindCustom = "custom"
 
 // Calls returns the tool calls of a response in order, as package agentloop
 // runs them (contract section 8): function calls with their arguments (a
@@ -66,7 +66,7 @@ func itemCall(item responses.ResponseOutputItemUnion, tools []toolset.Declared) 
 	switch item.Type {
 	case "function_call":
 		fc := item.AsFunctionCall()
-		name := ToolName(fc)
+		name := qualifiedName(fc)
 		c := provider.ToolCall{ID: fc.CallID, Name: name, Arguments: string(provider.FillArgs(tools, name, []byte(fc.Arguments)))}
 		if fc.Status == "in_progress" || fc.Status == "incomplete" {
 			c.Answer = provider.Invalid("The call was not complete (status " + string(fc.Status) + "); nothing was run. Call the tool again with complete arguments.")
@@ -75,7 +75,7 @@ func itemCall(item responses.ResponseOutputItemUnion, tools []toolset.Declared) 
 	case "custom_tool_call":
 		var cc responses.ResponseCustomToolCall
 		_ = json.Unmarshal([]byte(item.RawJSON()), &cc)
-		return provider.ToolCall{ID: cc.CallID, Name: cc.Name, Arguments: cc.Input, Kind: KindCustom,
+		return provider.ToolCall{ID: cc.CallID, Name: cc.Name, Arguments: cc.Input, Kind: kindCustom,
 			Answer: provider.Unknown("No free-form tool " + cc.Name + " is offered; call one of the function tools with JSON arguments.")}, true
 	}
 	return provider.ToolCall{}, false
@@ -90,16 +90,16 @@ func itemCall(item responses.ResponseOutputItemUnion, tools []toolset.Declared) 
 // operation. A call Calls answered (c.Answer set: an incomplete or custom
 // tool call) must not be dispatched: answer it with Output(c, c.Answer).
 func Call(p guard.Principal, scope, responseID string, c provider.ToolCall) guard.Call {
-	ctx := guard.ExecutionContext{Provider: Provider, APIFamily: APIFamily, ResponseID: responseID,
-		CallID: guard.SafeID(c.ID), AdapterRevision: Revision, Scope: scope}
+	ctx := guard.ExecutionContext{Provider: providerName, APIFamily: apiFamily, ResponseID: responseID,
+		CallID: guard.SafeID(c.ID), AdapterRevision: revision, Scope: scope}
 	return guard.Call{Principal: p, Proposal: guard.Proposal{Name: c.Name, Arguments: []byte(c.Arguments)}, Context: ctx}
 }
 
 // Output returns the input item that answers c with the result, whose
 // output is the tool-model-result-v2 JSON: a function_call_output item, or
-// a custom_tool_call_output item for a custom tool call (KindCustom).
+// a custom_tool_call_output item for a custom tool call (kindCustom).
 func Output(c provider.ToolCall, res *guard.Result) responses.ResponseInputItemUnionParam {
-	if c.Kind == KindCustom {
+	if c.Kind == kindCustom {
 		return responses.ResponseInputItemParamOfCustomToolCallOutput(c.ID, res.String())
 	}
 	return outputItem(c.ID, res.String())
@@ -109,6 +109,12 @@ func outputItem(callID, output string) responses.ResponseInputItemUnionParam {
 	item := responses.ResponseInputItemParamOfFunctionCallOutput(output)
 	item.OfFunctionCallOutput.CallID = oai.String(callID)
 	return item
+}
+
+// Outputs returns the input items that answer every call of a response,
+// in order, for the next request: the items Output made.
+func Outputs(items ...responses.ResponseInputItemUnionParam) responses.ResponseInputParam {
+	return items
 }
 
 // OutputText returns the output string of a function_call_output item made
@@ -127,16 +133,16 @@ func Tools(set *toolset.Set) []responses.ToolUnionParam {
 	tools := set.Tools()
 	out := make([]responses.ToolUnionParam, 0, len(tools))
 	for _, t := range tools {
-		out = append(out, Tool(t))
+		out = append(out, toolParam(t))
 	}
 	return out
 }
 
-// Tool returns the function tool definition of one tool: strict when its
+// toolParam returns the function tool definition of one tool: strict when its
 // schema is (toolset.Schema.Strict, every toolset.Read and Write tool), and
 // otherwise, as for a schema from toolset.CompileSchema, the schema as is
 // with strict false, since strict mode would refuse or reinterpret it.
-func Tool(t toolset.Declared) responses.ToolUnionParam {
+func toolParam(t toolset.Declared) responses.ToolUnionParam {
 	fn := &responses.FunctionToolParam{
 		Name:       t.Name(),
 		Parameters: t.Schema().Map(),

@@ -11,9 +11,9 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/provider"
@@ -31,13 +31,13 @@ func newGuard(t testing.TB) *guard.Guard {
 // A full round trip through the real openai-go client and a fake Responses
 // server: calls in, guard, function_call_output items back.
 func TestRoundTrip(t *testing.T) {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Calls: []fakemodel.Call{
 			{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`, CallID: "call_1"},
 			{Name: "get_order", Arguments: `{"order_ref":`, CallID: "call_2"},
 			{Name: "delete_everything", Arguments: `{}`, CallID: "call_3"},
 		}},
-		openaitest.Turn{Text: "Order 7 is paid."},
+		fakemodel.Turn{Text: "Order 7 is paid."},
 	)
 	defer srv.Close()
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
@@ -86,7 +86,7 @@ func TestRoundTrip(t *testing.T) {
 		t.Errorf("final text %q", final.OutputText())
 	}
 	reqs := srv.Requests()
-	outs := reqs[len(reqs)-1].FunctionCallOutputs()
+	outs := reqs[len(reqs)-1].Results()
 	if len(outs) != 3 {
 		t.Fatalf("%d outputs on the wire, want 3", len(outs))
 	}

@@ -23,7 +23,18 @@
 //	params.PreviousResponseID = oai.String(resp.ID)
 //	params.Input = responses.ResponseNewParamsInputUnion{OfInputItemList: outputs}
 //
+// # The adapters' shape
+//
+// The four adapters (tgopenai, tgchat, tganthropic, tggemini) export the
+// same set, with the same signatures but for their API's types: Tools(set)
+// the tool definitions to send; Calls(reply, tools) the reply's calls as
+// provider.ToolCall; Call(principal, scope, responseID, c) the guard call
+// of one; Output(c, result) the item answering it; Outputs(items...) the
+// answers as the next request takes them; OutputText(item) an answer's
+// call id and tool-model-result-v2 text; Model, ModelOptions, NewModel and
+// DefaultModel the provider of package agentloop.
+//
 // The package example runs this loop against an in-memory fake Responses
-// server (package openaitest); package agentloop is the same loop with
+// server (package internal/fakemodel); package agentloop is the same loop with
 // approvals, pause and resume, and the status tool.
 package tgopenai

@@ -13,9 +13,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -31,11 +31,11 @@ type refundIn struct {
 // replay it. (Without the scope, the grant pays for the first execution
 // only: the repeats would be APPROVAL_INVALID, never run.)
 func ExampleCall() {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{{Name: "refund", Arguments: `{"order_ref":"ORDER-7"}`}}},
-		openaitest.Turn{Calls: []openaitest.Call{{Name: "refund", Arguments: `{"order_ref": "ORDER-7"}`}}},
-		openaitest.Turn{Calls: []openaitest.Call{{Name: "refund", Arguments: `{"order_ref":"ORDER-7"}`}}},
-		openaitest.Turn{Text: "Refunded."},
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Calls: []fakemodel.Call{{Name: "refund", Arguments: `{"order_ref":"ORDER-7"}`}}},
+		fakemodel.Turn{Calls: []fakemodel.Call{{Name: "refund", Arguments: `{"order_ref": "ORDER-7"}`}}},
+		fakemodel.Turn{Calls: []fakemodel.Call{{Name: "refund", Arguments: `{"order_ref":"ORDER-7"}`}}},
+		fakemodel.Turn{Text: "Refunded."},
 	)
 	defer srv.Close()
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline"))

@@ -11,9 +11,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -25,15 +25,15 @@ type greetIn struct {
 // strict function tools, turn each function_call of the response into a
 // guard call, dispatch it, and send the results back as
 // function_call_output items until the model answers in text. The model
-// here is an in-memory fake Responses server (package openaitest); with
+// here is an in-memory fake Responses server (package internal/fakemodel); with
 // the real API, leave out the two options.
 func Example() {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Calls: []fakemodel.Call{
 			{Name: "greet", Arguments: `{"name":"Ada"}`},
 			{Name: "greet", Arguments: `{"name":42}`}, // the model gets a type wrong
 		}},
-		openaitest.Turn{Text: "I greeted Ada."},
+		fakemodel.Turn{Text: "I greeted Ada."},
 	)
 	defer srv.Close()
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline"))

@@ -10,9 +10,9 @@ import (
 	"github.com/openai/openai-go/v3/responses"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/idem"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
@@ -23,14 +23,14 @@ import (
 // tool call is answered UNKNOWN_TOOL with a custom_tool_call_output item,
 // and every call of the response gets exactly one answer on the wire.
 func TestDocumentedLoopKeepsSection8(t *testing.T) {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Calls: []fakemodel.Call{
 			{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`, CallID: "call_done"},
 			{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`, CallID: "call_running", Status: "in_progress"},
 			{Name: "get_order", Arguments: `{"order_ref":"ORD`, CallID: "call_cut", Status: "incomplete"},
 			{Name: "shell", Arguments: "rm -rf /", CallID: "call_custom", Custom: true},
 		}},
-		openaitest.Turn{Text: "done"},
+		fakemodel.Turn{Text: "done"},
 	)
 	defer srv.Close()
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))

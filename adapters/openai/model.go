@@ -55,7 +55,7 @@ func NewModel(client oai.Client, opts ModelOptions) *Model {
 
 // Info implements provider.Provider.
 func (m *Model) Info() provider.Info {
-	return provider.Info{Provider: Provider, APIFamily: APIFamily, Revision: Revision, Model: m.opts.Name}
+	return provider.Info{Provider: providerName, APIFamily: apiFamily, Revision: revision, Model: m.opts.Name}
 }
 
 // UserItem implements provider.Provider: a user message.
@@ -68,7 +68,7 @@ func (m *Model) UserItem(text string) json.RawMessage {
 func (m *Model) OutputItems(outs []provider.Output) []json.RawMessage {
 	items := make([]json.RawMessage, 0, len(outs))
 	for _, o := range outs {
-		if o.Kind == KindCustom {
+		if o.Kind == kindCustom {
 			items = append(items, provider.Item(responses.ResponseInputItemParamOfCustomToolCallOutput(o.CallID, o.Result)))
 			continue
 		}
@@ -228,7 +228,7 @@ func apiError(err error) error {
 func toolParams(tools []toolset.Declared) []responses.ToolUnionParam {
 	out := make([]responses.ToolUnionParam, 0, len(tools))
 	for _, t := range tools {
-		out = append(out, Tool(t))
+		out = append(out, toolParam(t))
 	}
 	return out
 }

@@ -10,12 +10,12 @@ import (
 
 	"github.com/toolguard/toolguard/adapters/internal/runtest"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/provider"
 )
 
-func model(srv *openaitest.Server, stateless bool) *tgopenai.Model {
+func model(srv *fakemodel.OpenAIServer, stateless bool) *tgopenai.Model {
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
 	return tgopenai.NewModel(client, tgopenai.ModelOptions{Stateless: stateless})
 }
@@ -29,9 +29,9 @@ func model(srv *openaitest.Server, stateless bool) *tgopenai.Model {
 // is a failed response, which ends the run the same way.
 func TestStreamErrorEndsRunFailed(t *testing.T) {
 	for _, flat := range []bool{false, true} {
-		e := &openaitest.ErrorBody{Type: "insufficient_quota", Code: "insufficient_quota", Message: "You exceeded your current quota."}
-		srv := openaitest.NewServer(openaitest.Turn{Text: "Let me look that up.", StreamError: e, ErrorFlat: flat,
-			Calls: []openaitest.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}})
+		e := &fakemodel.Error{Type: "insufficient_quota", Code: "insufficient_quota", Message: "You exceeded your current quota."}
+		srv := fakemodel.NewOpenAI(fakemodel.Turn{Text: "Let me look that up.", StreamError: e, ErrorFlat: flat,
+			Calls: []fakemodel.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}})
 		run := runtest.Stream(t, model(srv, false), "where is ORDER-7?")
 		if apiErr := run.Failed(t, "insufficient_quota"); apiErr.Message != e.Message {
 			t.Errorf("flat %v: message %q", flat, apiErr.Message)
@@ -45,8 +45,8 @@ func TestStreamErrorEndsRunFailed(t *testing.T) {
 		srv.Close()
 	}
 	// Not streamed, the same error is a failed response.
-	srv := openaitest.NewServer(openaitest.Turn{Text: "Let me look that up.",
-		StreamError: &openaitest.ErrorBody{Type: "server_error", Code: "server_error", Message: "The server had an error."}})
+	srv := fakemodel.NewOpenAI(fakemodel.Turn{Text: "Let me look that up.",
+		StreamError: &fakemodel.Error{Type: "server_error", Code: "server_error", Message: "The server had an error."}})
 	defer srv.Close()
 	if apiErr := runtest.Once(t, model(srv, false), "hi").Failed(t, "server_error"); apiErr.Message != "The server had an error." {
 		t.Errorf("message %q", apiErr.Message)
@@ -62,13 +62,13 @@ func TestStreamErrorEndsRunFailed(t *testing.T) {
 // the next request sends the reasoning item, the commentary message with
 // its phase and the calls back as the response gave them.
 func TestStreamAsTheAPISendsIt(t *testing.T) {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Reasoning: "two lookups", Summary: "**Looking up orders**\n\nThe user wants ORDER-7 and ORDER-8.",
-			Text: "I'll look both up.", Commentary: true, Gzip: true, Calls: []openaitest.Call{
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Reasoning: "two lookups", Summary: "**Looking up orders**\n\nThe user wants ORDER-7 and ORDER-8.",
+			Text: "I'll look both up.", Commentary: true, Gzip: true, Calls: []fakemodel.Call{
 				{CallID: "call_a", Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`},
 				{CallID: "call_b", Name: "get_order", Arguments: `{"order_ref":"ORDER-8"}`},
 			}},
-		openaitest.Turn{Reasoning: "both paid", Summary: "Both are paid.", Text: "Both orders are paid.", Gzip: true},
+		fakemodel.Turn{Reasoning: "both paid", Summary: "Both are paid.", Text: "Both orders are paid.", Gzip: true},
 	)
 	defer srv.Close()
 	run := runtest.Stream(t, model(srv, true), "are ORDER-7 and ORDER-8 paid?")
@@ -115,7 +115,7 @@ func TestStreamAsTheAPISendsIt(t *testing.T) {
 // run refused, with none of it streamed as text.
 func TestRefusal(t *testing.T) {
 	for _, run := range []func(testing.TB, provider.Provider, string) *runtest.Run{runtest.Once, runtest.Stream} {
-		srv := openaitest.NewServer(openaitest.Turn{Refusal: "I'm sorry, I can't assist with that."})
+		srv := fakemodel.NewOpenAI(fakemodel.Turn{Refusal: "I'm sorry, I can't assist with that."})
 		r := run(t, model(srv, false), "hi")
 		r.Ended(t, agentloop.StatusRefused, "refusal")
 		if r.Text() != "" {

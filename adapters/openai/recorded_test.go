@@ -26,7 +26,7 @@ import (
 // with its encrypted_content, commentary messages with their phase, the
 // calls) as the recorded request did.
 func TestRecordedTraffic(t *testing.T) {
-	for _, rec := range replay.ForAPI(t, replay.Dir, "responses") {
+	for _, rec := range replay.ForAPI(t, "responses") {
 		modes := []string{"stateless"}
 		if rec.Mode != "stateless" {
 			modes = append([]string{"chained"}, modes...)

@@ -1,10 +1,9 @@
-package tgopenai_test
+package tgopenai
 
 import (
 	"encoding/json"
 	"testing"
 
-	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/internal/toolstest"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -21,7 +20,7 @@ func TestToolStrictOnlyForStrictSchemas(t *testing.T) {
 		{strict, true, string(strict.Schema().JSON())},
 		{toolstest.LooseSearch(), false, toolstest.LooseSchema},
 	} {
-		b, err := json.Marshal(tgopenai.Tool(tc.tool))
+		b, err := json.Marshal(toolParam(tc.tool))
 		if err != nil {
 			t.Fatal(err)
 		}

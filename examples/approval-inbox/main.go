@@ -37,11 +37,11 @@ import (
 	"time"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 )
 
@@ -84,27 +84,27 @@ var (
 // script is the fake model: it reads the order and asks to draft the
 // refund. Told no, it asks once more (as models do), which is denied
 // without asking the person again, and then gives up.
-func script() []openaitest.Turn {
-	draft := openaitest.Call{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}
-	answer := func(req openaitest.Request, retry bool) *openaitest.Turn {
+func script() []fakemodel.Turn {
+	draft := fakemodel.Call{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}
+	answer := func(req fakemodel.Request, retry bool) *fakemodel.Turn {
 		for _, r := range demo.LastOutputs(req) {
 			if r.Code == guard.CodeOK {
 				var d orders.Draft
 				_ = json.Unmarshal(r.Data, &d)
-				return &openaitest.Turn{Text: fmt.Sprintf("Done: refund draft %s for %s (%s) is created.", d.ID, d.OrderRef, d.Reason)}
+				return &fakemodel.Turn{Text: fmt.Sprintf("Done: refund draft %s for %s (%s) is created.", d.ID, d.OrderRef, d.Reason)}
 			}
 			if retry {
-				return &openaitest.Turn{Calls: []openaitest.Call{draft}}
+				return &fakemodel.Turn{Calls: []fakemodel.Call{draft}}
 			}
-			return &openaitest.Turn{Text: "I could not draft the refund: " + r.Code.String() + ". " + r.Message}
+			return &fakemodel.Turn{Text: "I could not draft the refund: " + r.Code.String() + ". " + r.Message}
 		}
-		return &openaitest.Turn{Text: "I could not draft the refund."}
+		return &fakemodel.Turn{Text: "I could not draft the refund."}
 	}
-	return []openaitest.Turn{
-		{Calls: []openaitest.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
-		{Text: "ORDER-7 is paid; drafting the refund.", Calls: []openaitest.Call{draft}},
-		{Respond: func(req openaitest.Request) *openaitest.Turn { return answer(req, true) }},
-		{Respond: func(req openaitest.Request) *openaitest.Turn { return answer(req, false) }},
+	return []fakemodel.Turn{
+		{Calls: []fakemodel.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
+		{Text: "ORDER-7 is paid; drafting the refund.", Calls: []fakemodel.Call{draft}},
+		{Respond: func(req fakemodel.Request) *fakemodel.Turn { return answer(req, true) }},
+		{Respond: func(req fakemodel.Request) *fakemodel.Turn { return answer(req, false) }},
 	}
 }
 

@@ -33,10 +33,10 @@ import (
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/observe"
 	"github.com/toolguard/toolguard/toolset"
@@ -55,22 +55,22 @@ const statusTool = toolset.StatusToolName
 
 // script is the fake model. Before it asks for the draft it makes the order
 // service lose its next reply.
-func script(svc *orders.Service) []openaitest.Turn {
-	return []openaitest.Turn{
-		{Calls: []openaitest.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
-		{Respond: func(openaitest.Request) *openaitest.Turn {
+func script(svc *orders.Service) []fakemodel.Turn {
+	return []fakemodel.Turn{
+		{Calls: []fakemodel.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
+		{Respond: func(fakemodel.Request) *fakemodel.Turn {
 			svc.FailNext(orders.FailAfterCommit) // the draft is created, then the reply is lost
-			return &openaitest.Turn{Text: "ORDER-7 arrived damaged; drafting the refund.",
-				Calls: []openaitest.Call{{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"damaged"}`}}}
+			return &fakemodel.Turn{Text: "ORDER-7 arrived damaged; drafting the refund.",
+				Calls: []fakemodel.Call{{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"damaged"}`}}}
 		}},
-		{Respond: func(req openaitest.Request) *openaitest.Turn {
+		{Respond: func(req fakemodel.Request) *fakemodel.Turn {
 			for _, r := range demo.LastOutputs(req) {
 				if r.Recovery() == guard.RecoveryQueryStatus {
 					args, _ := json.Marshal(toolset.StatusInput{OperationID: r.OperationID})
-					return &openaitest.Turn{Calls: []openaitest.Call{{Name: statusTool, Arguments: string(args)}}}
+					return &fakemodel.Turn{Calls: []fakemodel.Call{{Name: statusTool, Arguments: string(args)}}}
 				}
 			}
-			return &openaitest.Turn{Text: "The refund draft is created."}
+			return &fakemodel.Turn{Text: "The refund draft is created."}
 		}},
 		{Text: "Confirmed: the refund draft exists; nothing was created twice."},
 	}

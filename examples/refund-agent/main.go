@@ -44,6 +44,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/pgstore"
 )
@@ -74,23 +75,23 @@ func main() {
 // script is the fake model: it reads the order, drafts the refund, repeats
 // the draft call (as models do), and reports what the tools said. It is
 // written once and played by the fake server of whichever provider runs.
-func script() []demo.Turn {
-	return []demo.Turn{
-		{Calls: []demo.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
-		{Text: "ORDER-7 is paid; drafting the refund.", Calls: []demo.Call{
+func script() []fakemodel.Turn {
+	return []fakemodel.Turn{
+		{Calls: []fakemodel.Call{{Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}},
+		{Text: "ORDER-7 is paid; drafting the refund.", Calls: []fakemodel.Call{
 			{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"duplicate"}`}}},
 		// The model asks again, with its keys in another order.
-		{Calls: []demo.Call{{Name: "create_refund_draft", Arguments: `{"reason":"duplicate","order_ref":"ORDER-7"}`}}},
-		{Respond: func(results []guard.Result) demo.Turn {
-			for _, r := range results {
+		{Calls: []fakemodel.Call{{Name: "create_refund_draft", Arguments: `{"reason":"duplicate","order_ref":"ORDER-7"}`}}},
+		{Respond: func(req fakemodel.Request) *fakemodel.Turn {
+			for _, r := range demo.LastOutputs(req) {
 				if r.Code == guard.CodeOK {
 					var d orders.Draft
 					_ = json.Unmarshal(r.Data, &d)
-					return demo.Turn{Text: fmt.Sprintf("Done: refund draft %s for %s (%s) is created.", d.ID, d.OrderRef, d.Reason)}
+					return &fakemodel.Turn{Text: fmt.Sprintf("Done: refund draft %s for %s (%s) is created.", d.ID, d.OrderRef, d.Reason)}
 				}
-				return demo.Turn{Text: "I could not draft the refund: " + r.Code.String() + ". " + r.Message}
+				return &fakemodel.Turn{Text: "I could not draft the refund: " + r.Code.String() + ". " + r.Message}
 			}
-			return demo.Turn{Text: "I could not draft the refund."}
+			return &fakemodel.Turn{Text: "I could not draft the refund."}
 		}},
 	}
 }

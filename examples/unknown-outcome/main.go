@@ -20,10 +20,10 @@ import (
 	"os"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -37,28 +37,28 @@ func main() {
 
 // script is the fake model: it drafts the refund, and when told the outcome
 // is unknown it asks for the operation's status instead of retrying.
-func script() []openaitest.Turn {
-	return []openaitest.Turn{
-		{Calls: []openaitest.Call{{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"damaged"}`}}},
-		{Respond: func(req openaitest.Request) *openaitest.Turn {
+func script() []fakemodel.Turn {
+	return []fakemodel.Turn{
+		{Calls: []fakemodel.Call{{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7","reason":"damaged"}`}}},
+		{Respond: func(req fakemodel.Request) *fakemodel.Turn {
 			for _, r := range demo.LastOutputs(req) {
 				if r.Recovery() == guard.RecoveryQueryStatus {
 					args, _ := json.Marshal(toolset.StatusInput{OperationID: r.OperationID})
-					return &openaitest.Turn{Text: "The result was lost; checking what happened.",
-						Calls: []openaitest.Call{{Name: toolset.StatusToolName, Arguments: string(args)}}}
+					return &fakemodel.Turn{Text: "The result was lost; checking what happened.",
+						Calls: []fakemodel.Call{{Name: toolset.StatusToolName, Arguments: string(args)}}}
 				}
 			}
-			return &openaitest.Turn{Text: "The refund draft is created."}
+			return &fakemodel.Turn{Text: "The refund draft is created."}
 		}},
-		{Respond: func(req openaitest.Request) *openaitest.Turn {
+		{Respond: func(req fakemodel.Request) *fakemodel.Turn {
 			for _, r := range demo.LastOutputs(req) {
 				if r.Code == guard.CodeOK {
 					var d orders.Draft
 					_ = json.Unmarshal(r.Data, &d)
-					return &openaitest.Turn{Text: fmt.Sprintf("Confirmed: refund draft %s exists for %s; nothing was created twice.", d.ID, d.OrderRef)}
+					return &fakemodel.Turn{Text: fmt.Sprintf("Confirmed: refund draft %s exists for %s; nothing was created twice.", d.ID, d.OrderRef)}
 				}
 			}
-			return &openaitest.Turn{Text: "I cannot confirm the refund yet; a human should check it."}
+			return &fakemodel.Turn{Text: "I cannot confirm the refund yet; a human should check it."}
 		}},
 	}
 }

@@ -20,12 +20,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/idem"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/pgstore"
@@ -394,15 +394,15 @@ func redisFor(t *testing.T) (url, prefix string) {
 //     final text naming the codes and ids the tools answered; a tagged run's
 //     model takes 50 to 300 ms a turn;
 //   - "status OP": the status tool for operation OP, then its code.
-func script(req openaitest.Request) *openaitest.Turn {
+func script(req fakemodel.Request) *fakemodel.Turn {
 	input := frameworktest.UserInput(req)
 	if op, ok := strings.CutPrefix(input, "status "); ok {
-		for _, o := range req.FunctionCallOutputs() {
+		for _, o := range req.Results() {
 			if o.CallID == statusCall {
-				return &openaitest.Turn{Text: "status: " + frameworktest.CodeOf(o.Output)}
+				return &fakemodel.Turn{Text: "status: " + frameworktest.CodeOf(o.Output)}
 			}
 		}
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: toolset.StatusToolName, CallID: statusCall,
+		return &fakemodel.Turn{Calls: []fakemodel.Call{{Name: toolset.StatusToolName, CallID: statusCall,
 			Arguments: fmt.Sprintf(`{"operation_id":%q,"tool":null}`, op)}}}
 	}
 	if strings.Contains(input, " #") {
@@ -415,13 +415,13 @@ func script(req openaitest.Request) *openaitest.Turn {
 
 // modelServer starts the fake model for a test: the script, for as many
 // requests as a test makes (n at most).
-func modelServer(t *testing.T, n int) *openaitest.Server {
+func modelServer(t *testing.T, n int) *fakemodel.OpenAIServer {
 	t.Helper()
-	turns := make([]openaitest.Turn, n)
+	turns := make([]fakemodel.Turn, n)
 	for i := range turns {
-		turns[i] = openaitest.Turn{Respond: script}
+		turns[i] = fakemodel.Turn{Respond: script}
 	}
-	srv := openaitest.NewServer(turns...)
+	srv := fakemodel.NewOpenAI(turns...)
 	t.Cleanup(srv.Close)
 	return srv
 }

@@ -12,17 +12,17 @@ import (
 
 	"github.com/dbos-inc/dbos-transact-golang/dbos"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	tgdbos "github.com/toolguard/toolguard/integrations/dbos"
 	"github.com/toolguard/toolguard/integrations/dbos/internal/pgtest"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 )
 
 // launchWorld builds a world in this process over a fresh database, with
 // h's hooks, and launches DBOS; srv is the fake model.
-func launchWorld(t *testing.T, db string, h hooks) (w *world, srv *openaitest.Server) {
+func launchWorld(t *testing.T, db string, h hooks) (w *world, srv *fakemodel.OpenAIServer) {
 	t.Helper()
 	srv = modelServer(t, 400)
 	redisURL, prefix := redisFor(t)

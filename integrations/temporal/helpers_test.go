@@ -22,12 +22,12 @@ import (
 	"go.temporal.io/sdk/workflow"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/idem"
 	tgtemporal "github.com/toolguard/toolguard/integrations/temporal"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/toolset"
@@ -53,7 +53,7 @@ const (
 // would.
 type world struct {
 	t     *testing.T
-	srv   *openaitest.Server
+	srv   *fakemodel.OpenAIServer
 	svc   *orders.Service
 	store guard.Store
 	tools func(*orders.Service) *toolset.Set // default orders.Tools
@@ -62,9 +62,9 @@ type world struct {
 	stateless bool
 }
 
-func newWorld(t *testing.T, store guard.Store, turns ...openaitest.Turn) *world {
+func newWorld(t *testing.T, store guard.Store, turns ...fakemodel.Turn) *world {
 	t.Helper()
-	srv := openaitest.NewServer(turns...)
+	srv := fakemodel.NewOpenAI(turns...)
 	t.Cleanup(srv.Close)
 	if store == nil {
 		store = guard.NewMemStore(guard.MemStoreOptions{})
@@ -183,7 +183,7 @@ func result(t *testing.T, e *testsuite.TestWorkflowEnvironment) *durable.Result 
 }
 
 // outputs decodes the function_call_outputs the model was sent, by call id.
-func outputs(t *testing.T, srv *openaitest.Server) map[string]guard.Result {
+func outputs(t *testing.T, srv *fakemodel.OpenAIServer) map[string]guard.Result {
 	t.Helper()
 	m, err := srv.ModelResults()
 	if err != nil {

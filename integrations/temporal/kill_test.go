@@ -16,12 +16,12 @@ import (
 	"go.temporal.io/sdk/activity"
 	"go.temporal.io/sdk/interceptor"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/idem"
 	tgtemporal "github.com/toolguard/toolguard/integrations/temporal"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -254,9 +254,9 @@ func TestWorkerKilledMidActivity(t *testing.T) {
 	redistest.ForEachBackend(t, func(t *testing.T, rdb redis.UniversalClient) {
 		store := redisStore(t, rdb)
 		l := newLedger()
-		turns := make([]openaitest.Turn, 10*runs*activitiesPerRun)
+		turns := make([]fakemodel.Turn, 10*runs*activitiesPerRun)
 		for i := range turns {
-			turns[i] = openaitest.Turn{Respond: frameworktest.RefundScript}
+			turns[i] = fakemodel.Turn{Respond: frameworktest.RefundScript}
 		}
 		w := newWorld(t, store, turns...)
 		w.tools, w.stateless = func(*orders.Service) *toolset.Set { return l.tools() }, true

@@ -13,20 +13,20 @@ import (
 	"go.temporal.io/sdk/temporal"
 	"go.temporal.io/sdk/testsuite"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	tgtemporal "github.com/toolguard/toolguard/integrations/temporal"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/toolset"
 )
 
-func refundScript() []openaitest.Turn {
-	return []openaitest.Turn{
-		{Calls: []openaitest.Call{{CallID: "c1", Name: readTool, Arguments: readArgs}}},
-		{Calls: []openaitest.Call{{CallID: "c2", Name: refundTool, Arguments: refundDup}}},
+func refundScript() []fakemodel.Turn {
+	return []fakemodel.Turn{
+		{Calls: []fakemodel.Call{{CallID: "c1", Name: readTool, Arguments: readArgs}}},
+		{Calls: []fakemodel.Call{{CallID: "c2", Name: refundTool, Arguments: refundDup}}},
 		{Text: "The refund draft is ready."},
 	}
 }
@@ -222,8 +222,8 @@ func TestOtherTenantGetsNotFound(t *testing.T) {
 			p    guard.Principal
 			want string
 		}{{tenantB, "NOT_FOUND"}, {user1, "OK"}} {
-			w2 := newWorld(t, store, openaitest.Turn{Calls: []openaitest.Call{{CallID: "s1", Name: toolset.StatusToolName,
-				Arguments: `{"operation_id":"` + op + `","tool":null}`}}}, openaitest.Turn{Text: "ok"})
+			w2 := newWorld(t, store, fakemodel.Turn{Calls: []fakemodel.Call{{CallID: "s1", Name: toolset.StatusToolName,
+				Arguments: `{"operation_id":"` + op + `","tool":null}`}}}, fakemodel.Turn{Text: "ok"})
 			w2.svc = w.svc
 			rid := id + "-" + tc.p.TenantID
 			e2 := env(t, w2.runner(), tgtemporal.Options{}, rid)

@@ -108,7 +108,7 @@ func (chatAdapter) Call(p guard.Principal, tools *toolset.Set, responseID, callI
 }
 
 func (chatAdapter) Output(callID string, res *guard.Result) (json.RawMessage, error) {
-	id, out, ok := tgchat.OutputText(tgchat.Output(callID, res))
+	id, out, ok := tgchat.OutputText(tgchat.Output(provider.ToolCall{ID: callID}, res))
 	if !ok || id != callID {
 		return nil, errors.New("adapter produced no tool message")
 	}
@@ -129,11 +129,12 @@ func (anthropicAdapter) Call(p guard.Principal, tools *toolset.Set, responseID, 
 }
 
 func (anthropicAdapter) Output(callID string, res *guard.Result) (json.RawMessage, error) {
-	id, out, isError, ok := tganthropic.OutputText(tganthropic.Output(callID, res))
+	block := tganthropic.Output(provider.ToolCall{ID: callID}, res)
+	id, out, ok := tganthropic.OutputText(block)
 	if !ok || id != callID {
 		return nil, errors.New("adapter produced no tool_result block")
 	}
-	if isError != (res.Code != guard.CodeOK) {
+	if isError := block.OfToolResult.IsError.Value; isError != (res.Code != guard.CodeOK) {
 		return nil, fmt.Errorf("tool_result is_error %v for code %s", isError, res.Code)
 	}
 	return json.RawMessage(out), nil
@@ -170,7 +171,7 @@ func (geminiAdapter) Call(p guard.Principal, tools *toolset.Set, responseID, cal
 }
 
 func (geminiAdapter) Output(callID string, res *guard.Result) (json.RawMessage, error) {
-	_, _, out, ok := tggemini.OutputResult(tggemini.Output(callID, "tool", res))
+	_, out, ok := tggemini.OutputText(tggemini.Output(provider.ToolCall{ID: callID, Name: "tool"}, res))
 	if !ok {
 		return nil, errors.New("adapter produced no functionResponse part")
 	}

@@ -9,7 +9,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 )
 
 // The durable engines' kill tests (integrations/dbos, integrations/temporal)
@@ -39,31 +39,33 @@ const RefundAnswer = "read OK; refund OK DRAFT-ORDER-7; note OK NOTE-ORDER-7"
 // a provider's are), get_order, then create_refund_draft, then
 // add_order_note, one call a turn, then a text of the codes and ids the
 // tools answered.
-func RefundScript(req openaitest.Request) *openaitest.Turn {
+func RefundScript(req fakemodel.Request) *fakemodel.Turn {
 	outs := map[string]string{}
-	for _, o := range req.FunctionCallOutputs() {
+	for _, o := range req.Results() {
 		outs[o.CallID] = o.Output
 	}
 	ref, tag, _ := strings.Cut(strings.TrimPrefix(UserInput(req), "refund "), " ")
 	read, refund, note := ReadCall+tag, RefundCall+tag, NoteCall+tag
 	switch {
 	case outs[read] == "":
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: ReadTool, CallID: read,
+		return &fakemodel.Turn{Calls: []fakemodel.Call{{Name: ReadTool, CallID: read,
 			Arguments: fmt.Sprintf(`{"order_ref":%q}`, ref)}}}
 	case outs[refund] == "":
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: RefundTool, CallID: refund,
+		return &fakemodel.Turn{Calls: []fakemodel.Call{{Name: RefundTool, CallID: refund,
 			Arguments: fmt.Sprintf(`{"order_ref":%q,"reason":"duplicate"}`, ref)}}}
 	case outs[note] == "":
-		return &openaitest.Turn{Calls: []openaitest.Call{{Name: NoteTool, CallID: note,
+		return &fakemodel.Turn{Calls: []fakemodel.Call{{Name: NoteTool, CallID: note,
 			Arguments: fmt.Sprintf(`{"order_ref":%q,"text":"refund drafted"}`, ref)}}}
 	}
-	return &openaitest.Turn{Text: fmt.Sprintf("read %s; refund %s %s; note %s %s", CodeOf(outs[read]),
+	return &fakemodel.Turn{Text: fmt.Sprintf("read %s; refund %s %s; note %s %s", CodeOf(outs[read]),
 		CodeOf(outs[refund]), Field(outs[refund], "draft_id"), CodeOf(outs[note]), Field(outs[note], "note_id"))}
 }
 
-// UserInput is the text of the request's first user message.
-func UserInput(req openaitest.Request) string {
-	for _, it := range req.Input {
+// UserInput is the text of the request's first user message; a request
+// to the Responses fake (fakemodel.NewOpenAI) has it, any other none.
+func UserInput(req fakemodel.Request) string {
+	in, _ := req.(fakemodel.OpenAIRequest)
+	for _, it := range in.Input {
 		if it.Type == "message" && it.Role == "user" {
 			return it.Text
 		}

@@ -9,7 +9,7 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 )
 
 // modelTurns is how many requests the story's longest run makes of the
@@ -18,7 +18,7 @@ import (
 const modelTurns = 4
 
 // OpenAITurns returns the script as the turns of a fake OpenAI Responses
-// server, openaitest.NewServer(OpenAITurns()...), for an example whose
+// server, fakemodel.NewOpenAI(OpenAITurns()...), for an example whose
 // model is an openai-go client. A server plays one turn per request (and
 // answers "done" once they are used up), so there are as many as the
 // story's longest run asks for; each plays Next on the request's last
@@ -26,10 +26,10 @@ const modelTurns = 4
 // (tgopenai.ModelOptions.Stateless): the tool whose result it reads is
 // named by the request's function_call of the result's call id. Its calls
 // carry a call id of their own, random (callID).
-func OpenAITurns() []openaitest.Turn {
-	turns := make([]openaitest.Turn, modelTurns)
+func OpenAITurns() []fakemodel.Turn {
+	turns := make([]fakemodel.Turn, modelTurns)
 	for i := range turns {
-		turns[i] = openaitest.Turn{Respond: openAIReply}
+		turns[i] = fakemodel.Turn{Respond: openAIReply}
 	}
 	return turns
 }
@@ -38,8 +38,8 @@ func OpenAITurns() []openaitest.Turn {
 // provider (durable.Runner): an openai-go client of a fake Responses
 // server playing OpenAITurns, offline. It is Stateless, since the script
 // reads the whole conversation. Close the server when done.
-func OpenAIModel() (*tgopenai.Model, *openaitest.Server) {
-	srv := openaitest.NewServer(OpenAITurns()...)
+func OpenAIModel() (*tgopenai.Model, *fakemodel.OpenAIServer) {
+	srv := fakemodel.NewOpenAI(OpenAITurns()...)
 	model := tgopenai.NewModel(oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline")),
 		tgopenai.ModelOptions{Name: "refunddemo-script", Stateless: true})
 	return model, srv
@@ -48,12 +48,13 @@ func OpenAIModel() (*tgopenai.Model, *openaitest.Server) {
 // openAIReply is Next's reply to req as a turn: the conversation's last
 // turn is a tool's result when the request's last input item is a
 // function_call_output, a user's turn otherwise.
-func openAIReply(req openaitest.Request) *openaitest.Turn {
+func openAIReply(in fakemodel.Request) *fakemodel.Turn {
+	req := in.(fakemodel.OpenAIRequest)
 	var r Reply
 	if n := len(req.Input); n == 0 || req.Input[n-1].Type != "function_call_output" {
 		r = Next("", nil, nil)
 	} else {
-		outs := req.FunctionCallOutputs()
+		outs := req.Results()
 		out := outs[len(outs)-1]
 		tool := ""
 		for _, it := range req.Input {
@@ -62,16 +63,16 @@ func openAIReply(req openaitest.Request) *openaitest.Turn {
 			}
 		}
 		if tool == "" {
-			return &openaitest.Turn{Text: "refunddemo: the request has no function_call " + out.CallID + ": is the model stateless?"}
+			return &fakemodel.Turn{Text: "refunddemo: the request has no function_call " + out.CallID + ": is the model stateless?"}
 		}
 		res, err := out.ModelResult()
 		r = Next(tool, &res, err)
 	}
 	if r.Tool == "" {
-		return &openaitest.Turn{Text: r.Text}
+		return &fakemodel.Turn{Text: r.Text}
 	}
 	args, _ := json.Marshal(r.Arguments) // strings: it cannot fail
-	return &openaitest.Turn{Calls: []openaitest.Call{{Name: r.Tool, Arguments: string(args), CallID: callID()}}}
+	return &fakemodel.Turn{Calls: []fakemodel.Call{{Name: r.Tool, Arguments: string(args), CallID: callID()}}}
 }
 
 // callID is a call id unique to the process's calls, as a real provider's

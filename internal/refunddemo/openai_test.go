@@ -6,10 +6,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/durable"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/refunddemo"
 )
 
@@ -77,11 +77,11 @@ func TestOpenAITurns(t *testing.T) {
 // previous_response_id) gets an answer that says so, not the story again.
 func TestOpenAITurnsNeedTheConversation(t *testing.T) {
 	turn := refunddemo.OpenAITurns()[0]
-	got := turn.Respond(openaitest.Request{Input: []openaitest.InputItem{{Type: "function_call_output", CallID: "call_1", Output: "{}"}}})
+	got := turn.Respond(fakemodel.OpenAIRequest{Input: []fakemodel.OpenAIInput{{Type: "function_call_output", CallID: "call_1", Output: "{}"}}})
 	if len(got.Calls) != 0 || !strings.Contains(got.Text, "call_1") {
 		t.Errorf("got %+v; want a text naming call_1", got)
 	}
-	got = turn.Respond(openaitest.Request{Input: []openaitest.InputItem{{Type: "message", Role: "user", Text: refunddemo.Ask}}})
+	got = turn.Respond(fakemodel.OpenAIRequest{Input: []fakemodel.OpenAIInput{{Type: "message", Role: "user", Text: refunddemo.Ask}}})
 	if len(got.Calls) != 1 || got.Calls[0].Name != "get_order" || got.Calls[0].Arguments != `{"order_ref":"ORDER-7"}` {
 		t.Errorf("the user's turn got %+v; want a call of get_order", got)
 	}

@@ -8,11 +8,11 @@
 // recording and handing each follow-up request, with the recorded one, to
 // the adapter's own checks.
 //
-// The recordings stay outside the repository, in the shared folder beside
-// it: the tests read them from ../shared/recorded-traffic/recordings
-// relative to the repository root ([Dir], from an adapter's package
-// directory). Where they are absent, [ForAPI] skips the test, saying so
-// and naming the path.
+// The recordings are not part of the repository: the tests read them from
+// the recordings folder of $TOOLGUARD_RECORDED_TRAFFIC ([EnvDir]) when it
+// is set, else of testdata/recorded-traffic at the repository root, and
+// never from a path outside the repository otherwise ([Dir]). Where they
+// are absent, [ForAPI] skips the test, saying so and naming the variable.
 package replay
 
 import (
@@ -35,9 +35,48 @@ import (
 	"testing"
 )
 
-// Dir is where the recordings are, relative to an adapter package's
-// directory (adapters/NAME): the shared folder beside the repository.
-const Dir = "../../../shared/recorded-traffic/recordings"
+// EnvDir is the environment variable naming the recorded traffic's folder,
+// the one holding recordings/, when it is not testdata/recorded-traffic in
+// the repository.
+const EnvDir = "TOOLGUARD_RECORDED_TRAFFIC"
+
+// Dir returns the folder of the recordings: recordings/ in the folder
+// $TOOLGUARD_RECORDED_TRAFFIC names when it is set, else in
+// testdata/recorded-traffic at the repository root (found from the
+// working directory up). It skips t, naming both, when that folder does
+// not exist.
+func Dir(t testing.TB) string {
+	t.Helper()
+	base := os.Getenv(EnvDir)
+	if base == "" {
+		base = filepath.Join(repoRoot(), "testdata", "recorded-traffic")
+	}
+	dir := filepath.Join(base, "recordings")
+	if _, err := os.Stat(dir); err != nil {
+		t.Skipf("no recorded traffic at %s: set %s to the folder holding the recordings/ of the recorded traffic (or put it at testdata/recorded-traffic): %v", dir, EnvDir, err)
+	}
+	return dir
+}
+
+// repoRoot returns the repository root: the nearest folder at or above the
+// working directory whose go.mod is the core module's ("." when none is).
+func repoRoot() string {
+	dir, err := os.Getwd()
+	if err != nil {
+		return "."
+	}
+	for {
+		b, err := os.ReadFile(filepath.Join(dir, "go.mod"))
+		if err == nil && strings.HasPrefix(string(b), "module github.com/toolguard/toolguard\n") {
+			return dir
+		}
+		up := filepath.Dir(dir)
+		if up == dir {
+			return "."
+		}
+		dir = up
+	}
+}
 
 // Recording is one recorded exchange: the responses served in order, the
 // requests the recorder sent, and what each response holds.
@@ -230,14 +269,15 @@ func Load(dir string) ([]*Recording, error) {
 	return recs, nil
 }
 
-// ForAPI returns the recordings in dir whose API is api: it skips t, naming
-// dir, when there are no recordings there, and fails it when loading fails
-// or none is of that API.
-func ForAPI(t testing.TB, dir, api string) []*Recording {
+// ForAPI returns the recordings in [Dir] whose API is api: it skips t,
+// naming the folder and [EnvDir], when there are no recordings there, and
+// fails it when loading fails or none is of that API.
+func ForAPI(t testing.TB, api string) []*Recording {
 	t.Helper()
+	dir := Dir(t)
 	all, err := Load(dir)
 	if errors.Is(err, ErrNoRecordings) {
-		t.Skipf("no recorded traffic at %s (the shared folder beside the repository): %v", dir, err)
+		t.Skipf("no recorded traffic at %s (set %s to the folder holding it): %v", dir, EnvDir, err)
 	}
 	if err != nil {
 		t.Fatal(err)

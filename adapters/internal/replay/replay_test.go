@@ -94,10 +94,10 @@ func TestServerServesInOrder(t *testing.T) {
 // TestLoadShared loads every shared recording: each has responses, and as
 // many expected turns as responses.
 func TestLoadShared(t *testing.T) {
-	dir := filepath.Join("..", replay.Dir)
+	dir := replay.Dir(t)
 	recs, err := replay.Load(dir)
 	if errors.Is(err, replay.ErrNoRecordings) {
-		t.Skipf("no recorded traffic at %s: %v", dir, err)
+		t.Skipf("no recorded traffic at %s (set %s to the folder holding it): %v", dir, replay.EnvDir, err)
 	}
 	if err != nil {
 		t.Fatal(err)

@@ -21,8 +21,8 @@ import (
 
 	"github.com/toolguard/toolguard/idem"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 )
 
 // Client returns a client for the real API when OPENAI_API_KEY is set, and
@@ -33,7 +33,7 @@ import (
 // the fake would otherwise number them call_0001, … on every run, and
 // against a Redis that outlives the process a second run would be answered
 // with the first run's stored results.
-func Client(w io.Writer, turns ...openaitest.Turn) (client oai.Client, model string, close func()) {
+func Client(w io.Writer, turns ...fakemodel.Turn) (client oai.Client, model string, close func()) {
 	if os.Getenv("OPENAI_API_KEY") != "" {
 		model = os.Getenv("OPENAI_MODEL")
 		if model == "" {
@@ -42,7 +42,7 @@ func Client(w io.Writer, turns ...openaitest.Turn) (client oai.Client, model str
 		fmt.Fprintf(w, "provider:  OpenAI API, model %s\n", model)
 		return oai.NewClient(), model, func() {}
 	}
-	srv := openaitest.NewServer(FreshCallIDs(turns)...)
+	srv := fakemodel.NewOpenAI(FreshCallIDs(turns)...)
 	fmt.Fprintln(w, "provider:  offline fake Responses server (set OPENAI_API_KEY for the real API)")
 	return oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline")), "scripted-model", srv.Close
 }
@@ -51,10 +51,10 @@ func Client(w io.Writer, turns ...openaitest.Turn) (client oai.Client, model str
 // one unique to this call of FreshCallIDs, "call_<8 hex digits>_<n>", as a
 // real provider's ids are unique; calls made by a turn's Respond function
 // get one too.
-func FreshCallIDs(turns []openaitest.Turn) []openaitest.Turn {
+func FreshCallIDs(turns []fakemodel.Turn) []fakemodel.Turn {
 	next := newStamp()
-	stamp := func(calls []openaitest.Call) []openaitest.Call {
-		out := append([]openaitest.Call(nil), calls...)
+	stamp := func(calls []fakemodel.Call) []fakemodel.Call {
+		out := append([]fakemodel.Call(nil), calls...)
 		for i := range out {
 			if out[i].CallID == "" {
 				out[i].CallID = next()
@@ -62,11 +62,11 @@ func FreshCallIDs(turns []openaitest.Turn) []openaitest.Turn {
 		}
 		return out
 	}
-	out := make([]openaitest.Turn, len(turns))
+	out := make([]fakemodel.Turn, len(turns))
 	for i, t := range turns {
 		t.Calls = stamp(t.Calls)
 		if respond := t.Respond; respond != nil {
-			t.Respond = func(req openaitest.Request) *openaitest.Turn {
+			t.Respond = func(req fakemodel.Request) *fakemodel.Turn {
 				next := respond(req)
 				if next != nil {
 					cp := *next
@@ -163,10 +163,11 @@ func PrintAudit(ctx context.Context, w io.Writer, s guard.AuditLog, tenantID str
 	return nil
 }
 
-// LastOutputs decodes the tool results the agent sent in a request.
-func LastOutputs(req openaitest.Request) []guard.Result {
+// LastOutputs decodes the tool results the agent sent in a request, to
+// any of the fake servers.
+func LastOutputs(req fakemodel.Request) []guard.Result {
 	var out []guard.Result
-	for _, o := range req.FunctionCallOutputs() {
+	for _, o := range req.Results() {
 		var r guard.Result
 		if json.Unmarshal([]byte(o.Output), &r) == nil {
 			out = append(out, r)

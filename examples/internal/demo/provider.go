@@ -2,7 +2,6 @@ package demo
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"os"
@@ -15,30 +14,13 @@ import (
 	"github.com/openai/openai-go/v3/option"
 
 	tganthropic "github.com/toolguard/toolguard/adapters/anthropic"
-	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
 	tgchat "github.com/toolguard/toolguard/adapters/chat"
-	"github.com/toolguard/toolguard/adapters/chat/chattest"
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
-	"github.com/toolguard/toolguard/adapters/gemini/geminitest"
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
-	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/provider"
 	"google.golang.org/genai"
 )
-
-// Turn is one reply of a scripted model, written once for every provider.
-type Turn struct {
-	Text  string
-	Calls []Call
-	// Respond, if set, decides the reply from the model results the agent
-	// sent last (in order).
-	Respond func(results []guard.Result) Turn
-}
-
-// Call is one tool call of a scripted reply. Provider gives each an id
-// fresh to the process, as FreshCallIDs does.
-type Call struct{ Name, Arguments, id string }
 
 // Providers are the names Provider knows, sorted.
 func Providers() []string {
@@ -56,7 +38,7 @@ type providerKind struct {
 	// environment names none.
 	real func(w io.Writer) provider.Provider
 	// fake starts the offline fake playing the turns.
-	fake func(turns []Turn) (provider.Provider, func(), error)
+	fake func(turns []fakemodel.Turn) (provider.Provider, func(), error)
 }
 
 var providers = map[string]providerKind{
@@ -69,22 +51,8 @@ var providers = map[string]providerKind{
 			fmt.Fprintf(w, "provider:  OpenAI Responses API, model %s\n", model)
 			return tgopenai.NewModel(oai.NewClient(), tgopenai.ModelOptions{Name: model})
 		},
-		fake: func(turns []Turn) (provider.Provider, func(), error) {
-			srv := openaitest.NewServer(convert(turns, func(t Turn) openaitest.Turn {
-				out := openaitest.Turn{Text: t.Text}
-				for _, c := range t.Calls {
-					out.Calls = append(out.Calls, openaitest.Call{Name: c.Name, Arguments: c.Arguments, CallID: c.id})
-				}
-				return out
-			}, func(f func(req openaitest.Request) openaitest.Turn) openaitest.Turn {
-				return openaitest.Turn{Respond: func(req openaitest.Request) *openaitest.Turn { t := f(req); return &t }}
-			}, func(req openaitest.Request) []string {
-				var out []string
-				for _, o := range req.FunctionCallOutputs() {
-					out = append(out, o.Output)
-				}
-				return out
-			})...)
+		fake: func(turns []fakemodel.Turn) (provider.Provider, func(), error) {
+			srv := fakemodel.NewOpenAI(turns...)
 			client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline"))
 			return tgopenai.NewModel(client, tgopenai.ModelOptions{Name: "scripted-model"}), srv.Close, nil
 		},
@@ -102,22 +70,8 @@ var providers = map[string]providerKind{
 			fmt.Fprintf(w, "provider:  OpenAI Chat Completions at %s, model %s\n", envOr("OPENAI_BASE_URL", "api.openai.com"), model)
 			return tgchat.NewModel(oai.NewClient(opts...), tgchat.ModelOptions{Name: model})
 		},
-		fake: func(turns []Turn) (provider.Provider, func(), error) {
-			srv := chattest.NewServer(convert(turns, func(t Turn) chattest.Turn {
-				out := chattest.Turn{Text: t.Text}
-				for _, c := range t.Calls {
-					out.Calls = append(out.Calls, chattest.Call{Name: c.Name, Arguments: c.Arguments, CallID: c.id})
-				}
-				return out
-			}, func(f func(req chattest.Request) chattest.Turn) chattest.Turn {
-				return chattest.Turn{Respond: func(req chattest.Request) *chattest.Turn { t := f(req); return &t }}
-			}, func(req chattest.Request) []string {
-				var out []string
-				for _, m := range req.ToolResults() {
-					out = append(out, m.Content)
-				}
-				return out
-			})...)
+		fake: func(turns []fakemodel.Turn) (provider.Provider, func(), error) {
+			srv := fakemodel.NewChat(turns...)
 			client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("offline"))
 			return tgchat.NewModel(client, tgchat.ModelOptions{Name: "scripted-model"}), srv.Close, nil
 		},
@@ -131,22 +85,8 @@ var providers = map[string]providerKind{
 			fmt.Fprintf(w, "provider:  Anthropic Messages API, model %s\n", model)
 			return tganthropic.NewModel(sdk.NewClient(), tganthropic.ModelOptions{Name: model})
 		},
-		fake: func(turns []Turn) (provider.Provider, func(), error) {
-			srv := anthropictest.NewServer(convert(turns, func(t Turn) anthropictest.Turn {
-				out := anthropictest.Turn{Text: t.Text}
-				for _, c := range t.Calls {
-					out.Calls = append(out.Calls, anthropictest.Call{Name: c.Name, Input: c.Arguments, ID: c.id})
-				}
-				return out
-			}, func(f func(req anthropictest.Request) anthropictest.Turn) anthropictest.Turn {
-				return anthropictest.Turn{Respond: func(req anthropictest.Request) *anthropictest.Turn { t := f(req); return &t }}
-			}, func(req anthropictest.Request) []string {
-				var out []string
-				for _, r := range req.ToolResults() {
-					out = append(out, r.Content)
-				}
-				return out
-			})...)
+		fake: func(turns []fakemodel.Turn) (provider.Provider, func(), error) {
+			srv := fakemodel.NewAnthropic(turns...)
 			client := sdk.NewClient(aoption.WithBaseURL(srv.BaseURL()), aoption.WithAPIKey("offline"))
 			return tganthropic.NewModel(client, tganthropic.ModelOptions{Name: "scripted-model"}), srv.Close, nil
 		},
@@ -168,25 +108,10 @@ var providers = map[string]providerKind{
 			fmt.Fprintf(w, "provider:  Gemini API, model %s\n", model)
 			return tggemini.NewModel(client, tggemini.ModelOptions{Name: model})
 		},
-		fake: func(turns []Turn) (provider.Provider, func(), error) {
-			srv := geminitest.NewServer(convert(turns, func(t Turn) geminitest.Turn {
-				out := geminitest.Turn{Text: t.Text}
-				for _, c := range t.Calls {
-					// No call ids, as Gemini 2.x sends: the adapter derives
-					// them from the response id and each call's position.
-					out.Calls = append(out.Calls, geminitest.Call{Name: c.Name, Args: c.Arguments})
-				}
-				return out
-			}, func(f func(req geminitest.Request) geminitest.Turn) geminitest.Turn {
-				return geminitest.Turn{Respond: func(req geminitest.Request) *geminitest.Turn { t := f(req); return &t }}
-			}, func(req geminitest.Request) []string {
-				var out []string
-				for _, r := range req.FunctionResponses() {
-					b, _ := json.Marshal(r.Response)
-					out = append(out, string(b))
-				}
-				return out
-			})...)
+		fake: func(turns []fakemodel.Turn) (provider.Provider, func(), error) {
+			// No call ids, as Gemini 2.x sends: the adapter derives them
+			// from the response id and each call's position.
+			srv := fakemodel.NewGemini(withoutCallIDs(turns)...)
 			client, err := genai.NewClient(context.Background(), &genai.ClientConfig{APIKey: "offline", Backend: genai.BackendGeminiAPI,
 				HTTPOptions: genai.HTTPOptions{BaseURL: srv.URL()}})
 			if err != nil {
@@ -205,7 +130,7 @@ var providers = map[string]providerKind{
 // ANTHROPIC_MODEL and GEMINI_MODEL pick the model), and
 // otherwise an offline fake server playing the turns through the real SDK
 // client. close releases the fake.
-func Provider(w io.Writer, name string, turns ...Turn) (p provider.Provider, close func(), err error) {
+func Provider(w io.Writer, name string, turns ...fakemodel.Turn) (p provider.Provider, close func(), err error) {
 	kind, ok := providers[name]
 	if !ok {
 		return nil, nil, fmt.Errorf("no provider %q: want one of %s", name, strings.Join(Providers(), ", "))
@@ -213,7 +138,7 @@ func Provider(w io.Writer, name string, turns ...Turn) (p provider.Provider, clo
 	if p := kind.real(w); p != nil {
 		return p, func() {}, nil
 	}
-	p, close, err = kind.fake(freshIDs(turns))
+	p, close, err = kind.fake(FreshCallIDs(turns))
 	if err != nil {
 		return nil, nil, fmt.Errorf("the offline %s fake: %w", name, err)
 	}
@@ -228,49 +153,30 @@ var realHint = map[string]string{
 	"gemini":    "set GEMINI_API_KEY or GOOGLE_API_KEY for the real API",
 }
 
-// convert turns the neutral script into one fake's turns: plain turns
-// through plain, Respond turns through respond, which the fake calls with
-// its request, whose tool results results reads.
-func convert[T, R any](turns []Turn, plain func(Turn) T, respond func(func(R) T) T, results func(R) []string) []T {
-	out := make([]T, 0, len(turns))
-	for _, t := range turns {
-		if t.Respond == nil {
-			out = append(out, plain(t))
-			continue
-		}
-		f := t.Respond
-		out = append(out, respond(func(req R) T {
-			var rs []guard.Result
-			for _, s := range results(req) {
-				var r guard.Result
-				if json.Unmarshal([]byte(s), &r) == nil {
-					rs = append(rs, r)
-				}
-			}
-			return plain(f(rs))
-		}))
-	}
-	return out
-}
-
-// freshIDs gives every call of the turns, and of what their Respond
-// functions return, an id unique to this process (see FreshCallIDs).
-func freshIDs(turns []Turn) []Turn {
-	stamp := newStamp()
-	var fresh func(t Turn) Turn
-	fresh = func(t Turn) Turn {
-		t.Calls = append([]Call(nil), t.Calls...)
+// withoutCallIDs returns the turns with their calls, and those of what
+// their Respond functions return, call ids left out.
+func withoutCallIDs(turns []fakemodel.Turn) []fakemodel.Turn {
+	var strip func(t fakemodel.Turn) fakemodel.Turn
+	strip = func(t fakemodel.Turn) fakemodel.Turn {
+		t.Calls = append([]fakemodel.Call(nil), t.Calls...)
 		for i := range t.Calls {
-			t.Calls[i].id = stamp()
+			t.Calls[i].CallID = ""
 		}
 		if f := t.Respond; f != nil {
-			t.Respond = func(rs []guard.Result) Turn { return fresh(f(rs)) }
+			t.Respond = func(req fakemodel.Request) *fakemodel.Turn {
+				next := f(req)
+				if next != nil {
+					cp := strip(*next)
+					next = &cp
+				}
+				return next
+			}
 		}
 		return t
 	}
-	out := make([]Turn, len(turns))
+	out := make([]fakemodel.Turn, len(turns))
 	for i, t := range turns {
-		out[i] = fresh(t)
+		out[i] = strip(t)
 	}
 	return out
 }

@@ -1,4 +1,4 @@
-package fakeapi
+package fakemodel
 
 import (
 	"context"
@@ -8,26 +8,26 @@ import (
 	"time"
 )
 
-// SSE writes server-sent events, flushing each, for as long as the
+// eventStream writes server-sent events, flushing each, for as long as the
 // request lasts.
-type SSE struct {
+type eventStream struct {
 	w   http.ResponseWriter
 	f   http.Flusher
 	ctx context.Context
 }
 
 // startSSE answers 200 with an event stream to r.
-func startSSE(w http.ResponseWriter, r *http.Request) *SSE {
+func startSSE(w http.ResponseWriter, r *http.Request) *eventStream {
 	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
 	w.Header().Set("Cache-Control", "no-cache")
 	w.WriteHeader(http.StatusOK)
 	f, _ := w.(http.Flusher)
-	return &SSE{w: w, f: f, ctx: r.Context()}
+	return &eventStream{w: w, f: f, ctx: r.Context()}
 }
 
 // Event writes one event: "event: name" when name is not "", then data,
 // JSON-encoded unless it is a string.
-func (e *SSE) Event(name string, data any) {
+func (e *eventStream) Event(name string, data any) {
 	if name != "" {
 		fmt.Fprintf(e.w, "event: %s\n", name)
 	}
@@ -45,7 +45,7 @@ func (e *SSE) Event(name string, data any) {
 // Hold keeps the stream open until hold is closed, a turn's way to keep
 // a reply streaming while a test does something else; it reports false
 // when the request ended first. A nil hold returns true at once.
-func (e *SSE) Hold(hold <-chan struct{}) bool {
+func (e *eventStream) Hold(hold <-chan struct{}) bool {
 	if hold == nil {
 		return true
 	}
@@ -59,7 +59,7 @@ func (e *SSE) Hold(hold <-chan struct{}) bool {
 
 // Wait pauses for d before the next event, as a model takes time to
 // write, or until the request ends; d <= 0 does not pause.
-func (e *SSE) Wait(d time.Duration) {
+func (e *eventStream) Wait(d time.Duration) {
 	if d <= 0 {
 		return
 	}

@@ -1,9 +1,9 @@
-package fakeapi
+package fakemodel
 
 import "unicode/utf8"
 
-// Chunks splits text after each space, as a model streams words.
-func Chunks(text string) []string {
+// chunks splits text after each space, as a model streams words.
+func chunks(text string) []string {
 	var out []string
 	start := 0
 	for i := 0; i < len(text); i++ {
@@ -18,9 +18,9 @@ func Chunks(text string) []string {
 	return out
 }
 
-// Halves splits s in two at a character boundary (for arguments streamed
+// halves splits s in two at a character boundary (for arguments streamed
 // in pieces); a short s is one piece.
-func Halves(s string) []string {
+func halves(s string) []string {
 	i := len(s) / 2
 	for i > 0 && !utf8.RuneStart(s[i]) {
 		i--
@@ -31,10 +31,10 @@ func Halves(s string) []string {
 	return []string{s[:i], s[i:]}
 }
 
-// Pieces splits s into at most n pieces of about equal length at character
+// pieces splits s into at most n pieces of about equal length at character
 // boundaries (for arguments streamed in many deltas, as the real APIs
 // stream them); a short s gives fewer pieces, "" none.
-func Pieces(s string, n int) []string {
+func pieces(s string, n int) []string {
 	var out []string
 	for len(s) > 0 && n > 0 {
 		i := (len(s) + n - 1) / n

@@ -1,7 +1,6 @@
-// Package geminitest provides a fake Gemini API server for tests and
-// offline examples.
+// The Gemini API encoder: [NewGemini].
 //
-// A [Server] is a real HTTP server (net/http/httptest) playing a scripted
+// A [GeminiServer] is a real HTTP server (net/http/httptest) playing a scripted
 // model: every POST to /{version}/models/{model}:generateContent consumes
 // the next [Turn] and is answered with a GenerateContentResponse in the
 // Gemini API's wire format; :streamGenerateContent?alt=sse answers with
@@ -11,7 +10,7 @@
 // call's arguments as Vertex's partialArgs pieces, closed by an empty
 // functionCall). Usage counts are cumulative per chunk, as Gemini's are.
 // The real google.golang.org/genai client talks to it through
-// genai.HTTPOptions{BaseURL: [Server.URL]}; nothing is mocked above HTTP.
+// genai.HTTPOptions{BaseURL: [GeminiServer.URL]}; nothing is mocked above HTTP.
 //
 // The server keeps nothing between requests, as the real API does, and
 // checks each request as the real API does. A request is rejected with 400
@@ -26,88 +25,23 @@
 //
 // Once the script is exhausted every request is answered with the text
 // [ExhaustedText].
-package geminitest
+
+package fakemodel
 
 import (
 	"crypto/sha256"
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"time"
 
 	"google.golang.org/genai"
-
-	"github.com/toolguard/toolguard/adapters/internal/fakeapi"
 )
 
-// ExhaustedText is the reply once every scripted turn has been consumed.
-const ExhaustedText = "done"
-
-// Turn is one scripted reply of the fake model.
-type Turn struct {
-	// Thought is a thought part's text (includeThoughts), before the rest.
-	Thought string
-	// Text is a text part; with Calls it comes first.
-	Text string
-	// Calls are functionCall parts, in order.
-	Calls []Call
-	// FinishReason overrides "STOP" ("MAX_TOKENS", "SAFETY",
-	// "MALFORMED_FUNCTION_CALL", "UNEXPECTED_TOOL_CALL", ...).
-	FinishReason string
-	// FinishMessage, if set, is the candidate's finishMessage.
-	FinishMessage string
-	// BlockReason, if set, answers with no candidates and this
-	// promptFeedback.blockReason (a blocked prompt).
-	BlockReason string
-	// SignText signs the last text part too, and in a stream ends with an
-	// empty text part carrying a signature, as Gemini 3 does.
-	SignText bool
-	// NoResponseID leaves out the responseId, as one recorded stream did.
-	NoResponseID bool
-	// OneChunk streams every call in one chunk.
-	OneChunk bool
-	// StreamArgs streams each call's arguments as partialArgs pieces (top
-	// level members only; strings in two pieces).
-	StreamArgs bool
-	// Pace, if set, is the pause before each chunk of a stream after the
-	// first, as a model takes time to write.
-	Pace time.Duration
-	// Hold, if set, holds a stream open after its content chunks until it
-	// is closed, then sends the finishing chunk: a test's way to keep a
-	// reply streaming while something else happens.
-	// A request that ends first ends the stream there.
-	Hold <-chan struct{}
-	// StreamError, if set, ends a stream after its content with this error
-	// chunk instead of the finishing chunk.
-	StreamError *Error
-	// Status, if non-zero, answers with this HTTP status and an error body
-	// instead.
-	Status int
-	// Respond, if set, decides the reply from the request; its result is
-	// used in place of this turn (nil: the exhausted reply).
-	Respond func(req Request) *Turn
-}
-
-// Error is a Google API error: {"error": {"code", "message", "status"}}.
-type Error struct {
-	Code    int    `json:"code"`
-	Message string `json:"message"`
-	Status  string `json:"status"`
-}
-
-// Call is one functionCall part.
-type Call struct {
-	// Name is the function's name.
-	Name string
-	// Args is the arguments' JSON object text ("" for none).
-	Args string
-	// ID is the call's id; "" sends none, as Gemini 2.x and Vertex AI do.
-	ID string
-}
-
 // Request is a request the server received, decoded.
-type Request struct {
+type GeminiRequest struct {
 	// Path is the URL path, /{version}/models/{model}:{method}.
 	Path string
 	// Header is the request header; x-goog-api-key carries the key (or
@@ -132,7 +66,7 @@ type Request struct {
 }
 
 // FunctionResponses returns the functionResponse parts of the last content.
-func (r Request) FunctionResponses() []*genai.FunctionResponse {
+func (r GeminiRequest) FunctionResponses() []*genai.FunctionResponse {
 	if len(r.Contents) == 0 {
 		return nil
 	}
@@ -146,7 +80,7 @@ func (r Request) FunctionResponses() []*genai.FunctionResponse {
 }
 
 // ToolNames returns the declared functions' names, in order.
-func (r Request) ToolNames() []string {
+func (r GeminiRequest) ToolNames() []string {
 	var names []string
 	for _, t := range r.Tools {
 		names = append(names, t.Name)
@@ -154,30 +88,29 @@ func (r Request) ToolNames() []string {
 	return names
 }
 
-// Server is a fake Gemini API server. It is safe for concurrent use.
+// GeminiServer is a fake Gemini API server. It is safe for concurrent use.
 // Close, Enqueue, Remaining and Requests (so far, in order) are those of
 // every fake server.
-type Server struct{ *server }
+type GeminiServer struct{ *gemServer }
 
-// server is the fake servers' core, embedded so that its methods are
+// gemServer is the fake servers' core, embedded so that its methods are
 // Server's own.
-type server = fakeapi.Server[Turn, Request]
+type gemServer = server[GeminiRequest]
 
-// NewServer starts a server playing turns in order; Close it when done.
-func NewServer(turns ...Turn) *Server { return &Server{fakeapi.NewServer(turns, gemini)} }
+// NewGemini starts a server playing turns in order; Close it when done.
+func NewGemini(turns ...Turn) *GeminiServer {
+	return &GeminiServer{newServer(turns, gemGemini)}
+}
 
-// URL returns the server root, e.g. "http://127.0.0.1:12345", the base URL
-// to pass as genai.HTTPOptions.BaseURL (the SDK posts to
+// BaseURL returns the base URL to pass as genai.HTTPOptions.BaseURL: the
+// server root, e.g. "http://127.0.0.1:12345" (the SDK posts to
 // /v1beta/models/{model}:generateContent under it).
-func (s *Server) URL() string { return s.server.URL() }
-
-// BaseURL is URL, named as the other fakes name it.
-func (s *Server) BaseURL() string { return s.server.URL() }
+func (s *GeminiServer) BaseURL() string { return s.URL() }
 
 // Signature is the thoughtSignature the server gives the first function
 // call (and, with SignText, text parts) of a reply: derived from the part,
 // so the server can check it comes back unchanged without keeping state.
-func Signature(p *genai.Part) []byte {
+func GeminiSignature(p *genai.Part) []byte {
 	var b []byte
 	if p.FunctionCall != nil {
 		args, _ := json.Marshal(p.FunctionCall.Args)
@@ -189,23 +122,23 @@ func Signature(p *genai.Part) []byte {
 	return append([]byte("fake-signature:"), sum[:8]...)
 }
 
-// gemini is the Gemini API's wire format.
-var gemini = fakeapi.Wire[Turn, Request]{Decode: decode, Fail: fail, Reply: reply, Exhausted: Turn{Text: ExhaustedText},
-	Respond: func(t Turn) func(Request) *Turn { return t.Respond }, Mark: func(r *Request, status, _ int) { r.StatusCode = status }}
+// gemGemini is the Gemini API's wire format.
+var gemGemini = wireFormat[GeminiRequest]{Decode: gemDecode, Fail: gemFail, Reply: gemReply,
+	Mark: func(r *GeminiRequest, status, _ int) { r.StatusCode = status }}
 
-// decode decodes a request, and refuses it as the real API does: a wrong
+// gemDecode decodes a request, and refuses it as the real API does: a wrong
 // route or method, no API key, a body that is not JSON, a malformed
 // conversation.
-func decode(x *fakeapi.Exchange[Turn, Request]) (Request, *fakeapi.Refusal) {
+func gemDecode(x *exchange[GeminiRequest]) (GeminiRequest, *refusal) {
 	r := x.R
-	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: x.Body}
+	req := GeminiRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: x.Body}
 	model, method, ok := strings.Cut(r.URL.Path[strings.LastIndex(r.URL.Path, "/models/")+len("/models/"):], ":")
 	if r.Method != http.MethodPost || !strings.Contains(r.URL.Path, "/models/") || !ok ||
 		(method != "generateContent" && method != "streamGenerateContent") {
-		return req, refusal(http.StatusNotFound, "NOT_FOUND", "no such method: "+r.Method+" "+r.URL.Path)
+		return req, gemRefusal(http.StatusNotFound, "NOT_FOUND", "no such method: "+r.Method+" "+r.URL.Path)
 	}
 	if r.Header.Get("x-goog-api-key") == "" && r.URL.Query().Get("key") == "" {
-		return req, refusal(http.StatusUnauthorized, "UNAUTHENTICATED", "API key not valid")
+		return req, gemRefusal(http.StatusUnauthorized, "UNAUTHENTICATED", "API key not valid")
 	}
 	var wire struct {
 		Contents          []*genai.Content `json:"contents"`
@@ -213,7 +146,7 @@ func decode(x *fakeapi.Exchange[Turn, Request]) (Request, *fakeapi.Refusal) {
 		Tools             []*genai.Tool    `json:"tools"`
 	}
 	if err := json.Unmarshal(x.Body, &wire); err != nil {
-		return req, refusal(http.StatusBadRequest, "INVALID_ARGUMENT", "invalid JSON payload: "+err.Error())
+		return req, gemRefusal(http.StatusBadRequest, "INVALID_ARGUMENT", "invalid JSON payload: "+err.Error())
 	}
 	req.Model, req.Stream, req.Contents = model, method == "streamGenerateContent", wire.Contents
 	if wire.SystemInstruction != nil {
@@ -224,39 +157,39 @@ func decode(x *fakeapi.Exchange[Turn, Request]) (Request, *fakeapi.Refusal) {
 	for _, t := range wire.Tools {
 		req.Tools = append(req.Tools, t.FunctionDeclarations...)
 	}
-	if msg := check(wire.Contents); msg != "" {
-		return req, refusal(http.StatusBadRequest, "INVALID_ARGUMENT", msg)
+	if msg := gemCheck(wire.Contents); msg != "" {
+		return req, gemRefusal(http.StatusBadRequest, "INVALID_ARGUMENT", msg)
 	}
 	return req, nil
 }
 
-// fail returns the error a turn's Status answers with.
-func fail(t Turn, _ Request) *fakeapi.Refusal {
+// gemFail returns the error a turn's Status answers with.
+func gemFail(t Turn, _ GeminiRequest) *refusal {
 	if t.Status == 0 {
 		return nil
 	}
-	return refusal(t.Status, http.StatusText(t.Status), "scripted error")
+	return gemRefusal(t.Status, http.StatusText(t.Status), "scripted error")
 }
 
-// reply answers with the turn's response, or its chunks streamed, and
+// gemReply answers with the turn's response, or its chunks streamed, and
 // logs when it was done.
-func reply(x *fakeapi.Exchange[Turn, Request], t Turn, req Request) {
+func gemReply(x *exchange[GeminiRequest], t Turn, req GeminiRequest) {
 	responseID := x.NewID("resp")
 	if t.NoResponseID {
 		responseID = ""
 	}
-	x.Reply(&req, false, req.Stream, response(t, responseID, req.Model), func(sse *fakeapi.SSE) {
-		writeStream(sse, t, responseID, req.Model)
+	x.Reply(&req, false, req.Stream, gemResponse(t, responseID, req.Model), func(sse *eventStream) {
+		gemWriteStream(sse, t, responseID, req.Model)
 	})
 	req.Done = time.Now()
 	x.Log(req)
 }
 
-// writeStream writes the turn's chunks, paced as it says; with a Hold,
+// gemWriteStream writes the turn's chunks, paced as it says; with a Hold,
 // the finish reason rides alone, after it, and with a StreamError an
 // error chunk ends the stream.
-func writeStream(sse *fakeapi.SSE, t Turn, responseID, model string) {
-	chunks, fail := streamChunks(t, responseID, model)
+func gemWriteStream(sse *eventStream, t Turn, responseID, model string) {
+	chunks, fail := gemStreamChunks(t, responseID, model)
 	var finish map[string]any
 	if t.Hold != nil && fail == nil {
 		last := chunks[len(chunks)-1]
@@ -276,14 +209,15 @@ func writeStream(sse *fakeapi.SSE, t Turn, responseID, model string) {
 	}
 	switch {
 	case fail != nil:
-		sse.Event("", map[string]any{"error": fail})
+		code, _ := strconv.Atoi(fail.Code)
+		sse.Event("", map[string]any{"error": gemError{Code: code, Message: fail.Message, Status: fail.Type}})
 	case finish != nil && sse.Hold(t.Hold):
 		sse.Event("", finish)
 	}
 }
 
-// check validates the conversation as the real API does; "" when valid.
-func check(contents []*genai.Content) string {
+// gemCheck validates the conversation as the real API does; "" when valid.
+func gemCheck(contents []*genai.Content) string {
 	if len(contents) == 0 {
 		return "contents is not specified"
 	}
@@ -296,7 +230,7 @@ func check(contents []*genai.Content) string {
 			if p.FunctionCall != nil {
 				calls = append(calls, p)
 			}
-			if p.FunctionResponse != nil && (i == 0 || !hasCall(contents[i-1], p.FunctionResponse)) {
+			if p.FunctionResponse != nil && (i == 0 || !gemHasCall(contents[i-1], p.FunctionResponse)) {
 				return fmt.Sprintf("contents[%d]: function response %q answers no function call of the turn before", i, p.FunctionResponse.Name)
 			}
 		}
@@ -307,7 +241,7 @@ func check(contents []*genai.Content) string {
 			return fmt.Sprintf("contents[%d]: function calls must be in a model turn", i)
 		}
 		if first := calls[0]; strings.HasPrefix(string(first.ThoughtSignature), "fake-signature:") || first.FunctionCall.ID != "" {
-			if string(first.ThoughtSignature) != string(Signature(first)) {
+			if string(first.ThoughtSignature) != string(GeminiSignature(first)) {
 				return fmt.Sprintf("Function call is missing a thought_signature in functionCall parts. contents[%d].parts[0]", i)
 			}
 		}
@@ -333,7 +267,7 @@ func check(contents []*genai.Content) string {
 	return ""
 }
 
-func hasCall(c *genai.Content, r *genai.FunctionResponse) bool {
+func gemHasCall(c *genai.Content, r *genai.FunctionResponse) bool {
 	for _, p := range c.Parts {
 		if p.FunctionCall != nil && p.FunctionCall.Name == r.Name && p.FunctionCall.ID == r.ID {
 			return true
@@ -342,97 +276,97 @@ func hasCall(c *genai.Content, r *genai.FunctionResponse) bool {
 	return false
 }
 
-// parts returns the turn's parts: a thought, text, then the calls, the
+// gemParts returns the turn's parts: a thought, text, then the calls, the
 // first call signed (and, with SignText, the text too).
-func (t Turn) parts() []map[string]any {
+func (t Turn) gemParts() []map[string]any {
 	var out []map[string]any
-	if t.Thought != "" {
-		out = append(out, map[string]any{"text": t.Thought, "thought": true})
+	if t.Reasoning != "" {
+		out = append(out, map[string]any{"text": t.Reasoning, "thought": true})
 	}
 	if t.Text != "" {
 		p := map[string]any{"text": t.Text}
 		if t.SignText && len(t.Calls) == 0 {
-			p["thoughtSignature"] = Signature(&genai.Part{Text: t.Text})
+			p["thoughtSignature"] = GeminiSignature(&genai.Part{Text: t.Text})
 		}
 		out = append(out, p)
 	}
 	for i, c := range t.Calls {
-		out = append(out, c.part(i == 0))
+		out = append(out, c.gemPart(i == 0))
 	}
 	return out
 }
 
-func (c Call) args() map[string]any {
+func (c Call) gemArgs() map[string]any {
 	var args map[string]any
-	if c.Args != "" {
-		_ = json.Unmarshal([]byte(c.Args), &args)
+	if c.Arguments != "" {
+		_ = json.Unmarshal([]byte(c.Arguments), &args)
 	}
 	return args
 }
 
-func (c Call) part(signed bool) map[string]any {
+func (c Call) gemPart(signed bool) map[string]any {
 	fc := map[string]any{"name": c.Name}
-	if args := c.args(); args != nil {
+	if args := c.gemArgs(); args != nil {
 		fc["args"] = args
 	}
-	if c.ID != "" {
-		fc["id"] = c.ID
+	if c.CallID != "" {
+		fc["id"] = c.CallID
 	}
 	p := map[string]any{"functionCall": fc}
 	if signed {
-		p["thoughtSignature"] = Signature(&genai.Part{FunctionCall: &genai.FunctionCall{Name: c.Name, Args: c.args()}})
+		p["thoughtSignature"] = GeminiSignature(&genai.Part{FunctionCall: &genai.FunctionCall{Name: c.Name, Args: c.gemArgs()}})
 	}
 	return p
 }
 
-func (t Turn) finish() string {
-	if t.FinishReason != "" {
-		return t.FinishReason
+func (t Turn) gemFinish() string {
+	if t.Finish != "" {
+		return t.Finish
 	}
 	return "STOP"
 }
 
-// usage is cumulative usage after n output tokens.
-func usage(n int) map[string]any {
+// gemUsage is cumulative usage after n output tokens.
+func gemUsage(n int) map[string]any {
 	return map[string]any{"promptTokenCount": 11, "candidatesTokenCount": n, "totalTokenCount": 11 + n}
 }
 
-func response(t Turn, responseID, model string) map[string]any {
+func gemResponse(t Turn, responseID, model string) map[string]any {
 	resp := map[string]any{"modelVersion": model}
 	if responseID != "" {
 		resp["responseId"] = responseID
 	}
 	if t.BlockReason != "" {
 		resp["promptFeedback"] = map[string]any{"blockReason": t.BlockReason}
-		resp["usageMetadata"] = usage(0)
+		resp["usageMetadata"] = gemUsage(0)
 		return resp
 	}
-	cand := map[string]any{"finishReason": t.finish(), "index": 0}
-	if ps := t.parts(); len(ps) > 0 {
+	cand := map[string]any{"finishReason": t.gemFinish(), "index": 0}
+	if ps := t.gemParts(); len(ps) > 0 {
 		cand["content"] = map[string]any{"role": "model", "parts": ps}
 	}
 	if t.FinishMessage != "" {
 		cand["finishMessage"] = t.FinishMessage
 	}
 	resp["candidates"] = []any{cand}
-	resp["usageMetadata"] = usage(len(t.parts()) * 5)
+	resp["usageMetadata"] = gemUsage(len(t.gemParts()) * 5)
 	return resp
 }
 
-// streamChunks returns the turn's chunks and the error to end with, if any.
-func streamChunks(t Turn, responseID, model string) ([]map[string]any, *Error) {
+// gemStreamChunks returns the turn's chunks and the error to end with, if any.
+func gemStreamChunks(t Turn, responseID, model string) ([]map[string]any, *Error) {
 	if t.BlockReason != "" {
-		return []map[string]any{response(t, responseID, model)}, nil
+		return []map[string]any{gemResponse(t, responseID, model)}, nil
 	}
 	var groups [][]map[string]any
-	if t.Thought != "" {
-		groups = append(groups, []map[string]any{{"text": t.Thought, "thought": true}})
+	if t.Reasoning != "" {
+		groups = append(groups, []map[string]any{{"text": t.Reasoning, "thought": true}})
 	}
-	words := fakeapi.Chunks(t.Text)
+	words := chunks(t.Text)
 	for i, w := range words {
 		p := map[string]any{"text": w}
 		if t.SignText && len(t.Calls) == 0 && i == len(words)-1 {
-			p["thoughtSignature"] = Signature(&genai.Part{Text: w})
+			p["thoughtSignature"] = GeminiSignature(&genai.Part{Text: w})
 		}
 		groups = append(groups, []map[string]any{p})
 	}
@@ -440,23 +374,23 @@ func streamChunks(t Turn, responseID, model string) ([]map[string]any, *Error) {
 	for i, c := range t.Calls {
 		switch {
 		case t.StreamArgs:
-			groups = append(groups, c.streamed(i == 0)...)
+			groups = append(groups, c.gemStreamed(i == 0)...)
 		case t.OneChunk:
-			calls = append(calls, c.part(i == 0))
+			calls = append(calls, c.gemPart(i == 0))
 		default:
-			groups = append(groups, []map[string]any{c.part(i == 0)})
+			groups = append(groups, []map[string]any{c.gemPart(i == 0)})
 		}
 	}
 	if len(calls) > 0 {
 		groups = append(groups, calls)
 	}
 	if t.SignText && len(t.Calls) == 0 {
-		groups = append(groups, []map[string]any{{"text": "", "thoughtSignature": Signature(&genai.Part{})}})
+		groups = append(groups, []map[string]any{{"text": "", "thoughtSignature": GeminiSignature(&genai.Part{})}})
 	}
 	out := make([]map[string]any, 0, len(groups)+1)
 	for i, g := range groups {
 		c := map[string]any{"candidates": []any{map[string]any{"content": map[string]any{"role": "model", "parts": g}, "index": 0}},
-			"usageMetadata": usage((i + 1) * 5), "modelVersion": model}
+			"usageMetadata": gemUsage((i + 1) * 5), "modelVersion": model}
 		if responseID != "" {
 			c["responseId"] = responseID
 		}
@@ -465,45 +399,45 @@ func streamChunks(t Turn, responseID, model string) ([]map[string]any, *Error) {
 	if t.StreamError != nil {
 		return out, t.StreamError
 	}
-	last := map[string]any{"finishReason": t.finish(), "index": 0}
+	last := map[string]any{"finishReason": t.gemFinish(), "index": 0}
 	if t.FinishMessage != "" {
 		last["finishMessage"] = t.FinishMessage
 	}
 	if len(out) > 0 {
 		// The finish reason rides on the last content chunk, as Gemini
 		// sends it.
-		out[len(out)-1]["candidates"].([]any)[0].(map[string]any)["finishReason"] = t.finish()
+		out[len(out)-1]["candidates"].([]any)[0].(map[string]any)["finishReason"] = t.gemFinish()
 		if t.FinishMessage != "" {
 			out[len(out)-1]["candidates"].([]any)[0].(map[string]any)["finishMessage"] = t.FinishMessage
 		}
 		return out, nil
 	}
-	only := map[string]any{"candidates": []any{last}, "usageMetadata": usage(0), "modelVersion": model}
+	only := map[string]any{"candidates": []any{last}, "usageMetadata": gemUsage(0), "modelVersion": model}
 	if responseID != "" {
 		only["responseId"] = responseID
 	}
 	return []map[string]any{only}, nil
 }
 
-// streamed is a call as Vertex streams its arguments: an opening part (name,
+// gemStreamed is a call as Vertex streams its arguments: an opening part (name,
 // willContinue, the signature), a piece per member (strings in two), and
 // an empty functionCall closing it.
-func (c Call) streamed(signed bool) [][]map[string]any {
+func (c Call) gemStreamed(signed bool) [][]map[string]any {
 	open := map[string]any{"name": c.Name, "willContinue": true}
-	if c.ID != "" {
-		open["id"] = c.ID
+	if c.CallID != "" {
+		open["id"] = c.CallID
 	}
 	first := map[string]any{"functionCall": open}
 	if signed {
-		first["thoughtSignature"] = Signature(&genai.Part{FunctionCall: &genai.FunctionCall{Name: c.Name, Args: c.args()}})
+		first["thoughtSignature"] = GeminiSignature(&genai.Part{FunctionCall: &genai.FunctionCall{Name: c.Name, Args: c.gemArgs()}})
 	}
 	out := [][]map[string]any{{first}}
 	var pieces []map[string]any
-	for k, v := range c.args() {
+	for k, v := range c.gemArgs() {
 		path := "$." + k
 		switch x := v.(type) {
 		case string:
-			for _, h := range fakeapi.Halves(x) {
+			for _, h := range halves(x) {
 				pieces = append(pieces, map[string]any{"jsonPath": path, "stringValue": h, "willContinue": true})
 			}
 			pieces = append(pieces, map[string]any{"jsonPath": path, "stringValue": ""})
@@ -521,7 +455,25 @@ func (c Call) streamed(signed bool) [][]map[string]any {
 	return append(out, []map[string]any{{"functionCall": map[string]any{}}})
 }
 
-// refusal is a Google-style error reply.
-func refusal(code int, status, msg string) *fakeapi.Refusal {
-	return &fakeapi.Refusal{Status: code, Body: map[string]any{"error": Error{Code: code, Message: msg, Status: status}}}
+// gemRefusal is a Google-style error reply.
+func gemRefusal(code int, status, msg string) *refusal {
+	return &refusal{Status: code, Body: map[string]any{"error": gemError{Code: code, Message: msg, Status: status}}}
+}
+
+// gemError is a Google API error: {"error": {"code", "message", "status"}}.
+type gemError struct {
+	Code    int    `json:"code"`
+	Message string `json:"message"`
+	Status  string `json:"status"`
+}
+
+// Results returns the results of FunctionResponses: each
+// functionResponse's id and response, as JSON.
+func (r GeminiRequest) Results() []Result {
+	var out []Result
+	for _, f := range r.FunctionResponses() {
+		b, _ := json.Marshal(f.Response)
+		out = append(out, Result{CallID: f.ID, Output: string(b)})
+	}
+	return out
 }

@@ -1,11 +1,11 @@
-package fakeapi
+package fakemodel
 
 import "strings"
 
-// Spaced returns the JSON text b with white space inside, as some servers
+// spaced returns the JSON text b with white space inside, as some servers
 // and proxies write it: a space after every colon and comma and inside
 // every brace and bracket, an empty object too. Strings are left alone.
-func Spaced(b []byte) string {
+func spaced(b []byte) string {
 	var out strings.Builder
 	in, escaped := false, false
 	for _, c := range b {

@@ -1,7 +1,6 @@
-// Package chattest provides a fake OpenAI Chat Completions server for tests
-// and offline examples.
+// The OpenAI Chat Completions encoder: [NewChat].
 //
-// A [Server] is a real HTTP server (net/http/httptest) playing a scripted
+// A [ChatServer] is a real HTTP server (net/http/httptest) playing a scripted
 // model: every POST to /v1/chat/completions consumes the next [Turn] and is
 // answered in the real wire format, a chat.completion object or, for
 // "stream": true, chat.completion.chunk server-sent events ending in
@@ -12,7 +11,7 @@
 // content, the role in the first call's delta, whole calls in one chunk,
 // usage null on every chunk or on the finish chunk too), StreamError sends
 // an error chunk mid-stream, and Gzip compresses the body. The real
-// openai-go client talks to it through option.WithBaseURL([Server.BaseURL]);
+// openai-go client talks to it through option.WithBaseURL([ChatServer.BaseURL]);
 // nothing is mocked above HTTP.
 //
 // The server keeps nothing between requests, as the real API does: every
@@ -25,7 +24,8 @@
 //
 // Once the script is exhausted every request is answered with the
 // assistant text [ExhaustedText].
-package chattest
+
+package fakemodel
 
 import (
 	"encoding/json"
@@ -33,51 +33,11 @@ import (
 	"net/http"
 	"strings"
 	"time"
-
-	"github.com/toolguard/toolguard/adapters/internal/fakeapi"
 )
-
-// ExhaustedText is the reply once every scripted turn has been consumed.
-const ExhaustedText = "done"
-
-// Turn is one scripted reply of the fake model.
-type Turn struct {
-	// Text is the assistant's content; with Calls it comes first.
-	Text string
-	// Calls are the tool calls of the reply, in order.
-	Calls []Call
-	// Refusal, if set, is the message's refusal text.
-	Refusal string
-	// Reasoning, if set, is the message's reasoning_content, as
-	// reasoning servers (Z.ai, DeepSeek, Kimi, vLLM) send it before the
-	// content.
-	Reasoning string
-	// Finish overrides finish_reason ("length", "content_filter", ...);
-	// by default it is "tool_calls" when there are calls, else "stop".
-	Finish string
-	// Status, if non-zero, answers with this HTTP status and an error
-	// body instead (429 and 5xx are retried by openai-go at once: the
-	// reply carries retry-after-ms 0).
-	Status int
-	// StreamError, if set, ends a streamed reply with a chunk carrying
-	// this error ({"error":{"message","type","param","code"}}) after the
-	// first content delta (without content, after the role and
-	// reasoning), as servers report a failure mid-stream; a request that
-	// does not stream gets it as an error reply, status 500.
-	StreamError *ErrorBody
-	// Shape says how a streamed reply is cut into chunks; the zero value
-	// streams as OpenAI's API did before it sent usage null.
-	Shape Shape
-	// Gzip sends the body gzip-compressed, with Content-Encoding: gzip.
-	Gzip bool
-	// Respond, if set, decides the reply from the request; its result is
-	// used in place of this turn (nil: the exhausted reply).
-	Respond func(req Request) *Turn
-}
 
 // Shape says how a streamed reply is cut into chunks, as the servers the
 // recorded traffic comes from cut them.
-type Shape struct {
+type ChatShape struct {
 	// NullContent starts with {"role":"assistant","content":null,
 	// "refusal":null} (OpenAI) instead of an empty content.
 	NullContent bool
@@ -96,33 +56,8 @@ type Shape struct {
 	UsageOnFinish bool
 }
 
-// ErrorBody is an OpenAI-style error: {"error":{"message","type","param",
-// "code"}}; an empty Code is null.
-type ErrorBody struct {
-	// Message is the error's message.
-	Message string
-	// Type is the error type, e.g. "server_error".
-	Type string
-	// Code is the error code, e.g. "rate_limit_exceeded"; "" sends null.
-	Code string
-}
-
-// Call is one tool call of a reply.
-type Call struct {
-	// Name is the function's name.
-	Name string
-	// Arguments is the arguments string, sent verbatim (it may be
-	// malformed on purpose).
-	Arguments string
-	// CallID is the id; a fresh "call_…" id when empty.
-	CallID string
-	// Custom makes it a custom (free-form) tool call whose input is
-	// Arguments.
-	Custom bool
-}
-
 // Request is a request the server received, decoded.
-type Request struct {
+type ChatRequest struct {
 	// Path is the URL path, "/v1/chat/completions" unless the request was
 	// refused for its route.
 	Path string
@@ -135,7 +70,7 @@ type Request struct {
 	// Stream reports whether "stream": true was requested.
 	Stream bool
 	// Messages are the conversation, in order.
-	Messages []Message
+	Messages []ChatMessage
 	// Tools are the declared tools' raw JSON.
 	Tools []json.RawMessage
 	// StatusCode is the status the server answered.
@@ -143,7 +78,7 @@ type Request struct {
 }
 
 // Message is one decoded message of a request.
-type Message struct {
+type ChatMessage struct {
 	Role string
 	// Content is the content string or the concatenated text parts.
 	Content    string
@@ -155,8 +90,8 @@ type Message struct {
 
 // ToolResults returns the role "tool" messages after the last assistant
 // message: the answers to its calls.
-func (r Request) ToolResults() []Message {
-	var out []Message
+func (r ChatRequest) ToolResults() []ChatMessage {
+	var out []ChatMessage
 	for _, m := range r.Messages {
 		switch m.Role {
 		case "assistant":
@@ -169,7 +104,7 @@ func (r Request) ToolResults() []Message {
 }
 
 // ToolNames returns the declared tools' names, in order.
-func (r Request) ToolNames() []string {
+func (r ChatRequest) ToolNames() []string {
 	var names []string
 	for _, raw := range r.Tools {
 		var t struct {
@@ -181,34 +116,34 @@ func (r Request) ToolNames() []string {
 	return names
 }
 
-// Server is a fake Chat Completions server. It is safe for concurrent use.
+// ChatServer is a fake Chat Completions server. It is safe for concurrent use.
 // Its Close, URL, Enqueue, Remaining and Requests (received in order,
 // rejected ones too) are those of every fake server.
-type Server struct{ *server }
+type ChatServer struct{ *chatServer }
 
-// server is the fake servers' core, embedded so that its methods are
+// chatServer is the fake servers' core, embedded so that its methods are
 // Server's own.
-type server = fakeapi.Server[Turn, Request]
+type chatServer = server[ChatRequest]
 
-// NewServer starts a server playing turns in order; Close it when done.
-func NewServer(turns ...Turn) *Server { return &Server{fakeapi.NewServer(turns, chat)} }
+// NewChat starts a server playing turns in order; Close it when done.
+func NewChat(turns ...Turn) *ChatServer { return &ChatServer{newServer(turns, chatChat)} }
 
 // BaseURL returns the base URL to pass to option.WithBaseURL: the server
 // root followed by "/v1", as the real "https://api.openai.com/v1/" is.
-func (s *Server) BaseURL() string { return s.URL() + "/v1" }
+func (s *ChatServer) BaseURL() string { return s.URL() + "/v1" }
 
-// chat is the Chat Completions wire format.
-var chat = fakeapi.Wire[Turn, Request]{Decode: decode, Fail: fail, Reply: reply, Exhausted: Turn{Text: ExhaustedText},
-	Respond: func(t Turn) func(Request) *Turn { return t.Respond }, Mark: func(r *Request, status, _ int) { r.StatusCode = status }}
+// chatChat is the Chat Completions wire format.
+var chatChat = wireFormat[ChatRequest]{Decode: chatDecode, Fail: chatFail, Reply: chatReply,
+	Mark: func(r *ChatRequest, status, _ int) { r.StatusCode = status }}
 
-// decode decodes a request, and refuses it as the real API does: a wrong
+// chatDecode decodes a request, and refuses it as the real API does: a wrong
 // route, no bearer key, a body that is not JSON, a malformed
 // conversation.
-func decode(x *fakeapi.Exchange[Turn, Request]) (Request, *fakeapi.Refusal) {
+func chatDecode(x *exchange[ChatRequest]) (ChatRequest, *refusal) {
 	r := x.R
-	req := Request{Path: r.URL.Path, Header: r.Header.Clone(), Body: x.Body}
-	invalid := func(status int, msg string) (Request, *fakeapi.Refusal) {
-		return req, refusal(status, &ErrorBody{Message: msg, Type: "invalid_request_error"})
+	req := ChatRequest{Path: r.URL.Path, Header: r.Header.Clone(), Body: x.Body}
+	invalid := func(status int, msg string) (ChatRequest, *refusal) {
+		return req, chatRefusal(status, &Error{Message: msg, Type: "invalid_request_error"})
 	}
 	if r.URL.Path != "/v1/chat/completions" || r.Method != http.MethodPost {
 		return invalid(http.StatusNotFound, fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path))
@@ -216,41 +151,41 @@ func decode(x *fakeapi.Exchange[Turn, Request]) (Request, *fakeapi.Refusal) {
 	if key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || strings.TrimSpace(key) == "" {
 		return invalid(http.StatusUnauthorized, "You didn't provide an API key.")
 	}
-	if err := decodeBody(x.Body, &req); err != nil {
+	if err := chatDecodeBody(x.Body, &req); err != nil {
 		return invalid(http.StatusBadRequest, "We could not parse the JSON body of your request: "+err.Error())
 	}
-	if msg := check(req); msg != "" {
+	if msg := chatCheck(req); msg != "" {
 		return invalid(http.StatusBadRequest, msg)
 	}
 	return req, nil
 }
 
-// fail returns the error a turn answers with: its Status, or its
+// chatFail returns the error a turn answers with: its Status, or its
 // StreamError (500) for a request that does not stream.
-func fail(t Turn, req Request) *fakeapi.Refusal {
+func chatFail(t Turn, req ChatRequest) *refusal {
 	switch {
 	case t.Status != 0:
-		return refusal(t.Status, &ErrorBody{Message: http.StatusText(t.Status), Type: "invalid_request_error"})
+		return chatRefusal(t.Status, &Error{Message: http.StatusText(t.Status), Type: "invalid_request_error"})
 	case t.StreamError != nil && !req.Stream:
-		return refusal(http.StatusInternalServerError, t.StreamError)
+		return chatRefusal(http.StatusInternalServerError, t.StreamError)
 	}
 	return nil
 }
 
-// reply answers with the turn's completion, streamed or not.
-func reply(x *fakeapi.Exchange[Turn, Request], t Turn, req Request) {
-	c := newCompletion(x, t, req.Model)
-	x.Reply(&req, t.Gzip, req.Stream, c, func(sse *fakeapi.SSE) { writeStream(sse, c, t) })
+// chatReply answers with the turn's completion, streamed or not.
+func chatReply(x *exchange[ChatRequest], t Turn, req ChatRequest) {
+	c := chatNewCompletion(x, t, req.Model)
+	x.Reply(&req, t.Gzip, req.Stream, c, func(sse *eventStream) { chatWriteStream(sse, c, t) })
 }
 
-// refusal is an error reply with e's body, which the SDK retries at once.
-func refusal(status int, e *ErrorBody) *fakeapi.Refusal {
-	return &fakeapi.Refusal{Status: status, Header: fakeapi.RetryNow(), Body: errorJSON(e)}
+// chatRefusal is an error reply with e's body, which the SDK retries at once.
+func chatRefusal(status int, e *Error) *refusal {
+	return &refusal{Status: status, Header: retryNow(), Body: chatErrorJSON(e)}
 }
 
-// check returns the error message the real API gives for a malformed
+// chatCheck returns the error message the real API gives for a malformed
 // conversation, or "".
-func check(req Request) string {
+func chatCheck(req ChatRequest) string {
 	if req.Model == "" {
 		return "you must provide a model parameter"
 	}
@@ -278,8 +213,8 @@ func check(req Request) string {
 	return ""
 }
 
-// errorJSON is the error body of e.
-func errorJSON(e *ErrorBody) map[string]any {
+// chatErrorJSON is the error body of e.
+func chatErrorJSON(e *Error) map[string]any {
 	var code any
 	if e.Code != "" {
 		code = e.Code
@@ -287,7 +222,7 @@ func errorJSON(e *ErrorBody) map[string]any {
 	return map[string]any{"error": map[string]any{"message": e.Message, "type": e.Type, "param": nil, "code": code}}
 }
 
-func decodeBody(body []byte, req *Request) error {
+func chatDecodeBody(body []byte, req *ChatRequest) error {
 	var w struct {
 		Model    string            `json:"model"`
 		Stream   bool              `json:"stream"`
@@ -316,7 +251,7 @@ func decodeBody(body []byte, req *Request) error {
 	}
 	req.Model, req.Stream, req.Tools = w.Model, w.Stream, w.Tools
 	for _, m := range w.Messages {
-		msg := Message{Role: m.Role, Content: text(m.Content), ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
+		msg := ChatMessage{Role: m.Role, Content: chatText(m.Content), ToolCallID: m.ToolCallID, ReasoningContent: m.ReasoningContent}
 		for _, tc := range m.ToolCalls {
 			c := Call{CallID: tc.ID, Name: tc.Function.Name, Arguments: tc.Function.Arguments}
 			if tc.Type == "custom" {
@@ -329,64 +264,64 @@ func decodeBody(body []byte, req *Request) error {
 	return nil
 }
 
-// text returns a content string, or the concatenated text of its parts.
-func text(raw json.RawMessage) string {
-	s, _ := fakeapi.Text(raw)
+// chatText returns a content string, or the concatenated text of its parts.
+func chatText(raw json.RawMessage) string {
+	s, _ := contentText(raw)
 	return s
 }
 
 // Wire format.
 
-type completion struct {
-	ID      string   `json:"id"`
-	Object  string   `json:"object"`
-	Created int64    `json:"created"`
-	Model   string   `json:"model"`
-	Choices []choice `json:"choices"`
-	Usage   usage    `json:"usage"`
+type chatCompletion struct {
+	ID      string       `json:"id"`
+	Object  string       `json:"object"`
+	Created int64        `json:"created"`
+	Model   string       `json:"model"`
+	Choices []chatChoice `json:"choices"`
+	Usage   chatUsage    `json:"usage"`
 }
 
-type choice struct {
-	Index        int       `json:"index"`
-	Message      message   `json:"message"`
-	Logprobs     *struct{} `json:"logprobs"`
-	FinishReason string    `json:"finish_reason"`
+type chatChoice struct {
+	Index        int             `json:"index"`
+	Message      chatWireMessage `json:"message"`
+	Logprobs     *struct{}       `json:"logprobs"`
+	FinishReason string          `json:"finish_reason"`
 }
 
-type message struct {
-	Role      string     `json:"role"`
-	Content   *string    `json:"content"`
-	Refusal   *string    `json:"refusal"`
-	Reasoning string     `json:"reasoning_content,omitempty"`
-	ToolCalls []toolCall `json:"tool_calls,omitempty"`
+type chatWireMessage struct {
+	Role      string         `json:"role"`
+	Content   *string        `json:"content"`
+	Refusal   *string        `json:"refusal"`
+	Reasoning string         `json:"reasoning_content,omitempty"`
+	ToolCalls []chatToolCall `json:"tool_calls,omitempty"`
 }
 
-type toolCall struct {
-	Index    *int      `json:"index,omitempty"`
-	ID       string    `json:"id,omitempty"`
-	Type     string    `json:"type,omitempty"`
-	Function *function `json:"function,omitempty"`
-	Custom   *custom   `json:"custom,omitempty"`
+type chatToolCall struct {
+	Index    *int          `json:"index,omitempty"`
+	ID       string        `json:"id,omitempty"`
+	Type     string        `json:"type,omitempty"`
+	Function *chatFunction `json:"function,omitempty"`
+	Custom   *chatCustom   `json:"custom,omitempty"`
 }
 
-type function struct {
+type chatFunction struct {
 	Name      string `json:"name,omitempty"`
 	Arguments string `json:"arguments"`
 }
 
-type custom struct {
+type chatCustom struct {
 	Name  string `json:"name"`
 	Input string `json:"input"`
 }
 
-type usage struct {
+type chatUsage struct {
 	PromptTokens     int `json:"prompt_tokens"`
 	CompletionTokens int `json:"completion_tokens"`
 	TotalTokens      int `json:"total_tokens"`
 }
 
-func newCompletion(x *fakeapi.Exchange[Turn, Request], t Turn, model string) completion {
-	m := message{Role: "assistant"}
+func chatNewCompletion(x *exchange[ChatRequest], t Turn, model string) chatCompletion {
+	m := chatWireMessage{Role: "assistant"}
 	if t.Text != "" {
 		m.Content = &t.Text
 	}
@@ -400,10 +335,10 @@ func newCompletion(x *fakeapi.Exchange[Turn, Request], t Turn, model string) com
 			id = x.NewID("call")
 		}
 		if c.Custom {
-			m.ToolCalls = append(m.ToolCalls, toolCall{ID: id, Type: "custom", Custom: &custom{Name: c.Name, Input: c.Arguments}})
+			m.ToolCalls = append(m.ToolCalls, chatToolCall{ID: id, Type: "custom", Custom: &chatCustom{Name: c.Name, Input: c.Arguments}})
 			continue
 		}
-		m.ToolCalls = append(m.ToolCalls, toolCall{ID: id, Type: "function", Function: &function{Name: c.Name, Arguments: c.Arguments}})
+		m.ToolCalls = append(m.ToolCalls, chatToolCall{ID: id, Type: "function", Function: &chatFunction{Name: c.Name, Arguments: c.Arguments}})
 	}
 	finish := t.Finish
 	if finish == "" {
@@ -413,17 +348,17 @@ func newCompletion(x *fakeapi.Exchange[Turn, Request], t Turn, model string) com
 		}
 	}
 	out := len(t.Text) / 4
-	return completion{ID: x.NewID("chatcmpl"), Object: "chat.completion", Created: time.Now().Unix(), Model: model,
-		Choices: []choice{{Message: m, FinishReason: finish}},
-		Usage:   usage{PromptTokens: 10, CompletionTokens: out, TotalTokens: 10 + out}}
+	return chatCompletion{ID: x.NewID("chatcmpl"), Object: "chat.completion", Created: time.Now().Unix(), Model: model,
+		Choices: []chatChoice{{Message: m, FinishReason: finish}},
+		Usage:   chatUsage{PromptTokens: 10, CompletionTokens: out, TotalTokens: 10 + out}}
 }
 
-// writeStream writes the completion as chunks: the role, the
+// chatWriteStream writes the completion as chunks: the role, the
 // reasoning_content and content word by word (an error chunk after the
 // first content delta, with t.StreamError), the refusal in pieces, each
 // tool call (id and name, then its arguments in pieces), the finish
 // reason, the usage, and [DONE]; t.Shape cuts them otherwise.
-func writeStream(sse *fakeapi.SSE, c completion, t Turn) {
+func chatWriteStream(sse *eventStream, c chatCompletion, t Turn) {
 	shape := t.Shape
 	send := func(choices []any, usage any) {
 		ev := map[string]any{"id": c.ID, "object": "chat.completion.chunk", "created": c.Created, "model": c.Model, "choices": choices}
@@ -446,31 +381,31 @@ func writeStream(sse *fakeapi.SSE, c completion, t Turn) {
 	default:
 		chunk(map[string]any{"role": "assistant", "content": ""}, nil)
 	}
-	for _, part := range fakeapi.Chunks(m.Reasoning) {
+	for _, part := range chunks(m.Reasoning) {
 		chunk(map[string]any{"reasoning_content": part}, nil)
 	}
 	if m.Content != nil {
-		for i, part := range fakeapi.Chunks(*m.Content) {
+		for i, part := range chunks(*m.Content) {
 			chunk(map[string]any{"content": part}, nil)
 			if i == 0 && t.StreamError != nil {
-				sse.Event("", errorJSON(t.StreamError))
+				sse.Event("", chatErrorJSON(t.StreamError))
 				return
 			}
 		}
 	}
 	if t.StreamError != nil {
-		sse.Event("", errorJSON(t.StreamError))
+		sse.Event("", chatErrorJSON(t.StreamError))
 		return
 	}
 	if m.Refusal != nil {
-		for _, part := range fakeapi.Chunks(*m.Refusal) {
+		for _, part := range chunks(*m.Refusal) {
 			chunk(map[string]any{"refusal": part}, nil)
 		}
 	}
 	for i, tc := range m.ToolCalls {
 		i := i
-		delta := func(call toolCall) map[string]any {
-			d := map[string]any{"tool_calls": []toolCall{call}}
+		delta := func(call chatToolCall) map[string]any {
+			d := map[string]any{"tool_calls": []chatToolCall{call}}
 			if i == 0 && shape.RoleWithCall && startsWithCall {
 				d["role"] = "assistant"
 			}
@@ -478,13 +413,13 @@ func writeStream(sse *fakeapi.SSE, c completion, t Turn) {
 		}
 		switch {
 		case tc.Custom != nil:
-			chunk(delta(toolCall{Index: &i, ID: tc.ID, Type: "custom", Custom: tc.Custom}), nil)
+			chunk(delta(chatToolCall{Index: &i, ID: tc.ID, Type: "custom", Custom: tc.Custom}), nil)
 		case shape.WholeCalls:
-			chunk(delta(toolCall{Index: &i, ID: tc.ID, Type: "function", Function: tc.Function}), nil)
+			chunk(delta(chatToolCall{Index: &i, ID: tc.ID, Type: "function", Function: tc.Function}), nil)
 		default:
-			chunk(delta(toolCall{Index: &i, ID: tc.ID, Type: "function", Function: &function{Name: tc.Function.Name}}), nil)
-			for _, piece := range fakeapi.Pieces(tc.Function.Arguments, 4) {
-				chunk(map[string]any{"tool_calls": []toolCall{{Index: &i, Function: &function{Arguments: piece}}}}, nil)
+			chunk(delta(chatToolCall{Index: &i, ID: tc.ID, Type: "function", Function: &chatFunction{Name: tc.Function.Name}}), nil)
+			for _, piece := range pieces(tc.Function.Arguments, 4) {
+				chunk(map[string]any{"tool_calls": []chatToolCall{{Index: &i, Function: &chatFunction{Arguments: piece}}}}, nil)
 			}
 		}
 	}
@@ -496,4 +431,14 @@ func writeStream(sse *fakeapi.SSE, c completion, t Turn) {
 	}
 	send([]any{}, c.Usage)
 	sse.Event("", "[DONE]")
+}
+
+// Results returns the tool results of ToolResults: each role "tool"
+// message's tool_call_id and content.
+func (r ChatRequest) Results() []Result {
+	var out []Result
+	for _, m := range r.ToolResults() {
+		out = append(out, Result{CallID: m.ToolCallID, Output: m.Content})
+	}
+	return out
 }

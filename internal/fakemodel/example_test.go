@@ -1,4 +1,4 @@
-package openaitest_test
+package fakemodel_test
 
 import (
 	"context"
@@ -8,15 +8,15 @@ import (
 	"github.com/openai/openai-go/v3/option"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 )
 
 // Example scripts a model that first calls a tool and then answers, and runs
 // a minimal agent loop against it with the real openai-go client.
 func Example() {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{{Name: "add", Arguments: `{"a":2,"b":3}`, CallID: "call_add"}}},
-		openaitest.Turn{Text: "2 + 3 = 5"},
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Calls: []fakemodel.Call{{Name: "add", Arguments: `{"a":2,"b":3}`, CallID: "call_add"}}},
+		fakemodel.Turn{Text: "2 + 3 = 5"},
 	)
 	defer srv.Close()
 
@@ -62,7 +62,7 @@ func Example() {
 	}
 
 	for i, req := range srv.Requests() {
-		fmt.Printf("request %d: previous=%q outputs=%+v\n", i, req.PreviousResponseID, req.FunctionCallOutputs())
+		fmt.Printf("request %d: previous=%q outputs=%+v\n", i, req.PreviousResponseID, req.Results())
 	}
 	// Output:
 	// model calls add({"a":2,"b":3})

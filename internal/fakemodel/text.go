@@ -1,4 +1,4 @@
-package fakeapi
+package fakemodel
 
 import (
 	"bytes"
@@ -6,11 +6,11 @@ import (
 	"strings"
 )
 
-// Text returns what a content field holds as text, as the APIs take it
+// contentText returns what a content field holds as text, as the APIs take it
 // either way: a JSON string's value ("" for null or nothing), or the
 // concatenated "text" of an array of content parts. It returns false,
 // and "", when raw is neither.
-func Text(raw json.RawMessage) (string, bool) {
+func contentText(raw json.RawMessage) (string, bool) {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 {
 		return "", true

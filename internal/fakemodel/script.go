@@ -1,4 +1,4 @@
-package fakeapi
+package fakemodel
 
 import (
 	"fmt"
@@ -8,24 +8,24 @@ import (
 // script is a server's state: the queue of scripted turns, the log of
 // the requests received and the id counters, safe for concurrent use. R
 // is the fake's decoded request type.
-type script[T, R any] struct {
+type script[R Request] struct {
 	mu       sync.Mutex
-	turns    []T
+	turns    []Turn
 	next     int
 	requests []R
 	counters map[string]int
 }
 
-func newScript[T, R any](turns []T) *script[T, R] {
-	return &script[T, R]{turns: append([]T(nil), turns...), counters: map[string]int{}}
+func newScript[R Request](turns []Turn) *script[R] {
+	return &script[R]{turns: append([]Turn(nil), turns...), counters: map[string]int{}}
 }
 
 // take returns the next turn and its index, or false once the script is
 // exhausted.
-func (s *script[T, R]) take() (T, int, bool) {
+func (s *script[R]) take() (Turn, int, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	var zero T
+	var zero Turn
 	if s.next >= len(s.turns) {
 		return zero, -1, false
 	}
@@ -33,13 +33,13 @@ func (s *script[T, R]) take() (T, int, bool) {
 	return s.turns[s.next-1], s.next - 1, true
 }
 
-func (s *script[T, R]) enqueue(turns ...T) {
+func (s *script[R]) enqueue(turns ...Turn) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.turns = append(s.turns, turns...)
 }
 
-func (s *script[T, R]) remaining() int {
+func (s *script[R]) remaining() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.turns) - s.next
@@ -47,7 +47,7 @@ func (s *script[T, R]) remaining() int {
 
 // log puts r in the log at index i, or appends it when i is negative,
 // and returns its index.
-func (s *script[T, R]) log(i int, r R) int {
+func (s *script[R]) log(i int, r R) int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if i < 0 {
@@ -58,14 +58,14 @@ func (s *script[T, R]) log(i int, r R) int {
 	return i
 }
 
-func (s *script[T, R]) logged() []R {
+func (s *script[R]) logged() []R {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]R(nil), s.requests...)
 }
 
 // newID returns a fresh id such as "toolu_0001".
-func (s *script[T, R]) newID(prefix string) string {
+func (s *script[R]) newID(prefix string) string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.counters[prefix]++

@@ -1,4 +1,4 @@
-package openaitest_test
+package fakemodel_test
 
 import (
 	"context"
@@ -16,11 +16,11 @@ import (
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 
-	"github.com/toolguard/toolguard/adapters/openai/openaitest"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 )
 
 // newClient returns a real openai-go client pointed at srv.
-func newClient(srv *openaitest.Server) *openai.Client {
+func newClient(srv *fakemodel.OpenAIServer) *openai.Client {
 	c := openai.NewClient(
 		option.WithBaseURL(srv.BaseURL()),
 		option.WithAPIKey("test"),
@@ -64,7 +64,7 @@ func apiError(t *testing.T, err error) *openai.Error {
 }
 
 func TestTwoFunctionCalls(t *testing.T) {
-	srv := openaitest.NewServer(openaitest.Turn{Calls: []openaitest.Call{
+	srv := fakemodel.NewOpenAI(fakemodel.Turn{Calls: []fakemodel.Call{
 		{Name: "get_weather", Arguments: `{"city":"Paris"}`},
 		{Name: "get_weather", Arguments: `{"city":"Oslo"}`, CallID: "call_oslo"},
 	}})
@@ -151,12 +151,12 @@ func TestTwoFunctionCalls(t *testing.T) {
 }
 
 func TestChainWithFunctionCallOutputs(t *testing.T) {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Calls: []openaitest.Call{
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Calls: []fakemodel.Call{
 			{Name: "get_weather", Arguments: `{"city":"Paris"}`, CallID: "call_a"},
 			{Name: "get_weather", Arguments: `{"city":"Oslo"}`},
 		}},
-		openaitest.Turn{Text: "Sunny in Paris, snow in Oslo."},
+		fakemodel.Turn{Text: "Sunny in Paris, snow in Oslo."},
 	)
 	defer srv.Close()
 	client := newClient(srv)
@@ -206,7 +206,7 @@ func TestChainWithFunctionCallOutputs(t *testing.T) {
 	if r.PreviousResponseID != first.ID || r.Turn != 1 {
 		t.Errorf("previous_response_id %q turn %d", r.PreviousResponseID, r.Turn)
 	}
-	got := r.FunctionCallOutputs()
+	got := r.Results()
 	if len(got) != 2 || got[0].CallID != "call_a" {
 		t.Fatalf("FunctionCallOutputs = %+v", got)
 	}
@@ -221,7 +221,7 @@ func TestChainWithFunctionCallOutputs(t *testing.T) {
 }
 
 func TestManualHistoryWithoutPreviousResponseID(t *testing.T) {
-	srv := openaitest.NewServer(openaitest.Turn{Text: "ok"})
+	srv := fakemodel.NewOpenAI(fakemodel.Turn{Text: "ok"})
 	defer srv.Close()
 	client := newClient(srv)
 	_, err := client.Responses.New(ctx(t), responses.ResponseNewParams{
@@ -246,9 +246,9 @@ func TestManualHistoryWithoutPreviousResponseID(t *testing.T) {
 func TestRetryThenSuccess(t *testing.T) {
 	for _, status := range []int{http.StatusTooManyRequests, http.StatusInternalServerError} {
 		t.Run(fmt.Sprint(status), func(t *testing.T) {
-			srv := openaitest.NewServer(
-				openaitest.Turn{Status: status},
-				openaitest.Turn{Text: "ok"},
+			srv := fakemodel.NewOpenAI(
+				fakemodel.Turn{Status: status},
+				fakemodel.Turn{Text: "ok"},
 			)
 			defer srv.Close()
 			start := time.Now()
@@ -280,11 +280,11 @@ func TestRetryThenSuccess(t *testing.T) {
 }
 
 func TestRetriesExhausted(t *testing.T) {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Status: 503},
-		openaitest.Turn{Status: 500},
-		openaitest.Turn{Status: 429, Error: &openaitest.ErrorBody{Message: "slow down", Code: "custom_code"}},
-		openaitest.Turn{Text: "never reached"},
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Status: 503},
+		fakemodel.Turn{Status: 500},
+		fakemodel.Turn{Status: 429, Error: &fakemodel.Error{Message: "slow down", Code: "custom_code"}},
+		fakemodel.Turn{Text: "never reached"},
 	)
 	defer srv.Close()
 	_, err := newClient(srv).Responses.New(ctx(t), responses.ResponseNewParams{
@@ -301,9 +301,9 @@ func TestRetriesExhausted(t *testing.T) {
 }
 
 func TestNoRetryHeader(t *testing.T) {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Status: 500, Header: http.Header{"x-should-retry": {"false"}}},
-		openaitest.Turn{Text: "not reached"},
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Status: 500, Header: http.Header{"x-should-retry": {"false"}}},
+		fakemodel.Turn{Text: "not reached"},
 	)
 	defer srv.Close()
 	_, err := newClient(srv).Responses.New(ctx(t), responses.ResponseNewParams{
@@ -319,7 +319,7 @@ func TestNoRetryHeader(t *testing.T) {
 }
 
 func TestUnknownPreviousResponseID(t *testing.T) {
-	srv := openaitest.NewServer(openaitest.Turn{Text: "unused"})
+	srv := fakemodel.NewOpenAI(fakemodel.Turn{Text: "unused"})
 	defer srv.Close()
 	_, err := newClient(srv).Responses.New(ctx(t), responses.ResponseNewParams{
 		Model:              openai.ChatModelGPT4o,
@@ -342,7 +342,7 @@ func TestUnknownPreviousResponseID(t *testing.T) {
 }
 
 func TestStoreFalseCannotBeChained(t *testing.T) {
-	srv := openaitest.NewServer(openaitest.Turn{Text: "a"}, openaitest.Turn{Text: "b"})
+	srv := fakemodel.NewOpenAI(fakemodel.Turn{Text: "a"}, fakemodel.Turn{Text: "b"})
 	defer srv.Close()
 	client := newClient(srv)
 	first, err := client.Responses.New(ctx(t), responses.ResponseNewParams{
@@ -367,9 +367,9 @@ func TestStoreFalseCannotBeChained(t *testing.T) {
 }
 
 func TestToolOutputValidation(t *testing.T) {
-	script := func() []openaitest.Turn {
-		return []openaitest.Turn{
-			{Calls: []openaitest.Call{{Name: "a", Arguments: "{}", CallID: "call_1"}, {Name: "b", Arguments: "{}", CallID: "call_2"}}},
+	script := func() []fakemodel.Turn {
+		return []fakemodel.Turn{
+			{Calls: []fakemodel.Call{{Name: "a", Arguments: "{}", CallID: "call_1"}, {Name: "b", Arguments: "{}", CallID: "call_2"}}},
 			{Text: "fine"},
 		}
 	}
@@ -384,7 +384,7 @@ func TestToolOutputValidation(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			srv := openaitest.NewServer(script()...)
+			srv := fakemodel.NewOpenAI(script()...)
 			defer srv.Close()
 			client := newClient(srv)
 			first, err := client.Responses.New(ctx(t), responses.ResponseNewParams{Model: "m", Input: userInput("go")})
@@ -417,7 +417,7 @@ func TestToolOutputValidation(t *testing.T) {
 }
 
 func TestEmptyResponse(t *testing.T) {
-	srv := openaitest.NewServer(openaitest.Turn{Empty: true, Text: "ignored"}, openaitest.Turn{})
+	srv := fakemodel.NewOpenAI(fakemodel.Turn{Empty: true, Text: "ignored"}, fakemodel.Turn{})
 	defer srv.Close()
 	client := newClient(srv)
 	for i := range 2 {
@@ -433,7 +433,7 @@ func TestEmptyResponse(t *testing.T) {
 
 func TestMalformedArgumentsPassThrough(t *testing.T) {
 	const bad = `{"city": "Par` + "\n\t\"ü\\"
-	srv := openaitest.NewServer(openaitest.Turn{Calls: []openaitest.Call{
+	srv := fakemodel.NewOpenAI(fakemodel.Turn{Calls: []fakemodel.Call{
 		{Name: "get_weather", Arguments: bad},
 		{Name: "noargs", Arguments: ""},
 	}})
@@ -454,7 +454,7 @@ func TestMalformedArgumentsPassThrough(t *testing.T) {
 }
 
 func TestTextAndCalls(t *testing.T) {
-	srv := openaitest.NewServer(openaitest.Turn{Text: "Let me check.", Calls: []openaitest.Call{{Name: "f", Arguments: "{}"}}})
+	srv := fakemodel.NewOpenAI(fakemodel.Turn{Text: "Let me check.", Calls: []fakemodel.Call{{Name: "f", Arguments: "{}"}}})
 	defer srv.Close()
 	resp, err := newClient(srv).Responses.New(ctx(t), responses.ResponseNewParams{Model: "m", Input: userInput("hi")})
 	if err != nil {
@@ -469,13 +469,13 @@ func TestTextAndCalls(t *testing.T) {
 }
 
 func TestExhaustedScript(t *testing.T) {
-	srv := openaitest.NewServer()
+	srv := fakemodel.NewOpenAI()
 	defer srv.Close()
 	resp, err := newClient(srv).Responses.New(ctx(t), responses.ResponseNewParams{Model: "m", Input: userInput("hi")})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if resp.OutputText() != openaitest.ExhaustedText {
+	if resp.OutputText() != fakemodel.ExhaustedText {
 		t.Errorf("OutputText = %q", resp.OutputText())
 	}
 	if r := srv.Requests()[0]; r.Turn != -1 || r.StatusCode != 200 {
@@ -484,17 +484,17 @@ func TestExhaustedScript(t *testing.T) {
 }
 
 func TestRespondDynamic(t *testing.T) {
-	var srv *openaitest.Server
-	srv = openaitest.NewServer(
-		openaitest.Turn{Respond: func(req openaitest.Request) *openaitest.Turn {
+	var srv *fakemodel.OpenAIServer
+	srv = fakemodel.NewOpenAI(
+		fakemodel.Turn{Respond: func(req fakemodel.Request) *fakemodel.Turn {
 			_ = srv.Requests() // must not deadlock
-			return &openaitest.Turn{Text: "echo: " + req.Input[0].Text}
+			return &fakemodel.Turn{Text: "echo: " + req.(fakemodel.OpenAIRequest).Input[0].Text}
 		}},
-		openaitest.Turn{Respond: func(req openaitest.Request) *openaitest.Turn { return nil }},
+		fakemodel.Turn{Respond: func(req fakemodel.Request) *fakemodel.Turn { return nil }},
 	)
 	defer srv.Close()
 	client := newClient(srv)
-	for _, want := range []string{"echo: ping", openaitest.ExhaustedText} {
+	for _, want := range []string{"echo: ping", fakemodel.ExhaustedText} {
 		resp, err := client.Responses.New(ctx(t), responses.ResponseNewParams{Model: "m", Input: userInput("ping")})
 		if err != nil {
 			t.Fatal(err)
@@ -503,7 +503,7 @@ func TestRespondDynamic(t *testing.T) {
 			t.Errorf("OutputText = %q, want %q", resp.OutputText(), want)
 		}
 	}
-	srv.Enqueue(openaitest.Turn{Text: "more"})
+	srv.Enqueue(fakemodel.Turn{Text: "more"})
 	resp, err := client.Responses.New(ctx(t), responses.ResponseNewParams{Model: "m", Input: userInput("x")})
 	if err != nil || resp.OutputText() != "more" {
 		t.Errorf("enqueued turn: %v %q", err, resp.OutputText())
@@ -511,7 +511,7 @@ func TestRespondDynamic(t *testing.T) {
 }
 
 func TestRootBaseURL(t *testing.T) {
-	srv := openaitest.NewServer(openaitest.Turn{Text: "root"})
+	srv := fakemodel.NewOpenAI(fakemodel.Turn{Text: "root"})
 	defer srv.Close()
 	client := openai.NewClient(option.WithBaseURL(srv.URL()), option.WithAPIKey("test"))
 	resp, err := client.Responses.New(ctx(t), responses.ResponseNewParams{Model: "m", Input: userInput("hi")})
@@ -524,7 +524,7 @@ func TestRootBaseURL(t *testing.T) {
 }
 
 func TestRejectsMissingAPIKeyAndBadPaths(t *testing.T) {
-	srv := openaitest.NewServer(openaitest.Turn{Text: "unused"})
+	srv := fakemodel.NewOpenAI(fakemodel.Turn{Text: "unused"})
 	defer srv.Close()
 	for _, tc := range []struct {
 		method, path, auth, body string
@@ -563,9 +563,9 @@ func TestRejectsMissingAPIKeyAndBadPaths(t *testing.T) {
 }
 
 func TestStreaming(t *testing.T) {
-	srv := openaitest.NewServer(
-		openaitest.Turn{Status: http.StatusTooManyRequests},
-		openaitest.Turn{Text: "Checking the weather now.", Calls: []openaitest.Call{{Name: "get_weather", Arguments: `{"city":"Paris"}`, CallID: "call_p"}}},
+	srv := fakemodel.NewOpenAI(
+		fakemodel.Turn{Status: http.StatusTooManyRequests},
+		fakemodel.Turn{Text: "Checking the weather now.", Calls: []fakemodel.Call{{Name: "get_weather", Arguments: `{"city":"Paris"}`, CallID: "call_p"}}},
 	)
 	defer srv.Close()
 	stream := newClient(srv).Responses.NewStreaming(ctx(t), responses.ResponseNewParams{Model: "m", Input: userInput("hi")})
@@ -619,11 +619,11 @@ func TestStreaming(t *testing.T) {
 
 func TestConcurrentRequests(t *testing.T) {
 	const n = 8
-	turns := make([]openaitest.Turn, n)
+	turns := make([]fakemodel.Turn, n)
 	for i := range turns {
-		turns[i] = openaitest.Turn{Text: fmt.Sprint(i)}
+		turns[i] = fakemodel.Turn{Text: fmt.Sprint(i)}
 	}
-	srv := openaitest.NewServer(turns...)
+	srv := fakemodel.NewOpenAI(turns...)
 	defer srv.Close()
 	client := newClient(srv)
 	var wg sync.WaitGroup
@@ -654,7 +654,7 @@ func TestConcurrentRequests(t *testing.T) {
 // provisional one of a stream's output_item.added, or another item's, is
 // refused, without consuming a turn.
 func TestReasoningSealChecked(t *testing.T) {
-	srv := openaitest.NewServer(openaitest.Turn{Reasoning: "r", Summary: "s", Text: "a"}, openaitest.Turn{Text: "b"})
+	srv := fakemodel.NewOpenAI(fakemodel.Turn{Reasoning: "r", Summary: "s", Text: "a"}, fakemodel.Turn{Text: "b"})
 	defer srv.Close()
 	client := newClient(srv)
 	params := responses.ResponseNewParams{Model: openai.ChatModelGPT4o, Input: userInput("hi"), Store: openai.Bool(false),

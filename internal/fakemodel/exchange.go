@@ -1,13 +1,13 @@
-package fakeapi
+package fakemodel
 
 import (
 	"encoding/json"
 	"net/http"
 )
 
-// Exchange is one request to a fake server and its answer. The fake's
-// [Wire] reads the request from it and replies through it.
-type Exchange[T, R any] struct {
+// exchange is one request to a fake server and its answer. The fake's
+// [wireFormat] reads the request from it and replies through it.
+type exchange[R Request] struct {
 	// W is the response writer.
 	W http.ResponseWriter
 	// R is the request; its body is read, into Body.
@@ -15,7 +15,7 @@ type Exchange[T, R any] struct {
 	// Body is the request body.
 	Body []byte
 
-	srv   *Server[T, R]
+	srv   *server[R]
 	entry int // the request's index in the log, -1 before it is logged
 	turn  int // the index of the scripted turn consumed, -1 for none
 	gz    *gzipWriter
@@ -23,16 +23,16 @@ type Exchange[T, R any] struct {
 
 // NewID returns a fresh id such as "toolu_0001", counted per prefix
 // across the server's requests.
-func (x *Exchange[T, R]) NewID(prefix string) string { return x.srv.script.newID(prefix) }
+func (x *exchange[R]) NewID(prefix string) string { return x.srv.script.newID(prefix) }
 
 // Log puts req in the server's request log as this exchange's entry: the
 // first call appends it, later ones replace it.
-func (x *Exchange[T, R]) Log(req R) { x.entry = x.srv.script.log(x.entry, req) }
+func (x *exchange[R]) Log(req R) { x.entry = x.srv.script.log(x.entry, req) }
 
 // Reply logs req as answered with 200 and answers it: with v as JSON or,
 // when stream, with the server-sent events that events writes; with gzip
 // the body goes out gzip-compressed. Headers set on W before stay.
-func (x *Exchange[T, R]) Reply(req *R, gzip, stream bool, v any, events func(*SSE)) {
+func (x *exchange[R]) Reply(req *R, gzip, stream bool, v any, events func(*eventStream)) {
 	x.mark(req, http.StatusOK)
 	if gzip {
 		x.gz = newGzipWriter(x.W)
@@ -49,17 +49,17 @@ func (x *Exchange[T, R]) Reply(req *R, gzip, stream bool, v any, events func(*SS
 // consumed it: the next scripted turn, or what its Respond function makes
 // of req, or the wire format's exhausted turn once the script is
 // exhausted or Respond returns nil.
-func (x *Exchange[T, R]) play(req *R) T {
+func (x *exchange[R]) play(req *R) Turn {
 	t, n, ok := x.srv.script.take()
 	x.turn = n
 	x.mark(req, 0)
 	if !ok {
-		return x.srv.wire.Exhausted
+		return Turn{Text: ExhaustedText}
 	}
-	if respond := x.srv.wire.Respond(t); respond != nil {
-		p := respond(*req)
+	if t.Respond != nil {
+		p := t.Respond(*req)
 		if p == nil {
-			return x.srv.wire.Exhausted
+			return Turn{Text: ExhaustedText}
 		}
 		t = *p
 	}
@@ -67,20 +67,20 @@ func (x *Exchange[T, R]) play(req *R) T {
 }
 
 // refuse logs req as answered with f's status and answers it with f.
-func (x *Exchange[T, R]) refuse(req R, f *Refusal) {
+func (x *exchange[R]) refuse(req R, f *refusal) {
 	x.mark(&req, f.Status)
 	writeJSON(x.W, f.Status, f.Body, f.Header)
 }
 
 // mark logs req as answered with status, having consumed the exchange's
 // turn.
-func (x *Exchange[T, R]) mark(req *R, status int) {
+func (x *exchange[R]) mark(req *R, status int) {
 	x.srv.wire.Mark(req, status, x.turn)
 	x.Log(*req)
 }
 
 // close ends a gzip-compressed body.
-func (x *Exchange[T, R]) close() {
+func (x *exchange[R]) close() {
 	if x.gz != nil {
 		_ = x.gz.Close()
 	}
@@ -90,7 +90,7 @@ func (x *Exchange[T, R]) close() {
 // the reply's headers (Content-Type too) first.
 func writeJSON(w http.ResponseWriter, status int, v any, header http.Header) {
 	w.Header().Set("Content-Type", "application/json")
-	SetHeaders(w.Header(), header)
+	setHeaders(w.Header(), header)
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(v)
 }

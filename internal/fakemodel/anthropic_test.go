@@ -1,4 +1,4 @@
-package anthropictest_test
+package fakemodel_test
 
 import (
 	"context"
@@ -9,20 +9,20 @@ import (
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 	"github.com/anthropics/anthropic-sdk-go/v2/option"
 
-	"github.com/toolguard/toolguard/adapters/anthropic/anthropictest"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 )
 
-func client(srv *anthropictest.Server) sdk.Client {
+func anthropicClient(srv *fakemodel.AnthropicServer) sdk.Client {
 	return sdk.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
 }
 
 // A scripted reply reads the same through the SDK streamed (accumulated)
 // and not.
-func TestReplyStreamedAndNot(t *testing.T) {
-	turn := anthropictest.Turn{Text: "Let me look that up.", Calls: []anthropictest.Call{{ID: "tu1", Name: "get_order", Input: `{"order_ref":"ORDER-7"}`}}}
-	srv := anthropictest.NewServer(turn, turn)
+func TestAnthropicReplyStreamedAndNot(t *testing.T) {
+	turn := fakemodel.Turn{Text: "Let me look that up.", Calls: []fakemodel.Call{{CallID: "tu1", Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}}
+	srv := fakemodel.NewAnthropic(turn, turn)
 	defer srv.Close()
-	c := client(srv)
+	c := anthropicClient(srv)
 	ctx := context.Background()
 	params := sdk.MessageNewParams{Model: "m", MaxTokens: 100, Messages: []sdk.MessageParam{sdk.NewUserMessage(sdk.NewTextBlock("hi"))}}
 	msg, err := c.Messages.New(ctx, params)
@@ -46,7 +46,7 @@ func TestReplyStreamedAndNot(t *testing.T) {
 	}
 	for i, m := range []sdk.Message{*msg, acc} {
 		if len(m.Content) != 2 || m.Content[0].Text != turn.Text || m.Content[1].ID != "tu1" ||
-			string(m.Content[1].Input) != turn.Calls[0].Input || m.StopReason != sdk.StopReasonToolUse {
+			string(m.Content[1].Input) != turn.Calls[0].Arguments || m.StopReason != sdk.StopReasonToolUse {
 			t.Errorf("reply %d: %+v", i, m)
 		}
 	}
@@ -57,10 +57,10 @@ func TestReplyStreamedAndNot(t *testing.T) {
 
 // A conversation the real API would refuse is refused without consuming a
 // turn: a tool_use left unanswered, a tool_result answering nothing.
-func TestConversationChecked(t *testing.T) {
-	srv := anthropictest.NewServer(anthropictest.Turn{Text: "never"})
+func TestAnthropicConversationChecked(t *testing.T) {
+	srv := fakemodel.NewAnthropic(fakemodel.Turn{Text: "never"})
 	defer srv.Close()
-	c := client(srv)
+	c := anthropicClient(srv)
 	user := sdk.NewUserMessage(sdk.NewTextBlock("hi"))
 	asst := sdk.NewAssistantMessage(sdk.NewToolUseBlock("tu1", map[string]any{}, "f"))
 	for name, msgs := range map[string][]sdk.MessageParam{

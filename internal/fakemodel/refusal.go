@@ -1,10 +1,10 @@
-package fakeapi
+package fakemodel
 
 import "net/http"
 
-// Refusal is an error answer: an HTTP status and its JSON error body, in
+// refusal is an error answer: an HTTP status and its JSON error body, in
 // the API's format.
-type Refusal struct {
+type refusal struct {
 	// Status is the HTTP status.
 	Status int
 	// Header holds reply headers; each name's values replace the reply's
@@ -14,13 +14,13 @@ type Refusal struct {
 	Body any
 }
 
-// RetryNow returns the header that has the SDKs retry an error reply at
+// retryNow returns the header that has the SDKs retry an error reply at
 // once: retry-after-ms 0 (they prefer it over retry-after, and otherwise
 // back off for about half a second).
-func RetryNow() http.Header { return http.Header{"Retry-After-Ms": {"0"}} }
+func retryNow() http.Header { return http.Header{"Retry-After-Ms": {"0"}} }
 
-// SetHeaders replaces the headers in dst named in src (any spelling).
-func SetHeaders(dst, src http.Header) {
+// setHeaders replaces the headers in dst named in src (any spelling).
+func setHeaders(dst, src http.Header) {
 	for k, vs := range src {
 		dst.Del(k)
 		for _, v := range vs {

@@ -1,4 +1,4 @@
-package fakeapi
+package fakemodel
 
 import (
 	"compress/gzip"

@@ -1,7 +1,6 @@
-// Package openaitest provides a fake OpenAI Responses API provider for tests
-// and offline examples.
+// The OpenAI Responses API encoder: [NewOpenAI].
 //
-// A [Server] is a real HTTP server (built on net/http/httptest) that plays a
+// An [OpenAIServer] is a real HTTP server (built on net/http/httptest) that plays a
 // scripted model: every POST to /v1/responses consumes the next [Turn] of the
 // script and answers with a response in the real wire format, so the real
 // github.com/openai/openai-go client (or any other HTTP client) can talk to it.
@@ -13,26 +12,26 @@
 // openai-go resolves each endpoint path (for example "responses") relative to
 // the configured base URL, after appending a trailing slash to the base path.
 // The real default is "https://api.openai.com/v1/", so point the client at
-// [Server.BaseURL], which is the server root followed by "/v1":
+// [OpenAIServer.BaseURL], which is the server root followed by "/v1":
 //
-//	srv := openaitest.NewServer(turns...)
+//	srv := fakemodel.NewOpenAI(turns...)
 //	defer srv.Close()
 //	client := openai.NewClient(
 //		option.WithBaseURL(srv.BaseURL()),
 //		option.WithAPIKey("test"),
 //	)
 //
-// Passing the bare server root ([Server.URL]) also works: the client then
+// Passing the bare server root ([OpenAIServer.URL]) also works: the client then
 // posts to /responses, which the server accepts as an alias.
-// Request.Path records which one was used.
+// OpenAIRequest.Path records which one was used.
 //
 // # Script
 //
 // Each request that passes validation consumes the next [Turn], in order.
 // Once the script is exhausted, every further request is answered with a
 // plain assistant message whose text is [ExhaustedText] ("done"), so an
-// agent loop terminates gracefully; use [Server.Remaining] or
-// [Server.Requests] to assert that the script was consumed exactly.
+// agent loop terminates gracefully; use [OpenAIServer.Remaining] or
+// [OpenAIServer.Requests] to assert that the script was consumed exactly.
 //
 // # Validation
 //
@@ -48,7 +47,7 @@
 //     calls (from the previous response or from the input) left without a
 //     function_call_output (400); custom_tool_call items and their
 //     custom_tool_call_output answers count alike. Disable this last group
-//     with [Server.SetValidateToolOutputs].
+//     with [OpenAIServer.SetValidateToolOutputs].
 //   - a reasoning input item without encrypted_content in a request with
 //     "store": false (400), as nothing was stored to find it by, or with an
 //     encrypted_content the server did not give that item in a response
@@ -82,7 +81,8 @@
 // errors before the stream starts, as the real API does for rate limits;
 // Turn.StreamError sends an error event mid-stream instead, and Turn.Gzip
 // compresses the body.
-package openaitest
+
+package fakemodel
 
 import (
 	"bytes"
@@ -95,123 +95,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/toolguard/toolguard/adapters/internal/fakeapi"
 	"github.com/toolguard/toolguard/guard"
 )
 
-// ExhaustedText is the text of the assistant message the server replies with
-// once every scripted turn has been consumed.
-const ExhaustedText = "done"
-
-// Turn is one scripted reply of the fake model.
-//
-// Exactly one reply kind applies, checked in this order: Respond, Status,
-// then a completed response. A completed response holds an assistant message
-// with Text (if Text is non-empty) followed by one function_call item per
-// entry of Calls, in order. A Turn with neither Text nor Calls, or with
-// Empty set, yields a completed response with no output items.
-type Turn struct {
-	// Calls are the function calls emitted this turn, in order.
-	Calls []Call
-	// Text is the assistant message text. When Calls is also set the message
-	// precedes the calls, as real models place commentary before tool calls.
-	Text string
-	// Status, if non-zero, makes the server reply with this HTTP status and an
-	// OpenAI-style error body instead of a response (e.g. 429 or 500).
-	Status int
-	// Error overrides the error body fields sent with Status. Unset fields
-	// default from the status code (e.g. 429 has type "requests" and code
-	// "rate_limit_exceeded").
-	Error *ErrorBody
-	// Header holds extra reply headers; they replace the server's defaults of
-	// the same name (e.g. "retry-after-ms" or "x-should-retry").
-	Header http.Header
-	// Empty, if set, makes the reply a completed response with no output
-	// items, regardless of Text and Calls.
-	Empty bool
-	// Incomplete, if set, makes the response end with status "incomplete"
-	// and this incomplete_details.reason (e.g. "max_output_tokens"); a
-	// stream then ends with response.incomplete.
-	Incomplete string
-	// Reasoning, if set, puts a reasoning item before the output; when
-	// the request includes "reasoning.encrypted_content" it carries
-	// encrypted_content (this text and the item's id, sealed so that a
-	// request sending it back can be checked without the server keeping
-	// it: see [Server]). As the real API, a stream's
-	// response.output_item.added carries another, provisional
-	// encrypted_content, which the server refuses back.
-	Reasoning string
-	// Summary, if set, is the reasoning item's summary text (the item is
-	// there even without Reasoning), streamed as reasoning summary
-	// events.
-	Summary string
-	// Refusal, if set, is a refusal part in the assistant message, after
-	// its text, streamed as response.refusal events.
-	Refusal string
-	// Commentary gives the assistant message the phase "commentary": a
-	// preamble to the calls after it, not a final answer.
-	Commentary bool
-	// StreamError, if set, makes a stream fail after the response starts,
-	// at its first text delta (without text, at the end of the first
-	// item, or of the response): an "error" event carrying it, as
-	// {"error":{"type","code","message","param"}} (the API's recorded
-	// shape), then response.failed. With ErrorFlat the event is the
-	// documented flat shape, {"code","message","param"}, and the stream
-	// ends with it. A request that does not stream gets a failed response.
-	StreamError *ErrorBody
-	// ErrorFlat sends StreamError in the flat shape; see StreamError.
-	ErrorFlat bool
-	// Gzip sends the body gzip-compressed, with Content-Encoding: gzip.
-	Gzip bool
-	// Hold, if set, holds a stream open after its output items until it
-	// is closed, then sends the event that ends the response: a test's
-	// way to keep a reply streaming while something else happens.
-	// A request that ends first ends the stream there.
-	Hold <-chan struct{}
-	// Respond, if set, decides the reply dynamically from the request. The
-	// returned turn is used in place of this one (its own Respond is
-	// ignored); a nil result yields the exhausted-script reply (a message
-	// with [ExhaustedText]). Respond is called without the server lock held,
-	// so it may call [Server] methods.
-	Respond func(req Request) *Turn
-}
-
-// Call is one function call emitted by the fake model.
-type Call struct {
-	// Name is the function name.
-	Name string
-	// Arguments is the raw arguments string, sent verbatim as the JSON string
-	// value of "arguments". It may be malformed JSON on purpose; use "{}" for
-	// a call without arguments.
-	Arguments string
-	// CallID is the call_id the agent must echo in its function_call_output.
-	// A unique "call_…" id is generated when empty.
-	CallID string
-	// Namespace, if set, is the function call's namespace.
-	Namespace string
-	// Status, if set, is the function call's status ("in_progress",
-	// "incomplete"); default "completed".
-	Status string
-	// Custom makes it a custom_tool_call whose input is Arguments.
-	Custom bool
-}
-
-// ErrorBody is the content of an OpenAI-style error reply,
-// {"error":{"message":…,"type":…,"param":…,"code":…}}. Empty Param and Code
-// are sent as JSON null.
-type ErrorBody struct {
-	// Message is the human-readable error message.
-	Message string
-	// Type is the error type, e.g. "invalid_request_error" or "server_error".
-	Type string
-	// Param names the offending request parameter, if any.
-	Param string
-	// Code is the machine-readable error code, e.g. "rate_limit_exceeded".
-	Code string
-}
-
 // Request is a request received by the server, decoded.
-type Request struct {
+type OpenAIRequest struct {
 	// Method is the HTTP method.
 	Method string
 	// Path is the URL path, "/v1/responses" or "/responses".
@@ -229,11 +117,11 @@ type Request struct {
 	Instructions string
 	// Input holds the input items in order. A plain string input is recorded
 	// as a single user message item.
-	Input []InputItem
+	Input []OpenAIInput
 	// PreviousResponseID is the previous_response_id, if any.
 	PreviousResponseID string
 	// Tools holds the declared tools in order.
-	Tools []Tool
+	Tools []OpenAITool
 	// ToolChoice is the raw tool_choice value, if any.
 	ToolChoice json.RawMessage
 	// Stream reports whether "stream": true was requested.
@@ -256,7 +144,7 @@ type Request struct {
 }
 
 // InputItem is one decoded item of a request's "input" array.
-type InputItem struct {
+type OpenAIInput struct {
 	// Type is the item type: "message", "function_call",
 	// "function_call_output", "item_reference", …. An item with a role and
 	// no type (an "easy input message") is reported as "message".
@@ -280,7 +168,7 @@ type InputItem struct {
 }
 
 // Tool is one decoded entry of a request's "tools" array.
-type Tool struct {
+type OpenAITool struct {
 	// Type is the tool type, "function" for function tools.
 	Type string
 	// Name is the function name ("" for tools without a name).
@@ -295,45 +183,26 @@ type Tool struct {
 	Raw json.RawMessage
 }
 
-// FunctionCallOutput is a function_call_output input item, as sent back by
-// an agent loop after running a tool.
-type FunctionCallOutput struct {
-	// CallID is the call_id the output answers.
-	CallID string
-	// Output is the output text.
-	Output string
-}
-
-// FunctionCallOutputs returns the function_call_output items of the input,
+// Results returns the function_call_output items of the input,
 // in order.
-func (r Request) FunctionCallOutputs() []FunctionCallOutput {
-	var out []FunctionCallOutput
+func (r OpenAIRequest) Results() []Result {
+	var out []Result
 	for _, it := range r.Input {
 		if it.Type == "function_call_output" {
-			out = append(out, FunctionCallOutput{CallID: it.CallID, Output: it.Output})
+			out = append(out, Result{CallID: it.CallID, Output: it.Output})
 		}
 	}
 	return out
-}
-
-// ModelResult decodes the output as the tool-model-result-v2 object a
-// toolguard loop sends back.
-func (o FunctionCallOutput) ModelResult() (guard.Result, error) {
-	var r guard.Result
-	if err := json.Unmarshal([]byte(o.Output), &r); err != nil {
-		return r, fmt.Errorf("openaitest: the output for %s is not a model result: %v: %s", o.CallID, err, o.Output)
-	}
-	return r, nil
 }
 
 // ModelResults decodes the function_call_outputs of every request the
 // server received, by call id (a later request's output for a call id
 // replaces an earlier one's); it fails at the first output that is not a
 // model result.
-func (s *Server) ModelResults() (map[string]guard.Result, error) {
+func (s *OpenAIServer) ModelResults() (map[string]guard.Result, error) {
 	m := map[string]guard.Result{}
 	for _, req := range s.Requests() {
-		for _, o := range req.FunctionCallOutputs() {
+		for _, o := range req.Results() {
 			r, err := o.ModelResult()
 			if err != nil {
 				return nil, err
@@ -346,7 +215,7 @@ func (s *Server) ModelResults() (map[string]guard.Result, error) {
 
 // ToolNames returns the names of the declared tools that have a name, in
 // order.
-func (r Request) ToolNames() []string {
+func (r OpenAIRequest) ToolNames() []string {
 	var names []string
 	for _, t := range r.Tools {
 		if t.Name != "" {
@@ -356,63 +225,61 @@ func (r Request) ToolNames() []string {
 	return names
 }
 
-// issued is what the server remembers about a response it issued.
-type issued struct {
+// oaiIssued is what the server remembers about a response it issued.
+type oaiIssued struct {
 	stored  bool
 	callIDs []string
 }
 
-// Server is a fake OpenAI Responses API server playing a scripted model.
+// OpenAIServer is a fake OpenAI Responses API server playing a scripted model.
 // It is safe for concurrent use. Its Close (which blocks until all
 // outstanding requests have completed), Enqueue and Remaining are those of
 // every fake server.
-type Server struct {
-	*server
+type OpenAIServer struct {
+	*oaiServer
 
 	mu            sync.Mutex
-	responses     map[string]issued // the responses issued, by id
+	responses     map[string]oaiIssued // the responses issued, by id
 	validateTools bool
 }
 
 type (
-	server   = fakeapi.Server[Turn, Request]
-	exchange = fakeapi.Exchange[Turn, Request]
+	oaiServer   = server[OpenAIRequest]
+	oaiExchange = exchange[OpenAIRequest]
 )
 
-// NewServer starts a server that plays turns in order. Call [Server.Close]
-// when done.
-func NewServer(turns ...Turn) *Server {
-	s := &Server{responses: make(map[string]issued), validateTools: true}
-	s.server = fakeapi.NewServer(turns, fakeapi.Wire[Turn, Request]{
-		Decode:    s.decode,
-		Respond:   func(t Turn) func(Request) *Turn { return t.Respond },
-		Exhausted: Turn{Text: ExhaustedText},
-		Mark:      func(r *Request, status, turn int) { r.StatusCode, r.Turn = status, turn },
-		Fail:      fail,
-		Reply:     s.reply,
+// NewOpenAI starts a server that plays turns in order. Call
+// [OpenAIServer.Close] when done.
+func NewOpenAI(turns ...Turn) *OpenAIServer {
+	s := &OpenAIServer{responses: make(map[string]oaiIssued), validateTools: true}
+	s.oaiServer = newServer(turns, wireFormat[OpenAIRequest]{
+		Decode: s.decode,
+		Mark:   func(r *OpenAIRequest, status, turn int) { r.StatusCode, r.Turn = status, turn },
+		Fail:   oaiFail,
+		Reply:  s.reply,
 	})
 	return s
 }
 
 // URL returns the server root, e.g. "http://127.0.0.1:12345". As an openai-go
 // base URL it makes the client post to /responses, which is accepted; prefer
-// [Server.BaseURL].
-func (s *Server) URL() string { return s.server.URL() }
+// [OpenAIServer.BaseURL].
+func (s *OpenAIServer) URL() string { return s.oaiServer.URL() }
 
 // BaseURL returns the base URL to pass to option.WithBaseURL: the server root
 // followed by "/v1" (e.g. "http://127.0.0.1:12345/v1"), mirroring the real
 // "https://api.openai.com/v1/". openai-go then posts to /v1/responses.
-func (s *Server) BaseURL() string { return s.server.URL() + "/v1" }
+func (s *OpenAIServer) BaseURL() string { return s.oaiServer.URL() + "/v1" }
 
 // Client returns an HTTP client configured for the server (useful with
 // option.WithHTTPClient, though the default client works as well).
-func (s *Server) Client() *http.Client { return fakeapi.HTTPClient(s.server) }
+func (s *OpenAIServer) Client() *http.Client { return httpClient(s.oaiServer) }
 
 // SetValidateToolOutputs turns the function-call bookkeeping checks on (the
 // default) or off: a function_call_output without call_id or with an unknown
 // call_id, and a function call left without output, are then rejected with
 // 400 as the real API does.
-func (s *Server) SetValidateToolOutputs(on bool) {
+func (s *OpenAIServer) SetValidateToolOutputs(on bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.validateTools = on
@@ -420,12 +287,12 @@ func (s *Server) SetValidateToolOutputs(on bool) {
 
 // Requests returns every request received so far, in arrival order,
 // including rejected ones.
-func (s *Server) Requests() []Request {
-	out := s.server.Requests()
+func (s *OpenAIServer) Requests() []OpenAIRequest {
+	out := s.oaiServer.Requests()
 	for i, r := range out {
 		r.Header = r.Header.Clone()
-		r.Input = append([]InputItem(nil), r.Input...)
-		r.Tools = append([]Tool(nil), r.Tools...)
+		r.Input = append([]OpenAIInput(nil), r.Input...)
+		r.Tools = append([]OpenAITool(nil), r.Tools...)
 		out[i] = r
 	}
 	return out
@@ -433,50 +300,50 @@ func (s *Server) Requests() []Request {
 
 // decode decodes a request, and refuses it as the real API does before it
 // consumes a turn. Every reply carries the request's x-request-id.
-func (s *Server) decode(x *exchange) (Request, *fakeapi.Refusal) {
+func (s *OpenAIServer) decode(x *oaiExchange) (OpenAIRequest, *refusal) {
 	r := x.R
-	req := Request{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: json.RawMessage(x.Body), Turn: -1}
+	req := OpenAIRequest{Method: r.Method, Path: r.URL.Path, Header: r.Header.Clone(), Body: json.RawMessage(x.Body), Turn: -1}
 	x.W.Header().Set("x-request-id", x.NewID("req"))
 	refused := s.check(r, x.Body, &req)
 	return req, refused
 }
 
-// fail returns the error a turn's Status answers with, its Error and
+// oaiFail returns the error a turn's Status answers with, its Error and
 // Header over the status's defaults.
-func fail(t Turn, _ Request) *fakeapi.Refusal {
+func oaiFail(t Turn, _ OpenAIRequest) *refusal {
 	if t.Status == 0 {
 		return nil
 	}
-	return refusal(t.Status, errorFor(t.Status, t.Error), t.Header)
+	return oaiRefusal(t.Status, oaiErrorFor(t.Status, t.Error), t.Header)
 }
 
 // reply answers with the turn's response, streamed or not, and remembers
 // the response for the requests naming it as their previous one.
-func (s *Server) reply(x *exchange, t Turn, req Request) {
-	var wr wireRequest
+func (s *OpenAIServer) reply(x *oaiExchange, t Turn, req OpenAIRequest) {
+	var wr oaiWireRequest
 	_ = json.Unmarshal(x.Body, &wr)
 	s.mu.Lock()
-	resp := buildResponse(x, &t, &wr, &req, len(x.Body))
-	s.responses[resp.ID] = issued{stored: req.Store == nil || *req.Store, callIDs: resp.callIDs}
+	resp := oaiBuildResponse(x, &t, &wr, &req, len(x.Body))
+	s.responses[resp.ID] = oaiIssued{stored: req.Store == nil || *req.Store, callIDs: resp.callIDs}
 	s.mu.Unlock()
 	req.ResponseID = resp.ID
 	h := x.W.Header()
 	h.Set("openai-processing-ms", "1")
-	fakeapi.SetHeaders(h, t.Header)
-	x.Reply(&req, t.Gzip, req.Stream, resp, func(sse *fakeapi.SSE) { writeStream(sse, resp, &t) })
+	setHeaders(h, t.Header)
+	x.Reply(&req, t.Gzip, req.Stream, resp, func(sse *eventStream) { oaiWriteStream(sse, resp, &t) })
 }
 
-// refusal is an OpenAI-style error reply, which openai-go retries at
+// oaiRefusal is an OpenAI-style error reply, which openai-go retries at
 // once; extra replaces any of its headers.
-func refusal(status int, e ErrorBody, extra http.Header) *fakeapi.Refusal {
-	h := fakeapi.RetryNow()
-	fakeapi.SetHeaders(h, extra)
-	return &fakeapi.Refusal{Status: status, Header: h, Body: map[string]any{
+func oaiRefusal(status int, e Error, extra http.Header) *refusal {
+	h := retryNow()
+	setHeaders(h, extra)
+	return &refusal{Status: status, Header: h, Body: map[string]any{
 		"error": map[string]any{
 			"message": e.Message,
 			"type":    e.Type,
-			"param":   nullable(e.Param),
-			"code":    nullable(e.Code),
+			"param":   oaiNullable(e.Param),
+			"code":    oaiNullable(e.Code),
 		},
 	}}
 }
@@ -485,28 +352,28 @@ func refusal(status int, e ErrorBody, extra http.Header) *fakeapi.Refusal {
 // turn: the path, the method, an API key, JSON, a model, a previous
 // response that was stored, reasoning items and the function-call
 // bookkeeping. It fills req from the body.
-func (s *Server) check(r *http.Request, body []byte, req *Request) *fakeapi.Refusal {
-	bad := func(status int, e ErrorBody) *fakeapi.Refusal { return refusal(status, e, nil) }
+func (s *OpenAIServer) check(r *http.Request, body []byte, req *OpenAIRequest) *refusal {
+	bad := func(status int, e Error) *refusal { return oaiRefusal(status, e, nil) }
 	if r.URL.Path != "/v1/responses" && r.URL.Path != "/responses" {
-		return bad(http.StatusNotFound, ErrorBody{Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), Type: "invalid_request_error"})
+		return bad(http.StatusNotFound, Error{Message: fmt.Sprintf("Invalid URL (%s %s)", r.Method, r.URL.Path), Type: "invalid_request_error"})
 	}
 	if r.Method != http.MethodPost {
-		return bad(http.StatusMethodNotAllowed, ErrorBody{Message: fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, r.URL.Path), Type: "invalid_request_error"})
+		return bad(http.StatusMethodNotAllowed, Error{Message: fmt.Sprintf("Invalid method for URL (%s %s)", r.Method, r.URL.Path), Type: "invalid_request_error"})
 	}
 	if key, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer "); !ok || strings.TrimSpace(key) == "" {
-		return bad(http.StatusUnauthorized, ErrorBody{
+		return bad(http.StatusUnauthorized, Error{
 			Message: "You didn't provide an API key. You need to provide your API key in an Authorization header using Bearer auth (i.e. Authorization: Bearer YOUR_KEY).",
 			Type:    "invalid_request_error",
 		})
 	}
-	if _, err := decodeRequest(body, req); err != nil {
-		return bad(http.StatusBadRequest, ErrorBody{
+	if _, err := oaiDecodeRequest(body, req); err != nil {
+		return bad(http.StatusBadRequest, Error{
 			Message: "We could not parse the JSON body of your request. (HINT: This likely means you aren't using your HTTP library correctly. The OpenAI API expects a JSON payload, but what was sent was not valid JSON.) Error: " + err.Error(),
 			Type:    "invalid_request_error",
 		})
 	}
 	if req.Model == "" {
-		return bad(http.StatusBadRequest, ErrorBody{Message: "Missing required parameter: 'model'.", Type: "invalid_request_error",
+		return bad(http.StatusBadRequest, Error{Message: "Missing required parameter: 'model'.", Type: "invalid_request_error",
 			Param: "model", Code: "missing_required_parameter"})
 	}
 	s.mu.Lock()
@@ -514,26 +381,26 @@ func (s *Server) check(r *http.Request, body []byte, req *Request) *fakeapi.Refu
 	validate := s.validateTools
 	s.mu.Unlock()
 	if req.PreviousResponseID != "" && (!found || !prev.stored) {
-		return bad(http.StatusBadRequest, ErrorBody{
+		return bad(http.StatusBadRequest, Error{
 			Message: fmt.Sprintf("Previous response with id '%s' not found.", req.PreviousResponseID),
 			Type:    "invalid_request_error", Param: "previous_response_id", Code: "previous_response_not_found",
 		})
 	}
-	if e := checkReasoning(*req); e != nil {
+	if e := oaiCheckReasoning(*req); e != nil {
 		return bad(http.StatusBadRequest, *e)
 	}
 	if validate {
-		if e := checkToolOutputs(prev.callIDs, req.Input); e != nil {
+		if e := oaiCheckToolOutputs(prev.callIDs, req.Input); e != nil {
 			return bad(http.StatusBadRequest, *e)
 		}
 	}
 	return nil
 }
 
-// checkReasoning rejects, as the real API does, a reasoning input item
+// oaiCheckReasoning rejects, as the real API does, a reasoning input item
 // without encrypted_content in a request with "store": false: such an item
 // could only be found by id among stored items, and nothing was stored.
-func checkReasoning(req Request) *ErrorBody {
+func oaiCheckReasoning(req OpenAIRequest) *Error {
 	if req.Store == nil || *req.Store {
 		return nil
 	}
@@ -547,14 +414,14 @@ func checkReasoning(req Request) *ErrorBody {
 		}
 		_ = json.Unmarshal(it.Raw, &r)
 		if r.Encrypted == "" {
-			return &ErrorBody{
+			return &Error{
 				Message: fmt.Sprintf("Item with id '%s' not found. Items are not persisted when `store` is set to false.", r.ID),
 				Type:    "invalid_request_error",
 				Param:   fmt.Sprintf("input[%d]", i),
 			}
 		}
-		if _, ok := unseal(r.Encrypted, r.ID); !ok {
-			return &ErrorBody{
+		if _, ok := oaiUnseal(r.Encrypted, r.ID); !ok {
+			return &Error{
 				Message: "The encrypted content for item " + r.ID + " could not be verified.",
 				Type:    "invalid_request_error",
 				Param:   fmt.Sprintf("input[%d].encrypted_content", i),
@@ -565,16 +432,16 @@ func checkReasoning(req Request) *ErrorBody {
 	return nil
 }
 
-// seal is a reasoning item's encrypted_content: its text and id, so that
+// oaiSeal is a reasoning item's encrypted_content: its text and id, so that
 // it comes back to the item it was issued for.
-func seal(text, id string) string {
+func oaiSeal(text, id string) string {
 	b, _ := json.Marshal(map[string]string{"reasoning": text, "id": id})
 	return base64.StdEncoding.EncodeToString(b)
 }
 
-// unseal returns the text sealed for item id, and false when enc is not
+// oaiUnseal returns the text sealed for item id, and false when enc is not
 // a seal for that item (another item's, a provisional one, or tampered).
-func unseal(enc, id string) (string, bool) {
+func oaiUnseal(enc, id string) (string, bool) {
 	b, err := base64.StdEncoding.DecodeString(enc)
 	if err != nil {
 		return "", false
@@ -586,9 +453,9 @@ func unseal(enc, id string) (string, bool) {
 	return v.Reasoning, true
 }
 
-// checkToolOutputs reports the first function-call bookkeeping error, as the
+// oaiCheckToolOutputs reports the first function-call bookkeeping error, as the
 // real API would, or nil.
-func checkToolOutputs(prevCalls []string, input []InputItem) *ErrorBody {
+func oaiCheckToolOutputs(prevCalls []string, input []OpenAIInput) *Error {
 	known := make(map[string]bool)
 	var order []string
 	for _, id := range prevCalls {
@@ -609,7 +476,7 @@ func checkToolOutputs(prevCalls []string, input []InputItem) *ErrorBody {
 			continue
 		}
 		if it.CallID == "" {
-			return &ErrorBody{
+			return &Error{
 				Message: fmt.Sprintf("Missing required parameter: 'input[%d].call_id'.", i),
 				Type:    "invalid_request_error",
 				Param:   fmt.Sprintf("input[%d].call_id", i),
@@ -617,7 +484,7 @@ func checkToolOutputs(prevCalls []string, input []InputItem) *ErrorBody {
 			}
 		}
 		if !known[it.CallID] {
-			return &ErrorBody{
+			return &Error{
 				Message: fmt.Sprintf("No tool call found for function call output with call_id %s.", it.CallID),
 				Type:    "invalid_request_error",
 				Param:   "input",
@@ -627,7 +494,7 @@ func checkToolOutputs(prevCalls []string, input []InputItem) *ErrorBody {
 	}
 	for _, id := range order {
 		if !answered[id] {
-			return &ErrorBody{
+			return &Error{
 				Message: fmt.Sprintf("No tool output found for function call %s.", id),
 				Type:    "invalid_request_error",
 				Param:   "input",
@@ -637,25 +504,25 @@ func checkToolOutputs(prevCalls []string, input []InputItem) *ErrorBody {
 	return nil
 }
 
-// errorFor fills in the defaults of an error body for status.
-func errorFor(status int, override *ErrorBody) ErrorBody {
-	var e ErrorBody
+// oaiErrorFor fills in the defaults of an error body for status.
+func oaiErrorFor(status int, override *Error) Error {
+	var e Error
 	switch {
 	case status == http.StatusTooManyRequests:
-		e = ErrorBody{
+		e = Error{
 			Message: "Rate limit reached for requests. Please try again shortly.",
 			Type:    "requests",
 			Code:    "rate_limit_exceeded",
 		}
 	case status == http.StatusUnauthorized:
-		e = ErrorBody{Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"}
+		e = Error{Message: "Incorrect API key provided.", Type: "invalid_request_error", Code: "invalid_api_key"}
 	case status >= 500:
-		e = ErrorBody{
+		e = Error{
 			Message: "The server had an error while processing your request. Sorry about that!",
 			Type:    "server_error",
 		}
 	default:
-		e = ErrorBody{Message: http.StatusText(status), Type: "invalid_request_error"}
+		e = Error{Message: http.StatusText(status), Type: "invalid_request_error"}
 		if e.Message == "" {
 			e.Message = "Error " + strconv.Itoa(status)
 		}
@@ -677,15 +544,15 @@ func errorFor(status int, override *ErrorBody) ErrorBody {
 	return e
 }
 
-func nullable(s string) *string {
+func oaiNullable(s string) *string {
 	if s == "" {
 		return nil
 	}
 	return &s
 }
 
-// wireRequest is the subset of the request body the server interprets.
-type wireRequest struct {
+// oaiWireRequest is the subset of the request body the server interprets.
+type oaiWireRequest struct {
 	Model              string            `json:"model"`
 	Instructions       json.RawMessage   `json:"instructions"`
 	Input              json.RawMessage   `json:"input"`
@@ -702,14 +569,14 @@ type wireRequest struct {
 	Include            []string          `json:"include"`
 }
 
-// decodeRequest parses body into req's decoded fields.
-func decodeRequest(body []byte, req *Request) (*wireRequest, error) {
-	var wr wireRequest
+// oaiDecodeRequest parses body into req's decoded fields.
+func oaiDecodeRequest(body []byte, req *OpenAIRequest) (*oaiWireRequest, error) {
+	var wr oaiWireRequest
 	if err := json.Unmarshal(body, &wr); err != nil {
 		return nil, err
 	}
 	req.Model = wr.Model
-	req.Instructions = stringOrRaw(wr.Instructions)
+	req.Instructions = oaiStringOrRaw(wr.Instructions)
 	req.PreviousResponseID = wr.PreviousResponseID
 	req.ToolChoice = wr.ToolChoice
 	req.Stream = wr.Stream
@@ -722,14 +589,14 @@ func decodeRequest(body []byte, req *Request) (*wireRequest, error) {
 			if err := json.Unmarshal(in, &text); err != nil {
 				return nil, err
 			}
-			req.Input = []InputItem{{Type: "message", Role: "user", Text: text, Raw: in}}
+			req.Input = []OpenAIInput{{Type: "message", Role: "user", Text: text, Raw: in}}
 		} else {
 			var items []json.RawMessage
 			if err := json.Unmarshal(in, &items); err != nil {
 				return nil, fmt.Errorf("input: %w", err)
 			}
 			for i, raw := range items {
-				it, err := decodeInputItem(raw)
+				it, err := oaiDecodeInputItem(raw)
 				if err != nil {
 					return nil, fmt.Errorf("input[%d]: %w", i, err)
 				}
@@ -749,7 +616,7 @@ func decodeRequest(body []byte, req *Request) (*wireRequest, error) {
 		if err := json.Unmarshal(raw, &t); err != nil {
 			return nil, fmt.Errorf("tools[%d]: %w", i, err)
 		}
-		req.Tools = append(req.Tools, Tool{
+		req.Tools = append(req.Tools, OpenAITool{
 			Type:        t.Type,
 			Name:        t.Name,
 			Description: t.Description,
@@ -761,7 +628,7 @@ func decodeRequest(body []byte, req *Request) (*wireRequest, error) {
 	return &wr, nil
 }
 
-func decodeInputItem(raw json.RawMessage) (InputItem, error) {
+func oaiDecodeInputItem(raw json.RawMessage) (OpenAIInput, error) {
 	var w struct {
 		Type      string          `json:"type"`
 		Role      string          `json:"role"`
@@ -772,16 +639,16 @@ func decodeInputItem(raw json.RawMessage) (InputItem, error) {
 		Output    json.RawMessage `json:"output"`
 	}
 	if err := json.Unmarshal(raw, &w); err != nil {
-		return InputItem{}, err
+		return OpenAIInput{}, err
 	}
-	it := InputItem{
+	it := OpenAIInput{
 		Type:      w.Type,
 		Role:      w.Role,
-		Text:      partsText(w.Content),
+		Text:      oaiPartsText(w.Content),
 		CallID:    w.CallID,
 		Name:      w.Name,
-		Arguments: stringOrRaw(w.Arguments),
-		Output:    partsText(w.Output),
+		Arguments: oaiStringOrRaw(w.Arguments),
+		Output:    oaiPartsText(w.Output),
 		Raw:       raw,
 	}
 	if it.Type == "" && it.Role != "" {
@@ -790,9 +657,9 @@ func decodeInputItem(raw json.RawMessage) (InputItem, error) {
 	return it, nil
 }
 
-// stringOrRaw returns a JSON string's value, "" for absent or null, and the
+// oaiStringOrRaw returns a JSON string's value, "" for absent or null, and the
 // raw JSON text otherwise.
-func stringOrRaw(raw json.RawMessage) string {
+func oaiStringOrRaw(raw json.RawMessage) string {
 	raw = bytes.TrimSpace(raw)
 	if len(raw) == 0 || bytes.Equal(raw, []byte("null")) {
 		return ""
@@ -804,10 +671,10 @@ func stringOrRaw(raw json.RawMessage) string {
 	return string(raw)
 }
 
-// partsText returns a JSON string's value, or the concatenated "text" of an
+// oaiPartsText returns a JSON string's value, or the concatenated "text" of an
 // array of content parts; the raw JSON text when it is neither.
-func partsText(raw json.RawMessage) string {
-	if s, ok := fakeapi.Text(raw); ok {
+func oaiPartsText(raw json.RawMessage) string {
+	if s, ok := contentText(raw); ok {
 		return s
 	}
 	return string(raw)
@@ -815,32 +682,32 @@ func partsText(raw json.RawMessage) string {
 
 // Wire format of responses.
 
-type wireResponse struct {
-	ID                 string            `json:"id"`
-	Object             string            `json:"object"`
-	CreatedAt          int64             `json:"created_at"`
-	Status             string            `json:"status"`
-	CompletedAt        *int64            `json:"completed_at"`
-	Background         bool              `json:"background"`
-	Error              *wireError        `json:"error"`
-	IncompleteDetails  *wireIncomplete   `json:"incomplete_details"`
-	Instructions       json.RawMessage   `json:"instructions"`
-	MaxOutputTokens    json.RawMessage   `json:"max_output_tokens"`
-	Model              string            `json:"model"`
-	Output             []json.RawMessage `json:"output"`
-	ParallelToolCalls  bool              `json:"parallel_tool_calls"`
-	PreviousResponseID *string           `json:"previous_response_id"`
-	Reasoning          wireReasoning     `json:"reasoning"`
-	Store              bool              `json:"store"`
-	Temperature        float64           `json:"temperature"`
-	Text               json.RawMessage   `json:"text"`
-	ToolChoice         json.RawMessage   `json:"tool_choice"`
-	Tools              []json.RawMessage `json:"tools"`
-	TopP               float64           `json:"top_p"`
-	Truncation         string            `json:"truncation"`
-	Usage              *wireUsage        `json:"usage"`
-	User               *string           `json:"user"`
-	Metadata           json.RawMessage   `json:"metadata"`
+type oaiWireResponse struct {
+	ID                 string             `json:"id"`
+	Object             string             `json:"object"`
+	CreatedAt          int64              `json:"created_at"`
+	Status             string             `json:"status"`
+	CompletedAt        *int64             `json:"completed_at"`
+	Background         bool               `json:"background"`
+	Error              *oaiWireError      `json:"error"`
+	IncompleteDetails  *oaiWireIncomplete `json:"incomplete_details"`
+	Instructions       json.RawMessage    `json:"instructions"`
+	MaxOutputTokens    json.RawMessage    `json:"max_output_tokens"`
+	Model              string             `json:"model"`
+	Output             []json.RawMessage  `json:"output"`
+	ParallelToolCalls  bool               `json:"parallel_tool_calls"`
+	PreviousResponseID *string            `json:"previous_response_id"`
+	Reasoning          oaiWireReasoning   `json:"reasoning"`
+	Store              bool               `json:"store"`
+	Temperature        float64            `json:"temperature"`
+	Text               json.RawMessage    `json:"text"`
+	ToolChoice         json.RawMessage    `json:"tool_choice"`
+	Tools              []json.RawMessage  `json:"tools"`
+	TopP               float64            `json:"top_p"`
+	Truncation         string             `json:"truncation"`
+	Usage              *oaiWireUsage      `json:"usage"`
+	User               *string            `json:"user"`
+	Metadata           json.RawMessage    `json:"metadata"`
 	// Fields the real API sends that the SDK does not name.
 	Billing              map[string]string `json:"billing"`
 	PromptCacheKey       *string           `json:"prompt_cache_key"`
@@ -851,21 +718,21 @@ type wireResponse struct {
 	PresencePenalty      float64           `json:"presence_penalty"`
 
 	// items mirrors Output for streaming; callIDs lists the function calls.
-	items   []wireItem
+	items   []oaiWireItem
 	callIDs []string
 }
 
-type wireError struct {
+type oaiWireError struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
 }
 
-type wireIncomplete struct {
+type oaiWireIncomplete struct {
 	Reason string `json:"reason"`
 }
 
-// includes reports whether the request's include list names what.
-func includes(include []string, what string) bool {
+// oaiIncludes reports whether the request's include list names what.
+func oaiIncludes(include []string, what string) bool {
 	for _, i := range include {
 		if i == what {
 			return true
@@ -874,12 +741,12 @@ func includes(include []string, what string) bool {
 	return false
 }
 
-type wireReasoning struct {
+type oaiWireReasoning struct {
 	Effort  *string `json:"effort"`
 	Summary *string `json:"summary"`
 }
 
-type wireUsage struct {
+type oaiWireUsage struct {
 	InputTokens         int64          `json:"input_tokens"`
 	InputTokensDetails  map[string]int `json:"input_tokens_details"`
 	OutputTokens        int64          `json:"output_tokens"`
@@ -887,33 +754,33 @@ type wireUsage struct {
 	TotalTokens         int64          `json:"total_tokens"`
 }
 
-// wireItem is an output item: a message or a function_call.
-type wireItem struct {
-	Type      string           `json:"type"`
-	ID        string           `json:"id"`
-	Status    string           `json:"status,omitempty"` // none on reasoning items
-	Role      string           `json:"role,omitempty"`
-	Content   []wireOutputText `json:"content,omitempty"`
-	CallID    string           `json:"call_id,omitempty"`
-	Name      string           `json:"name,omitempty"`
-	Namespace string           `json:"namespace,omitempty"`
-	Arguments *string          `json:"arguments,omitempty"`
-	Input     *string          `json:"input,omitempty"`
-	Phase     string           `json:"phase,omitempty"`
-	Summary   []wireSummary    `json:"summary,omitempty"`
-	Encrypted string           `json:"encrypted_content,omitempty"`
-	text      string           // message text, for streaming
-	refusal   string           // message refusal, for streaming
+// oaiWireItem is an output item: a message or a function_call.
+type oaiWireItem struct {
+	Type      string              `json:"type"`
+	ID        string              `json:"id"`
+	Status    string              `json:"status,omitempty"` // none on reasoning items
+	Role      string              `json:"role,omitempty"`
+	Content   []oaiWireOutputText `json:"content,omitempty"`
+	CallID    string              `json:"call_id,omitempty"`
+	Name      string              `json:"name,omitempty"`
+	Namespace string              `json:"namespace,omitempty"`
+	Arguments *string             `json:"arguments,omitempty"`
+	Input     *string             `json:"input,omitempty"`
+	Phase     string              `json:"phase,omitempty"`
+	Summary   []oaiWireSummary    `json:"summary,omitempty"`
+	Encrypted string              `json:"encrypted_content,omitempty"`
+	text      string              // message text, for streaming
+	refusal   string              // message refusal, for streaming
 }
 
-type wireSummary struct {
+type oaiWireSummary struct {
 	Type string `json:"type"`
 	Text string `json:"text"`
 }
 
-// wireOutputText is a message's content part: output_text (Text, with
+// oaiWireOutputText is a message's content part: output_text (Text, with
 // empty annotations and logprobs) or refusal (Refusal).
-type wireOutputText struct {
+type oaiWireOutputText struct {
 	Type    string
 	Text    string
 	Refusal string
@@ -921,52 +788,52 @@ type wireOutputText struct {
 
 // MarshalJSON writes the part as the API does: a refusal part has only
 // its refusal, an output_text part its text, annotations and logprobs.
-func (p wireOutputText) MarshalJSON() ([]byte, error) {
+func (p oaiWireOutputText) MarshalJSON() ([]byte, error) {
 	if p.Type == "refusal" {
 		return json.Marshal(map[string]string{"type": p.Type, "refusal": p.Refusal})
 	}
 	return json.Marshal(map[string]any{"type": p.Type, "text": p.Text, "annotations": []any{}, "logprobs": []any{}})
 }
 
-func outputText(text string) wireOutputText {
-	return wireOutputText{Type: "output_text", Text: text}
+func oaiOutputText(text string) oaiWireOutputText {
+	return oaiWireOutputText{Type: "output_text", Text: text}
 }
 
-func (it wireItem) marshal() json.RawMessage {
+func (it oaiWireItem) marshal() json.RawMessage {
 	if it.Type == "message" && it.Content == nil {
 		// A message always carries a content array, possibly empty.
-		type alias wireItem
+		type alias oaiWireItem
 		b, _ := json.Marshal(struct {
 			alias
-			Content []wireOutputText `json:"content"`
-		}{alias(it), []wireOutputText{}})
+			Content []oaiWireOutputText `json:"content"`
+		}{alias(it), []oaiWireOutputText{}})
 		return b
 	}
 	b, _ := json.Marshal(it)
 	return b
 }
 
-func orNull(raw json.RawMessage) json.RawMessage {
+func oaiOrNull(raw json.RawMessage) json.RawMessage {
 	if len(bytes.TrimSpace(raw)) == 0 {
 		return json.RawMessage("null")
 	}
 	return raw
 }
 
-// buildResponse builds the completed response for turn.
-func buildResponse(x *exchange, turn *Turn, wr *wireRequest, req *Request, inputBytes int) *wireResponse {
+// oaiBuildResponse builds the completed response for turn.
+func oaiBuildResponse(x *oaiExchange, turn *Turn, wr *oaiWireRequest, req *OpenAIRequest, inputBytes int) *oaiWireResponse {
 	now := time.Now().Unix()
-	resp := &wireResponse{
+	resp := &oaiWireResponse{
 		ID:                 x.NewID("resp"),
 		Object:             "response",
 		CreatedAt:          now,
 		Status:             "completed",
 		CompletedAt:        &now,
-		Instructions:       orNull(wr.Instructions),
-		MaxOutputTokens:    orNull(wr.MaxOutputTokens),
+		Instructions:       oaiOrNull(wr.Instructions),
+		MaxOutputTokens:    oaiOrNull(wr.MaxOutputTokens),
 		Model:              req.Model,
 		ParallelToolCalls:  req.ParallelToolCalls == nil || *req.ParallelToolCalls,
-		PreviousResponseID: nullable(req.PreviousResponseID),
+		PreviousResponseID: oaiNullable(req.PreviousResponseID),
 		Store:              req.Store == nil || *req.Store,
 		Temperature:        1,
 		Text:               json.RawMessage(`{"format":{"type":"text"},"verbosity":"medium"}`),
@@ -993,40 +860,40 @@ func buildResponse(x *exchange, turn *Turn, wr *wireRequest, req *Request, input
 	}
 
 	outTokens := 0
-	if turn.Incomplete != "" {
+	if turn.Finish != "" {
 		resp.Status, resp.CompletedAt = "incomplete", nil
-		resp.IncompleteDetails = &wireIncomplete{Reason: turn.Incomplete}
+		resp.IncompleteDetails = &oaiWireIncomplete{Reason: turn.Finish}
 	}
 	if turn.StreamError != nil {
 		resp.Status, resp.CompletedAt = "failed", nil
-		resp.Error = &wireError{Code: turn.StreamError.Code, Message: turn.StreamError.Message}
+		resp.Error = &oaiWireError{Code: turn.StreamError.Code, Message: turn.StreamError.Message}
 	}
 	resp.Billing = map[string]string{"payer": "developer"}
 	if (turn.Reasoning != "" || turn.Summary != "") && !turn.Empty {
-		it := wireItem{Type: "reasoning", ID: x.NewID("rs"), Summary: []wireSummary{}}
+		it := oaiWireItem{Type: "reasoning", ID: x.NewID("rs"), Summary: []oaiWireSummary{}}
 		if turn.Summary != "" {
-			it.Summary = []wireSummary{{Type: "summary_text", Text: turn.Summary}}
+			it.Summary = []oaiWireSummary{{Type: "summary_text", Text: turn.Summary}}
 		}
-		if includes(wr.Include, "reasoning.encrypted_content") {
-			it.Encrypted = seal(turn.Reasoning, it.ID)
+		if oaiIncludes(wr.Include, "reasoning.encrypted_content") {
+			it.Encrypted = oaiSeal(turn.Reasoning, it.ID)
 		}
 		resp.items = append(resp.items, it)
 	}
 	if !turn.Empty {
 		if turn.Text != "" || turn.Refusal != "" {
-			msg := wireItem{Type: "message", ID: x.NewID("msg"), Status: "completed", Role: "assistant",
-				Content: []wireOutputText{}, text: turn.Text, refusal: turn.Refusal}
+			msg := oaiWireItem{Type: "message", ID: x.NewID("msg"), Status: "completed", Role: "assistant",
+				Content: []oaiWireOutputText{}, text: turn.Text, refusal: turn.Refusal}
 			if turn.Text != "" {
-				msg.Content = append(msg.Content, outputText(turn.Text))
+				msg.Content = append(msg.Content, oaiOutputText(turn.Text))
 			}
 			if turn.Refusal != "" {
-				msg.Content = append(msg.Content, wireOutputText{Type: "refusal", Refusal: turn.Refusal})
+				msg.Content = append(msg.Content, oaiWireOutputText{Type: "refusal", Refusal: turn.Refusal})
 			}
 			if turn.Commentary {
 				msg.Phase = "commentary"
 			}
 			resp.items = append(resp.items, msg)
-			outTokens += tokens(len(turn.Text) + len(turn.Refusal))
+			outTokens += oaiTokens(len(turn.Text) + len(turn.Refusal))
 		}
 		for _, c := range turn.Calls {
 			callID := c.CallID
@@ -1038,7 +905,7 @@ func buildResponse(x *exchange, turn *Turn, wr *wireRequest, req *Request, input
 			if status == "" {
 				status = "completed"
 			}
-			item := wireItem{
+			item := oaiWireItem{
 				Type:      "function_call",
 				ID:        x.NewID("fc"),
 				Status:    status,
@@ -1048,19 +915,19 @@ func buildResponse(x *exchange, turn *Turn, wr *wireRequest, req *Request, input
 				Arguments: &args,
 			}
 			if c.Custom {
-				item = wireItem{Type: "custom_tool_call", ID: x.NewID("ctc"), Status: "completed", CallID: callID, Name: c.Name, Input: &args}
+				item = oaiWireItem{Type: "custom_tool_call", ID: x.NewID("ctc"), Status: "completed", CallID: callID, Name: c.Name, Input: &args}
 			}
 			resp.items = append(resp.items, item)
 			resp.callIDs = append(resp.callIDs, callID)
-			outTokens += tokens(len(c.Name) + len(c.Arguments))
+			outTokens += oaiTokens(len(c.Name) + len(c.Arguments))
 		}
 	}
 	resp.Output = make([]json.RawMessage, 0, len(resp.items))
 	for _, it := range resp.items {
 		resp.Output = append(resp.Output, it.marshal())
 	}
-	in := int64(tokens(inputBytes))
-	resp.Usage = &wireUsage{
+	in := int64(oaiTokens(inputBytes))
+	resp.Usage = &oaiWireUsage{
 		InputTokens:         in,
 		InputTokensDetails:  map[string]int{"cached_tokens": 0, "cache_write_tokens": 0},
 		OutputTokens:        int64(outTokens),
@@ -1070,15 +937,15 @@ func buildResponse(x *exchange, turn *Turn, wr *wireRequest, req *Request, input
 	return resp
 }
 
-// tokens is a rough token estimate for n bytes of text.
-func tokens(n int) int { return (n + 3) / 4 }
+// oaiTokens is a rough token estimate for n bytes of text.
+func oaiTokens(n int) int { return (n + 3) / 4 }
 
-// writeStream writes resp as a server-sent event stream: for each item
+// oaiWriteStream writes resp as a server-sent event stream: for each item
 // its added event, its content (text deltas word by word, refusal deltas,
 // summary deltas, argument deltas in pieces) and its done event, then the
 // event that ends the response; with t.StreamError an error event after
 // the first text delta (or the first item) ends it instead.
-func writeStream(sse *fakeapi.SSE, resp *wireResponse, t *Turn) {
+func oaiWriteStream(sse *eventStream, resp *oaiWireResponse, t *Turn) {
 	seq := 0
 	emit := func(typ string, fields map[string]any) {
 		fields["type"] = typ
@@ -1096,10 +963,10 @@ func writeStream(sse *fakeapi.SSE, resp *wireResponse, t *Turn) {
 		failed = true
 		e := t.StreamError
 		if t.ErrorFlat {
-			emit("error", map[string]any{"code": nullable(e.Code), "message": e.Message, "param": nullable(e.Param)})
+			emit("error", map[string]any{"code": oaiNullable(e.Code), "message": e.Message, "param": oaiNullable(e.Param)})
 			return true
 		}
-		emit("error", map[string]any{"error": map[string]any{"type": e.Type, "code": nullable(e.Code), "message": e.Message, "param": nullable(e.Param)}})
+		emit("error", map[string]any{"error": map[string]any{"type": e.Type, "code": oaiNullable(e.Code), "message": e.Message, "param": oaiNullable(e.Param)}})
 		emit("response.failed", map[string]any{"response": resp})
 		return true
 	}
@@ -1124,19 +991,19 @@ func writeStream(sse *fakeapi.SSE, resp *wireResponse, t *Turn) {
 			emit("response.output_item.added", map[string]any{"output_index": i, "item": added.marshal()})
 			for ci, part := range it.Content {
 				with := func(kv ...any) map[string]any {
-					return fields(kv, "item_id", it.ID, "output_index", i, "content_index", ci)
+					return oaiFields(kv, "item_id", it.ID, "output_index", i, "content_index", ci)
 				}
 				if part.Type == "refusal" {
-					emit("response.content_part.added", with("part", wireOutputText{Type: "refusal"}))
-					for _, chunk := range fakeapi.Chunks(it.refusal) {
+					emit("response.content_part.added", with("part", oaiWireOutputText{Type: "refusal"}))
+					for _, chunk := range chunks(it.refusal) {
 						emit("response.refusal.delta", with("delta", chunk))
 					}
 					emit("response.refusal.done", with("refusal", it.refusal))
 					emit("response.content_part.done", with("part", part))
 					continue
 				}
-				emit("response.content_part.added", with("part", outputText("")))
-				for _, chunk := range fakeapi.Chunks(it.text) {
+				emit("response.content_part.added", with("part", oaiOutputText("")))
+				for _, chunk := range chunks(it.text) {
 					emit("response.output_text.delta", with("delta", chunk, "logprobs", []any{}))
 					if fail() {
 						return
@@ -1148,16 +1015,16 @@ func writeStream(sse *fakeapi.SSE, resp *wireResponse, t *Turn) {
 		case "reasoning":
 			if added.Encrypted != "" {
 				// provisional, as the real API's added event carries
-				added.Encrypted = seal("", "provisional")
+				added.Encrypted = oaiSeal("", "provisional")
 			}
-			added.Summary = []wireSummary{}
+			added.Summary = []oaiWireSummary{}
 			emit("response.output_item.added", map[string]any{"output_index": i, "item": added.marshal()})
 			for si, sum := range it.Summary {
 				ev := func(kv ...any) map[string]any {
-					return fields(kv, "item_id", it.ID, "output_index", i, "summary_index", si)
+					return oaiFields(kv, "item_id", it.ID, "output_index", i, "summary_index", si)
 				}
-				emit("response.reasoning_summary_part.added", ev("part", wireSummary{Type: "summary_text"}))
-				for _, chunk := range fakeapi.Chunks(sum.Text) {
+				emit("response.reasoning_summary_part.added", ev("part", oaiWireSummary{Type: "summary_text"}))
+				for _, chunk := range chunks(sum.Text) {
 					emit("response.reasoning_summary_text.delta", ev("delta", chunk))
 				}
 				emit("response.reasoning_summary_text.done", ev("text", sum.Text))
@@ -1167,7 +1034,7 @@ func writeStream(sse *fakeapi.SSE, resp *wireResponse, t *Turn) {
 			empty := ""
 			added.Arguments = &empty
 			emit("response.output_item.added", map[string]any{"output_index": i, "item": added.marshal()})
-			for _, piece := range fakeapi.Pieces(*it.Arguments, 4) {
+			for _, piece := range pieces(*it.Arguments, 4) {
 				emit("response.function_call_arguments.delta", map[string]any{
 					"item_id": it.ID, "output_index": i, "delta": piece,
 				})
@@ -1196,9 +1063,9 @@ func writeStream(sse *fakeapi.SSE, resp *wireResponse, t *Turn) {
 	emit("response.completed", map[string]any{"response": resp})
 }
 
-// fields returns an event's fields: the key-value pairs of base, then of
+// oaiFields returns an event's fields: the key-value pairs of base, then of
 // kv.
-func fields(kv []any, base ...any) map[string]any {
+func oaiFields(kv []any, base ...any) map[string]any {
 	m := map[string]any{}
 	for _, pairs := range [][]any{base, kv} {
 		for j := 0; j+1 < len(pairs); j += 2 {

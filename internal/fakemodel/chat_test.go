@@ -1,4 +1,4 @@
-package chattest_test
+package fakemodel_test
 
 import (
 	"context"
@@ -9,20 +9,20 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
-	"github.com/toolguard/toolguard/adapters/chat/chattest"
+	"github.com/toolguard/toolguard/internal/fakemodel"
 )
 
-func client(srv *chattest.Server) oai.Client {
+func chatClient(srv *fakemodel.ChatServer) oai.Client {
 	return oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"), option.WithMaxRetries(0))
 }
 
 // A scripted reply reads the same through the SDK streamed (accumulated)
 // and not.
-func TestReplyStreamedAndNot(t *testing.T) {
-	turn := chattest.Turn{Text: "Let me look that up.", Calls: []chattest.Call{{CallID: "c1", Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}}
-	srv := chattest.NewServer(turn, turn)
+func TestChatReplyStreamedAndNot(t *testing.T) {
+	turn := fakemodel.Turn{Text: "Let me look that up.", Calls: []fakemodel.Call{{CallID: "c1", Name: "get_order", Arguments: `{"order_ref":"ORDER-7"}`}}}
+	srv := fakemodel.NewChat(turn, turn)
 	defer srv.Close()
-	c := client(srv)
+	c := chatClient(srv)
 	ctx := context.Background()
 	params := oai.ChatCompletionNewParams{Model: "m", Messages: []oai.ChatCompletionMessageParamUnion{oai.UserMessage("hi")}}
 	comp, err := c.Chat.Completions.New(ctx, params)
@@ -53,10 +53,10 @@ func TestReplyStreamedAndNot(t *testing.T) {
 
 // A conversation the real API would refuse is refused without consuming a
 // turn: a tool call left unanswered, a tool message answering nothing.
-func TestConversationChecked(t *testing.T) {
-	srv := chattest.NewServer(chattest.Turn{Text: "never"})
+func TestChatConversationChecked(t *testing.T) {
+	srv := fakemodel.NewChat(fakemodel.Turn{Text: "never"})
 	defer srv.Close()
-	c := client(srv)
+	c := chatClient(srv)
 	asst := oai.ChatCompletionMessage{Role: "assistant", ToolCalls: []oai.ChatCompletionMessageToolCallUnion{{ID: "c1", Type: "function",
 		Function: oai.ChatCompletionMessageFunctionToolCallFunction{Name: "f", Arguments: "{}"}}}}
 	for name, msgs := range map[string][]oai.ChatCompletionMessageParamUnion{
