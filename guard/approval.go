@@ -190,11 +190,12 @@ func (s *Signer) verify(token string) (Grant, error) {
 }
 
 // Check verifies the token and that its grant has an id and is bound to
-// exactly this principal, tool and fingerprint and has not expired at now
-// (a grant is valid strictly before ExpiresAt). Whether the grant was
-// spent already is the store's to say (Entry.GrantID).
-func (s *Signer) Check(token string, p Principal, tool, fingerprint string, now time.Time) (Grant, error) {
-	g, err := s.check(token, p, tool, fingerprint, now)
+// exactly this principal and proposal (its tool, and the fingerprint of
+// its arguments, as NewGrant binds them) and has not expired at now (a
+// grant is valid strictly before ExpiresAt). Whether the grant was spent
+// already is the store's to say (Entry.GrantID).
+func (s *Signer) Check(token string, p Principal, prop Proposal, now time.Time) (Grant, error) {
+	g, err := s.check(token, p, prop.Name, Fingerprint(prop.Name, prop.Arguments), now)
 	if err != nil {
 		return Grant{}, err
 	}

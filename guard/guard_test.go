@@ -133,33 +133,38 @@ func TestSigner(t *testing.T) {
 	other, _ := guard.NewSigner([]byte("fedcba9876543210fedcba9876543210"))
 	p := guard.Principal{TenantID: "t", SubjectID: "u"}
 	prop := guard.Proposal{Name: "refund", Arguments: []byte(`{"order":"o-1"}`)}
-	fp := guard.Fingerprint(prop.Name, prop.Arguments)
 	now := time.Unix(1000, 0)
 	g := guard.NewGrant(p, prop, "ann", now, time.Minute)
 	tok, err := s.Sign(g)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got, err := s.Check(tok, p, "refund", fp, now); err != nil || got.Approver != "ann" || got.ID != g.ID {
+	if got, err := s.Check(tok, p, prop, now); err != nil || got.Approver != "ann" || got.ID != g.ID {
 		t.Fatalf("valid grant: %+v, %v", got, err)
 	}
 	fail := map[string]func() error{
-		"expired at ExpiresAt": func() error { _, err := s.Check(tok, p, "refund", fp, now.Add(time.Minute)); return err },
+		"expired at ExpiresAt": func() error { _, err := s.Check(tok, p, prop, now.Add(time.Minute)); return err },
 		"other subject": func() error {
-			_, err := s.Check(tok, guard.Principal{TenantID: "t", SubjectID: "v"}, "refund", fp, now)
+			_, err := s.Check(tok, guard.Principal{TenantID: "t", SubjectID: "v"}, prop, now)
 			return err
 		},
 		"other tenant": func() error {
-			_, err := s.Check(tok, guard.Principal{TenantID: "t2", SubjectID: "u"}, "refund", fp, now)
+			_, err := s.Check(tok, guard.Principal{TenantID: "t2", SubjectID: "u"}, prop, now)
 			return err
 		},
-		"other tool":        func() error { _, err := s.Check(tok, p, "refund2", fp, now); return err },
-		"other intent":      func() error { _, err := s.Check(tok, p, "refund", strings.Repeat("0", 64), now); return err },
-		"other key":         func() error { _, err := other.Check(tok, p, "refund", fp, now); return err },
-		"garbage":           func() error { _, err := s.Check("tg1.???.???", p, "refund", fp, now); return err },
-		"empty":             func() error { _, err := s.Check("", p, "refund", fp, now); return err },
-		"tampered payload":  func() error { _, err := s.Check(tamper(tok), p, "refund", fp, now); return err },
-		"no signature part": func() error { _, err := s.Check("tg1.", p, "refund", fp, now); return err },
+		"other tool": func() error {
+			_, err := s.Check(tok, p, guard.Proposal{Name: "refund2", Arguments: prop.Arguments}, now)
+			return err
+		},
+		"other intent": func() error {
+			_, err := s.Check(tok, p, guard.Proposal{Name: "refund", Arguments: []byte(`{"order":"o-2"}`)}, now)
+			return err
+		},
+		"other key":         func() error { _, err := other.Check(tok, p, prop, now); return err },
+		"garbage":           func() error { _, err := s.Check("tg1.???.???", p, prop, now); return err },
+		"empty":             func() error { _, err := s.Check("", p, prop, now); return err },
+		"tampered payload":  func() error { _, err := s.Check(tamper(tok), p, prop, now); return err },
+		"no signature part": func() error { _, err := s.Check("tg1.", p, prop, now); return err },
 	}
 	for name, f := range fail {
 		if f() == nil {

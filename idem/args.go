@@ -15,7 +15,8 @@ import (
 // Redis turns each argument of a call into a Lua string, at a cost of its
 // own, and the prelude unpacks them in C. The first four are a binding of
 // the call's own outcome as the scripts store it (bind), so that they
-// store the arguments' start instead of packing those fields again.
+// store the arguments' start instead of packing those fields again. TestArgsLayout
+// (args_layout_test.go) fails when this struct, argv and the prelude drift.
 type scriptArgs struct {
 	fingerprint string // 1  FP, as stored (storedFP)
 	code        string // 2  CODE: the outcome the guard computed

@@ -42,7 +42,7 @@ var ErrEvicted = fmt.Errorf("%w: the server evicted keys, and no operator has ac
 //     notify-keyspace-events gains "Ee", keeping what it had; set again at
 //     each check) and the store listens to them on one connection of its
 //     own per master. The first event refuses every call, with a log line
-//     and a count (MetricStoreRefusals, reason "evicted"), and the store
+//     and a count (metricStoreRefusals, reason "evicted"), and the store
 //     notes the tenant of each evicted key of its own.
 //   - The count: every check reads each master's evicted_keys (INFO
 //     stats), which counts from the server's start or from the last
@@ -376,7 +376,7 @@ func (s *Store) Close() error {
 	return nil
 }
 
-// The refusal reasons of MetricStoreRefusals that evicted.go and
+// The refusal reasons of metricStoreRefusals that evicted.go and
 // server.go both give.
 const (
 	reasonEvicted        = "evicted"         // an evicted key

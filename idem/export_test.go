@@ -9,3 +9,6 @@ var (
 
 // BudgetKeys names a tenant's budget hash and its due set.
 var BudgetKeys = budgetKeys
+
+// MetricStoreRefusals is metricStoreRefusals, for the tests.
+const MetricStoreRefusals = metricStoreRefusals

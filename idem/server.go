@@ -51,7 +51,7 @@ var (
 // checks the configuration again every Options.CheckEvery, in the
 // background: a policy or replica count that changed is refused from then
 // on, as at start, with a log line and a count
-// (MetricStoreRefusals), until a check passes again.
+// (the metric toolguard.store.refusals), until a check passes again.
 func (s *Store) Check(ctx context.Context) error {
 	return s.check(ctx, true)
 }
@@ -135,7 +135,7 @@ func (s *Store) check(ctx context.Context, load bool) error {
 
 // refuse refuses every call with err until a Check passes. The first
 // refusal of a server the store had accepted is logged (msg, with reason
-// and attrs) and counted (MetricStoreRefusals, attribute reason); so is
+// and attrs) and counted (metricStoreRefusals, attribute reason); so is
 // the first eviction since the last check that passed, even when the
 // store already refused the server (its policy, read by a reservation):
 // an eviction loses records, which an operator must know of.

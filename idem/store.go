@@ -119,7 +119,7 @@ type Options struct {
 	// configuration changed) and when it is accepted again; nil means
 	// slog.Default().
 	Logger *slog.Logger
-	// MeterProvider counts those refusals (MetricStoreRefusals); nil means
+	// MeterProvider counts those refusals (toolguard.store.refusals); nil means
 	// the global provider, a no-op unless the host set one.
 	MeterProvider metric.MeterProvider
 	// Scripts sends the store's Lua as scripts (EVALSHA) even where the
@@ -134,15 +134,15 @@ type Options struct {
 // DefaultTTL is the retention of records when Options.TTL is zero.
 const DefaultTTL = 7 * 24 * time.Hour
 
-// DefaultCheckEvery is how often a running store checks its server again
+// defaultCheckEvery is how often a running store checks its server again
 // when Options.CheckEvery is zero.
-const DefaultCheckEvery = 5 * time.Second
+const defaultCheckEvery = 5 * time.Second
 
-// MetricStoreRefusals counts the times a running store found its server's
+// metricStoreRefusals counts the times a running store found its server's
 // configuration changed (attribute reason: eviction_policy or
 // too_few_replicas) or its server evicted a key (reason: evicted), and
 // refused it.
-const MetricStoreRefusals = "toolguard.store.refusals"
+const metricStoreRefusals = "toolguard.store.refusals"
 
 const meterName = "github.com/toolguard/toolguard/idem"
 
@@ -218,7 +218,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 		opts.ReplicaTimeout = time.Second
 	}
 	if opts.CheckEvery == 0 {
-		opts.CheckEvery = DefaultCheckEvery
+		opts.CheckEvery = defaultCheckEvery
 	}
 	if opts.Logger == nil {
 		opts.Logger = slog.Default()
@@ -226,7 +226,7 @@ func New(rdb redis.UniversalClient, opts Options) (*Store, error) {
 	if opts.MeterProvider == nil {
 		opts.MeterProvider = otel.GetMeterProvider()
 	}
-	refusals, err := opts.MeterProvider.Meter(meterName).Int64Counter(MetricStoreRefusals, metric.WithUnit("{refusal}"),
+	refusals, err := opts.MeterProvider.Meter(meterName).Int64Counter(metricStoreRefusals, metric.WithUnit("{refusal}"),
 		metric.WithDescription("Times a running store found its Redis server's configuration changed and refused it (attribute reason)."))
 	if err != nil {
 		return nil, err

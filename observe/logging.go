@@ -12,8 +12,8 @@ import (
 
 // The log messages.
 const (
-	LogDispatch = "toolguard dispatch"
-	LogStatus   = "toolguard query_status"
+	logDispatch = "toolguard dispatch"
+	logStatus   = "toolguard query_status"
 )
 
 // Logging returns an interceptor that writes one record per dispatch and per
@@ -63,7 +63,7 @@ func Logging(o Options) guard.Interceptor {
 			if level < slog.LevelWarn && s.debugPrincipal {
 				attrs = appendPrincipal(attrs, call.Principal)
 			}
-			logger.LogAttrs(ctx, level, LogDispatch, attrs...)
+			logger.LogAttrs(ctx, level, logDispatch, attrs...)
 			return res, err
 		}
 	}
@@ -89,7 +89,7 @@ func Logging(o Options) guard.Interceptor {
 			if level < slog.LevelWarn && s.debugPrincipal {
 				attrs = appendPrincipal(attrs, sc.Principal)
 			}
-			logger.LogAttrs(ctx, level, LogStatus, attrs...)
+			logger.LogAttrs(ctx, level, logStatus, attrs...)
 			return res, err
 		}
 	}
@@ -115,7 +115,7 @@ func appendOutcome(attrs []slog.Attr, res *guard.Result, err error, d time.Durat
 		slog.String("code", res.Code.String()),
 		slog.String("delivery", string(deliveryOf(res))),
 		slog.String("recovery", string(res.Recovery())),
-		slog.String("decision", Decision(res)),
+		slog.String("decision", decision(res)),
 		slog.Duration("duration", d))
 	if res.Recovery() == guard.RecoveryRetryAfter && res.RetryAfter > 0 {
 		attrs = append(attrs, slog.Int64("retry_after_ms", res.RetryAfter.Milliseconds()))

@@ -15,16 +15,16 @@ import (
 
 // The metric names.
 const (
-	MetricDispatches          = "toolguard.dispatches"               // counter {dispatch}: tool, code, delivery[, effect]
-	MetricDispatchDuration    = "toolguard.dispatch.duration"        // histogram, s: tool, code, delivery[, effect]
-	MetricStatusQueries       = "toolguard.status_queries"           // counter {query}: tool (the status tool), code, delivery
-	MetricStatusQueryDuration = "toolguard.status_query.duration"    // histogram, s: tool, code, delivery
-	MetricSideEffects         = "toolguard.side_effects"             // counter {effect}: tool, delivery[, effect]
-	MetricReplays             = "toolguard.replays"                  // counter {dispatch}: tool, code
-	MetricConflicts           = "toolguard.conflicts"                // counter {dispatch}: tool, code
-	MetricUnknownOutcomes     = "toolguard.unknown_outcomes"         // counter {result}: tool, action
-	MetricUnknownPending      = "toolguard.unknown_outcomes.pending" // up-down counter {operation}
-	MetricHostErrors          = "toolguard.host_errors"              // counter {call}: action
+	metricDispatches          = "toolguard.dispatches"               // counter {dispatch}: tool, code, delivery[, effect]
+	metricDispatchDuration    = "toolguard.dispatch.duration"        // histogram, s: tool, code, delivery[, effect]
+	metricStatusQueries       = "toolguard.status_queries"           // counter {query}: tool (the status tool), code, delivery
+	metricStatusQueryDuration = "toolguard.status_query.duration"    // histogram, s: tool, code, delivery
+	metricSideEffects         = "toolguard.side_effects"             // counter {effect}: tool, delivery[, effect]
+	metricReplays             = "toolguard.replays"                  // counter {dispatch}: tool, code
+	metricConflicts           = "toolguard.conflicts"                // counter {dispatch}: tool, code
+	metricUnknownOutcomes     = "toolguard.unknown_outcomes"         // counter {result}: tool, action
+	metricUnknownPending      = "toolguard.unknown_outcomes.pending" // up-down counter {operation}
+	metricHostErrors          = "toolguard.host_errors"              // counter {call}: action
 )
 
 // durationBuckets are the histogram boundaries in seconds: a read takes
@@ -68,7 +68,7 @@ func Metrics(o Options) (guard.Interceptor, error) {
 	if mp == nil {
 		mp = otel.GetMeterProvider()
 	}
-	m := mp.Meter(InstrumentationName)
+	m := mp.Meter(instrumentationName)
 	var in instruments
 	var errs []error
 	counter := func(name, unit, desc string) metric.Int64Counter {
@@ -82,17 +82,17 @@ func Metrics(o Options) (guard.Interceptor, error) {
 		errs = append(errs, err)
 		return h
 	}
-	in.dispatches = counter(MetricDispatches, "{dispatch}", "Tool calls dispatched through the guard, by tool, code and delivery.")
-	in.dispatchDuration = histogram(MetricDispatchDuration, "Duration of a dispatch through the guard, checks, store and execution included.")
-	in.statusQueries = counter(MetricStatusQueries, "{query}", "Status queries answered by the guard, by code and delivery.")
-	in.statusDuration = histogram(MetricStatusQueryDuration, "Duration of a status query, receipt lookup included.")
-	in.sideEffects = counter(MetricSideEffects, "{effect}", "Side effects known to have happened: OK fresh writes and receipt-reconciled operations.")
-	in.replays = counter(MetricReplays, "{dispatch}", "Dispatches answered with a stored result (local_replay), without executing.")
-	in.conflicts = counter(MetricConflicts, "{dispatch}", "Dispatches refused as IDEMPOTENCY_CONFLICT or CALL_ID_CONFLICT.")
-	in.unknowns = counter(MetricUnknownOutcomes, "{result}", "OUTCOME_UNKNOWN results, from dispatches and status queries.")
-	in.hostErrors = counter(MetricHostErrors, "{call}", "Dispatches and status queries that returned an error to the host.")
+	in.dispatches = counter(metricDispatches, "{dispatch}", "Tool calls dispatched through the guard, by tool, code and delivery.")
+	in.dispatchDuration = histogram(metricDispatchDuration, "Duration of a dispatch through the guard, checks, store and execution included.")
+	in.statusQueries = counter(metricStatusQueries, "{query}", "Status queries answered by the guard, by code and delivery.")
+	in.statusDuration = histogram(metricStatusQueryDuration, "Duration of a status query, receipt lookup included.")
+	in.sideEffects = counter(metricSideEffects, "{effect}", "Side effects known to have happened: OK fresh writes and receipt-reconciled operations.")
+	in.replays = counter(metricReplays, "{dispatch}", "Dispatches answered with a stored result (local_replay), without executing.")
+	in.conflicts = counter(metricConflicts, "{dispatch}", "Dispatches refused as IDEMPOTENCY_CONFLICT or CALL_ID_CONFLICT.")
+	in.unknowns = counter(metricUnknownOutcomes, "{result}", "OUTCOME_UNKNOWN results, from dispatches and status queries.")
+	in.hostErrors = counter(metricHostErrors, "{call}", "Dispatches and status queries that returned an error to the host.")
 	var err error
-	in.pending, err = m.Int64UpDownCounter(MetricUnknownPending, metric.WithUnit("{operation}"),
+	in.pending, err = m.Int64UpDownCounter(metricUnknownPending, metric.WithUnit("{operation}"),
 		metric.WithDescription("Operations seen with an unknown outcome by this process and not yet settled by a status query."))
 	errs = append(errs, err)
 	if err := errors.Join(errs...); err != nil {
@@ -106,28 +106,28 @@ func Metrics(o Options) (guard.Interceptor, error) {
 			res, err := next(ctx, call)
 			elapsed := time.Since(start).Seconds()
 			if err != nil || res == nil {
-				in.hostErrors.Add(ctx, 1, metric.WithAttributes(KeyAction.String("dispatch")))
+				in.hostErrors.Add(ctx, 1, metric.WithAttributes(keyAction.String("dispatch")))
 				return res, err
 			}
 			ref := s.tool(call.Proposal.Name)
 			ref.settle(call.Proposal.Name, res)
-			tool := KeyToolName.String(ref.label)
-			code := KeyCode.String(res.Code.String())
-			delivery := KeyDelivery.String(string(deliveryOf(res)))
+			tool := keyToolName.String(ref.label)
+			code := keyCode.String(res.Code.String())
+			delivery := keyDelivery.String(string(deliveryOf(res)))
 			attrs := []attribute.KeyValue{tool, code, delivery}
 			if ref.effect != "" {
-				attrs = append(attrs, KeyEffect.String(ref.effect))
+				attrs = append(attrs, keyEffect.String(ref.effect))
 			}
 			set := metric.WithAttributeSet(attribute.NewSet(attrs...))
 			in.dispatches.Add(ctx, 1, set)
 			in.dispatchDuration.Record(ctx, elapsed, set)
-			switch Decision(res) {
-			case DecisionReplay:
+			switch decision(res) {
+			case decisionReplay:
 				in.replays.Add(ctx, 1, metric.WithAttributes(tool, code))
-			case DecisionConflict:
+			case decisionConflict:
 				in.conflicts.Add(ctx, 1, metric.WithAttributes(tool, code))
-			case DecisionUnknown:
-				in.unknowns.Add(ctx, 1, metric.WithAttributes(tool, KeyAction.String("dispatch")))
+			case decisionUnknown:
+				in.unknowns.Add(ctx, 1, metric.WithAttributes(tool, keyAction.String("dispatch")))
 				op := res.OperationID
 				if op == "" {
 					op = operationID(call)
@@ -135,7 +135,7 @@ func Metrics(o Options) (guard.Interceptor, error) {
 				if pend.add(opKey(call.Principal, op), ref.label) {
 					in.pending.Add(ctx, 1)
 				}
-			case DecisionFresh:
+			case decisionFresh:
 				if res.Code == guard.CodeOK && ref.effect != "read" {
 					if _, ok := pend.remove(opKey(call.Principal, operationID(call))); ok {
 						// A write whose lease ran out (and which a status
@@ -143,7 +143,7 @@ func Metrics(o Options) (guard.Interceptor, error) {
 						in.pending.Add(ctx, -1)
 					}
 					if ref.effect != "" {
-						in.sideEffects.Add(ctx, 1, metric.WithAttributes(tool, delivery, KeyEffect.String(ref.effect)))
+						in.sideEffects.Add(ctx, 1, metric.WithAttributes(tool, delivery, keyEffect.String(ref.effect)))
 					} else {
 						in.sideEffects.Add(ctx, 1, metric.WithAttributes(tool, delivery))
 					}
@@ -153,39 +153,39 @@ func Metrics(o Options) (guard.Interceptor, error) {
 		}
 	}
 
-	statusTool := KeyToolName.String(clean(s.statusTool, maxName))
+	statusTool := keyToolName.String(clean(s.statusTool, maxName))
 	status := func(next guard.StatusHandler) guard.StatusHandler {
 		return func(ctx context.Context, sc *guard.StatusCall) (*guard.Result, error) {
 			start := time.Now()
 			res, err := next(ctx, sc)
 			elapsed := time.Since(start).Seconds()
 			if err != nil || res == nil {
-				in.hostErrors.Add(ctx, 1, metric.WithAttributes(KeyAction.String("query_status")))
+				in.hostErrors.Add(ctx, 1, metric.WithAttributes(keyAction.String("query_status")))
 				return res, err
 			}
-			delivery := KeyDelivery.String(string(deliveryOf(res)))
-			set := metric.WithAttributeSet(attribute.NewSet(statusTool, KeyCode.String(res.Code.String()), delivery))
+			delivery := keyDelivery.String(string(deliveryOf(res)))
+			set := metric.WithAttributeSet(attribute.NewSet(statusTool, keyCode.String(res.Code.String()), delivery))
 			in.statusQueries.Add(ctx, 1, set)
 			in.statusDuration.Record(ctx, elapsed, set)
 			// The operation's tool: as this process saw it go unknown, else
-			// as the StatusCall names it, else OtherTool.
+			// as the StatusCall names it, else otherTool.
 			key := opKey(sc.Principal, sc.OperationID)
-			opTool := OtherTool
+			opTool := otherTool
 			if sc.Tool != "" {
 				opTool = s.tool(sc.Tool).label
 			}
-			switch Decision(res) {
-			case DecisionReconciled:
+			switch decision(res) {
+			case decisionReconciled:
 				if tool, ok := pend.remove(key); ok {
 					opTool = tool
 				}
-				in.sideEffects.Add(ctx, 1, metric.WithAttributes(KeyToolName.String(opTool), delivery))
+				in.sideEffects.Add(ctx, 1, metric.WithAttributes(keyToolName.String(opTool), delivery))
 				in.pending.Add(ctx, -1)
-			case DecisionUnknown:
+			case decisionUnknown:
 				if tool, ok := pend.get(key); ok {
 					opTool = tool
 				}
-				in.unknowns.Add(ctx, 1, metric.WithAttributes(KeyToolName.String(opTool), KeyAction.String("query_status")))
+				in.unknowns.Add(ctx, 1, metric.WithAttributes(keyToolName.String(opTool), keyAction.String("query_status")))
 				if pend.add(key, opTool) {
 					in.pending.Add(ctx, 1)
 				}

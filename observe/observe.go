@@ -40,66 +40,66 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// InstrumentationName names the tracer and meter of this package.
-const InstrumentationName = "github.com/toolguard/toolguard/observe"
+// instrumentationName names the tracer and meter of this package.
+const instrumentationName = "github.com/toolguard/toolguard/observe"
 
-// OtherTool stands for a tool name the guard does not know (UNKNOWN_TOOL) in
+// otherTool stands for a tool name the guard does not know (UNKNOWN_TOOL) in
 // metric attributes, so that names a model invents cannot grow the number of
 // time series without bound.
-const OtherTool = "_OTHER"
+const otherTool = "_OTHER"
 
 // The attribute keys. gen_ai.* and error.type are OpenTelemetry semantic
 // conventions; toolguard.* are this package's.
 const (
-	KeyOperationName = attribute.Key("gen_ai.operation.name") // always "execute_tool"
-	KeyToolName      = attribute.Key("gen_ai.tool.name")
-	KeyToolType      = attribute.Key("gen_ai.tool.type") // always "function"
-	KeyToolCallID    = attribute.Key("gen_ai.tool.call.id")
-	KeyErrorType     = attribute.Key("error.type") // the code, on non-OK results
+	keyOperationName = attribute.Key("gen_ai.operation.name") // always "execute_tool"
+	keyToolName      = attribute.Key("gen_ai.tool.name")
+	keyToolType      = attribute.Key("gen_ai.tool.type") // always "function"
+	keyToolCallID    = attribute.Key("gen_ai.tool.call.id")
+	keyErrorType     = attribute.Key("error.type") // the code, on non-OK results
 
-	KeyAction        = attribute.Key("toolguard.action")               // "dispatch" or "query_status", as in the audit record
-	KeyOperationID   = attribute.Key("toolguard.operation.id")         // the operation (for query_status: the one queried)
-	KeyOperationTool = attribute.Key("toolguard.operation.tool")       // a status query's StatusCall.Tool, when given
-	KeyEffect        = attribute.Key("toolguard.tool.effect")          // "read" or "write", with Options.Tools
-	KeyCode          = attribute.Key("toolguard.code")                 // e.g. "OK", "OUTCOME_UNKNOWN"
-	KeyStatus        = attribute.Key("toolguard.status")               // succeeded, failed, unknown
-	KeyOutcome       = attribute.Key("toolguard.outcome")              // committed, not_started, unknown
-	KeyRecovery      = attribute.Key("toolguard.recovery")             // none, correct_input, …
-	KeyDelivery      = attribute.Key("toolguard.delivery")             // fresh, local_replay, receipt_reconciled
-	KeyReplayed      = attribute.Key("toolguard.replayed")             // delivery == local_replay
-	KeyDecision      = attribute.Key("toolguard.idempotency.decision") // see Decision
-	KeyRetryAfterMS  = attribute.Key("toolguard.retry_after_ms")       // when the result carries one
-	KeyHostError     = attribute.Key("toolguard.host_error")           // the guard returned an error to the host
+	keyAction        = attribute.Key("toolguard.action")               // "dispatch" or "query_status", as in the audit record
+	keyOperationID   = attribute.Key("toolguard.operation.id")         // the operation (for query_status: the one queried)
+	keyOperationTool = attribute.Key("toolguard.operation.tool")       // a status query's StatusCall.Tool, when given
+	keyEffect        = attribute.Key("toolguard.tool.effect")          // "read" or "write", with Options.Tools
+	keyCode          = attribute.Key("toolguard.code")                 // e.g. "OK", "OUTCOME_UNKNOWN"
+	keyStatus        = attribute.Key("toolguard.status")               // succeeded, failed, unknown
+	keyOutcome       = attribute.Key("toolguard.outcome")              // committed, not_started, unknown
+	keyRecovery      = attribute.Key("toolguard.recovery")             // none, correct_input, …
+	keyDelivery      = attribute.Key("toolguard.delivery")             // fresh, local_replay, receipt_reconciled
+	keyReplayed      = attribute.Key("toolguard.replayed")             // delivery == local_replay
+	keyDecision      = attribute.Key("toolguard.idempotency.decision") // see decision
+	keyRetryAfterMS  = attribute.Key("toolguard.retry_after_ms")       // when the result carries one
+	keyHostError     = attribute.Key("toolguard.host_error")           // the guard returned an error to the host
 )
 
-// The idempotency decisions (Decision).
+// The idempotency decisions (decision).
 const (
-	DecisionFresh      = "fresh"       // computed by this dispatch: executed, or failed a check
-	DecisionReplay     = "replay"      // a stored result returned again (local_replay)
-	DecisionConflict   = "conflict"    // IDEMPOTENCY_CONFLICT or CALL_ID_CONFLICT, fresh
-	DecisionInProgress = "in_progress" // IN_PROGRESS: the same operation is running
-	DecisionUnknown    = "unknown"     // OUTCOME_UNKNOWN, fresh
-	DecisionReconciled = "reconciled"  // receipt_reconciled (status queries)
+	decisionFresh      = "fresh"       // computed by this dispatch: executed, or failed a check
+	decisionReplay     = "replay"      // a stored result returned again (local_replay)
+	decisionConflict   = "conflict"    // IDEMPOTENCY_CONFLICT or CALL_ID_CONFLICT, fresh
+	decisionInProgress = "in_progress" // IN_PROGRESS: the same operation is running
+	decisionUnknown    = "unknown"     // OUTCOME_UNKNOWN, fresh
+	decisionReconciled = "reconciled"  // receipt_reconciled (status queries)
 )
 
-// Decision names what the idempotency store decided for a result, derived
+// decision names what the idempotency store decided for a result, derived
 // from its code and delivery: replay, reconciled, conflict, in_progress,
 // unknown, or fresh for everything else (including check failures and an
 // unreachable store).
-func Decision(res *guard.Result) string {
+func decision(res *guard.Result) string {
 	switch {
 	case res.Delivery == guard.DeliveryLocalReplay:
-		return DecisionReplay
+		return decisionReplay
 	case res.Delivery == guard.DeliveryReceiptReconciled:
-		return DecisionReconciled
+		return decisionReconciled
 	case res.Code == guard.CodeIdempotencyConflict || res.Code == guard.CodeCallIDConflict:
-		return DecisionConflict
+		return decisionConflict
 	case res.Code == guard.CodeInProgress:
-		return DecisionInProgress
+		return decisionInProgress
 	case res.Code == guard.CodeOutcomeUnknown:
-		return DecisionUnknown
+		return decisionUnknown
 	}
-	return DecisionFresh
+	return decisionFresh
 }
 
 // settings is what every interceptor reads of the Options.
@@ -130,7 +130,7 @@ func (i interceptor) WrapStatus(next guard.StatusHandler) guard.StatusHandler { 
 // toolRef is what the interceptors know of a dispatch's tool.
 type toolRef struct {
 	name    string // the proposed name, cleaned, for spans and logs
-	label   string // the name for metric attributes: OtherTool when unknown
+	label   string // the name for metric attributes: otherTool when unknown
 	effect  string // "read", "write" or "" when not known
 	unknown bool   // known to be unknown
 }
@@ -157,7 +157,7 @@ func (s *settings) tool(name string) toolRef {
 }
 
 func (r *toolRef) markUnknown(name string) {
-	r.name, r.label, r.effect, r.unknown = clean(name, maxUnknownName), OtherTool, "", true
+	r.name, r.label, r.effect, r.unknown = clean(name, maxUnknownName), otherTool, "", true
 }
 
 // settle updates what is known of the tool once the result is: an

@@ -38,26 +38,26 @@ func traceDispatch(s *settings, tracer trace.Tracer) func(guard.Handler) guard.H
 		return func(ctx context.Context, call *guard.Call) (res *guard.Result, err error) {
 			ref := s.tool(call.Proposal.Name)
 			attrs := []attribute.KeyValue{
-				KeyOperationName.String(spanPrefix),
-				KeyToolName.String(ref.name),
-				KeyToolType.String("function"),
-				KeyAction.String("dispatch"),
+				keyOperationName.String(spanPrefix),
+				keyToolName.String(ref.name),
+				keyToolType.String("function"),
+				keyAction.String("dispatch"),
 			}
 			if id := call.Context.CallID; id != "" {
-				attrs = append(attrs, KeyToolCallID.String(clean(id, maxID)))
+				attrs = append(attrs, keyToolCallID.String(clean(id, maxID)))
 			}
 			if op := operationID(call); op != "" {
-				attrs = append(attrs, KeyOperationID.String(clean(op, maxID)))
+				attrs = append(attrs, keyOperationID.String(clean(op, maxID)))
 			}
 			if ref.effect != "" {
-				attrs = append(attrs, KeyEffect.String(ref.effect))
+				attrs = append(attrs, keyEffect.String(ref.effect))
 			}
 			ctx, span := tracer.Start(ctx, spanName(ref), trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 			defer func() {
 				ref.settle(call.Proposal.Name, res)
 				if ref.unknown {
 					span.SetName(spanName(ref))
-					span.SetAttributes(KeyToolName.String(ref.name))
+					span.SetAttributes(keyToolName.String(ref.name))
 				}
 				endSpan(span, res, err)
 			}()
@@ -71,17 +71,17 @@ func traceStatus(s *settings, tracer trace.Tracer) func(guard.StatusHandler) gua
 	return func(next guard.StatusHandler) guard.StatusHandler {
 		return func(ctx context.Context, sc *guard.StatusCall) (res *guard.Result, err error) {
 			attrs := []attribute.KeyValue{
-				KeyOperationName.String(spanPrefix),
-				KeyToolName.String(name),
-				KeyToolType.String("function"),
-				KeyAction.String("query_status"),
-				KeyOperationID.String(clean(sc.OperationID, maxID)),
+				keyOperationName.String(spanPrefix),
+				keyToolName.String(name),
+				keyToolType.String("function"),
+				keyAction.String("query_status"),
+				keyOperationID.String(clean(sc.OperationID, maxID)),
 			}
 			if id := sc.Context.CallID; id != "" {
-				attrs = append(attrs, KeyToolCallID.String(clean(id, maxID)))
+				attrs = append(attrs, keyToolCallID.String(clean(id, maxID)))
 			}
 			if sc.Tool != "" {
-				attrs = append(attrs, KeyOperationTool.String(clean(sc.Tool, maxName)))
+				attrs = append(attrs, keyOperationTool.String(clean(sc.Tool, maxName)))
 			}
 			ctx, span := tracer.Start(ctx, spanPrefix+" "+name, trace.WithSpanKind(trace.SpanKindInternal), trace.WithAttributes(attrs...))
 			defer func() { endSpan(span, res, err) }()
@@ -94,7 +94,7 @@ func tracerOf(tp trace.TracerProvider) trace.Tracer {
 	if tp == nil {
 		tp = otel.GetTracerProvider()
 	}
-	return tp.Tracer(InstrumentationName)
+	return tp.Tracer(instrumentationName)
 }
 
 func spanName(ref toolRef) string {
@@ -109,18 +109,18 @@ func endSpan(span trace.Span, res *guard.Result, err error) {
 	defer span.End()
 	switch {
 	case err != nil:
-		span.SetAttributes(KeyHostError.Bool(true), KeyErrorType.String("host_error"))
+		span.SetAttributes(keyHostError.Bool(true), keyErrorType.String("host_error"))
 		span.SetStatus(codes.Error, "host error")
 		return
 	case res == nil:
 		// The handler panicked; the panic goes on.
-		span.SetAttributes(KeyErrorType.String("_OTHER"))
+		span.SetAttributes(keyErrorType.String("_OTHER"))
 		span.SetStatus(codes.Error, "no result")
 		return
 	}
 	span.SetAttributes(resultAttrs(res)...)
 	if res.Code != guard.CodeOK {
-		span.SetAttributes(KeyErrorType.String(res.Code.String()))
+		span.SetAttributes(keyErrorType.String(res.Code.String()))
 		span.SetStatus(codes.Error, res.Code.String())
 	}
 }
@@ -131,21 +131,21 @@ func resultAttrs(res *guard.Result) []attribute.KeyValue {
 		d = guard.DeliveryFresh
 	}
 	attrs := []attribute.KeyValue{
-		KeyCode.String(res.Code.String()),
-		KeyStatus.String(string(res.Status())),
-		KeyOutcome.String(string(res.Outcome())),
-		KeyRecovery.String(string(res.Recovery())),
-		KeyDelivery.String(string(d)),
-		KeyReplayed.Bool(d == guard.DeliveryLocalReplay),
-		KeyDecision.String(Decision(res)),
+		keyCode.String(res.Code.String()),
+		keyStatus.String(string(res.Status())),
+		keyOutcome.String(string(res.Outcome())),
+		keyRecovery.String(string(res.Recovery())),
+		keyDelivery.String(string(d)),
+		keyReplayed.Bool(d == guard.DeliveryLocalReplay),
+		keyDecision.String(decision(res)),
 	}
 	if res.Recovery() == guard.RecoveryRetryAfter && res.RetryAfter > 0 {
-		attrs = append(attrs, KeyRetryAfterMS.Int64(res.RetryAfter.Milliseconds()))
+		attrs = append(attrs, keyRetryAfterMS.Int64(res.RetryAfter.Milliseconds()))
 	}
 	if res.OperationID != "" {
 		// The operation the model is told to query, which for a retry
 		// answered from an earlier record is that record's.
-		attrs = append(attrs, KeyOperationID.String(clean(res.OperationID, maxID)))
+		attrs = append(attrs, keyOperationID.String(clean(res.OperationID, maxID)))
 	}
 	return attrs
 }

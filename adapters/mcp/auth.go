@@ -41,9 +41,9 @@ type Token struct {
 // write its own (a static token for development, an introspection call).
 type TokenVerifier func(ctx context.Context, token string, r *http.Request) (Token, error)
 
-// WellKnownPath is where RFC 9728 puts a protected resource's metadata:
+// wellKnownPath is where RFC 9728 puts a protected resource's metadata:
 // this path, then the resource identifier's path.
-const WellKnownPath = "/.well-known/oauth-protected-resource"
+const wellKnownPath = "/.well-known/oauth-protected-resource"
 
 // Resource describes the HTTP endpoint as an OAuth 2.1 protected resource,
 // as the MCP authorization specification (2025-06-18 and later) has an MCP
@@ -90,7 +90,7 @@ func (r Resource) parse() (*url.URL, error) {
 }
 
 // MetadataURL returns the URL of the resource's metadata document: the
-// resource URI with WellKnownPath put before its path, e.g.
+// resource URI with wellKnownPath put before its path, e.g.
 // "https://mcp.example.com/.well-known/oauth-protected-resource/mcp" for
 // "https://mcp.example.com/mcp" (RFC 9728, section 3.1).
 func (r Resource) MetadataURL() (string, error) {
@@ -99,7 +99,7 @@ func (r Resource) MetadataURL() (string, error) {
 		return "", err
 	}
 	m := *u
-	m.Path = WellKnownPath + strings.TrimSuffix(u.Path, "/")
+	m.Path = wellKnownPath + strings.TrimSuffix(u.Path, "/")
 	m.RawPath = ""
 	return m.String(), nil
 }
@@ -120,7 +120,7 @@ func (r Resource) Metadata() *oauthex.ProtectedResourceMetadata {
 // streamable HTTP endpoint (Handler) at the path of res.URI, whose 401s
 // carry WWW-Authenticate: Bearer resource_metadata="<res.MetadataURL>",
 // and the metadata document (go-sdk's auth.ProtectedResourceMetadataHandler)
-// at that URL's path and at WellKnownPath itself, for clients that look
+// at that URL's path and at wellKnownPath itself, for clients that look
 // there. It returns an error for a resource that is not well formed, and
 // panics, as http.ServeMux does, when one of the paths is already
 // registered.
@@ -147,9 +147,9 @@ func (s *Server) Mount(mux *http.ServeMux, res Resource, verify TokenVerifier, o
 	}
 	meta := auth.ProtectedResourceMetadataHandler(res.Metadata())
 	mux.Handle(path, s.Handler(verify, &o))
-	mux.Handle(WellKnownPath+strings.TrimSuffix(path, "/"), meta)
+	mux.Handle(wellKnownPath+strings.TrimSuffix(path, "/"), meta)
 	if strings.TrimSuffix(path, "/") != "" {
-		mux.Handle(WellKnownPath, meta)
+		mux.Handle(wellKnownPath, meta)
 	}
 	return nil
 }

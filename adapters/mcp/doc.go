@@ -5,7 +5,7 @@
 //
 // NewServer serves a toolset.Set through a guard. tools/list gives each
 // tool with its input schema (InputSchema) and the tool-model-result-v2
-// object schema (ResultSchema) as outputSchema, plus a status tool
+// object schema as outputSchema, plus a status tool
 // (toolset.StatusTool). MCP has no strict mode, so the server reads
 // arguments as contract section 8 says for providers without one: an
 // absent member whose schema allows null is null (provider.FillNulls), and
@@ -89,12 +89,12 @@
 // nonce of the connection; over 2026-07-28, which has no session, a nonce
 // of the HTTP request) and the JSON-RPC request id, and that session is
 // the call's scope: the same write repeated in it is one operation.
-// MetaScope ("toolguard/scope") names a wider scope, a conversation the
+// The _meta member "toolguard/scope" names a wider scope, a conversation the
 // client may send with each call.
 //
 // What makes two requests one operation, then: the same idempotency key
 // (either way it came) or operation id; the same intent in the same scope
-// (MetaScope, or the session); a call answered with the request state of
+// ("toolguard/scope", or the session); a call answered with the request state of
 // an approval question, which names the operation the question was asked
 // for (see Approval). What does not: over 2026-07-28, two requests with
 // none of these are two operations, whatever they carry, since JSON-RPC
@@ -111,9 +111,9 @@
 // results: a key already used with the same tool and arguments replays
 // what the guard recorded under it (delivery local_replay), on any
 // replica, for the guard store's retention; a key used for another tool or
-// other arguments is the JSON-RPC error CodeKeyConflict with data
+// other arguments is the JSON-RPC error -32602 (invalid params) with data
 // {"type":"idempotency_key_conflict","idempotencyKey":…}; a key whose call
-// is running is CodeKeyInProgress with data type
+// is running is -32600 (invalid request) with data type
 // "idempotency_key_in_progress", at once (send the call again later). A
 // key is the principal's: another tenant's or subject's same key is
 // another key. The _meta members keep the tool-result answers of the
@@ -154,7 +154,7 @@
 // # Tasks
 //
 // The server implements the Tasks extension of 2026-07-28
-// (TasksExtension, io.modelcontextprotocol/tasks, SEP-2663) and advertises
+// (io.modelcontextprotocol/tasks, SEP-2663) and advertises
 // it. A write that waits on its human, from a client that declared the
 // extension (and elicitation) on the request, is answered with a task
 // (resultType task, status input_required) instead of a multi round-trip

@@ -58,27 +58,27 @@ func (s *Server) bindOperation(q *question, call *guard.Call, named bool) bool {
 // value under this name is always replaced or removed.
 const metaRequestKey = "toolguard/request_idempotency_key"
 
-// IdempotencyCapability is the capability a server that honours
+// idempotencyCapability is the capability a server that honours
 // tools/call's idempotencyKey advertises under "tools" (SEP-3182):
 // capabilities.tools.idempotency = {}.
-const IdempotencyCapability = "idempotency"
+const idempotencyCapability = "idempotency"
 
 // The data.type of the JSON-RPC errors of SEP-3182 (request idempotency).
 const (
-	// KeyInProgress: a call with the same idempotencyKey is running now;
+	// keyInProgress: a call with the same idempotencyKey is running now;
 	// send the call again later.
-	KeyInProgress = "idempotency_key_in_progress"
-	// KeyConflict: the idempotencyKey was used for another tool or other
+	keyInProgress = "idempotency_key_in_progress"
+	// keyConflict: the idempotencyKey was used for another tool or other
 	// arguments; the call did not run.
-	KeyConflict = "idempotency_key_conflict"
+	keyConflict = "idempotency_key_conflict"
 )
 
 // The JSON-RPC error codes of those errors. SEP-3182 defines none: a
 // conflict is invalid params (the key does not fit these params), a call
 // in progress an invalid request for now.
 const (
-	CodeKeyConflict   = jsonrpc.CodeInvalidParams
-	CodeKeyInProgress = jsonrpc.CodeInvalidRequest
+	codeKeyConflict   = jsonrpc.CodeInvalidParams
+	codeKeyInProgress = jsonrpc.CodeInvalidRequest
 )
 
 // keyError answers a result of a call that sent idempotencyKey as SEP-3182
@@ -90,9 +90,9 @@ func keyError(res *guard.Result, key string) error {
 	var code int64
 	switch res.Code {
 	case guard.CodeInProgress:
-		typ, code, msg = KeyInProgress, CodeKeyInProgress, "a call with this idempotencyKey is running now; send it again later"
+		typ, code, msg = keyInProgress, codeKeyInProgress, "a call with this idempotencyKey is running now; send it again later"
 	case guard.CodeIdempotencyConflict:
-		typ, code, msg = KeyConflict, CodeKeyConflict, "this idempotencyKey was used for another tool or other arguments; the call did not run"
+		typ, code, msg = keyConflict, codeKeyConflict, "this idempotencyKey was used for another tool or other arguments; the call did not run"
 	default:
 		return nil
 	}
@@ -147,7 +147,7 @@ func withIdempotency(v any) ([]byte, error) {
 			return b, nil
 		}
 	}
-	tools[IdempotencyCapability] = json.RawMessage("{}")
+	tools[idempotencyCapability] = json.RawMessage("{}")
 	caps["tools"], _ = json.Marshal(tools)
 	top["capabilities"], _ = json.Marshal(caps)
 	return json.Marshal(top)

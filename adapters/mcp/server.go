@@ -39,11 +39,11 @@ const (
 	MetaResponseID = "toolguard/response_id"
 	// MetaApproval is a signed approval grant token (guard.Signer.Sign).
 	MetaApproval = "toolguard/approval"
-	// MetaScope names the scope in which a repeated write is the same
+	// metaScope names the scope in which a repeated write is the same
 	// operation (guard.ExecutionContext.Scope), for a client that spans
 	// several sessions with one conversation. Without it, a call whose
 	// client sent no identity member is in its MCP session's scope.
-	MetaScope = "toolguard/scope"
+	metaScope = "toolguard/scope"
 )
 
 // metaRequest is stamped into every tools/call request by the transports
@@ -141,7 +141,7 @@ func NewServer(g *guard.Guard, set *toolset.Set, opts Options) (*Server, error) 
 		}
 	}
 	caps := &sdk.ServerCapabilities{Logging: &sdk.LoggingCapabilities{}}
-	caps.AddExtension(TasksExtension, nil)
+	caps.AddExtension(tasksExtension, nil)
 	s.srv = sdk.NewServer(&sdk.Implementation{Name: opts.Name, Version: opts.Version}, &sdk.ServerOptions{Capabilities: caps})
 	if err := s.addTasks(); err != nil {
 		return nil, err
@@ -218,14 +218,14 @@ func toolDef(t toolset.Declared) *sdk.Tool {
 		Name:         t.Name(),
 		Description:  t.Description(),
 		InputSchema:  InputSchema(t),
-		OutputSchema: ResultSchema(),
+		OutputSchema: resultSchema(),
 		Annotations:  &sdk.ToolAnnotations{ReadOnlyHint: t.Spec().Effect == guard.Read},
 	}
 }
 
-// ResultSchema returns the JSON Schema of the tool-model-result-v2 object,
+// resultSchema returns the JSON Schema of the tool-model-result-v2 object,
 // the output schema of every tool the server lists.
-func ResultSchema() json.RawMessage {
+func resultSchema() json.RawMessage {
 	var codes, statuses, outcomes, recoveries []string
 	seen := map[string]bool{}
 	add := func(list *[]string, v string) {
@@ -262,10 +262,10 @@ func ResultSchema() json.RawMessage {
 	return b
 }
 
-// ToolResult returns the CallToolResult of a model result: its
+// toolResult returns the CallToolResult of a model result: its
 // structuredContent is the tool-model-result-v2 object, its content the
 // object's JSON text, and isError is set when the code is not OK.
-func ToolResult(res *guard.Result) *sdk.CallToolResult {
+func toolResult(res *guard.Result) *sdk.CallToolResult {
 	text := res.String()
 	return &sdk.CallToolResult{
 		Content:           []sdk.Content{&sdk.TextContent{Text: text}},
@@ -275,7 +275,7 @@ func ToolResult(res *guard.Result) *sdk.CallToolResult {
 }
 
 // ModelResult reads the model result back from a CallToolResult made by
-// ToolResult (its structuredContent, as an SDK client decodes it).
+// toolResult (its structuredContent, as an SDK client decodes it).
 func ModelResult(r *sdk.CallToolResult) (*guard.Result, error) {
 	if r == nil || r.StructuredContent == nil {
 		return nil, errors.New("mcp: the result has no structuredContent")
@@ -376,7 +376,7 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 			return nil, err
 		}
 	}
-	return ToolResult(res), nil
+	return toolResult(res), nil
 }
 
 // hostError turns the guard's host errors into JSON-RPC errors the client
@@ -443,7 +443,7 @@ func readMeta(m sdk.Meta) (callMeta, error) {
 		{MetaCallID, &c.callID, true},
 		{MetaResponseID, &c.responseID, false},
 		{MetaApproval, &c.approval, false},
-		{MetaScope, &c.scope, false},
+		{metaScope, &c.scope, false},
 		{metaRequest, &c.request, false},
 		{metaRequestKey, &c.requestKey, false},
 	} {
@@ -498,11 +498,11 @@ func (s *Server) queryStatus(ctx context.Context, p guard.Principal, ec guard.Ex
 	}
 	in, bad := toolset.ParseStatus(fillArgs(s.statusT, raw))
 	if bad != nil {
-		return ToolResult(bad), nil
+		return toolResult(bad), nil
 	}
 	res, err := s.g.QueryStatus(ctx, in.Call(p, ec))
 	if err != nil {
 		return nil, hostError(err)
 	}
-	return ToolResult(res), nil
+	return toolResult(res), nil
 }

@@ -16,9 +16,9 @@ import (
 	"github.com/toolguard/toolguard/guard"
 )
 
-// TasksExtension names the MCP Tasks extension (SEP-2663, protocol
+// tasksExtension names the MCP Tasks extension (SEP-2663, protocol
 // 2026-07-28), which the server advertises in its capabilities.
-const TasksExtension = "io.modelcontextprotocol/tasks"
+const tasksExtension = "io.modelcontextprotocol/tasks"
 
 // The methods of the Tasks extension.
 const (
@@ -198,7 +198,7 @@ func declaresTasks(ss *sdk.ServerSession) bool {
 	if ip == nil || ip.Capabilities == nil {
 		return false
 	}
-	_, ok := ip.Capabilities.Extensions[TasksExtension]
+	_, ok := ip.Capabilities.Extensions[tasksExtension]
 	return ok
 }
 
@@ -217,7 +217,7 @@ func wantsTask(ctx context.Context, req *sdk.CallToolRequest) bool {
 // errMissingTasks answers a tasks/* request whose client did not declare
 // the extension (SEP-2663: -32021, naming the capability it needs).
 var errMissingTasks = &jsonrpc.Error{Code: sdk.CodeMissingRequiredClientCapabilities, Message: "Missing required client capability",
-	Data: json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + TasksExtension + `":{}}}}`)}
+	Data: json.RawMessage(`{"requiredCapabilities":{"extensions":{"` + tasksExtension + `":{}}}}`)}
 
 // errNoTask answers a task id that names no task of this principal: one
 // that never was, expired or belongs to someone else look the same.
@@ -468,7 +468,7 @@ func (s *Server) run(ctx context.Context, t *task, raw []byte) *task {
 // that took over the run and found it in progress) is read again and
 // completed all the same. It returns the task as it stands.
 func (s *Server) complete(ctx context.Context, t *task, raw []byte, res *guard.Result) *task {
-	b, err := json.Marshal(ToolResult(res))
+	b, err := json.Marshal(toolResult(res))
 	if err != nil {
 		return t
 	}

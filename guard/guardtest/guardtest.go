@@ -30,7 +30,7 @@ type NewStore func(t *testing.T) guard.AuditStore
 
 // TestStore runs every conformance test against stores made by newStore.
 // A failing test names the rule it checks. No test waits without a bound:
-// a store that never answers fails within CallTimeout.
+// a store that never answers fails within callTimeout.
 func TestStore(t *testing.T, newStore NewStore) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -44,9 +44,9 @@ func TestStore(t *testing.T, newStore NewStore) {
 	}
 }
 
-// TestNames returns the names of the kit's tests, in order: the subtests
+// testNames returns the names of the kit's tests, in order: the subtests
 // TestStore runs.
-func TestNames() []string {
+func testNames() []string {
 	names := make([]string, len(tests))
 	for i, tc := range tests {
 		names[i] = tc.name
@@ -139,9 +139,9 @@ func Principal(tenant, subject string) guard.Principal {
 	return guard.Principal{TenantID: tenant, SubjectID: subject}
 }
 
-// CallTimeout bounds every call the suite makes: a store that does not
+// callTimeout bounds every call the suite makes: a store that does not
 // answer within it fails the test instead of hanging it.
-const CallTimeout = 10 * time.Second
+const callTimeout = 10 * time.Second
 
 // Dispatch runs one call: tool, JSON arguments, call id, idempotency key.
 // It must be called from the test's goroutine; others use TryDispatch.
@@ -155,7 +155,7 @@ func (w *World) Dispatch(t testing.TB, p guard.Principal, tool, args, callID, ke
 }
 
 // TryDispatch is Dispatch for any goroutine: it returns what went wrong
-// (a host error, or no answer within CallTimeout) instead of failing.
+// (a host error, or no answer within callTimeout) instead of failing.
 func (w *World) TryDispatch(p guard.Principal, tool, args, callID, key string) (*guard.Result, error) {
 	return w.tryDispatch(p, tool, args, callID, key, "")
 }
@@ -214,10 +214,10 @@ func (w *World) grant(p guard.Principal, tool, args string) (string, error) {
 	return w.Signer.Sign(g)
 }
 
-// bounded runs f with a CallTimeout context and gives up waiting for it
-// after CallTimeout and a grace, in case the store ignores the context.
+// bounded runs f with a callTimeout context and gives up waiting for it
+// after callTimeout and a grace, in case the store ignores the context.
 func bounded(f func(ctx context.Context) (*guard.Result, error)) (*guard.Result, error) {
-	ctx, cancel := context.WithTimeout(context.Background(), CallTimeout)
+	ctx, cancel := context.WithTimeout(context.Background(), callTimeout)
 	defer cancel()
 	type answer struct {
 		res *guard.Result
@@ -234,8 +234,8 @@ func bounded(f func(ctx context.Context) (*guard.Result, error)) (*guard.Result,
 			return nil, fmt.Errorf("host error: %w", a.err)
 		}
 		return a.res, nil
-	case <-time.After(CallTimeout + time.Second):
-		return nil, fmt.Errorf("no answer within %v: the store ignores its context or never returns", CallTimeout)
+	case <-time.After(callTimeout + time.Second):
+		return nil, fmt.Errorf("no answer within %v: the store ignores its context or never returns", callTimeout)
 	}
 }
 

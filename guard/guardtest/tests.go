@@ -363,7 +363,7 @@ type pendingCall struct {
 }
 
 // entered waits until the blocked write has started, and fails the test if
-// the dispatch ended without running it, or after CallTimeout.
+// the dispatch ended without running it, or after callTimeout.
 func (pc *pendingCall) entered(t *testing.T, entered <-chan struct{}) {
 	t.Helper()
 	select {
@@ -371,20 +371,20 @@ func (pc *pendingCall) entered(t *testing.T, entered <-chan struct{}) {
 	case a := <-pc.ch:
 		pc.got = &a
 		t.Fatalf("Dispatch(%s) ended without running the write: %v %v", pc.what, a.res, a.err)
-	case <-time.After(CallTimeout):
-		t.Fatalf("Dispatch(%s): the write never ran within %v", pc.what, CallTimeout)
+	case <-time.After(callTimeout):
+		t.Fatalf("Dispatch(%s): the write never ran within %v", pc.what, callTimeout)
 	}
 }
 
 // wait returns the dispatch's result, failing the test on a host error or
-// when it does not return within CallTimeout and a grace.
+// when it does not return within callTimeout and a grace.
 func (pc *pendingCall) wait(t *testing.T) *guard.Result {
 	t.Helper()
 	if pc.got == nil {
 		select {
 		case a := <-pc.ch:
 			pc.got = &a
-		case <-time.After(CallTimeout + 2*time.Second):
+		case <-time.After(callTimeout + 2*time.Second):
 			t.Fatalf("Dispatch(%s) never returned", pc.what)
 		}
 	}
