@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/provider"
 )
 
@@ -40,7 +41,7 @@ type slot struct {
 	early *earlyCall
 
 	cs      CallState
-	pending *ApprovalRequest
+	pending *host.ApprovalRequest
 	err     error
 }
 

@@ -51,27 +51,23 @@ const DefaultMaxTurns = 12
 // once when Options.Parallel is 0.
 const DefaultParallel = 8
 
-// DefaultGrantTTL is how long a grant minted from an Approver's yes is
-// valid.
-const DefaultGrantTTL = host.DefaultGrantTTL
-
 // Options configures a Loop. The zero value is a working configuration:
 // an embedded store, a random signing key, no approver (runs pause), the
 // status tool, DefaultMaxTurns.
 type Options struct {
 	// Store keeps idempotency records and audit logs: an idem.Store on
-	// Redis (a server or a cluster), a memstore.Store, or any Store. nil
+	// Redis (a server or a cluster), a memstore.Store, or any guard.AuditStore. nil
 	// keeps them in memory (a memstore.Store of the loop's own), which is
 	// fine for examples and tests and loses everything when the process
 	// ends.
-	Store Store
+	Store guard.AuditStore
 	// Signer signs and checks approval grants. Without it a random key
 	// is made per Loop, so grants minted by another process do not
 	// verify: pass one to resume saved runs elsewhere.
 	Signer *guard.Signer
 	// Approver asks a human inline when a write needs approval. Without
 	// it the run pauses and returns the pending requests (see Resume).
-	Approver Approver
+	Approver host.Approver
 	// Instructions is the system prompt.
 	Instructions string
 	// MaxTurns bounds the model turns of one run; 0 means
@@ -96,7 +92,7 @@ type Options struct {
 	// guard.SystemClock.
 	Clock guard.Clock
 	// GrantTTL is how long a grant minted from an Approver's yes is
-	// valid; 0 means DefaultGrantTTL.
+	// valid; 0 means host.DefaultGrantTTL.
 	GrantTTL time.Duration
 	// Observer receives every transcript event as it happens, e.g. to
 	// print a live transcript.
@@ -115,11 +111,6 @@ type Options struct {
 	AgentName string
 }
 
-// Store is what the loop keeps its records in: guard.AuditStore, a guard.Store
-// whose audit log can be read back (idem.Store and memstore.Store are
-// both).
-type Store = guard.AuditStore
-
 // Loop runs agent turns against a model provider with every tool call
 // going through a guard. It is safe for concurrent use by several runs.
 type Loop struct {
@@ -128,9 +119,9 @@ type Loop struct {
 	tools      *toolset.Set
 	offered    []toolset.Declared
 	guard      *guard.Guard
-	store      Store
+	store      guard.AuditStore
 	signer     *guard.Signer
-	approver   Approver
+	approver   host.Approver
 	instr      string
 	maxTurns   int
 	parallel   int
@@ -191,7 +182,7 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 		l.clock = guard.SystemClock
 	}
 	if l.grantTTL <= 0 {
-		l.grantTTL = DefaultGrantTTL
+		l.grantTTL = host.DefaultGrantTTL
 	}
 	if l.agentName == "" {
 		l.agentName = "agent"
@@ -229,7 +220,7 @@ func (l *Loop) Err() error { return l.err }
 func (l *Loop) Guard() *guard.Guard { return l.guard }
 
 // Store returns the loop's store, e.g. to verify its audit log.
-func (l *Loop) Store() Store { return l.store }
+func (l *Loop) Store() guard.AuditStore { return l.store }
 
 // Signer returns the loop's approval signer.
 func (l *Loop) Signer() *guard.Signer { return l.signer }

@@ -14,6 +14,7 @@ import (
 	"github.com/toolguard/toolguard/adapters/openai/openaitest"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/memstore"
 	"github.com/toolguard/toolguard/toolset"
@@ -327,8 +328,8 @@ func TestFiftyCallsInOneTurn(t *testing.T) {
 	cs = append(cs, specs[0].call)
 	w := newWorld(t, calls(cs...), openaitest.Turn{Text: "ok"})
 	// A denying approver keeps the writes from pausing the run.
-	loop := w.loop(agentloop.Options{Approver: agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
-		return agentloop.Decision{Approved: false, Approver: "bob"}, nil
+	loop := w.loop(agentloop.Options{Approver: host.ApproverFunc(func(context.Context, host.ApprovalRequest) (host.Decision, error) {
+		return host.Decision{Approved: false, Approver: "bob"}, nil
 	})})
 	res, err := loop.Run(testCtx(t), user1, "many")
 	if err != nil {
@@ -544,7 +545,7 @@ func TestStatusToolNameClash(t *testing.T) {
 	if _, err := loop.QueryStatus(testCtx(t), user1, "op_x"); err == nil {
 		t.Error("QueryStatus worked on a misconfigured loop")
 	}
-	if _, err := loop.Grant(agentloop.ApprovalRequest{}, "ann"); err == nil {
+	if _, err := loop.Grant(host.ApprovalRequest{}, "ann"); err == nil {
 		t.Error("Grant worked on a misconfigured loop")
 	}
 	if _, err := loop.Resume(testCtx(t), user1, &agentloop.State{}); err == nil {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 )
 
 // StateVersion names the format of saved run states.
@@ -33,9 +34,9 @@ type State struct {
 	Chain string `json:"chain,omitempty"`
 	// Items is the conversation to send next, in the provider's wire
 	// format: the whole of it, or with Chain what came after.
-	Items   []json.RawMessage `json:"items,omitempty"`
-	Calls   []CallState       `json:"calls"`
-	Pending []ApprovalRequest `json:"pending"`
+	Items   []json.RawMessage      `json:"items,omitempty"`
+	Calls   []CallState            `json:"calls"`
+	Pending []host.ApprovalRequest `json:"pending"`
 	// Unknown lists the run's writes whose outcome was unknown, so that
 	// the status tool can name their tool and key: if the store lost the
 	// record, the tool's receipt is asked before the answer is NOT_FOUND.

@@ -15,8 +15,11 @@ type invocationKey struct{}
 
 // ErrNoPrincipal is PrincipalFrom's error for a context that carries no
 // principal, and the error Host.Call wraps when the host's Principal
-// function gives none: nothing runs.
-var ErrNoPrincipal = errors.New("host: the context carries no principal (WithPrincipal)")
+// function gives none: nothing runs. It is the one such error of every
+// integration (tgadk, tgeino, tggenkit), so errors.Is reads the same for
+// all; its text names no reason of the host's, as frameworks show it to
+// the model.
+var ErrNoPrincipal = errors.New("host: the host could not tell who this call acts for (no principal); nothing was run")
 
 // WithPrincipal returns ctx carrying the principal the run acts for, which
 // the host takes from its session or token, never from the model: pass

@@ -17,7 +17,7 @@ import (
 
 // Options configure a Guarded: host.Options, the options of the host step
 // every framework shares. The zero value of every field means its
-// default: Principal reads WithPrincipal's principal, Scope WithScope's
+// default: Principal reads host.WithPrincipal's principal, Scope host.WithScope's
 // scope (or use SessionScope, from Eino's session values, which its
 // checkpoints keep); Provider, APIFamily and AdapterRevision default to
 // this package's names. Without an Approver a write that waits for a human
@@ -249,7 +249,7 @@ func (eg *Guarded) answer(ctx context.Context, name, args, callID string, run ru
 			out, err = "", fmt.Errorf("tgeino: tool call %q: panic: %v", name, r)
 		}
 	}()
-	if inv := InvocationFrom(ctx); inv != nil && run != nil && inv.Proposal.Name == name &&
+	if inv := host.InvocationFrom(ctx); inv != nil && run != nil && inv.Proposal.Name == name &&
 		inv.Context.CallID == guard.SafeID(callID) && string(inv.Arguments) == args {
 		// This very call is already the guard's: a wrapped tool running
 		// through Eino's endpoint, which a second toolguard middleware

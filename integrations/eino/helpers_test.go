@@ -14,6 +14,7 @@ import (
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/refunddemo"
 	"github.com/toolguard/toolguard/memstore"
@@ -157,7 +158,7 @@ func (m *script) toolResults(t *testing.T) []guard.Result {
 	defer m.mu.Unlock()
 	var out []guard.Result
 	for _, msg := range m.results {
-		r, err := tgeino.ModelResult(msg.Content)
+		r, err := host.ModelResult(msg.Content)
 		if err != nil {
 			t.Fatalf("tool message %q is not a model result: %v", msg.Content, err)
 		}
@@ -312,14 +313,14 @@ func drain(t *testing.T, it *adk.AsyncIterator[*adk.AgentEvent]) outcome {
 // run starts the run scope for acme, under checkpoint id scope.
 func (h *harness) run(t *testing.T, scope, query string) outcome {
 	t.Helper()
-	ctx := tgeino.WithScope(tgeino.WithPrincipal(context.Background(), acme), scope)
+	ctx := host.WithScope(host.WithPrincipal(context.Background(), acme), scope)
 	return drain(t, h.runner.Query(ctx, query, adk.WithCheckPointID(scope)))
 }
 
 // resume resumes run scope with the decisions, by interrupt id.
 func (h *harness) resume(t *testing.T, scope string, decisions map[string]any) outcome {
 	t.Helper()
-	ctx := tgeino.WithScope(tgeino.WithPrincipal(context.Background(), acme), scope)
+	ctx := host.WithScope(host.WithPrincipal(context.Background(), acme), scope)
 	it, err := h.runner.ResumeWithParams(ctx, scope, &adk.ResumeParams{Targets: decisions})
 	if err != nil {
 		t.Fatalf("resume: %v", err)

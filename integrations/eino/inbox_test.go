@@ -3,8 +3,8 @@ package tgeino_test
 import (
 	"testing"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
+	"github.com/toolguard/toolguard/host"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/frameworktest/inboxtest"
 	"github.com/toolguard/toolguard/toolset"
@@ -21,7 +21,7 @@ func TestApprovalsInboxHoldsRequests(t *testing.T) {
 		inbox = inboxtest.New(t, set)
 		o.Approver = inbox.Waiter
 	}})
-	decided := inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("acme", "manager-1"), agentloop.Decision{Approved: true})
+	decided := inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("acme", "manager-1"), host.Decision{Approved: true})
 	if o := h.run(t, "run-inbox", "refund ORDER-7"); o.final != "refund drafted" || len(o.interrupts) != 0 {
 		t.Fatalf("run ended %+v", o)
 	}

@@ -10,6 +10,7 @@ import (
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/schema"
 
+	"github.com/toolguard/toolguard/host"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 )
@@ -70,7 +71,7 @@ func TestSecretsNeverLeave(t *testing.T) {
 				t.Fatal(err)
 			}
 			runner := adk.NewRunner(ctx, adk.RunnerConfig{Agent: agent, CheckPointStore: newCheckpoints(), EnableStreaming: streaming})
-			rctx := tgeino.WithScope(tgeino.WithPrincipal(ctx, frameworktest.SecretsUser), "run-secret")
+			rctx := host.WithScope(host.WithPrincipal(ctx, frameworktest.SecretsUser), "run-secret")
 			if o := drain(t, runner.Query(rctx, "rotate the billing key", adk.WithCheckPointID("run-secret"))); o.final != "rotated" {
 				t.Fatalf("run ended %+v", o)
 			}

@@ -17,8 +17,8 @@ import (
 
 // Options configure a Guarded: host.Options, the options of the host step
 // every framework shares. The zero value of every field means its
-// default: Principal reads WithPrincipal's principal (in a flow, take it
-// from the action context its context provider made), Scope WithScope's
+// default: Principal reads host.WithPrincipal's principal (in a flow, take it
+// from the action context its context provider made), Scope host.WithScope's
 // scope (the host's session, conversation or flow run id: Genkit's tool
 // request refs may be absent or change when a generation is retried);
 // Provider, APIFamily and AdapterRevision default to this package's
@@ -192,7 +192,7 @@ func (gen *generation) wrapTool(ctx context.Context, params *ai.ToolParams, next
 	if err != nil {
 		return nil, err
 	}
-	return &ai.MultipartToolResponse{Output: Output(res)}, nil
+	return &ai.MultipartToolResponse{Output: host.Map(res)}, nil
 }
 
 // standIn reports whether the generation's tool of that name is a

@@ -6,9 +6,9 @@ import (
 
 	"github.com/firebase/genkit/go/ai"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/frameworktest/inboxtest"
 	"github.com/toolguard/toolguard/internal/orders"
@@ -24,7 +24,7 @@ func TestApprovalsInboxHoldsRequests(t *testing.T) {
 	inbox := inboxtest.New(t, orders.Tools(orders.NewService()))
 	w := newWorld(t, func(o *tggenkit.Options) { o.Approver = inbox.Waiter })
 	w.model.push(calls(refundReq("call-1", "ORDER-7")))
-	decided := inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("tenant-a", "manager-1"), agentloop.Decision{Approved: true})
+	decided := inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("tenant-a", "manager-1"), host.Decision{Approved: true})
 	out, err := generate(ctx, w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
 	if err != nil {
 		t.Fatal(err)
