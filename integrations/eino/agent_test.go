@@ -240,7 +240,7 @@ func TestAgentMiddleware(t *testing.T) {
 func TestApproverDenies(t *testing.T) {
 	asked := 0
 	m := newScript(callTool("create_refund_draft", refundArgs), callTool("create_refund_draft", refundArgs), say("not approved"))
-	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(_ *toolset.Set, o *tgeino.Options) {
+	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(_ *toolset.Set, o *host.Options) {
 		o.Approver = host.ApproverFunc(func(_ context.Context, req host.ApprovalRequest) (host.Decision, error) {
 			asked++
 			return host.Decision{Approver: "manager-1", Reason: "not a duplicate"}, nil
@@ -273,7 +273,7 @@ func TestStatusOfABadID(t *testing.T) {
 // same operation, and the model's repeat after the resume replays it.
 func TestSessionScope(t *testing.T) {
 	m := newScript(callTool("create_refund_draft", refundArgs), callTool("create_refund_draft", refundArgs), say("refund drafted"))
-	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(_ *toolset.Set, o *tgeino.Options) {
+	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(_ *toolset.Set, o *host.Options) {
 		o.Scope = tgeino.SessionScope("run_id")
 	}})
 	ctx := host.WithPrincipal(context.Background(), acme)

@@ -141,7 +141,7 @@ func TestWrappedEinoTools(t *testing.T) {
 	wb := mustImport(t, boom, host.ImportOptions{NoApproval: true, Authorize: anyone})
 	set := toolset.MustNew(ws, wn, wb)
 	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{})
-	eg, err := tgeino.New(g, set, tgeino.Options{})
+	eg, err := tgeino.New(g, set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +215,7 @@ func TestWrappedEinoTools(t *testing.T) {
 func TestToolsCarryTheirSchemas(t *testing.T) {
 	ctx := context.Background()
 	set := newShop().tools(true)
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -261,7 +261,7 @@ func approvalGraph(t *testing.T) (*shop, compose.Runnable[*schema.Message, []*sc
 	shop := newShop()
 	set := shop.tools(true)
 	signer, _ := guard.NewSigner([]byte(strings.Repeat("k", 32)))
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer}), set, tgeino.Options{Signer: signer})
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer}), set, host.Options{Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -348,7 +348,7 @@ func TestToolCallbacks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +394,7 @@ func TestToolCallbacks(t *testing.T) {
 func TestParallelRepeatRunsOnce(t *testing.T) {
 	shop := newShop()
 	set := shop.tools(false)
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -424,7 +424,7 @@ func TestMiddlewareTwice(t *testing.T) {
 	mb := &mailbox{}
 	send, _ := mb.einoTools(t)
 	set := toolset.MustNew(mustImport(t, send, host.ImportOptions{NoApproval: true, Authorize: anyone}))
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -462,7 +462,7 @@ func TestImportDefaults(t *testing.T) {
 		t.Fatalf("imported tool's spec %+v, want a write that needs approval", s)
 	}
 	set := toolset.MustNew(mustImport(t, send, host.ImportOptions{Authorize: onlyAcme, NoApproval: true}))
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,7 +6,7 @@
 //
 //	set := toolset.MustNew(getOrder, refund)              // toolset tools, or Import(ctx, einoTool, …)
 //	g := guard.New(set, store, guard.Options{Signer: signer})
-//	eg, _ := tgeino.New(g, set, tgeino.Options{Signer: signer})
+//	eg, _ := tgeino.New(g, set, host.Options{Signer: signer})
 //	cfg := eg.ToolsNodeConfig()                           // Tools, the middleware, UnknownToolsHandler
 //	agent, _ := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{Model: m, ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: cfg}, …})
 //	ctx = host.WithScope(host.WithPrincipal(ctx, principal), runID)

@@ -32,7 +32,7 @@ func Example() {
 	set := toolset.MustNew(refund)
 	signer, _ := guard.NewSigner([]byte("an example key of at least 32 bytes"))
 	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
-	eg, _ := tgeino.New(g, set, tgeino.Options{Signer: signer})
+	eg, _ := tgeino.New(g, set, host.Options{Signer: signer})
 
 	cfg := eg.ToolsNodeConfig()
 	node, _ := compose.NewToolNode(ctx, &cfg)

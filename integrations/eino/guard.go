@@ -15,16 +15,6 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// Options configure a Guarded: host.Options, the options of the host step
-// every framework shares. The zero value of every field means its
-// default: Principal reads host.WithPrincipal's principal, Scope host.WithScope's
-// scope (or use SessionScope, from Eino's session values, which its
-// checkpoints keep); Provider, APIFamily and AdapterRevision default to
-// this package's names. Without an Approver a write that waits for a human
-// interrupts the run (compose.StatefulInterrupt; see Approvals and
-// Resume).
-type Options = host.Options
-
 // Guarded runs Eino's tool calls through a guard.Guard: each call Eino makes
 // becomes a guard.Call (tool name, arguments, call id; the principal and
 // the scope from the host's functions of the context), and its answer goes
@@ -39,8 +29,15 @@ type Guarded struct {
 // New returns a Guarded over g, whose tools are set: the tools the model is
 // offered (Tools), each declared with package toolset or wrapped from an
 // Eino tool (Import). Every tool of set must be the one g looks up by its
-// name.
-func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
+// name. The zero value of every field of opts (host.Options, the options
+// of the host step every integration takes) means its default: Principal
+// reads host.WithPrincipal's principal, Scope host.WithScope's scope (or
+// use SessionScope, from Eino's session values, which its checkpoints
+// keep); Provider, APIFamily and AdapterRevision default to this
+// package's names. Without an Approver a write that waits for a human
+// interrupts the run (compose.StatefulInterrupt; see Approvals and
+// Resume).
+func New(g *guard.Guard, set *toolset.Set, opts host.Options) (*Guarded, error) {
 	if opts.Provider == "" {
 		opts.Provider, opts.APIFamily, opts.AdapterRevision = Provider, APIFamily, AdapterRevision
 	}

@@ -242,7 +242,7 @@ func newHarness(t *testing.T, approval bool, m *script) *harness {
 // options adjusts tgeino's options.
 type harnessOpts struct {
 	approval, handler, streaming bool
-	options                      func(set *toolset.Set, o *tgeino.Options)
+	options                      func(set *toolset.Set, o *host.Options)
 }
 
 func newHarnessWith(t *testing.T, m *script, ho harnessOpts) *harness {
@@ -254,7 +254,7 @@ func newHarnessWith(t *testing.T, m *script, ho harnessOpts) *harness {
 	h.signer, _ = guard.NewSigner(key)
 	set := h.shop.tools(ho.approval)
 	g := guard.New(set, h.store, guard.Options{Signer: h.signer})
-	opts := tgeino.Options{Signer: h.signer}
+	opts := host.Options{Signer: h.signer}
 	if ho.options != nil {
 		ho.options(set, &opts)
 	}

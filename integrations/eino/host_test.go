@@ -21,7 +21,7 @@ func TestHostFailures(t *testing.T) {
 			shop := newShop()
 			set := shop.tools(false)
 			store := memstore.New(memstore.Options{})
-			opts := tgeino.Options{Principal: h.Principal, Scope: h.Scope, Call: h.Call}
+			opts := host.Options{Principal: h.Principal, Scope: h.Scope, Call: h.Call}
 			eg, err := tgeino.New(guard.New(set, store, guard.Options{}), set, opts)
 			if err != nil {
 				t.Fatal(err)

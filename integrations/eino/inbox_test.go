@@ -5,7 +5,6 @@ import (
 
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/host"
-	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/frameworktest/inboxtest"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -17,7 +16,7 @@ import (
 func TestApprovalsInboxHoldsRequests(t *testing.T) {
 	var inbox *inboxtest.Inbox
 	m := newScript(callTool("create_refund_draft", refundArgs), say("refund drafted"))
-	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(set *toolset.Set, o *tgeino.Options) {
+	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(set *toolset.Set, o *host.Options) {
 		inbox = inboxtest.New(t, set)
 		o.Approver = inbox.Waiter
 	}})

@@ -36,7 +36,7 @@ func TestMCPToolsInEino(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -57,7 +57,7 @@ func TestSecretsNeverLeave(t *testing.T) {
 	for _, streaming := range []bool{false, true} {
 		t.Run(map[bool]string{false: "invoke", true: "stream"}[streaming], func(t *testing.T) {
 			s := frameworktest.NewSecrets(t)
-			eg, err := tgeino.New(s.Guard, s.Tools, tgeino.Options{})
+			eg, err := tgeino.New(s.Guard, s.Tools, host.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

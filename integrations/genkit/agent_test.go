@@ -35,11 +35,11 @@ var (
 	userB = guard.Principal{TenantID: "tenant-b", SubjectID: "user-1"}
 )
 
-func newWorld(t *testing.T, configure ...func(*tggenkit.Options)) *world {
+func newWorld(t *testing.T, configure ...func(*host.Options)) *world {
 	t.Helper()
 	o := frameworktest.NewOrders(t, key)
 	w := &world{svc: o.Svc, store: o.Store, model: &script{}}
-	opts := tggenkit.Options{Signer: o.Signer}
+	opts := host.Options{Signer: o.Signer}
 	for _, c := range configure {
 		c(&opts)
 	}
@@ -455,7 +455,7 @@ func TestResumeFromStoredHistory(t *testing.T) {
 // TestNoInterrupt: with Options.NoInterrupt nobody is asked: the model
 // gets APPROVAL_REQUIRED as the result, and nothing runs.
 func TestNoInterrupt(t *testing.T) {
-	w := newWorld(t, func(o *tggenkit.Options) { o.NoInterrupt = true })
+	w := newWorld(t, func(o *host.Options) { o.NoInterrupt = true })
 	w.model.push(calls(refundReq("call-1", "ORDER-7")))
 	out, err := generate(session(userA, "s1"), w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
 	if err != nil {

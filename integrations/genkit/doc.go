@@ -6,7 +6,7 @@
 //
 //	set := toolset.MustNew(getOrder, refund)           // toolset tools; Genkit's own: Import(genkitTool, …)
 //	g := guard.New(set, store, guard.Options{Signer: signer})
-//	gd, _ := tggenkit.New(g, set, tggenkit.Options{Signer: signer})
+//	gd, _ := tggenkit.New(g, set, host.Options{Signer: signer})
 //	ctx = host.WithScope(host.WithPrincipal(ctx, principal), sessionID)
 //	resp, _ := genkit.Generate(ctx, gk, ai.WithModel(m), ai.WithUse(gd), ai.WithPrompt(text))
 //

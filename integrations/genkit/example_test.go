@@ -31,7 +31,7 @@ func Example() {
 	tools := toolset.MustNew(refund)
 	signer, _ := guard.NewSigner([]byte("an example key of at least 32 bytes"))
 	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
-	gd, _ := tggenkit.New(g, tools, tggenkit.Options{Signer: signer})
+	gd, _ := tggenkit.New(g, tools, host.Options{Signer: signer})
 
 	ctx := context.Background()
 	gk := genkit.Init(ctx)

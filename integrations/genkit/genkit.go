@@ -15,17 +15,6 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// Options configure a Guarded: host.Options, the options of the host step
-// every framework shares. The zero value of every field means its
-// default: Principal reads host.WithPrincipal's principal (in a flow, take it
-// from the action context its context provider made), Scope host.WithScope's
-// scope (the host's session, conversation or flow run id: Genkit's tool
-// request refs may be absent or change when a generation is retried);
-// Provider, APIFamily and AdapterRevision default to this package's
-// names. Without an Approver a write that waits for a human interrupts the
-// generation (a tool interrupt; see Approvals and Resume).
-type Options = host.Options
-
 // Guarded is a guard.Guard as a Genkit middleware (ai.Middleware, for
 // ai.WithUse): its hooks offer the model the guard's tools and send every
 // tool call of the generation through the guard. It is safe for
@@ -42,8 +31,17 @@ var _ ai.Middleware = (*Guarded)(nil)
 // g, whose tools are set: tools declared with package toolset, which the
 // middleware offers the model itself, and Genkit tools imported with
 // Import, which the generation is given as usual (ai.WithTools). Every
-// tool of set must be the one g looks up by its name.
-func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
+// tool of set must be the one g looks up by its name. The zero value of
+// every field of opts (host.Options, the options of the host step every
+// integration takes) means its default: Principal reads
+// host.WithPrincipal's principal (in a flow, take it from the action
+// context its context provider made), Scope host.WithScope's scope (the
+// host's session, conversation or flow run id: Genkit's tool request refs
+// may be absent or change when a generation is retried); Provider,
+// APIFamily and AdapterRevision default to this package's names. Without
+// an Approver a write that waits for a human interrupts the generation (a
+// tool interrupt; see Approvals and Resume).
+func New(g *guard.Guard, set *toolset.Set, opts host.Options) (*Guarded, error) {
 	if opts.Provider == "" {
 		opts.Provider, opts.APIFamily, opts.AdapterRevision = Provider, APIFamily, AdapterRevision
 	}

@@ -23,7 +23,7 @@ import (
 func TestHostFailures(t *testing.T) {
 	for name, h := range frameworktest.FailingHooks() {
 		t.Run(name, func(t *testing.T) {
-			w := newWorld(t, func(o *tggenkit.Options) { o.Principal, o.Scope, o.Call = h.Principal, h.Scope, h.Call })
+			w := newWorld(t, func(o *host.Options) { o.Principal, o.Scope, o.Call = h.Principal, h.Scope, h.Call })
 			ctx := session(userA, "s1")
 			if name == frameworktest.NoPrincipal {
 				ctx = host.WithScope(context.Background(), "s1")
@@ -78,20 +78,20 @@ func TestResumeForAnotherCall(t *testing.T) {
 func TestNewRefuses(t *testing.T) {
 	tools := orders.Tools(orders.NewService())
 	g := guard.New(tools, memstore.New(memstore.Options{}), guard.Options{})
-	if _, err := tggenkit.New(nil, tools, tggenkit.Options{}); err == nil {
+	if _, err := tggenkit.New(nil, tools, host.Options{}); err == nil {
 		t.Error("New without a guard")
 	}
 	other := guard.New(orders.NoopTools(), memstore.New(memstore.Options{}), guard.Options{})
-	if _, err := tggenkit.New(other, tools, tggenkit.Options{}); err == nil {
+	if _, err := tggenkit.New(other, tools, host.Options{}); err == nil {
 		t.Error("New with a guard over other tools")
 	}
-	if _, err := tggenkit.New(g, tools, tggenkit.Options{StatusTool: "get_order"}); err == nil {
+	if _, err := tggenkit.New(g, tools, host.Options{StatusTool: "get_order"}); err == nil {
 		t.Error("New with a status tool named like a set tool")
 	}
 	approver := host.ApproverFunc(func(context.Context, host.ApprovalRequest) (host.Decision, error) {
 		return host.Decision{Approved: true}, nil
 	})
-	if _, err := tggenkit.New(g, tools, tggenkit.Options{Approver: approver}); err == nil {
+	if _, err := tggenkit.New(g, tools, host.Options{Approver: approver}); err == nil {
 		t.Error("New with an Approver and no Signer")
 	}
 	if _, err := tggenkit.Import(nil, host.ImportOptions{}); err == nil {

@@ -70,7 +70,7 @@ func TestImportedGenkitTool(t *testing.T) {
 	}
 	signer, _ := guard.NewSigner(key)
 	g := guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer})
-	gd, err := tggenkit.New(g, set, tggenkit.Options{Signer: signer})
+	gd, err := tggenkit.New(g, set, host.Options{Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func notGiven(t *testing.T, name string, opts host.ImportOptions) (*script, *gen
 		t.Fatal(err)
 	}
 	signer, _ := guard.NewSigner(key)
-	gd, err := tggenkit.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer}), set, tggenkit.Options{Signer: signer})
+	gd, err := tggenkit.New(guard.New(set, memstore.New(memstore.Options{}), guard.Options{Signer: signer}), set, host.Options{Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}

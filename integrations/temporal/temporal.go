@@ -27,19 +27,19 @@ import (
 const (
 	// WorkflowName is the workflow type of a run.
 	WorkflowName = "toolguard.run"
-	// ActivityTurn is the activity type of one model turn.
-	ActivityTurn = "toolguard.turn"
-	// ActivityDispatch is the activity type of one tool call's dispatch
+	// TurnName is the activity type of one model turn.
+	TurnName = "toolguard.turn"
+	// DispatchName is the activity type of one tool call's dispatch
 	// (with a human's decision or without).
-	ActivityDispatch = "toolguard.dispatch"
-	// ActivityNotify is the activity type that tells the approvers a run
+	DispatchName = "toolguard.dispatch"
+	// NotifyName is the activity type that tells the approvers a run
 	// waits on a question (Options.Notify).
-	ActivityNotify = "toolguard.notify"
-	// QueryPending is the query answering the question a run waits on (a
+	NotifyName = "toolguard.notify"
+	// PendingName is the query answering the question a run waits on (a
 	// *host.ApprovalRequest), null when it waits on none.
-	QueryPending = "toolguard.pending"
-	// SignalDecision is the signal that answers it (a DecisionSignal).
-	SignalDecision = "toolguard.decision"
+	PendingName = "toolguard.pending"
+	// DecisionName is the signal that answers it (a durable.Answer).
+	DecisionName = "toolguard.decision"
 )
 
 // Error types of the activities' application errors.
@@ -116,7 +116,7 @@ type Options struct {
 	ApprovalTimeout time.Duration
 	// Notify, if set, tells the approvers that a run waits on req (a
 	// chat message, an e-mail, an inbox row), in the activity
-	// ActivityNotify, which every question runs (a no-op on a worker
+	// NotifyName, which every question runs (a no-op on a worker
 	// without Notify). key is the question's id (durable.QuestionID): use
 	// it as the notification's idempotency key. Temporal records the
 	// activity once Notify returned: it runs again, with the same key,
@@ -160,7 +160,7 @@ type Activities struct {
 	Notify func(ctx context.Context, key string, req host.ApprovalRequest) error
 }
 
-// Turn is the activity ActivityTurn: durable.Runner.Turn. A provider that
+// Turn is the activity TurnName: durable.Runner.Turn. A provider that
 // panicked, or a Runner that is not set up, fails the activity without
 // retries.
 func (a *Activities) Turn(ctx context.Context, in durable.TurnInput) (durable.TurnOutput, error) {
@@ -174,7 +174,7 @@ func (a *Activities) Turn(ctx context.Context, in durable.TurnInput) (durable.Tu
 	return out, err
 }
 
-// Dispatch is the activity ActivityDispatch: durable.Runner.Dispatch, in
+// Dispatch is the activity DispatchName: durable.Runner.Dispatch, in
 // the run's scope, as the step the activity is (its activity id, the same
 // in every attempt): an attempt after one whose worker died settles the
 // write that attempt reserved instead of waiting for it. An attempt whose
@@ -202,7 +202,7 @@ func (a *Activities) Dispatch(ctx context.Context, in durable.DispatchInput) (ou
 	return out, nil
 }
 
-// NotifyApprovers is the activity ActivityNotify: Notify with the
+// NotifyApprovers is the activity NotifyName: Notify with the
 // question's id as its key, a panic an error of the attempt.
 func (a *Activities) NotifyApprovers(ctx context.Context, req host.ApprovalRequest) error {
 	if a == nil || a.Notify == nil {
@@ -212,11 +212,11 @@ func (a *Activities) NotifyApprovers(ctx context.Context, req host.ApprovalReque
 }
 
 // RegisterActivities registers a's activities on r (a worker) under
-// ActivityTurn, ActivityDispatch and ActivityNotify.
+// TurnName, DispatchName and NotifyName.
 func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
-	r.RegisterActivityWithOptions(a.Turn, activity.RegisterOptions{Name: ActivityTurn})
-	r.RegisterActivityWithOptions(a.Dispatch, activity.RegisterOptions{Name: ActivityDispatch})
-	r.RegisterActivityWithOptions(a.NotifyApprovers, activity.RegisterOptions{Name: ActivityNotify})
+	r.RegisterActivityWithOptions(a.Turn, activity.RegisterOptions{Name: TurnName})
+	r.RegisterActivityWithOptions(a.Dispatch, activity.RegisterOptions{Name: DispatchName})
+	r.RegisterActivityWithOptions(a.NotifyApprovers, activity.RegisterOptions{Name: NotifyName})
 }
 
 // Register registers the workflow (under WorkflowName, with opts) and the
@@ -251,7 +251,7 @@ func NewWorkflow(opts Options) func(ctx workflow.Context, run durable.Run) (*dur
 				fmt.Sprintf("%v: run %q in workflow %q", ErrRunID, run.ID, id), "toolguard.RunID", nil)
 		}
 		s := &steps{ctx: ctx, opts: opts}
-		if err := workflow.SetQueryHandler(ctx, QueryPending, func() (*host.ApprovalRequest, error) { return s.pending, nil }); err != nil {
+		if err := workflow.SetQueryHandler(ctx, PendingName, func() (*host.ApprovalRequest, error) { return s.pending, nil }); err != nil {
 			return nil, err
 		}
 		defer func() {
@@ -270,20 +270,20 @@ type steps struct {
 	pending *host.ApprovalRequest
 }
 
-// Turn is one model turn, the activity ActivityTurn.
+// Turn is one model turn, the activity TurnName.
 func (s *steps) Turn(in durable.TurnInput) (out durable.TurnOutput, err error) {
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.Turn), ActivityTurn, in).Get(s.ctx, &out)
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.Turn), TurnName, in).Get(s.ctx, &out)
 	return out, err
 }
 
-// Dispatch is one tool call, the activity ActivityDispatch.
+// Dispatch is one tool call, the activity DispatchName.
 func (s *steps) Dispatch(in durable.DispatchInput) (out durable.DispatchOutput, err error) {
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.Dispatch), ActivityDispatch, in).Get(s.ctx, &out)
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.Dispatch), DispatchName, in).Get(s.ctx, &out)
 	return out, err
 }
 
-// Approve publishes req (QueryPending), starts the question's one timer,
-// tells the approvers (ActivityNotify, whose failure is left), and waits
+// Approve publishes req (PendingName), starts the question's one timer,
+// tells the approvers (NotifyName, whose failure is left), and waits
 // for the signal that answers req; a signal that answers another question
 // is dropped, and the timer runs on. After Options.ApprovalTimeout
 // without one, the decision is an expired denial.
@@ -293,15 +293,15 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 	ctx, cancel := workflow.WithCancel(s.ctx)
 	defer cancel()
 	timer := workflow.NewTimer(ctx, s.opts.ApprovalTimeout)
-	_ = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.NotifyActivity), ActivityNotify, req).Get(s.ctx, nil)
-	signals := workflow.GetSignalChannel(s.ctx, SignalDecision)
+	_ = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.NotifyActivity), NotifyName, req).Get(s.ctx, nil)
+	signals := workflow.GetSignalChannel(s.ctx, DecisionName)
 	var (
 		d    host.Decision
 		done bool
 	)
 	sel := workflow.NewSelector(s.ctx)
 	sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
-		var m DecisionSignal
+		var m durable.Answer
 		c.Receive(s.ctx, &m)
 		if m.Answers(req) {
 			d, done = m.Decision, true
@@ -315,12 +315,6 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 	}
 	return d, nil
 }
-
-// DecisionSignal is the signal that answers a run's question
-// (SignalDecision): durable.Answer, the question's ids and the decision.
-// Send it with Decide or Approve, or from any Temporal client (another
-// language's) as its JSON.
-type DecisionSignal = durable.Answer
 
 // ErrOtherRun is Start's error for a run id that names a workflow started
 // for another principal: its handle (and so its status and result) is not
@@ -384,9 +378,9 @@ func Start(ctx context.Context, c client.Client, opts client.StartWorkflowOption
 }
 
 // Pending returns the question the run workflowID waits on, nil when it
-// waits on none (the query QueryPending).
+// waits on none (the query PendingName).
 func Pending(ctx context.Context, c client.Client, workflowID string) (*host.ApprovalRequest, error) {
-	v, err := c.QueryWorkflow(ctx, workflowID, "", QueryPending)
+	v, err := c.QueryWorkflow(ctx, workflowID, "", PendingName)
 	if err != nil {
 		return nil, fmt.Errorf("tgtemporal: reading run %q's question: %w", workflowID, err)
 	}
@@ -416,19 +410,14 @@ func Approve(ctx context.Context, c client.Client, workflowID string, d host.Dec
 }
 
 // Decide answers req, a question a run published, with d: the signal
-// SignalDecision to its workflow (req.RunID). A run that no longer waits
+// DecisionName to its workflow (req.RunID). A run that no longer waits
 // on req drops it.
 func Decide(ctx context.Context, c client.Client, req host.ApprovalRequest, d host.Decision) error {
 	if req.RunID == "" {
 		return errors.New("tgtemporal: the request names no run")
 	}
-	if err := c.SignalWorkflow(ctx, req.RunID, "", SignalDecision, SignalOf(req, d)); err != nil {
+	if err := c.SignalWorkflow(ctx, req.RunID, "", DecisionName, durable.AnswerTo(req, d)); err != nil {
 		return fmt.Errorf("tgtemporal: sending the decision to run %q: %w", req.RunID, err)
 	}
 	return nil
-}
-
-// SignalOf is the signal that answers req with d.
-func SignalOf(req host.ApprovalRequest, d host.Decision) DecisionSignal {
-	return durable.AnswerTo(req, d)
 }

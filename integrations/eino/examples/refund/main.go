@@ -38,7 +38,7 @@ func run(approve bool) (int, error) {
 	ctx := context.Background()
 	sh := refunddemo.NewShop(out)
 	g, set, signer := sh.Guard()
-	eg, err := tgeino.New(g, set, tgeino.Options{Signer: signer})
+	eg, err := tgeino.New(g, set, host.Options{Signer: signer})
 	if err != nil {
 		return 0, err
 	}

@@ -41,7 +41,7 @@ func run(approve bool) (int, error) {
 		Supports: &ai.ModelSupports{Tools: true, Multiturn: true, SystemRole: true}}, scripted)
 	s := refunddemo.NewShop(os.Stdout)
 	g, tools, signer := s.Guard()
-	gd, err := tggenkit.New(g, tools, tggenkit.Options{Signer: signer})
+	gd, err := tggenkit.New(g, tools, host.Options{Signer: signer})
 	if err != nil {
 		return 0, err
 	}
