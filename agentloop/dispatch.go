@@ -174,7 +174,7 @@ func (r *run) handle(ctx context.Context, respID string, i int, s *slot, o *orde
 }
 
 // unknown is st.unknown under the run's lock.
-func (r *run) unknown(id string) (UnknownOperation, bool) {
+func (r *run) unknown(id string) (unknownOperation, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.st.unknown(id)

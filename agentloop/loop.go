@@ -47,9 +47,9 @@ import (
 // DefaultMaxTurns bounds the model turns of one run.
 const DefaultMaxTurns = 12
 
-// DefaultParallel bounds how many calls of one reply are dispatched at
+// defaultParallel bounds how many calls of one reply are dispatched at
 // once when Options.Parallel is 0.
-const DefaultParallel = 8
+const defaultParallel = 8
 
 // Options configures a Loop. The zero value is a working configuration:
 // an embedded store, a random signing key, no approver (runs pause), the
@@ -74,7 +74,7 @@ type Options struct {
 	// DefaultMaxTurns.
 	MaxTurns int
 	// Parallel bounds how many calls of one reply are dispatched at once;
-	// 0 means DefaultParallel, 1 dispatches them one after another. Their
+	// 0 means 8, 1 dispatches them one after another. Their
 	// results go back, and their events reach the transcript, in the
 	// provider's order whatever order they finish in; calls of one
 	// operation (the same intent of a write) run one after another; the
@@ -85,9 +85,14 @@ type Options struct {
 	// settle an unknown outcome; "" means toolset.StatusToolName, and "-"
 	// offers none.
 	StatusTool string
-	// Keys lets the host supply operation ids and idempotency keys;
-	// nil means guard.ScopeIDs with the run id as the scope.
-	Keys KeyFunc
+	// Keys lets the host supply the operation id and idempotency key of
+	// a write in a run; fingerprint is guard.Fingerprint of the call's
+	// tool and arguments. nil means guard.ScopeIDs with the run id as the
+	// scope: within one run the same tool with the same canonical
+	// arguments is one operation, asked again it is replayed, never run
+	// twice; another run is another operation. A Repeatable tool's calls
+	// get no Keys ids: each is its own operation.
+	Keys func(runID string, call guard.Proposal, fingerprint string) (operationID, idempotencyKey string)
 	// Clock is the guard's clock (approval expiry, leases); nil means
 	// guard.SystemClock.
 	Clock guard.Clock
@@ -126,7 +131,7 @@ type Loop struct {
 	maxTurns   int
 	parallel   int
 	statusTool string
-	keys       KeyFunc
+	keys       keyFunc
 	clock      guard.Clock
 	grantTTL   time.Duration
 	observer   func(Event)
@@ -152,7 +157,7 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 		l.maxTurns = DefaultMaxTurns
 	}
 	if l.parallel <= 0 {
-		l.parallel = DefaultParallel
+		l.parallel = defaultParallel
 	}
 	switch l.statusTool {
 	case "":

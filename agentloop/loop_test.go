@@ -600,7 +600,7 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
-// A host KeyFunc sees the canonical arguments on every path, so the
+// A host Options.Keys sees the canonical arguments on every path, so the
 // operation id an approval request names is the one the guard uses, and the
 // same intent spelled differently is one operation.
 func TestHostKeys(t *testing.T) {
@@ -635,7 +635,7 @@ func TestHostKeys(t *testing.T) {
 	mu.Lock()
 	for _, a := range seen {
 		if a != refundArgs {
-			t.Errorf("KeyFunc saw arguments %s, want the canonical %s", a, refundArgs)
+			t.Errorf("Keys saw arguments %s, want the canonical %s", a, refundArgs)
 		}
 	}
 	mu.Unlock()

@@ -145,7 +145,7 @@ func (l *Loop) start(ctx context.Context, p guard.Principal, input string, opts 
 		_, _ = rand.Read(b[:])
 		o.RunID = "run_" + hex.EncodeToString(b[:])
 	}
-	st := &State{Version: StateVersion, RunID: o.RunID, TenantID: p.TenantID, SubjectID: p.SubjectID, API: l.info.APIFamily}
+	st := &State{Version: stateVersion, RunID: o.RunID, TenantID: p.TenantID, SubjectID: p.SubjectID, API: l.info.APIFamily}
 	r := &run{l: l, p: p, st: st, sink: sink}
 	ctx, span := l.startRun(ctx, st)
 	defer span.End()
@@ -455,7 +455,7 @@ func (r *run) dispatch(ctx context.Context, respID string, c provider.ToolCall, 
 		// Calls of one reply run at once: the run's state is shared.
 		r.mu.Lock()
 		if _, ok := st.unknown(op.id); !ok {
-			st.Unknown = append(st.Unknown, UnknownOperation{OperationID: op.id, Tool: c.Name, IdempotencyKey: call.Context.IdempotencyKey})
+			st.Unknown = append(st.Unknown, unknownOperation{OperationID: op.id, Tool: c.Name, IdempotencyKey: call.Context.IdempotencyKey})
 		}
 		r.mu.Unlock()
 	}

@@ -53,9 +53,9 @@ func ScopeFrom(ctx context.Context) string {
 	return s
 }
 
-// WithInvocation returns ctx carrying the guard's invocation of the call
+// withInvocation returns ctx carrying the guard's invocation of the call
 // an imported tool runs for; Imported.Execute puts it there.
-func WithInvocation(ctx context.Context, inv *guard.Invocation) context.Context {
+func withInvocation(ctx context.Context, inv *guard.Invocation) context.Context {
 	return context.WithValue(ctx, invocationKey{}, inv)
 }
 

@@ -24,9 +24,9 @@ import (
 // The names this integration gives itself in every execution context, and
 // so in every audit record.
 const (
-	Provider        = "google-adk"
-	APIFamily       = "adk-go"
-	AdapterRevision = "adk-go-v2"
+	provider        = "google-adk"
+	apiFamily       = "adk-go"
+	adapterRevision = "adk-go-v2"
 )
 
 // Options configure a Guarded. Principal is required; the zero value of
@@ -117,7 +117,7 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 		opts.Scope = SessionScope
 	}
 	a := &Guarded{g: g, set: set, opts: opts}
-	h, err := host.New(g, set, host.Options{Provider: Provider, APIFamily: APIFamily, AdapterRevision: AdapterRevision,
+	h, err := host.New(g, set, host.Options{Provider: provider, APIFamily: apiFamily, AdapterRevision: adapterRevision,
 		Principal: a.principal, Scope: a.scope, Call: a.hook, Signer: opts.Signer, GrantTTL: opts.GrantTTL, Clock: opts.Clock,
 		Approver: opts.Approver, StatusTool: opts.StatusTool, NoStatusTool: opts.NoStatusTool, Denials: sessionDenials{}})
 	if err != nil {

@@ -154,7 +154,7 @@ func TestConfirmationApprove(t *testing.T) {
 	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["code"] != "OK" {
 		t.Errorf("the model was sent %v for call-1, want the one OK result", got)
 	}
-	frameworktest.WantApprovedWrite(t, w.store, "tenant-a", "user-1", tgadk.Provider)
+	frameworktest.WantApprovedWrite(t, w.store, "tenant-a", "user-1", "google-adk")
 }
 
 // TestConfirmationDeny: a no reaches the model once, as APPROVAL_REQUIRED

@@ -76,7 +76,8 @@ func Import(t tool.Tool, opts host.ImportOptions) (*Tool, error) {
 	d := *decl
 	it := &Tool{inner: r, decl: &d}
 	var err error
-	if it.Imported, err = host.Import(r.Name(), r.Description(), raw, it.execute, opts); err != nil {
+	opts.Description, opts.Schema = r.Description(), raw
+	if it.Imported, err = host.Import(r.Name(), it.execute, opts); err != nil {
 		return nil, fmt.Errorf("tgadk: %w", err)
 	}
 	return it, nil

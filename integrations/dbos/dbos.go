@@ -43,20 +43,20 @@ const (
 	DecisionName = "toolguard.decision"
 )
 
-// DefaultName is the config name of an Agent whose Options name none.
-const DefaultName = "toolguard"
+// defaultName is the config name of an Agent whose Options name none.
+const defaultName = "toolguard"
 
-// DefaultApprovalTimeout is how long a run waits for a human when its
+// defaultApprovalTimeout is how long a run waits for a human when its
 // Options name no other time.
-const DefaultApprovalTimeout = 24 * time.Hour
+const defaultApprovalTimeout = 24 * time.Hour
 
-// DefaultTurnRetries is how many times a failed model turn is tried
+// defaultTurnRetries is how many times a failed model turn is tried
 // again, with backoff, when Options say nothing.
-const DefaultTurnRetries = 4
+const defaultTurnRetries = 4
 
-// DefaultDecisionPoll is how often a run that waits for a decision looks
+// defaultDecisionPoll is how often a run that waits for a decision looks
 // for it besides DBOS's wake-up, when Options name no other interval.
-const DefaultDecisionPoll = 5 * time.Second
+const defaultDecisionPoll = 5 * time.Second
 
 // Options configure an Agent. The zero value of every field means its
 // default.
@@ -64,12 +64,12 @@ type Options struct {
 	// Name is the Agent's config name: the DBOS instance its workflow is
 	// registered and recorded under. Every process that runs or recovers
 	// the Agent's runs registers it under the same name; two Agents of
-	// one process need two names. Default DefaultName.
+	// one process need two names. Default "toolguard".
 	Name string
 	// ApprovalTimeout is how long a run waits for a human's decision; a
 	// run that waited that long goes on with an expired denial
 	// (host.Decision.Expired), which the model is told (guard.Expired).
-	// Default DefaultApprovalTimeout. The deadline is recorded when the
+	// Default 24 hours. The deadline is recorded when the
 	// question is published (DeadlineName): a recovered run waits only
 	// what is left, and a message for another question does not move it.
 	ApprovalTimeout time.Duration
@@ -78,7 +78,7 @@ type Options struct {
 	// seen within DecisionPoll of its message, whatever happened to the
 	// wake-up. Each poll that finds nothing records two small DBOS steps
 	// (a receive and its deadline): raise it for runs that wait long.
-	// Default DefaultDecisionPoll.
+	// Default 5 seconds.
 	DecisionPoll time.Duration
 	// Notify, if set, tells the approvers that a run waits on req (a
 	// chat message, an e-mail, an inbox row). key is the question's id
@@ -94,7 +94,7 @@ type Options struct {
 	NotifyRetries int
 	// TurnRetries is how many times a model turn that failed (the
 	// provider's error, after its own client's retries) is tried again,
-	// with backoff, before the run fails; default DefaultTurnRetries,
+	// with backoff, before the run fails; default 4,
 	// negative none.
 	TurnRetries int
 	// DataSource, with the guard on the Postgres store (a pgstore.Store
@@ -134,13 +134,13 @@ func Register(ctx dbos.Context, r *durable.Runner, opts Options) (a *Agent, err 
 		return nil, fmt.Errorf("tgdbos: %w", err)
 	}
 	if opts.Name == "" {
-		opts.Name = DefaultName
+		opts.Name = defaultName
 	}
 	if opts.NotifyRetries == 0 {
 		opts.NotifyRetries = 3
 	}
 	if opts.TurnRetries == 0 {
-		opts.TurnRetries = DefaultTurnRetries
+		opts.TurnRetries = defaultTurnRetries
 	}
 	a = &Agent{runner: r, opts: opts.withDefaults()}
 	defer func() {
@@ -237,10 +237,10 @@ func NewSteps(ctx dbos.Context, r *durable.Runner, opts Options) durable.Steps {
 // withDefaults fills the wait's zero fields.
 func (o Options) withDefaults() Options {
 	if o.ApprovalTimeout <= 0 {
-		o.ApprovalTimeout = DefaultApprovalTimeout
+		o.ApprovalTimeout = defaultApprovalTimeout
 	}
 	if o.DecisionPoll <= 0 {
-		o.DecisionPoll = DefaultDecisionPoll
+		o.DecisionPoll = defaultDecisionPoll
 	}
 	return o
 }
@@ -409,9 +409,9 @@ func Decide(c dbos.Client, req host.ApprovalRequest, d host.Decision) error {
 	return nil
 }
 
-// DefaultStartupTimeout bounds NewContext's connection to Postgres when
+// defaultStartupTimeout bounds NewContext's connection to Postgres when
 // its Config names no other time.
-const DefaultStartupTimeout = 20 * time.Second
+const defaultStartupTimeout = 20 * time.Second
 
 // Config configures NewContext.
 type Config struct {
@@ -435,7 +435,7 @@ type Config struct {
 	// StartupTimeout bounds connecting to Postgres and migrating the
 	// system database, and the wait for an executor identity that a
 	// process which is stopping still holds; default
-	// DefaultStartupTimeout.
+	// 20 seconds.
 	StartupTimeout time.Duration
 	// Logger is DBOS's; default DBOS's own (standard output).
 	Logger *slog.Logger
@@ -455,7 +455,7 @@ func NewContext(ctx context.Context, c Config) (dbos.Context, error) {
 		return nil, errors.New("tgdbos: NewContext needs a DatabaseURL (Postgres) and an AppName")
 	}
 	if c.StartupTimeout <= 0 {
-		c.StartupTimeout = DefaultStartupTimeout
+		c.StartupTimeout = defaultStartupTimeout
 	}
 	dc, err := dbos.NewContext(ctx, dbos.Config{DatabaseURL: c.DatabaseURL, AppName: c.AppName, ExecutorID: c.ExecutorID,
 		ApplicationVersion: c.ApplicationVersion, SystemDBStartupTimeout: c.StartupTimeout, Logger: c.Logger})

@@ -33,13 +33,13 @@ type Guarded struct {
 // of the host step every integration takes) means its default: Principal
 // reads host.WithPrincipal's principal, Scope host.WithScope's scope (or
 // use SessionScope, from Eino's session values, which its checkpoints
-// keep); Provider, APIFamily and AdapterRevision default to this
+// keep); provider, apiFamily and adapterRevision default to this
 // package's names. Without an Approver a write that waits for a human
 // interrupts the run (compose.StatefulInterrupt; see Approvals and
 // Resume).
 func New(g *guard.Guard, set *toolset.Set, opts host.Options) (*Guarded, error) {
 	if opts.Provider == "" {
-		opts.Provider, opts.APIFamily, opts.AdapterRevision = Provider, APIFamily, AdapterRevision
+		opts.Provider, opts.APIFamily, opts.AdapterRevision = provider, apiFamily, adapterRevision
 	}
 	h, err := host.New(g, set, opts)
 	if err != nil {

@@ -99,7 +99,8 @@ func Import(ctx context.Context, t tool.BaseTool, opts host.ImportOptions) (*Too
 		}
 	}
 	it := &Tool{eino: t}
-	if it.Imported, err = host.Import(info.Name, info.Desc, raw, it.execute, opts); err != nil {
+	opts.Description, opts.Schema = info.Desc, raw
+	if it.Imported, err = host.Import(info.Name, it.execute, opts); err != nil {
 		return nil, fmt.Errorf("tgeino: %w", err)
 	}
 	return it, nil

@@ -153,7 +153,7 @@ func TestInterruptApprove(t *testing.T) {
 	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["code"] != "OK" {
 		t.Errorf("the model was sent %v for call-1, want the one OK result", got)
 	}
-	frameworktest.WantApprovedWrite(t, w.store, "tenant-a", "manager-1", tggenkit.Provider)
+	frameworktest.WantApprovedWrite(t, w.store, "tenant-a", "manager-1", "genkit")
 }
 
 // TestInterruptDeny: a no reaches the model once, as APPROVAL_REQUIRED

@@ -14,10 +14,10 @@ import (
 	"github.com/toolguard/toolguard/host"
 )
 
-// InterruptKey is the member of an interrupted tool request's interrupt
+// interruptKey is the member of an interrupted tool request's interrupt
 // metadata (ai.Part.Metadata["interrupt"]) that holds the approval request,
 // and of a restart's resumed metadata that holds the human's decision.
-const InterruptKey = "toolguard"
+const interruptKey = "toolguard"
 
 // ErrNotApproval is Resume's error for a part that is not a tool request
 // this package interrupted for a human's approval.
@@ -65,7 +65,7 @@ func Resume(p *ai.Part, d host.Decision) (*ai.Part, error) {
 		"tenant_id": req.Principal.TenantID, "subject_id": req.Principal.SubjectID, "fingerprint": req.Fingerprint}
 	meta := maps.Clone(p.Metadata)
 	delete(meta, "interrupt")
-	meta["resumed"] = map[string]any{InterruptKey: decision}
+	meta["resumed"] = map[string]any{interruptKey: decision}
 	out := ai.NewToolRequestPart(&ai.ToolRequest{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Input: p.ToolRequest.Input})
 	out.Metadata = meta
 	return out, nil
@@ -89,10 +89,10 @@ func requestOf(p *ai.Part) (host.ApprovalRequest, bool) {
 		return req, false
 	}
 	meta, ok := p.Metadata["interrupt"].(map[string]any)
-	if !ok || meta[InterruptKey] == nil {
+	if !ok || meta[interruptKey] == nil {
 		return req, false
 	}
-	if !convert(meta[InterruptKey], &req) || req.Tool == "" || req.Fingerprint == "" {
+	if !convert(meta[interruptKey], &req) || req.Tool == "" || req.Fingerprint == "" {
 		return host.ApprovalRequest{}, false
 	}
 	return req, true
@@ -114,7 +114,7 @@ func interruptMetadata(req host.ApprovalRequest) map[string]any {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	_ = dec.Decode(&m)
-	return map[string]any{InterruptKey: m}
+	return map[string]any{interruptKey: m}
 }
 
 // resume handles a call Genkit restarts with a decision (Resume). A call
@@ -123,7 +123,7 @@ func interruptMetadata(req host.ApprovalRequest) map[string]any {
 // once with a signed grant, a no is the answer the model gets, with
 // nothing run.
 func (a *Guarded) resume(ctx context.Context, call guard.Call) (*guard.Result, error) {
-	v, ok := ai.ResumedValue[any](ctx, InterruptKey)
+	v, ok := ai.ResumedValue[any](ctx, interruptKey)
 	if !ok || v == nil {
 		return nil, nil
 	}

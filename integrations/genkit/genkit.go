@@ -37,13 +37,13 @@ var _ ai.Middleware = (*Guarded)(nil)
 // host.WithPrincipal's principal (in a flow, take it from the action
 // context its context provider made), Scope host.WithScope's scope (the
 // host's session, conversation or flow run id: Genkit's tool request refs
-// may be absent or change when a generation is retried); Provider,
-// APIFamily and AdapterRevision default to this package's names. Without
+// may be absent or change when a generation is retried); provider,
+// apiFamily and adapterRevision default to this package's names. Without
 // an Approver a write that waits for a human interrupts the generation (a
 // tool interrupt; see Approvals and Resume).
 func New(g *guard.Guard, set *toolset.Set, opts host.Options) (*Guarded, error) {
 	if opts.Provider == "" {
-		opts.Provider, opts.APIFamily, opts.AdapterRevision = Provider, APIFamily, AdapterRevision
+		opts.Provider, opts.APIFamily, opts.AdapterRevision = provider, apiFamily, adapterRevision
 	}
 	h, err := host.New(g, set, opts)
 	if err != nil {
@@ -60,8 +60,8 @@ func New(g *guard.Guard, set *toolset.Set, opts host.Options) (*Guarded, error) 
 	return a, nil
 }
 
-// Name implements ai.Middleware: MiddlewareName.
-func (a *Guarded) Name() string { return MiddlewareName }
+// Name implements ai.Middleware: middlewareName.
+func (a *Guarded) Name() string { return middlewareName }
 
 // New implements ai.Middleware: the hooks of one generation. Tools are
 // the set's toolset tools and the status tool, declared with the schemas

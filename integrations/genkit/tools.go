@@ -111,7 +111,8 @@ func Import(t ai.Tool, opts host.ImportOptions) (*Tool, error) {
 	}
 	it := &Tool{inner: t}
 	var err error
-	if it.Imported, err = host.Import(t.Name(), def.Description, raw, it.execute, opts); err != nil {
+	opts.Description, opts.Schema = def.Description, raw
+	if it.Imported, err = host.Import(t.Name(), it.execute, opts); err != nil {
 		return nil, fmt.Errorf("tggenkit: %w", err)
 	}
 	return it, nil

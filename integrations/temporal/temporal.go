@@ -47,44 +47,44 @@ const (
 	// ErrTypeInProgress is the retryable error of a dispatch attempt that
 	// found its operation running in another attempt.
 	ErrTypeInProgress = "toolguard.InProgress"
-	// ErrTypeRunner is the non-retryable error of a step whose Runner is
+	// errTypeRunner is the non-retryable error of a step whose Runner is
 	// not set up, or whose provider panicked.
-	ErrTypeRunner = "toolguard.Runner"
+	errTypeRunner = "toolguard.Runner"
 )
 
-// DefaultApprovalTimeout is how long a run waits for a human when its
+// defaultApprovalTimeout is how long a run waits for a human when its
 // Options name no other time.
-const DefaultApprovalTimeout = 24 * time.Hour
+const defaultApprovalTimeout = 24 * time.Hour
 
-// DefaultTurnOptions are the activity options of a model turn when Options
+// defaultTurnOptions are the activity options of a model turn when Options
 // name none: two minutes an attempt (a model's reply can be slow), five
 // attempts with backoff from one second to a minute. The provider's own
 // client retries inside an attempt too.
-func DefaultTurnOptions() workflow.ActivityOptions {
+func defaultTurnOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-			MaximumInterval: time.Minute, MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeRunner}},
+			MaximumInterval: time.Minute, MaximumAttempts: 5, NonRetryableErrorTypes: []string{errTypeRunner}},
 	}
 }
 
-// DefaultDispatchOptions are the activity options of a dispatch when
+// defaultDispatchOptions are the activity options of a dispatch when
 // Options name none: one minute an attempt, ten attempts with backoff from
 // one second to thirty. Retrying a dispatch is safe: a retried attempt
 // replays the stored outcome.
-func DefaultDispatchOptions() workflow.ActivityOptions {
+func defaultDispatchOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-			MaximumInterval: 30 * time.Second, MaximumAttempts: 10, NonRetryableErrorTypes: []string{ErrTypeRunner}},
+			MaximumInterval: 30 * time.Second, MaximumAttempts: 10, NonRetryableErrorTypes: []string{errTypeRunner}},
 	}
 }
 
-// DefaultNotifyOptions are the activity options of a notification when
+// defaultNotifyOptions are the activity options of a notification when
 // Options name none: thirty seconds an attempt, four attempts with
 // backoff from one second. A notification that still failed is left: the
 // question stays readable (Pending).
-func DefaultNotifyOptions() workflow.ActivityOptions {
+func defaultNotifyOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
@@ -98,18 +98,19 @@ func DefaultNotifyOptions() workflow.ActivityOptions {
 type Options struct {
 	// Turn is the activity options of a model turn; a zero
 	// StartToCloseTimeout (with a zero ScheduleToCloseTimeout) means
-	// DefaultTurnOptions, and a nil RetryPolicy its policy.
+	// two minutes an attempt, five attempts with backoff, and a nil
+	// RetryPolicy that policy.
 	Turn workflow.ActivityOptions
-	// Dispatch is the activity options of a dispatch, defaulted alike from
-	// DefaultDispatchOptions.
+	// Dispatch is the activity options of a dispatch, defaulted alike
+	// (a minute an attempt, ten attempts).
 	Dispatch workflow.ActivityOptions
 	// NotifyActivity is the activity options of a notification,
-	// defaulted alike from DefaultNotifyOptions.
+	// defaulted alike (30 seconds an attempt).
 	NotifyActivity workflow.ActivityOptions
 	// ApprovalTimeout is how long a run waits for a human's decision; a
 	// run that waited that long goes on with an expired denial
 	// (host.Decision.Expired), which the model is told (guard.Expired).
-	// Default DefaultApprovalTimeout. The timer is durable and started
+	// Default 24 hours. The timer is durable and started
 	// once, when the question is published: a run replayed on another
 	// worker waits only what is left, and a signal for another question
 	// does not move it.
@@ -129,11 +130,11 @@ type Options struct {
 
 // withDefaults fills o's zero fields.
 func (o Options) withDefaults() Options {
-	o.Turn = activityDefaults(o.Turn, DefaultTurnOptions())
-	o.Dispatch = activityDefaults(o.Dispatch, DefaultDispatchOptions())
-	o.NotifyActivity = activityDefaults(o.NotifyActivity, DefaultNotifyOptions())
+	o.Turn = activityDefaults(o.Turn, defaultTurnOptions())
+	o.Dispatch = activityDefaults(o.Dispatch, defaultDispatchOptions())
+	o.NotifyActivity = activityDefaults(o.NotifyActivity, defaultNotifyOptions())
 	if o.ApprovalTimeout <= 0 {
-		o.ApprovalTimeout = DefaultApprovalTimeout
+		o.ApprovalTimeout = defaultApprovalTimeout
 	}
 	return o
 }
@@ -165,11 +166,11 @@ type Activities struct {
 // retries.
 func (a *Activities) Turn(ctx context.Context, in durable.TurnInput) (durable.TurnOutput, error) {
 	if a == nil || a.Runner == nil {
-		return durable.TurnOutput{}, temporal.NewNonRetryableApplicationError("tgtemporal: no Runner", ErrTypeRunner, nil)
+		return durable.TurnOutput{}, temporal.NewNonRetryableApplicationError("tgtemporal: no Runner", errTypeRunner, nil)
 	}
 	out, err := a.Runner.Turn(ctx, in)
 	if errors.Is(err, durable.ErrProviderPanic) || (err != nil && (a.Runner.Host == nil || a.Runner.Provider == nil)) {
-		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRunner, err)
+		return out, temporal.NewNonRetryableApplicationError(err.Error(), errTypeRunner, err)
 	}
 	return out, err
 }
@@ -184,7 +185,7 @@ func (a *Activities) Turn(ctx context.Context, in durable.TurnInput) (durable.Tu
 // and nothing reaches the worker.
 func (a *Activities) Dispatch(ctx context.Context, in durable.DispatchInput) (out durable.DispatchOutput, err error) {
 	if a == nil || a.Runner == nil || a.Runner.Host == nil {
-		return out, temporal.NewNonRetryableApplicationError("tgtemporal: no Runner with a Host", ErrTypeRunner, nil)
+		return out, temporal.NewNonRetryableApplicationError("tgtemporal: no Runner with a Host", errTypeRunner, nil)
 	}
 	if activity.IsActivity(ctx) {
 		in.Step = activity.GetInfo(ctx).ActivityID
@@ -229,7 +230,7 @@ func Register(w worker.Registry, runner *durable.Runner, opts Options) error {
 	if err := runner.Validate(); err != nil {
 		return fmt.Errorf("tgtemporal: %w", err)
 	}
-	w.RegisterWorkflowWithOptions(NewWorkflow(opts), workflow.RegisterOptions{Name: WorkflowName})
+	w.RegisterWorkflowWithOptions(newWorkflow(opts), workflow.RegisterOptions{Name: WorkflowName})
 	RegisterActivities(w, &Activities{Runner: runner, Notify: opts.Notify})
 	return nil
 }
@@ -237,12 +238,12 @@ func Register(w worker.Registry, runner *durable.Runner, opts Options) error {
 // ErrRunID is the error of a run whose id is not its workflow's id.
 var ErrRunID = errors.New("tgtemporal: a run's id must be its workflow's id")
 
-// NewWorkflow returns the run's workflow function with opts: durable.Drive
+// newWorkflow returns the run's workflow function with opts: durable.Drive
 // with this package's steps. Start it with Start (or
 // client.ExecuteWorkflow with WorkflowName and the run's id as the
 // workflow id); a run whose id is not the workflow's id fails with
 // ErrRunID, and nothing runs.
-func NewWorkflow(opts Options) func(ctx workflow.Context, run durable.Run) (*durable.Result, error) {
+func newWorkflow(opts Options) func(ctx workflow.Context, run durable.Run) (*durable.Result, error) {
 	opts = opts.withDefaults()
 	return func(ctx workflow.Context, run durable.Run) (res *durable.Result, err error) {
 		id := workflow.GetInfo(ctx).WorkflowExecution.ID
@@ -321,12 +322,12 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 // given out.
 var ErrOtherRun = errors.New("tgtemporal: the run id names another principal's run")
 
-// MemoPrincipal is the memo under which Start records whom a run acts
+// memoKey is the memo under which Start records whom a run acts
 // for (its tenant and subject), so that starting its id again is checked
 // without reading the run's input or result.
-const MemoPrincipal = "toolguard.principal"
+const memoKey = "toolguard.principal"
 
-// memoPrincipal is the MemoPrincipal memo's value.
+// memoPrincipal is the memoKey memo's value.
 type memoPrincipal struct {
 	TenantID  string `json:"tenant_id"`
 	SubjectID string `json:"subject_id"`
@@ -335,7 +336,7 @@ type memoPrincipal struct {
 // Start starts run as the workflow WorkflowName whose id is run.ID (the
 // run's scope: every write of the run gets its operation id from it), on
 // opts (its TaskQueue; its ID, if set, must be run.ID), with its principal
-// in the memo MemoPrincipal. A run is started once: starting a run id that
+// in the memo memoKey. A run is started once: starting a run id that
 // was started before, running or closed, returns that workflow's run, its
 // own recorded input unchanged, when it was started for the same principal
 // (tenant and subject), and fails with ErrOtherRun otherwise (also for a
@@ -355,7 +356,7 @@ func Start(ctx context.Context, c client.Client, opts client.StartWorkflowOption
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	memo := make(map[string]any, len(opts.Memo)+1)
 	maps.Copy(memo, opts.Memo)
-	memo[MemoPrincipal] = memoPrincipal{TenantID: run.Principal.TenantID, SubjectID: run.Principal.SubjectID}
+	memo[memoKey] = memoPrincipal{TenantID: run.Principal.TenantID, SubjectID: run.Principal.SubjectID}
 	opts.Memo = memo
 	wr, err := c.ExecuteWorkflow(ctx, opts, WorkflowName, run)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -368,7 +369,7 @@ func Start(ctx context.Context, c client.Client, opts client.StartWorkflowOption
 		return nil, fmt.Errorf("tgtemporal: reading run %q: %w", run.ID, err)
 	}
 	var was memoPrincipal
-	f := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[MemoPrincipal]
+	f := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[memoKey]
 	if f == nil || d.GetWorkflowExecutionInfo().GetType().GetName() != WorkflowName ||
 		converter.GetDefaultDataConverter().FromPayload(f, &was) != nil ||
 		was.TenantID != run.Principal.TenantID || was.SubjectID != run.Principal.SubjectID {
