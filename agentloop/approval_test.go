@@ -12,6 +12,7 @@ import (
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 )
@@ -515,12 +516,12 @@ func TestResumeInAnotherProcess(t *testing.T) {
 
 // An Approver that fails or says no: the model is told, nothing runs.
 func TestApproverDeniesOrFails(t *testing.T) {
-	for name, a := range map[string]agentloop.ApproverFunc{
-		"no": func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
-			return agentloop.Decision{Approved: false, Approver: "bob"}, nil
+	for name, a := range map[string]host.ApproverFunc{
+		"no": func(context.Context, host.ApprovalRequest) (host.Decision, error) {
+			return host.Decision{Approved: false, Approver: "bob"}, nil
 		},
-		"error": func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
-			return agentloop.Decision{Approved: true, Approver: "bob"}, errors.New("pager down")
+		"error": func(context.Context, host.ApprovalRequest) (host.Decision, error) {
+			return host.Decision{Approved: true, Approver: "bob"}, errors.New("pager down")
 		},
 	} {
 		t.Run(name, func(t *testing.T) {
@@ -564,12 +565,12 @@ func repeatScript() []fakemodel.Turn {
 // section 8).
 func TestDeniedIntentAskedOnce(t *testing.T) {
 	asked := 0
-	no := agentloop.ApproverFunc(func(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+	no := host.ApproverFunc(func(_ context.Context, req host.ApprovalRequest) (host.Decision, error) {
 		asked++
 		if req.RunID == "" {
 			t.Errorf("approval request without its run id: %+v", req)
 		}
-		return agentloop.Decision{Approver: "lead-1", Reason: "not a duplicate"}, nil
+		return host.Decision{Approver: "lead-1", Reason: "not a duplicate"}, nil
 	})
 	w := newWorld(t, repeatScript()...)
 	res, err := w.loop(agentloop.Options{Approver: no}).Run(testCtx(t), user1, "refund")
@@ -626,13 +627,13 @@ func TestResumeDeniedNotAskedAgain(t *testing.T) {
 // an expired Approval; nothing runs, and the repeat of the intent is put
 // to a human again.
 func TestExpiredApproval(t *testing.T) {
-	for name, answer := range map[string]func() (agentloop.Decision, error){
-		"expired":      func() (agentloop.Decision, error) { return agentloop.Decision{Expired: true, Reason: "timed out"}, nil },
-		"wait ran out": func() (agentloop.Decision, error) { return agentloop.Decision{}, context.DeadlineExceeded },
+	for name, answer := range map[string]func() (host.Decision, error){
+		"expired":      func() (host.Decision, error) { return host.Decision{Expired: true, Reason: "timed out"}, nil },
+		"wait ran out": func() (host.Decision, error) { return host.Decision{}, context.DeadlineExceeded },
 	} {
 		t.Run("approver/"+name, func(t *testing.T) {
 			asked := 0
-			a := agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
+			a := host.ApproverFunc(func(context.Context, host.ApprovalRequest) (host.Decision, error) {
 				asked++
 				return answer()
 			})

@@ -4,8 +4,8 @@ import (
 	"context"
 	"testing"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/orders"
 )
 
@@ -30,15 +30,15 @@ func TestApprovalStep(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !agentloop.NeedsApproval(g, call, res) {
+	if !host.NeedsApproval(g, call, res) {
 		t.Fatalf("NeedsApproval(%v) = false for a write that needs approval, asked without a grant", res.Code)
 	}
 	read := guard.Call{Principal: user1, Proposal: guard.Proposal{Name: readTool, Arguments: []byte(readArgs)}}
-	if rres, _ := g.Dispatch(ctx, read); agentloop.NeedsApproval(g, read, rres) {
+	if rres, _ := g.Dispatch(ctx, read); host.NeedsApproval(g, read, rres) {
 		t.Fatalf("NeedsApproval = true for a read answered %v", rres.Code)
 	}
 
-	req := agentloop.NewApprovalRequest(g, call)
+	req := host.NewApprovalRequest(g, call)
 	if string(req.Arguments) != refundArgs || req.Fingerprint != guard.Fingerprint(refundTool, []byte(refundArgs)) ||
 		req.OperationID != g.OperationID(call) || req.RunID != "run-1" || req.CallID != "call-1" || req.Principal.SubjectID != user1.SubjectID || req.Principal.TenantID != user1.TenantID {
 		t.Fatalf("request %+v: want the canonical arguments %s, their fingerprint, the guard's operation id %q, the scope and call id",
@@ -49,29 +49,29 @@ func TestApprovalStep(t *testing.T) {
 	// no grant.
 	forged := req
 	forged.Arguments = []byte(`{"order_ref":"ORDER-8","reason":"duplicate"}`)
-	if _, err := agentloop.SignGrant(signer, nil, 0, forged, ""); err == nil {
+	if _, err := host.SignGrant(signer, nil, 0, forged, ""); err == nil {
 		t.Fatal("SignGrant signed arguments its fingerprint does not name")
 	}
-	tok, err := agentloop.SignGrant(signer, nil, 0, req, "")
+	tok, err := host.SignGrant(signer, nil, 0, req, "")
 	if err != nil {
 		t.Fatal(err)
 	}
 	gr, err := signer.Verify(tok)
-	if err != nil || gr.Approver != agentloop.DefaultApprover || gr.Fingerprint != req.Fingerprint {
+	if err != nil || gr.Approver != host.DefaultApprover || gr.Fingerprint != req.Fingerprint {
 		t.Fatalf("grant %+v, %v: want the default approver and the request's fingerprint", gr, err)
 	}
 	call.Approval = tok
 	if res, err = g.Dispatch(ctx, call); err != nil || res.Code != guard.CodeOK {
 		t.Fatalf("with the grant: %v %v", res, err)
 	}
-	if agentloop.NeedsApproval(g, call, &guard.Result{Code: guard.CodeApprovalRequired}) {
+	if host.NeedsApproval(g, call, &guard.Result{Code: guard.CodeApprovalRequired}) {
 		t.Fatal("NeedsApproval = true for a call that presented a grant")
 	}
 	if n := svc.SideEffects(); n != 1 {
 		t.Fatalf("%d side effects, want 1", n)
 	}
 
-	var d agentloop.Denials
+	var d host.Denials
 	if d.Has(req) {
 		t.Fatal("a new Denials has a denial")
 	}

@@ -6,6 +6,7 @@ import (
 	"sync/atomic"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/provider"
 )
 
@@ -40,7 +41,7 @@ type slot struct {
 	early *earlyCall
 
 	cs      CallState
-	pending *ApprovalRequest
+	pending *host.ApprovalRequest
 	err     error
 }
 
@@ -173,7 +174,7 @@ func (r *run) handle(ctx context.Context, respID string, i int, s *slot, o *orde
 }
 
 // unknown is st.unknown under the run's lock.
-func (r *run) unknown(id string) (UnknownOperation, bool) {
+func (r *run) unknown(id string) (unknownOperation, bool) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return r.st.unknown(id)

@@ -13,6 +13,7 @@ import (
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 )
@@ -33,8 +34,8 @@ func Example() {
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
 
 	svc := orders.NewService()
-	approve := agentloop.ApproverFunc(func(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
-		return agentloop.Decision{Approved: true, Approver: "ann"}, nil
+	approve := host.ApproverFunc(func(_ context.Context, req host.ApprovalRequest) (host.Decision, error) {
+		return host.Decision{Approved: true, Approver: "ann"}, nil
 	})
 	// Without Options.Store the loop keeps its records in an embedded Redis.
 	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), orders.Tools(svc), agentloop.Options{Approver: approve})
@@ -165,12 +166,12 @@ func ExampleNewApprovalRequest() {
 		Context:   guard.ExecutionContext{CallID: "call-1", Scope: "session-1"},
 	}
 	res, _ := g.Dispatch(ctx, call)
-	fmt.Println(res.Code, agentloop.NeedsApproval(g, call, res))
+	fmt.Println(res.Code, host.NeedsApproval(g, call, res))
 
-	req := agentloop.NewApprovalRequest(g, call)
+	req := host.NewApprovalRequest(g, call)
 	fmt.Println(req.Tool, string(req.Arguments))
 
-	call.Approval, _ = agentloop.SignGrant(signer, nil, 0, req, "ann")
+	call.Approval, _ = host.SignGrant(signer, nil, 0, req, "ann")
 	res, _ = g.Dispatch(ctx, call)
 	fmt.Println(res.Code)
 	// Output:

@@ -18,6 +18,7 @@ import (
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
@@ -46,11 +47,11 @@ type world struct {
 	svc    *orders.Service
 	mr     *miniredis.Miniredis
 	rdb    redis.UniversalClient
-	idem   agentloop.Store
+	idem   guard.AuditStore
 }
 
 // store is the world's Redis store, made once.
-func (w *world) store() agentloop.Store {
+func (w *world) store() guard.AuditStore {
 	if w.idem == nil {
 		w.idem = idemStore(w.t, w.rdb)
 	}
@@ -58,7 +59,7 @@ func (w *world) store() agentloop.Store {
 }
 
 // idemStore is a Redis store on the client.
-func idemStore(t testing.TB, rdb redis.UniversalClient) agentloop.Store {
+func idemStore(t testing.TB, rdb redis.UniversalClient) guard.AuditStore {
 	t.Helper()
 	s, err := idem.New(rdb, idem.Options{})
 	if err != nil {
@@ -120,22 +121,22 @@ func testCtx(t *testing.T) context.Context {
 // approver approves everything and records what it was asked.
 type approver struct {
 	mu   sync.Mutex
-	reqs []agentloop.ApprovalRequest
+	reqs []host.ApprovalRequest
 	n    atomic.Int32
 }
 
-func (a *approver) Approve(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+func (a *approver) Approve(_ context.Context, req host.ApprovalRequest) (host.Decision, error) {
 	a.mu.Lock()
 	a.reqs = append(a.reqs, req)
 	a.mu.Unlock()
 	a.n.Add(1)
-	return agentloop.Decision{Approved: true, Approver: "ann"}, nil
+	return host.Decision{Approved: true, Approver: "ann"}, nil
 }
 
-func (a *approver) asked() []agentloop.ApprovalRequest {
+func (a *approver) asked() []host.ApprovalRequest {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return append([]agentloop.ApprovalRequest(nil), a.reqs...)
+	return append([]host.ApprovalRequest(nil), a.reqs...)
 }
 
 // calls builds one turn of function calls.

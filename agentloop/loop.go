@@ -46,38 +46,34 @@ import (
 // DefaultMaxTurns bounds the model turns of one run.
 const DefaultMaxTurns = 12
 
-// DefaultParallel bounds how many calls of one reply are dispatched at
+// defaultParallel bounds how many calls of one reply are dispatched at
 // once when Options.Parallel is 0.
-const DefaultParallel = 8
-
-// DefaultGrantTTL is how long a grant minted from an Approver's yes is
-// valid.
-const DefaultGrantTTL = host.DefaultGrantTTL
+const defaultParallel = 8
 
 // Options configures a Loop. The zero value is a working configuration:
 // an embedded store, a random signing key, no approver (runs pause), the
 // status tool, DefaultMaxTurns.
 type Options struct {
 	// Store keeps idempotency records and audit logs: an idem.Store on
-	// Redis (a server or a cluster), a guard.MemStore, or any Store. nil
+	// Redis (a server or a cluster), a guard.MemStore, or any guard.AuditStore. nil
 	// keeps them in memory (a guard.MemStore of the loop's own), which is
 	// fine for examples and tests and loses everything when the process
 	// ends.
-	Store Store
+	Store guard.AuditStore
 	// Signer signs and checks approval grants. Without it a random key
 	// is made per Loop, so grants minted by another process do not
 	// verify: pass one to resume saved runs elsewhere.
 	Signer *guard.Signer
 	// Approver asks a human inline when a write needs approval. Without
 	// it the run pauses and returns the pending requests (see Resume).
-	Approver Approver
+	Approver host.Approver
 	// Instructions is the system prompt.
 	Instructions string
 	// MaxTurns bounds the model turns of one run; 0 means
 	// DefaultMaxTurns.
 	MaxTurns int
 	// Parallel bounds how many calls of one reply are dispatched at once;
-	// 0 means DefaultParallel, 1 dispatches them one after another. Their
+	// 0 means 8, 1 dispatches them one after another. Their
 	// results go back, and their events reach the transcript, in the
 	// provider's order whatever order they finish in; calls of one
 	// operation (the same intent of a write) run one after another; the
@@ -88,14 +84,19 @@ type Options struct {
 	// settle an unknown outcome; "" means toolset.StatusToolName, and "-"
 	// offers none.
 	StatusTool string
-	// Keys lets the host supply operation ids and idempotency keys;
-	// nil means guard.ScopeIDs with the run id as the scope.
-	Keys KeyFunc
+	// Keys lets the host supply the operation id and idempotency key of
+	// a write in a run; fingerprint is guard.Fingerprint of the call's
+	// tool and arguments. nil means guard.ScopeIDs with the run id as the
+	// scope: within one run the same tool with the same canonical
+	// arguments is one operation, asked again it is replayed, never run
+	// twice; another run is another operation. A Repeatable tool's calls
+	// get no Keys ids: each is its own operation.
+	Keys func(runID string, call guard.Proposal, fingerprint string) (operationID, idempotencyKey string)
 	// Clock is the guard's clock (approval expiry, leases); nil means
 	// guard.SystemClock.
 	Clock guard.Clock
 	// GrantTTL is how long a grant minted from an Approver's yes is
-	// valid; 0 means DefaultGrantTTL.
+	// valid; 0 means host.DefaultGrantTTL.
 	GrantTTL time.Duration
 	// Observer receives every transcript event as it happens, e.g. to
 	// print a live transcript.
@@ -114,11 +115,6 @@ type Options struct {
 	AgentName string
 }
 
-// Store is what the loop keeps its records in: guard.AuditStore, a guard.Store
-// whose audit log can be read back (idem.Store and guard.MemStore are
-// both).
-type Store = guard.AuditStore
-
 // Loop runs agent turns against a model provider with every tool call
 // going through a guard. It is safe for concurrent use by several runs.
 type Loop struct {
@@ -127,14 +123,14 @@ type Loop struct {
 	tools      *toolset.Set
 	offered    []toolset.Declared
 	guard      *guard.Guard
-	store      Store
+	store      guard.AuditStore
 	signer     *guard.Signer
-	approver   Approver
+	approver   host.Approver
 	instr      string
 	maxTurns   int
 	parallel   int
 	statusTool string
-	keys       KeyFunc
+	keys       keyFunc
 	clock      guard.Clock
 	grantTTL   time.Duration
 	observer   func(Event)
@@ -160,7 +156,7 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 		l.maxTurns = DefaultMaxTurns
 	}
 	if l.parallel <= 0 {
-		l.parallel = DefaultParallel
+		l.parallel = defaultParallel
 	}
 	switch l.statusTool {
 	case "":
@@ -190,7 +186,7 @@ func New(p provider.Provider, tools *toolset.Set, opts Options) *Loop {
 		l.clock = guard.SystemClock
 	}
 	if l.grantTTL <= 0 {
-		l.grantTTL = DefaultGrantTTL
+		l.grantTTL = host.DefaultGrantTTL
 	}
 	if l.agentName == "" {
 		l.agentName = "agent"
@@ -228,7 +224,7 @@ func (l *Loop) Err() error { return l.err }
 func (l *Loop) Guard() *guard.Guard { return l.guard }
 
 // Store returns the loop's store, e.g. to verify its audit log.
-func (l *Loop) Store() Store { return l.store }
+func (l *Loop) Store() guard.AuditStore { return l.store }
 
 // Signer returns the loop's approval signer.
 func (l *Loop) Signer() *guard.Signer { return l.signer }

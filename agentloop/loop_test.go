@@ -13,6 +13,7 @@ import (
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
@@ -326,8 +327,8 @@ func TestFiftyCallsInOneTurn(t *testing.T) {
 	cs = append(cs, specs[0].call)
 	w := newWorld(t, calls(cs...), fakemodel.Turn{Text: "ok"})
 	// A denying approver keeps the writes from pausing the run.
-	loop := w.loop(agentloop.Options{Approver: agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
-		return agentloop.Decision{Approved: false, Approver: "bob"}, nil
+	loop := w.loop(agentloop.Options{Approver: host.ApproverFunc(func(context.Context, host.ApprovalRequest) (host.Decision, error) {
+		return host.Decision{Approved: false, Approver: "bob"}, nil
 	})})
 	res, err := loop.Run(testCtx(t), user1, "many")
 	if err != nil {
@@ -543,7 +544,7 @@ func TestStatusToolNameClash(t *testing.T) {
 	if _, err := loop.QueryStatus(testCtx(t), user1, "op_x"); err == nil {
 		t.Error("QueryStatus worked on a misconfigured loop")
 	}
-	if _, err := loop.Grant(agentloop.ApprovalRequest{}, "ann"); err == nil {
+	if _, err := loop.Grant(host.ApprovalRequest{}, "ann"); err == nil {
 		t.Error("Grant worked on a misconfigured loop")
 	}
 	if _, err := loop.Resume(testCtx(t), user1, &agentloop.State{}); err == nil {
@@ -598,7 +599,7 @@ func TestRunErrors(t *testing.T) {
 	}
 }
 
-// A host KeyFunc sees the canonical arguments on every path, so the
+// A host Options.Keys sees the canonical arguments on every path, so the
 // operation id an approval request names is the one the guard uses, and the
 // same intent spelled differently is one operation.
 func TestHostKeys(t *testing.T) {
@@ -633,7 +634,7 @@ func TestHostKeys(t *testing.T) {
 	mu.Lock()
 	for _, a := range seen {
 		if a != refundArgs {
-			t.Errorf("KeyFunc saw arguments %s, want the canonical %s", a, refundArgs)
+			t.Errorf("Keys saw arguments %s, want the canonical %s", a, refundArgs)
 		}
 	}
 	mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
@@ -181,7 +182,7 @@ type serialApprover struct {
 	seen    int
 }
 
-func (a *serialApprover) Approve(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+func (a *serialApprover) Approve(_ context.Context, req host.ApprovalRequest) (host.Decision, error) {
 	a.mu.Lock()
 	a.active++
 	a.overlap = a.overlap || a.active > 1
@@ -191,7 +192,7 @@ func (a *serialApprover) Approve(_ context.Context, req agentloop.ApprovalReques
 	a.mu.Lock()
 	a.active--
 	a.mu.Unlock()
-	return agentloop.Decision{Approved: true, Approver: "ann"}, nil
+	return host.Decision{Approved: true, Approver: "ann"}, nil
 }
 
 func (a *serialApprover) observe(e agentloop.Event) {

@@ -11,6 +11,7 @@ import (
 
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
@@ -146,9 +147,9 @@ func TestCancelledMidRun(t *testing.T) {
 		)
 		ctx, cancel := context.WithCancel(testCtx(t))
 		defer cancel()
-		loop := w.loop(agentloop.Options{Parallel: 1, Approver: agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
+		loop := w.loop(agentloop.Options{Parallel: 1, Approver: host.ApproverFunc(func(context.Context, host.ApprovalRequest) (host.Decision, error) {
 			cancel()
-			return agentloop.Decision{Approved: true, Approver: "ann"}, nil
+			return host.Decision{Approved: true, Approver: "ann"}, nil
 		})})
 		start := time.Now()
 		res, err := loop.Run(ctx, user1, "refund")

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/canon"
 	"github.com/toolguard/toolguard/provider"
 )
@@ -51,7 +52,7 @@ type RunResult struct {
 	Output string
 	Turns  int
 	// Pending lists the writes waiting for approval when paused.
-	Pending []ApprovalRequest
+	Pending []host.ApprovalRequest
 	// State resumes a paused run (Resume); it marshals to JSON.
 	State      *State
 	Transcript Transcript
@@ -144,7 +145,7 @@ func (l *Loop) start(ctx context.Context, p guard.Principal, input string, opts 
 		_, _ = rand.Read(b[:])
 		o.RunID = "run_" + hex.EncodeToString(b[:])
 	}
-	st := &State{Version: StateVersion, RunID: o.RunID, TenantID: p.TenantID, SubjectID: p.SubjectID, API: l.info.APIFamily}
+	st := &State{Version: stateVersion, RunID: o.RunID, TenantID: p.TenantID, SubjectID: p.SubjectID, API: l.info.APIFamily}
 	r := &run{l: l, p: p, st: st, sink: sink}
 	ctx, span := l.startRun(ctx, st)
 	defer span.End()
@@ -454,7 +455,7 @@ func (r *run) dispatch(ctx context.Context, respID string, c provider.ToolCall, 
 		// Calls of one reply run at once: the run's state is shared.
 		r.mu.Lock()
 		if _, ok := st.unknown(op.id); !ok {
-			st.Unknown = append(st.Unknown, UnknownOperation{OperationID: op.id, Tool: c.Name, IdempotencyKey: call.Context.IdempotencyKey})
+			st.Unknown = append(st.Unknown, unknownOperation{OperationID: op.id, Tool: c.Name, IdempotencyKey: call.Context.IdempotencyKey})
 		}
 		r.mu.Unlock()
 	}
@@ -479,7 +480,7 @@ func orDefault(s, def string) string {
 // approve handles APPROVAL_REQUIRED: with an Approver, ask now and dispatch
 // again with the grant (or tell the model it was denied); without, leave
 // the call pending.
-func (r *run) approve(ctx context.Context, respID string, c provider.ToolCall, emit func(Event)) (*guard.Result, *ApprovalRequest, error) {
+func (r *run) approve(ctx context.Context, respID string, c provider.ToolCall, emit func(Event)) (*guard.Result, *host.ApprovalRequest, error) {
 	l, st := r.l, r.st
 	op := l.operation(st.RunID, c)
 	if !op.canonical {
@@ -491,7 +492,7 @@ func (r *run) approve(ctx context.Context, respID string, c provider.ToolCall, e
 		emit(Event{Kind: EventDenied, CallID: c.ID, Tool: c.Name, Text: "the human's earlier answer in this run"})
 		return guard.Declined(""), nil, nil
 	}
-	req := ApprovalRequest{RunID: st.RunID, CallID: c.ID, Tool: c.Name, Arguments: op.prop.Arguments, Principal: r.p,
+	req := host.ApprovalRequest{RunID: st.RunID, CallID: c.ID, Tool: c.Name, Arguments: op.prop.Arguments, Principal: r.p,
 		Fingerprint: op.fingerprint, OperationID: op.id}
 	emit(Event{Kind: EventApprovalRequested, CallID: c.ID, Tool: c.Name, Arguments: string(op.prop.Arguments)})
 	if l.approver == nil {

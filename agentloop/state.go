@@ -5,10 +5,11 @@ import (
 	"fmt"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 )
 
-// StateVersion names the format of saved run states.
-const StateVersion = "agentloop-state-v2"
+// stateVersion names the format of saved run states.
+const stateVersion = "agentloop-state-v2"
 
 // State is a paused run, saved as JSON and resumed later, possibly by
 // another process with the same store and signer key. It holds no secret:
@@ -33,13 +34,13 @@ type State struct {
 	Chain string `json:"chain,omitempty"`
 	// Items is the conversation to send next, in the provider's wire
 	// format: the whole of it, or with Chain what came after.
-	Items   []json.RawMessage `json:"items,omitempty"`
-	Calls   []CallState       `json:"calls"`
-	Pending []ApprovalRequest `json:"pending"`
+	Items   []json.RawMessage      `json:"items,omitempty"`
+	Calls   []CallState            `json:"calls"`
+	Pending []host.ApprovalRequest `json:"pending"`
 	// Unknown lists the run's writes whose outcome was unknown, so that
 	// the status tool can name their tool and key: if the store lost the
 	// record, the tool's receipt is asked before the answer is NOT_FOUND.
-	Unknown []UnknownOperation `json:"unknown,omitempty"`
+	Unknown []unknownOperation `json:"unknown,omitempty"`
 	// Denied holds the fingerprints of the intents a human declined in
 	// this run: asked again, the model gets the same denial without a
 	// human being asked (contract section 8).
@@ -47,21 +48,21 @@ type State struct {
 	Transcript Transcript `json:"transcript"`
 }
 
-// UnknownOperation is a write of the run whose outcome was unknown.
-type UnknownOperation struct {
+// unknownOperation is a write of the run whose outcome was unknown.
+type unknownOperation struct {
 	OperationID    string `json:"operation_id"`
 	Tool           string `json:"tool"`
 	IdempotencyKey string `json:"idempotency_key"`
 }
 
 // unknown returns the run's unknown operation with the id, if any.
-func (s *State) unknown(operationID string) (UnknownOperation, bool) {
+func (s *State) unknown(operationID string) (unknownOperation, bool) {
 	for _, u := range s.Unknown {
 		if u.OperationID == operationID {
 			return u, true
 		}
 	}
-	return UnknownOperation{}, false
+	return unknownOperation{}, false
 }
 
 // CallState is one tool call of the paused turn: answered (Output set)
@@ -84,8 +85,8 @@ func LoadState(b []byte) (*State, error) {
 	if err := json.Unmarshal(b, &s); err != nil {
 		return nil, fmt.Errorf("agentloop: state: %w", err)
 	}
-	if s.Version != StateVersion {
-		return nil, fmt.Errorf("agentloop: state version %q, want %q", s.Version, StateVersion)
+	if s.Version != stateVersion {
+		return nil, fmt.Errorf("agentloop: state version %q, want %q", s.Version, stateVersion)
 	}
 	return &s, nil
 }

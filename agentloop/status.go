@@ -12,7 +12,7 @@ import (
 // runs for the run's principal (never one the model names). For a write of
 // this run whose outcome was unknown, the query names its tool and key, so a
 // record the store lost is still settled from the tool's receipt.
-func (l *Loop) status(ctx context.Context, p guard.Principal, unknown func(string) (UnknownOperation, bool), c guard.ExecutionContext, args string) *guard.Result {
+func (l *Loop) status(ctx context.Context, p guard.Principal, unknown func(string) (unknownOperation, bool), c guard.ExecutionContext, args string) *guard.Result {
 	in, bad := toolset.ParseStatus([]byte(args))
 	if bad != nil {
 		return bad

@@ -34,5 +34,5 @@
 // atomically, mints the grants (agentloop.Loop.Grant) and resumes it
 // (agentloop.Loop.Resume). Within a run an intent a human denied is not put
 // to a human again: it is denied at once. Hosts that prefer to block use
-// Waiter, an agentloop.Approver that waits on the inbox until a deadline.
+// Waiter, an host.Approver that waits on the inbox until a deadline.
 package approvals

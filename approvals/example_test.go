@@ -13,6 +13,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
@@ -43,7 +44,7 @@ func Example() {
 	fmt.Println(reqs[0].Tool, reqs[0].Status, string(reqs[0].Arguments[0].Value))
 
 	lead := guard.Principal{TenantID: "tenant-a", SubjectID: "lead-1", Roles: []string{approvals.DefaultRole}}
-	if _, err := store.Decide(ctx, lead, reqs[0].ID, agentloop.Decision{Approved: true}, false); err != nil {
+	if _, err := store.Decide(ctx, lead, reqs[0].ID, host.Decision{Approved: true}, false); err != nil {
 		fmt.Println(err)
 	}
 	worker := &approvals.Worker{Queue: store, Loop: loop, Done: func(runID string, res *agentloop.RunResult, err error) {

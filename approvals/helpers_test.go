@@ -67,7 +67,7 @@ func newWorld(t *testing.T, rdb redis.UniversalClient, turns ...fakemodel.Turn) 
 
 // guardStore is an idem store under the world's prefix, so that tests
 // sharing a real server do not replay each other's calls.
-func (w *world) guardStore(rdb redis.UniversalClient) agentloop.Store {
+func (w *world) guardStore(rdb redis.UniversalClient) guard.AuditStore {
 	s, err := idem.New(rdb, idem.Options{Prefix: w.prefix + "idem:"})
 	if err != nil {
 		w.t.Fatal(err)

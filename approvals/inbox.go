@@ -18,8 +18,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 )
 
 // DefaultRole is the role that decides requests when InboxOptions.Role is
@@ -391,7 +391,7 @@ func (in *Inbox) decideForm(w http.ResponseWriter, r *http.Request, p guard.Prin
 	id := r.PathValue("id")
 	// Two fields, never mixed: "message" is told to the model (with a
 	// denial), "note" only to the audit log.
-	dec := agentloop.Decision{Approved: approve, Reason: strings.TrimSpace(r.PostForm.Get("message")), Note: strings.TrimSpace(r.PostForm.Get("note"))}
+	dec := host.Decision{Approved: approve, Reason: strings.TrimSpace(r.PostForm.Get("message")), Note: strings.TrimSpace(r.PostForm.Get("note"))}
 	req, err := in.store.Decide(r.Context(), p, id, dec, in.self)
 	if err != nil {
 		he := in.asHTTP(err)
@@ -485,5 +485,5 @@ func (in *Inbox) apiDecide(r *http.Request, p guard.Principal) (any, error) {
 	if err := dec.Decode(&body); err != nil || body.Approve == nil {
 		return nil, &httpError{http.StatusBadRequest, `Send {"approve": true|false, "reason": "… (told to the model)", "note": "… (audit only)"}.`}
 	}
-	return in.store.Decide(r.Context(), p, r.PathValue("id"), agentloop.Decision{Approved: *body.Approve, Reason: body.Reason, Note: body.Note}, in.self)
+	return in.store.Decide(r.Context(), p, r.PathValue("id"), host.Decision{Approved: *body.Approve, Reason: body.Reason, Note: body.Note}, in.self)
 }

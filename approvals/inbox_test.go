@@ -13,9 +13,9 @@ import (
 
 	"github.com/chromedp/chromedp"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/browsertest"
 	"github.com/toolguard/toolguard/internal/redistest"
 	"github.com/toolguard/toolguard/toolset"
@@ -55,7 +55,7 @@ func askHostile(t *testing.T) (*approvals.Queue, *approvals.Request) {
 		t.Fatal(err)
 	}
 	args, _ := json.Marshal(NoteIn{Note: hostile})
-	r, err := store.Ask(ctxT(t), "run-1", agentloop.ApprovalRequest{CallID: "c1", Tool: "send_note", Arguments: args,
+	r, err := store.Ask(ctxT(t), "run-1", host.ApprovalRequest{CallID: "c1", Tool: "send_note", Arguments: args,
 		Principal: user1, Fingerprint: guard.Fingerprint("send_note", args), OperationID: "op-1"})
 	if err != nil {
 		t.Fatal(err)

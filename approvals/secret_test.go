@@ -22,6 +22,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -54,7 +55,7 @@ func TestInboxWithholdsSecretArguments(t *testing.T) {
 		t.Fatal(err)
 	}
 	args, _ := json.Marshal(PayIn{Amount: 4200, Card: PayCard{Holder: "Ada", Number: payCard}})
-	r, err := queue.Ask(ctxT(t), "run-1", agentloop.ApprovalRequest{CallID: "c1", Tool: "pay", Arguments: args,
+	r, err := queue.Ask(ctxT(t), "run-1", host.ApprovalRequest{CallID: "c1", Tool: "pay", Arguments: args,
 		Principal: user1, Fingerprint: guard.Fingerprint("pay", args), OperationID: "op-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -204,7 +205,7 @@ func TestParkedRunSealed(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := w.queue.Decide(ctxT(t), leadA, w.reqs[0].ID, agentloop.Decision{Approved: true}, false); err != nil {
+		if _, err := w.queue.Decide(ctxT(t), leadA, w.reqs[0].ID, host.Decision{Approved: true}, false); err != nil {
 			t.Fatal(err)
 		}
 		var errs []error
@@ -246,7 +247,7 @@ func TestSealedStateBoundToItsRun(t *testing.T) {
 		t.Fatal("parked runs not found")
 	}
 	rdb.HSet(ctx, runB, "state", rdb.HGet(ctx, runA, "state").Val())
-	if _, err := b.queue.Decide(ctx, leadA, b.reqs[0].ID, agentloop.Decision{Approved: true}, false); err != nil {
+	if _, err := b.queue.Decide(ctx, leadA, b.reqs[0].ID, host.Decision{Approved: true}, false); err != nil {
 		t.Fatal(err)
 	}
 	var errs []error

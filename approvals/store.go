@@ -14,8 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/redisconn"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -149,7 +149,7 @@ func newID() string {
 }
 
 // newRequest describes an agentloop request for approvers, at now.
-func (s *Queue) newRequest(runID string, req agentloop.ApprovalRequest, now time.Time) *Request {
+func (s *Queue) newRequest(runID string, req host.ApprovalRequest, now time.Time) *Request {
 	var (
 		logged      []string
 		secrets     []string
@@ -220,7 +220,7 @@ func (e *DecidedError) Error() string {
 // Ask stores a request for the agentloop request and returns it. runID may
 // be empty. Use Park for a paused run; Ask serves hosts that wait inline
 // (Waiter).
-func (s *Queue) Ask(ctx context.Context, runID string, req agentloop.ApprovalRequest) (*Request, error) {
+func (s *Queue) Ask(ctx context.Context, runID string, req host.ApprovalRequest) (*Request, error) {
 	if err := req.Principal.Validate(); err != nil {
 		return nil, err
 	}
@@ -338,7 +338,7 @@ const maxReasonBytes = 2000
 // Approved, Reason and Note count (both optional, kept and audited; only
 // the reason of a denial is ever told to the model); the approver is the
 // principal given, and Approver and Expired are not read.
-func (s *Queue) Decide(ctx context.Context, approver guard.Principal, id string, d agentloop.Decision, selfApproval bool) (*Request, error) {
+func (s *Queue) Decide(ctx context.Context, approver guard.Principal, id string, d host.Decision, selfApproval bool) (*Request, error) {
 	r, err := s.Get(ctx, approver.TenantID, id)
 	if err != nil {
 		return nil, err

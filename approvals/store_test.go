@@ -10,9 +10,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
 
@@ -63,7 +63,7 @@ func TestHiddenArguments(t *testing.T) {
 	}
 	ctx := ctxT(t)
 	args := []byte(`{"card":"4111111111111111","order_ref":"ORDER-7"}`)
-	r, err := store.Ask(ctx, "run-1", agentloop.ApprovalRequest{CallID: "c1", Tool: "charge", Arguments: args, Principal: user1,
+	r, err := store.Ask(ctx, "run-1", host.ApprovalRequest{CallID: "c1", Tool: "charge", Arguments: args, Principal: user1,
 		Fingerprint: guard.Fingerprint("charge", args), OperationID: "op-1"})
 	if err != nil {
 		t.Fatal(err)
@@ -94,7 +94,7 @@ func TestConcurrentDecisions(t *testing.T) {
 				if i%2 == 1 {
 					who = leadA2
 				}
-				_, err := w.store.Decide(ctx, who, reqs[0].ID, agentloop.Decision{Approved: i%3 != 0}, false)
+				_, err := w.store.Decide(ctx, who, reqs[0].ID, host.Decision{Approved: i%3 != 0}, false)
 				var de *approvals.DecidedError
 				mu.Lock()
 				defer mu.Unlock()
@@ -128,25 +128,25 @@ func TestDecideRefusals(t *testing.T) {
 	ctx := ctxT(t)
 	_, reqs := w.park(ctx)
 	id := reqs[0].ID
-	if _, err := w.store.Decide(ctx, leadB, id, agentloop.Decision{Approved: true}, false); !errors.Is(err, approvals.ErrNotFound) {
+	if _, err := w.store.Decide(ctx, leadB, id, host.Decision{Approved: true}, false); !errors.Is(err, approvals.ErrNotFound) {
 		t.Errorf("other tenant: %v", err)
 	}
 	self := guard.Principal{TenantID: "tenant-a", SubjectID: "user-1", Roles: []string{approvals.DefaultRole}}
-	if _, err := w.store.Decide(ctx, self, id, agentloop.Decision{Approved: true}, false); !errors.Is(err, approvals.ErrOwnRequest) {
+	if _, err := w.store.Decide(ctx, self, id, host.Decision{Approved: true}, false); !errors.Is(err, approvals.ErrOwnRequest) {
 		t.Errorf("own request: %v", err)
 	}
-	if _, err := w.store.Decide(ctx, leadA, "apr_000000000000000000000000", agentloop.Decision{}, false); !errors.Is(err, approvals.ErrNotFound) {
+	if _, err := w.store.Decide(ctx, leadA, "apr_000000000000000000000000", host.Decision{}, false); !errors.Is(err, approvals.ErrNotFound) {
 		t.Errorf("unknown id: %v", err)
 	}
 	w.now = w.now.Add(2 * time.Hour)
-	if _, err := w.store.Decide(ctx, leadA, id, agentloop.Decision{Approved: true}, false); !errors.Is(err, approvals.ErrExpired) {
+	if _, err := w.store.Decide(ctx, leadA, id, host.Decision{Approved: true}, false); !errors.Is(err, approvals.ErrExpired) {
 		t.Errorf("expired: %v", err)
 	}
 	r, err := w.store.Get(ctx, "tenant-a", id)
 	if err != nil || r.Status != approvals.StatusExpired || r.DecidedBy != "" {
 		t.Fatalf("after expiry %+v %v", r, err)
 	}
-	if _, err := w.store.Decide(ctx, leadA, id, agentloop.Decision{}, false); !errors.Is(err, approvals.ErrExpired) {
+	if _, err := w.store.Decide(ctx, leadA, id, host.Decision{}, false); !errors.Is(err, approvals.ErrExpired) {
 		t.Errorf("decided after expiry: %v", err)
 	}
 }

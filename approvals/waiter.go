@@ -5,10 +5,10 @@ import (
 	"errors"
 	"time"
 
-	"github.com/toolguard/toolguard/agentloop"
+	"github.com/toolguard/toolguard/host"
 )
 
-// Waiter is an agentloop.Approver that puts the request in the inbox and
+// Waiter is an host.Approver that puts the request in the inbox and
 // waits for a person to decide it, for hosts that prefer a blocked run to
 // a parked one. A request nobody decides before the deadline is recorded
 // as expired and denied. An intent a human already denied in the run is
@@ -22,14 +22,14 @@ type Waiter struct {
 }
 
 // Approve asks and waits. Its error is ctx's, or the store's.
-func (w *Waiter) Approve(ctx context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+func (w *Waiter) Approve(ctx context.Context, req host.ApprovalRequest) (host.Decision, error) {
 	s := w.Queue
 	if denied, err := s.Denied(ctx, req.Principal.TenantID, req.OperationID); err != nil || denied {
-		return agentloop.Decision{Approver: "an earlier denial in this run"}, err
+		return host.Decision{Approver: "an earlier denial in this run"}, err
 	}
 	r, err := s.Ask(ctx, req.RunID, req)
 	if err != nil {
-		return agentloop.Decision{}, err
+		return host.Decision{}, err
 	}
 	deadline := r.ExpiresAt
 	if w.Wait > 0 && r.CreatedAt.Add(w.Wait).Before(deadline) {
@@ -44,7 +44,7 @@ func (w *Waiter) Approve(ctx context.Context, req agentloop.ApprovalRequest) (ag
 	for {
 		got, err := s.Get(ctx, r.TenantID, r.ID)
 		if err != nil {
-			return agentloop.Decision{}, err
+			return host.Decision{}, err
 		}
 		if got.Status == StatusExpired || got.Status == StatusPending && !s.clock.Now().Before(deadline) {
 			return w.giveUp(ctx, got)
@@ -54,7 +54,7 @@ func (w *Waiter) Approve(ctx context.Context, req agentloop.ApprovalRequest) (ag
 		}
 		select {
 		case <-ctx.Done():
-			return agentloop.Decision{}, ctx.Err()
+			return host.Decision{}, ctx.Err()
 		case <-t.C:
 		}
 	}
@@ -62,22 +62,22 @@ func (w *Waiter) Approve(ctx context.Context, req agentloop.ApprovalRequest) (ag
 
 // giveUp records a request nobody decided in time as expired, unless
 // someone decided it at the last moment.
-func (w *Waiter) giveUp(ctx context.Context, r *Request) (agentloop.Decision, error) {
+func (w *Waiter) giveUp(ctx context.Context, r *Request) (host.Decision, error) {
 	_, err := w.Queue.settle(ctx, r, StatusExpired, "", "", "")
 	var de *DecidedError
 	switch {
 	case err == nil, errors.Is(err, ErrExpired):
-		return agentloop.Decision{Approver: "nobody (the request expired)", Reason: "nobody approved it in time", Expired: true}, nil
+		return host.Decision{Approver: "nobody (the request expired)", Reason: "nobody approved it in time", Expired: true}, nil
 	case errors.As(err, &de):
-		return agentloop.Decision{Approved: de.Status == StatusApproved, Approver: de.DecidedBy}, nil
+		return host.Decision{Approved: de.Status == StatusApproved, Approver: de.DecidedBy}, nil
 	}
-	return agentloop.Decision{}, err
+	return host.Decision{}, err
 }
 
-func decisionOf(r *Request) agentloop.Decision {
+func decisionOf(r *Request) host.Decision {
 	switch r.Status {
 	case StatusApproved:
-		return agentloop.Decision{Approved: true, Approver: r.DecidedBy}
+		return host.Decision{Approved: true, Approver: r.DecidedBy}
 	}
-	return agentloop.Decision{Approver: r.DecidedBy, Reason: r.Reason}
+	return host.Decision{Approver: r.DecidedBy, Reason: r.Reason}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/internal/redistest"
@@ -44,7 +45,7 @@ func TestWorkerResumesApproved(t *testing.T) {
 		if n, err := wk.Once(ctx); n != 0 || err != nil {
 			t.Fatalf("undecided run resumed: %d %v", n, err)
 		}
-		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, agentloop.Decision{Approved: true}, false); err != nil {
+		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, host.Decision{Approved: true}, false); err != nil {
 			t.Fatal(err)
 		}
 		if n, err := wk.Once(ctx); n != 1 || err != nil || o.errs[0] != nil {
@@ -68,7 +69,7 @@ func TestWorkerDenialIsNotAskedAgain(t *testing.T) {
 		w := newWorld(t, rdb, refundTurns()...)
 		ctx := ctxT(t)
 		_, reqs := w.park(ctx)
-		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, agentloop.Decision{Reason: "not a duplicate"}, false); err != nil {
+		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, host.Decision{Reason: "not a duplicate"}, false); err != nil {
 			t.Fatal(err)
 		}
 		var o outcome
@@ -177,7 +178,7 @@ func TestWorkerAfterRestart(t *testing.T) {
 		w := newWorld(t, rdb, fakemodel.Turn{Calls: []fakemodel.Call{draft}}, fakemodel.Turn{Status: 500})
 		ctx := ctxT(t)
 		_, reqs := w.park(ctx)
-		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, agentloop.Decision{Approved: true}, false); err != nil {
+		if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, host.Decision{Approved: true}, false); err != nil {
 			t.Fatal(err)
 		}
 		var o outcome
@@ -225,7 +226,7 @@ func TestInternalNoteNeverReachesTheModel(t *testing.T) {
 	w := newWorld(t, rdb, refundTurns()...)
 	ctx := ctxT(t)
 	_, reqs := w.park(ctx)
-	if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, agentloop.Decision{Reason: message, Note: note}, false); err != nil {
+	if _, err := w.store.Decide(ctx, leadA, reqs[0].ID, host.Decision{Reason: message, Note: note}, false); err != nil {
 		t.Fatal(err)
 	}
 	var o outcome

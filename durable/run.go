@@ -12,8 +12,8 @@ import (
 	"github.com/toolguard/toolguard/provider"
 )
 
-// DefaultMaxTurns bounds the model turns of a run whose Run names none.
-const DefaultMaxTurns = 12
+// defaultMaxTurns bounds the model turns of a run whose Run names none.
+const defaultMaxTurns = 12
 
 // Run is a run's input: what the workflow is started with. It holds no
 // secret; the engine stores it.
@@ -26,7 +26,7 @@ type Run struct {
 	Principal guard.Principal `json:"principal"`
 	// Input is the user's message.
 	Input string `json:"input"`
-	// MaxTurns bounds the model turns; 0 means DefaultMaxTurns.
+	// MaxTurns bounds the model turns; 0 means 12.
 	MaxTurns int `json:"max_turns,omitempty"`
 }
 
@@ -185,7 +185,7 @@ var ErrBadStep = errors.New("durable: a step's recorded answer is not one this r
 func Drive(s Steps, run Run) (*Result, error) {
 	maxTurns := run.MaxTurns
 	if maxTurns <= 0 {
-		maxTurns = DefaultMaxTurns
+		maxTurns = defaultMaxTurns
 	}
 	res := &Result{RunID: run.ID, Calls: []CallRecord{}}
 	in := TurnInput{RunID: run.ID, Input: run.Input}

@@ -136,8 +136,8 @@ type Denials struct {
 	seen map[denialKey]struct{}
 }
 
-// MaxDenials is how many denials a Denials holds at most.
-const MaxDenials = 4096
+// maxDenials is how many denials a Denials holds at most.
+const maxDenials = 4096
 
 type denialKey struct{ tenant, subject, scope, fingerprint string }
 
@@ -152,7 +152,7 @@ func (d *Denials) Add(r ApprovalRequest) {
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	if d.seen == nil || len(d.seen) >= MaxDenials {
+	if d.seen == nil || len(d.seen) >= maxDenials {
 		d.seen = make(map[denialKey]struct{})
 	}
 	d.seen[keyOf(r)] = struct{}{}

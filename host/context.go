@@ -15,8 +15,11 @@ type invocationKey struct{}
 
 // ErrNoPrincipal is PrincipalFrom's error for a context that carries no
 // principal, and the error Host.Call wraps when the host's Principal
-// function gives none: nothing runs.
-var ErrNoPrincipal = errors.New("host: the context carries no principal (WithPrincipal)")
+// function gives none: nothing runs. It is the one such error of every
+// integration (tgadk, tgeino, tggenkit), so errors.Is reads the same for
+// all; its text names no reason of the host's, as frameworks show it to
+// the model.
+var ErrNoPrincipal = errors.New("host: the host could not tell who this call acts for (no principal); nothing was run")
 
 // WithPrincipal returns ctx carrying the principal the run acts for, which
 // the host takes from its session or token, never from the model: pass
@@ -50,9 +53,9 @@ func ScopeFrom(ctx context.Context) string {
 	return s
 }
 
-// WithInvocation returns ctx carrying the guard's invocation of the call
+// withInvocation returns ctx carrying the guard's invocation of the call
 // an imported tool runs for; Imported.Execute puts it there.
-func WithInvocation(ctx context.Context, inv *guard.Invocation) context.Context {
+func withInvocation(ctx context.Context, inv *guard.Invocation) context.Context {
 	return context.WithValue(ctx, invocationKey{}, inv)
 }
 

@@ -319,15 +319,15 @@ func TestNewRefuses(t *testing.T) {
 // validates its arguments against its schema, carries the invocation in
 // its context, and a panic in it is its failure, not the host's.
 func TestImport(t *testing.T) {
-	if _, err := host.Import("x", "", nil, func(context.Context, *guard.Invocation) (json.RawMessage, error) { return nil, nil }, host.ImportOptions{}); err == nil {
+	if _, err := host.Import("x", func(context.Context, *guard.Invocation) (json.RawMessage, error) { return nil, nil }, host.ImportOptions{}); err == nil {
 		t.Error("Import without Authorize")
 	}
 	allow := func(context.Context, string, *guard.Invocation) error { return nil }
-	if _, err := host.Import("x", "", json.RawMessage(`{"type":"nope"}`), func(context.Context, *guard.Invocation) (json.RawMessage, error) { return nil, nil }, host.ImportOptions{Authorize: allow}); err == nil {
+	if _, err := host.Import("x", func(context.Context, *guard.Invocation) (json.RawMessage, error) { return nil, nil }, host.ImportOptions{Schema: json.RawMessage(`{"type":"nope"}`), Authorize: allow}); err == nil {
 		t.Error("Import of a schema that does not compile")
 	}
 	var ran atomic.Int32
-	it, err := host.Import("send_mail", "Sends a mail.", json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"}},"required":["to"]}`),
+	it, err := host.Import("send_mail",
 		func(ctx context.Context, inv *guard.Invocation) (json.RawMessage, error) {
 			if host.InvocationFrom(ctx) != inv {
 				t.Error("the tool's context does not carry its invocation")
@@ -336,7 +336,8 @@ func TestImport(t *testing.T) {
 				panic("smtp")
 			}
 			return json.RawMessage(`{"sent":true}`), nil
-		}, host.ImportOptions{Authorize: allow, NoApproval: true})
+		}, host.ImportOptions{Description: "Sends a mail.", Schema: json.RawMessage(`{"type":"object","properties":{"to":{"type":"string"}},"required":["to"]}`),
+			Authorize: allow, NoApproval: true})
 	if err != nil {
 		t.Fatal(err)
 	}

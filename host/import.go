@@ -13,6 +13,13 @@ import (
 // ImportOptions configure Import. The zero value is the safe default for a
 // tool the guard knows nothing of: a write that needs a human's approval.
 type ImportOptions struct {
+	// Description is the tool's description, offered to the model.
+	Description string
+	// Schema is the tool's parameters' JSON schema (nil: any JSON
+	// object); it is not Strict, so absent members stay absent. The
+	// framework modules' Import functions fill Description and Schema
+	// from the framework's tool.
+	Schema json.RawMessage
 	// Authorize decides whether inv.Principal may make this call of the
 	// tool named tool; it returns guard.ErrNotFound when not (any error
 	// fails closed as NOT_FOUND). It is required: a framework's tool knows
@@ -60,12 +67,12 @@ type Imported struct {
 
 var _ toolset.Declared = (*Imported)(nil)
 
-// Import puts a framework's tool, named name, behind the guard. schema is
-// its parameters' JSON schema (nil: any JSON object); it is not Strict,
-// so absent members stay absent. It fails without
+// Import puts a framework's tool, named name, behind the guard, described
+// by opts.Description and opts.Schema. It fails without
 // ImportOptions.Authorize or exec, and for a schema that does not
 // compile.
-func Import(name, description string, schema json.RawMessage, exec ExecFunc, opts ImportOptions) (*Imported, error) {
+func Import(name string, exec ExecFunc, opts ImportOptions) (*Imported, error) {
+	schema := opts.Schema
 	if opts.Authorize == nil {
 		return nil, errors.New("host: Import needs ImportOptions.Authorize")
 	}
@@ -79,7 +86,7 @@ func Import(name, description string, schema json.RawMessage, exec ExecFunc, opt
 	if err != nil {
 		return nil, fmt.Errorf("host: tool %q schema: %w", name, err)
 	}
-	it := &Imported{desc: description, schema: sch, exec: exec, authorize: opts.Authorize, receipt: opts.Receipt,
+	it := &Imported{desc: opts.Description, schema: sch, exec: exec, authorize: opts.Authorize, receipt: opts.Receipt,
 		spec: guard.ToolSpec{Name: name, Effect: guard.Write, LoggedArguments: append([]string(nil), opts.LoggedArguments...)}}
 	if opts.Read {
 		it.spec.Effect = guard.Read
@@ -131,7 +138,7 @@ func (t *Imported) Execute(ctx context.Context, inv *guard.Invocation) (out json
 			out, err = nil, fmt.Errorf("host: tool %q panicked: %v", t.spec.Name, r)
 		}
 	}()
-	return t.exec(WithInvocation(ctx, inv), inv)
+	return t.exec(withInvocation(ctx, inv), inv)
 }
 
 // errNoReceipt is the inconclusive answer of an imported tool without a

@@ -54,15 +54,15 @@ func ModelResult(output any) (*guard.Result, error) {
 	return &r, nil
 }
 
-// Unavailable is the model result of a call the host could not answer
+// unavailable is the model result of a call the host could not answer
 // (a status query the store could not serve): UNAVAILABLE, safe to retry
 // later.
-func Unavailable() *guard.Result {
+func unavailable() *guard.Result {
 	return &guard.Result{Code: guard.CodeUnavailable, Delivery: guard.DeliveryFresh, Message: guard.CodeUnavailable.DefaultMessage()}
 }
 
-// UnknownTool is the model result of a call of a tool the run does not
+// unknownTool is the model result of a call of a tool the run does not
 // have, answered without a dispatch.
-func UnknownTool() *guard.Result {
+func unknownTool() *guard.Result {
 	return &guard.Result{Code: guard.CodeUnknownTool, Delivery: guard.DeliveryFresh, Message: guard.CodeUnknownTool.DefaultMessage()}
 }

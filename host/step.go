@@ -159,7 +159,7 @@ func (h *Host) queryStatus(ctx context.Context, call guard.Call) *guard.Result {
 	}
 	res, err := h.g.QueryStatus(ctx, in.Call(call.Principal, call.Context))
 	if err != nil {
-		return Unavailable()
+		return unavailable()
 	}
 	return res
 }

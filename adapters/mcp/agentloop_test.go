@@ -16,6 +16,7 @@ import (
 	tgopenai "github.com/toolguard/toolguard/adapters/openai"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 )
 
@@ -38,12 +39,12 @@ func TestAgentloopRunsRemoteTools(t *testing.T) {
 	t.Cleanup(srv.Close)
 	client := oai.NewClient(option.WithBaseURL(srv.BaseURL()), option.WithAPIKey("test"))
 	var asked atomic.Int32
-	approver := agentloop.ApproverFunc(func(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+	approver := host.ApproverFunc(func(_ context.Context, req host.ApprovalRequest) (host.Decision, error) {
 		asked.Add(1)
 		if req.Tool != "add_note" || string(req.Arguments) != `{"text":"hi"}` {
 			t.Errorf("approval asked for %s %s", req.Tool, req.Arguments)
 		}
-		return agentloop.Decision{Approved: true, Approver: "ann"}, nil
+		return host.Decision{Approved: true, Approver: "ann"}, nil
 	})
 	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{}), set, agentloop.Options{Approver: approver})
 	if err := loop.Err(); err != nil {

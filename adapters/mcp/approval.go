@@ -15,11 +15,6 @@ import (
 	"github.com/toolguard/toolguard/guard"
 )
 
-// DeclinedMessage is the message of the APPROVAL_REQUIRED result a call
-// gets when the human in the client declined it: the same words on every
-// entry point (guard.DeclinedMessage).
-const DeclinedMessage = guard.DeclinedMessage
-
 // canElicit reports whether the server may ask the client's human: it has a
 // signer to mint grants with, and the client declared elicitation (in
 // initialize, or in the request's own capabilities on 2026-07-28).
@@ -118,7 +113,7 @@ func stateError(typ, msg string) *jsonrpc.Error {
 // POST delivered twice) goes on as the first did, so the guard replays the
 // operation's execution; another answer is refused. A yes mints a grant
 // approved by the principal, whose id is the question's, and dispatches
-// with it; a no is APPROVAL_REQUIRED with DeclinedMessage; an answer after
+// with it; a no is APPROVAL_REQUIRED with guard.DeclinedMessage; an answer after
 // the question expired is guard.Expired.
 func (s *Server) answer(ctx context.Context, req *sdk.CallToolRequest, call *guard.Call, named bool) (*guard.Result, error) {
 	if s.sealer == nil {

@@ -117,7 +117,7 @@ func newRemoteTool(cs *sdk.ClientSession, def *sdk.Tool, opts ImportOptions) (*R
 	}
 	t := &RemoteTool{cs: cs, def: def}
 	read := def.Annotations != nil && def.Annotations.ReadOnlyHint
-	t.Imported, err = host.Import(def.Name, def.Description, raw, t.call, host.ImportOptions{
+	t.Imported, err = host.Import(def.Name, t.call, host.ImportOptions{Description: def.Description, Schema: raw,
 		Authorize:  opts.Authorize,
 		Read:       read,
 		NoApproval: !read && opts.NoApproval != nil && opts.NoApproval(def),

@@ -137,7 +137,7 @@
 // neither read nor change it, and nothing is stored when it is asked. The
 // answer is stored once, in Options.State, under the question: a yes
 // mints a grant approved by the principal, named after the question, and
-// dispatches with it; a no is APPROVAL_REQUIRED with DeclinedMessage; an
+// dispatches with it; a no is APPROVAL_REQUIRED with guard.DeclinedMessage; an
 // answer after the expiry runs nothing and is guard.Expired
 // (APPROVAL_REQUIRED with guard.ExpiredMessage: nobody declined). The same
 // answer sent again with the same state (the response was lost, a POST was

@@ -205,7 +205,7 @@ func TestRefundElicitation(t *testing.T) {
 	for _, a := range []string{"decline", "cancel"} {
 		answer = a
 		res, _ = call(t, cs, "create_refund_draft", map[string]any{"order_ref": "ORDER-7", "reason": "damaged"}, nil)
-		if res.Code != guard.CodeApprovalRequired || res.Message != tgmcp.DeclinedMessage || w.svc.SideEffects() != 1 {
+		if res.Code != guard.CodeApprovalRequired || res.Message != guard.DeclinedMessage || w.svc.SideEffects() != 1 {
 			t.Fatalf("%s: %s, %d drafts", a, res, w.svc.SideEffects())
 		}
 	}

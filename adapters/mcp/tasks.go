@@ -369,7 +369,7 @@ func (s *Server) tasksGet(ctx context.Context, ss *sdk.ServerSession, p *taskIDP
 // input_required), and any other answer, or an answer to a task that asks
 // nothing, is ignored, as SEP-2663 has it. A yes mints the grant and runs
 // the write before the acknowledgement; a no completes the task with
-// APPROVAL_REQUIRED and DeclinedMessage.
+// APPROVAL_REQUIRED and guard.DeclinedMessage.
 func (s *Server) tasksUpdate(ctx context.Context, ss *sdk.ServerSession, p *taskUpdateParams) (*ack, error) {
 	t, raw, err := s.taskFor(ctx, ss, p.TaskID)
 	if err != nil {

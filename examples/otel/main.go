@@ -36,6 +36,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/observe"
@@ -116,8 +117,8 @@ func run(ctx context.Context, w io.Writer, asJSON bool) error {
 	// The loop, observed: tool spans nest under a span per model turn,
 	// under the run's span.
 	tools := orders.Tools(svc)
-	approveAll := agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
-		return agentloop.Decision{Approved: true, Approver: "auto-approver"}, nil
+	approveAll := host.ApproverFunc(func(context.Context, host.ApprovalRequest) (host.Decision, error) {
+		return host.Decision{Approved: true, Approver: "auto-approver"}, nil
 	})
 	var gopts guard.Options
 	if err := (observe.Options{TracerProvider: tp, MeterProvider: mp, Logger: logger,

@@ -44,6 +44,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/pgstore"
@@ -137,18 +138,18 @@ func run(ctx context.Context, w io.Writer, terminal io.Reader, approve *bool, se
 	}
 
 	svc := orders.NewService()
-	approver := agentloop.ApproverFunc(func(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+	approver := host.ApproverFunc(func(_ context.Context, req host.ApprovalRequest) (host.Decision, error) {
 		if terminal != nil {
 			fmt.Fprintf(w, "approve %s %s for %s? [y/N] ", req.Tool, req.Arguments, req.Principal.SubjectID)
 			line, _ := bufio.NewReader(terminal).ReadString('\n')
 			yes := strings.HasPrefix(strings.ToLower(strings.TrimSpace(line)), "y")
-			return agentloop.Decision{Approved: yes, Approver: "terminal"}, nil
+			return host.Decision{Approved: yes, Approver: "terminal"}, nil
 		}
 		if approve == nil {
 			fmt.Fprintln(w, "approval:  no terminal and no -approve flag: denied by default (pass -approve=true to approve)")
-			return agentloop.Decision{Approver: "default (no terminal, no -approve)"}, nil
+			return host.Decision{Approver: "default (no terminal, no -approve)"}, nil
 		}
-		return agentloop.Decision{Approved: *approve, Approver: "flag -approve"}, nil
+		return host.Decision{Approved: *approve, Approver: "flag -approve"}, nil
 	})
 
 	// The three lines.

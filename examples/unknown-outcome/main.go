@@ -23,6 +23,7 @@ import (
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/examples/internal/demo"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/fakemodel"
 	"github.com/toolguard/toolguard/internal/orders"
 	"github.com/toolguard/toolguard/toolset"
@@ -78,8 +79,8 @@ func run(ctx context.Context, w io.Writer) error {
 
 	svc := orders.NewService()
 	svc.FailNext(orders.FailAfterCommit) // the draft is created, then the reply is lost
-	approveAll := agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
-		return agentloop.Decision{Approved: true, Approver: "auto-approver"}, nil
+	approveAll := host.ApproverFunc(func(context.Context, host.ApprovalRequest) (host.Decision, error) {
+		return host.Decision{Approved: true, Approver: "auto-approver"}, nil
 	})
 	loop := agentloop.New(tgopenai.NewModel(client, tgopenai.ModelOptions{Name: model}), orders.Tools(svc), agentloop.Options{Store: guardStore,
 		Approver: approveAll, Observer: func(e agentloop.Event) { fmt.Fprintln(w, e) }})

@@ -16,7 +16,6 @@ import (
 	"google.golang.org/adk/v2/tool/toolconfirmation"
 	"google.golang.org/genai"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/toolset"
@@ -25,9 +24,9 @@ import (
 // The names this integration gives itself in every execution context, and
 // so in every audit record.
 const (
-	Provider        = "google-adk"
-	APIFamily       = "adk-go"
-	AdapterRevision = "adk-go-v2"
+	provider        = "google-adk"
+	apiFamily       = "adk-go"
+	adapterRevision = "adk-go-v2"
 )
 
 // Options configure a Guarded. Principal is required; the zero value of
@@ -62,13 +61,13 @@ type Options struct {
 	// the answer says (ToolConfirmation.Confirmed), approved by the ADK
 	// user who answered (ctx.UserID()). A host whose approver must not
 	// be the requester, or must hold a role, refuses here.
-	Decide func(ctx agent.Context, answer *toolconfirmation.ToolConfirmation, req ConfirmationPayload) agentloop.Decision
+	Decide func(ctx agent.Context, answer *toolconfirmation.ToolConfirmation, req ConfirmationPayload) host.Decision
 	// Approver, if set (with Signer), is asked instead of ADK's
 	// confirmation, and the call waits for its decision, as agentloop's
 	// Options.Approver: approvals.Waiter puts the request in the
 	// approvals inbox and waits for a person there. The request's RunID
 	// is the call's scope.
-	Approver agentloop.Approver
+	Approver host.Approver
 	// GrantTTL is how long a grant minted from a confirmation is valid;
 	// default 5 minutes.
 	GrantTTL time.Duration
@@ -118,7 +117,7 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 		opts.Scope = SessionScope
 	}
 	a := &Guarded{g: g, set: set, opts: opts}
-	h, err := host.New(g, set, host.Options{Provider: Provider, APIFamily: APIFamily, AdapterRevision: AdapterRevision,
+	h, err := host.New(g, set, host.Options{Provider: provider, APIFamily: apiFamily, AdapterRevision: adapterRevision,
 		Principal: a.principal, Scope: a.scope, Call: a.hook, Signer: opts.Signer, GrantTTL: opts.GrantTTL, Clock: opts.Clock,
 		Approver: opts.Approver, StatusTool: opts.StatusTool, NoStatusTool: opts.NoStatusTool, Denials: sessionDenials{}})
 	if err != nil {
@@ -200,7 +199,7 @@ func (a *Guarded) BeforeTool(ctx agent.Context, t tool.Tool, args map[string]any
 	if allowed {
 		return nil, nil
 	}
-	return Response(&guard.Result{Code: guard.CodeUnknownTool, Delivery: guard.DeliveryFresh,
+	return host.Map(&guard.Result{Code: guard.CodeUnknownTool, Delivery: guard.DeliveryFresh,
 		Message: guard.CodeUnknownTool.DefaultMessage()}), nil
 }
 
@@ -225,7 +224,7 @@ func (a *Guarded) OnToolError(ctx agent.Context, t tool.Tool, args map[string]an
 		return nil, nil
 	}
 	if a.g.Tools().Lookup(t.Name()) != nil || t.Name() == a.status {
-		return Response(&guard.Result{Code: guard.CodeUnknownTool, Delivery: guard.DeliveryFresh,
+		return host.Map(&guard.Result{Code: guard.CodeUnknownTool, Delivery: guard.DeliveryFresh,
 			Message: guard.CodeUnknownTool.DefaultMessage()}), nil
 	}
 	return a.dispatch(ctx, t.Name(), args)
@@ -254,16 +253,10 @@ func InvocationScope(ctx agent.Context) string {
 	return guard.SafeID("adk-invocation:" + ctx.InvocationID())
 }
 
-// ErrNoPrincipal is the error of a call whose principal the host's
-// Principal function did not give (an error, a panic, or a principal
-// guard.Principal.Validate refuses): the tool's Run returns it, ADK puts
-// its text in the function response, and nothing runs.
-var ErrNoPrincipal = errors.New("tgadk: the host could not tell who this call acts for; nothing was run")
-
 // call builds the guard call of a function call (host.Host.Call): the
 // principal and scope from the host's functions of the ADK context, the
 // invocation and function call ids. A principal the host did not give is
-// ErrNoPrincipal, and a host function's panic ErrHostPanic, with nothing of
+// host.ErrNoPrincipal, and a host function's panic host.ErrHostPanic, with nothing of
 // the host's reason in the text ADK shows the model.
 func (a *Guarded) call(ctx agent.Context, name string, args map[string]any) (guard.Call, error) {
 	if args == nil {
@@ -275,27 +268,27 @@ func (a *Guarded) call(ctx agent.Context, name string, args map[string]any) (gua
 	}
 	call, err := a.h.Call(ctx, host.Frame{Name: name, Arguments: raw, CallID: ctx.FunctionCallID(), ResponseID: ctx.InvocationID()})
 	switch {
-	case errors.Is(err, ErrNoPrincipal):
-		return guard.Call{}, ErrNoPrincipal
-	case errors.Is(err, ErrHostPanic):
-		return guard.Call{}, ErrHostPanic
+	case errors.Is(err, host.ErrNoPrincipal):
+		return guard.Call{}, host.ErrNoPrincipal
+	case errors.Is(err, host.ErrHostPanic):
+		return guard.Call{}, host.ErrHostPanic
 	}
 	return call, err
 }
 
 // principal is Options.Principal for the host step: an error, a panic or
-// a principal guard.Principal.Validate refuses is ErrNoPrincipal (the
+// a principal guard.Principal.Validate refuses is host.ErrNoPrincipal (the
 // host's reason stays with the host: ADK shows a tool's error to the
 // model).
 func (a *Guarded) principal(ctx context.Context) (guard.Principal, error) {
 	actx, ok := ctx.(agent.Context)
 	if !ok {
-		return guard.Principal{}, ErrNoPrincipal
+		return guard.Principal{}, host.ErrNoPrincipal
 	}
 	var p guard.Principal
 	err := safely(func() (err error) { p, err = a.opts.Principal(actx); return err })
 	if err != nil || p.Validate() != nil {
-		return guard.Principal{}, ErrNoPrincipal
+		return guard.Principal{}, host.ErrNoPrincipal
 	}
 	return p, nil
 }
@@ -326,7 +319,7 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any) 
 		return nil, err
 	}
 	if c := ctx.ToolConfirmation(); c != nil && call.Approval == "" && a.opts.Signer != nil {
-		ar := agentloop.NewApprovalRequest(a.g, call)
+		ar := host.NewApprovalRequest(a.g, call)
 		if !payloadMatches(c.Payload, ar.Fingerprint) {
 			// The answer is to another question than this call's: no
 			// decision on this one, which may be asked again.
@@ -340,7 +333,7 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any) 
 		if err != nil {
 			return nil, fmt.Errorf("tgadk: %w", err)
 		}
-		return Response(res), nil
+		return host.Map(res), nil
 	}
 	ans, err := a.h.Answer(withAgent(ctx), call)
 	if err != nil {
@@ -349,7 +342,7 @@ func (a *Guarded) dispatch(ctx agent.Context, name string, args map[string]any) 
 	if ans.Ask != nil {
 		return a.ask(ctx, call, payload(*ans.Ask))
 	}
-	return Response(ans.Result), nil
+	return host.Map(ans.Result), nil
 }
 
 // otherAnswer answers a call whose confirmation was for another intent.
@@ -364,16 +357,16 @@ func (a *Guarded) otherAnswer(ctx agent.Context, call guard.Call) (map[string]an
 	if res.Code == guard.CodeApprovalRequired {
 		res = &guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: OtherAnswerMessage}
 	}
-	return Response(res), nil
+	return host.Map(res), nil
 }
 
 // decide is the host's decision on a confirmation answer (Options.Decide),
 // approved by the answering user unless the host names another.
-func (a *Guarded) decide(ctx agent.Context, c *toolconfirmation.ToolConfirmation, req ConfirmationPayload) (agentloop.Decision, error) {
-	d := agentloop.Decision{Approved: c.Confirmed}
+func (a *Guarded) decide(ctx agent.Context, c *toolconfirmation.ToolConfirmation, req ConfirmationPayload) (host.Decision, error) {
+	d := host.Decision{Approved: c.Confirmed}
 	if a.opts.Decide != nil {
 		if err := safely(func() error { d = a.opts.Decide(ctx, c, req); return nil }); err != nil {
-			return agentloop.Decision{}, err
+			return host.Decision{}, err
 		}
 	}
 	if d.Approver == "" {
@@ -382,13 +375,7 @@ func (a *Guarded) decide(ctx agent.Context, c *toolconfirmation.ToolConfirmation
 	return d, nil
 }
 
-// ErrHostPanic is the error of a call whose host function (Scope, Call,
-// Decide, a toolset's import options) panicked: nothing runs, and the
-// panic's value, which ADK would show the model, is not in it
-// (host.ErrHostPanic).
-var ErrHostPanic = host.ErrHostPanic
-
-// safely runs a host function, turning a panic into ErrHostPanic.
+// safely runs a host function, turning a panic into host.ErrHostPanic.
 func safely(f func() error) error { return host.Safely(f) }
 
 // agentKey keys the ADK context in the context a dispatch runs under, for

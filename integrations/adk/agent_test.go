@@ -15,8 +15,8 @@ import (
 	"google.golang.org/adk/v2/tool/toolconfirmation"
 	"google.golang.org/genai"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
@@ -77,7 +77,7 @@ func refundCall(id, ref string) *genai.FunctionCall {
 func result(t *testing.T, evs []*session.Event, callID string) *guard.Result {
 	t.Helper()
 	last := frameworktest.Answer(t, "function response for call", responses(evs), callID, func(fr *genai.FunctionResponse) string { return fr.ID })
-	res, err := tgadk.ModelResult(last.Response)
+	res, err := host.ModelResult(last.Response)
 	if err != nil {
 		t.Fatalf("function response %v: %v", last.Response, err)
 	}
@@ -153,7 +153,7 @@ func TestConfirmationApprove(t *testing.T) {
 	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["code"] != "OK" {
 		t.Errorf("the model was sent %v for call-1, want the one OK result", got)
 	}
-	frameworktest.WantApprovedWrite(t, w.store, "tenant-a", "user-1", tgadk.Provider)
+	frameworktest.WantApprovedWrite(t, w.store, "tenant-a", "user-1", "google-adk")
 }
 
 // TestConfirmationDeny: a no reaches the model once, as APPROVAL_REQUIRED
@@ -164,10 +164,10 @@ func TestConfirmationDeny(t *testing.T) {
 	evs, fc := pauseOnRefund(t, w)
 	evs = run(t, w.r, "user-1", "s1", confirm(fc, false))
 	res := result(t, evs, "call-1")
-	if res.Code != guard.CodeApprovalRequired || res.Message != tgadk.DeniedMessage {
+	if res.Code != guard.CodeApprovalRequired || res.Message != guard.DeclinedMessage {
 		t.Fatalf("denied call = %s, want APPROVAL_REQUIRED, declined", res)
 	}
-	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["message"] != tgadk.DeniedMessage {
+	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["message"] != guard.DeclinedMessage {
 		t.Errorf("the model was sent %v for call-1, want the denial once", got)
 	}
 
@@ -176,7 +176,7 @@ func TestConfirmationDeny(t *testing.T) {
 	if fc := confirmationCall(evs); fc != nil {
 		t.Errorf("the same intent was put to a human again: %v", fc.Args)
 	}
-	if res := result(t, evs, "call-2"); res.Code != guard.CodeApprovalRequired || res.Message != tgadk.DeniedMessage {
+	if res := result(t, evs, "call-2"); res.Code != guard.CodeApprovalRequired || res.Message != guard.DeclinedMessage {
 		t.Errorf("repeated call = %s, want the same denial", res)
 	}
 	if n := w.svc.SideEffects(); n != 0 {
@@ -207,7 +207,7 @@ func TestRetriedRunWritesOnce(t *testing.T) {
 	// The client sends its yes again (a resume delivered twice).
 	evs = run(t, w.r, "user-1", "s1", confirm(fc, true))
 	for _, fr := range responses(evs) {
-		if res, err := tgadk.ModelResult(fr.Response); err == nil && res.Code == guard.CodeOK && res.Delivery == guard.DeliveryFresh {
+		if res, err := host.ModelResult(fr.Response); err == nil && res.Code == guard.CodeOK && res.Delivery == guard.DeliveryFresh {
 			t.Errorf("the resume sent again ran the write afresh: %s", res)
 		}
 	}
@@ -225,7 +225,7 @@ func TestRetriedRunWritesOnce(t *testing.T) {
 			t.Fatalf("function responses = %d, want 2", len(rs))
 		}
 		for _, fr := range rs {
-			res, err := tgadk.ModelResult(fr.Response)
+			res, err := host.ModelResult(fr.Response)
 			frameworktest.WantReplay(t, fr.ID, res, err, first)
 		}
 	}
@@ -290,14 +290,14 @@ func TestToolsDeclared(t *testing.T) {
 func TestDecide(t *testing.T) {
 	var expired bool
 	w := newWorldWith(t, func(o *tgadk.Options) {
-		o.Decide = func(ctx agent.Context, answer *toolconfirmation.ToolConfirmation, req tgadk.ConfirmationPayload) agentloop.Decision {
+		o.Decide = func(ctx agent.Context, answer *toolconfirmation.ToolConfirmation, req tgadk.ConfirmationPayload) host.Decision {
 			if req.Tool != "create_refund_draft" || req.Fingerprint == "" {
 				t.Errorf("Decide asked about %+v", req)
 			}
 			if expired {
-				return agentloop.Decision{Expired: true, Reason: "nobody decided in time"}
+				return host.Decision{Expired: true, Reason: "nobody decided in time"}
 			}
-			return agentloop.Decision{Approved: false, Approver: "policy", Reason: "a second person must approve"}
+			return host.Decision{Approved: false, Approver: "policy", Reason: "a second person must approve"}
 		}
 	})
 	_, fc := pauseOnRefund(t, w)
@@ -310,11 +310,11 @@ func TestDecide(t *testing.T) {
 	}
 
 	w = newWorldWith(t, func(o *tgadk.Options) {
-		o.Decide = func(ctx agent.Context, answer *toolconfirmation.ToolConfirmation, req tgadk.ConfirmationPayload) agentloop.Decision {
+		o.Decide = func(ctx agent.Context, answer *toolconfirmation.ToolConfirmation, req tgadk.ConfirmationPayload) host.Decision {
 			if expired {
-				return agentloop.Decision{Expired: true, Reason: "nobody decided in time"}
+				return host.Decision{Expired: true, Reason: "nobody decided in time"}
 			}
-			return agentloop.Decision{Approved: answer.Confirmed, Approver: "manager-7"}
+			return host.Decision{Approved: answer.Confirmed, Approver: "manager-7"}
 		}
 	})
 	expired = true
@@ -472,7 +472,7 @@ func TestTwoConfirmations(t *testing.T) {
 	if res := result(t, evs, "call-1"); res.Code != guard.CodeOK {
 		t.Errorf("approved call = %s, want OK", res)
 	}
-	if res := result(t, evs, "call-2"); res.Code != guard.CodeApprovalRequired || res.Message != tgadk.DeniedMessage {
+	if res := result(t, evs, "call-2"); res.Code != guard.CodeApprovalRequired || res.Message != guard.DeclinedMessage {
 		t.Errorf("declined call = %s, want the denial", res)
 	}
 	if n := w.svc.SideEffects(); n != 1 {

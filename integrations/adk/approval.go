@@ -7,8 +7,8 @@ import (
 
 	"google.golang.org/adk/v2/agent"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 )
 
 // ConfirmationPayload is the Payload of the ToolConfirmation a guarded
@@ -28,10 +28,6 @@ type ConfirmationPayload struct {
 	OperationID string `json:"operation_id,omitempty"`
 }
 
-// DeniedMessage is the message of the APPROVAL_REQUIRED result the model
-// gets when a human answered the confirmation with no.
-const DeniedMessage = guard.DeclinedMessage
-
 // OtherAnswerMessage is the message of the APPROVAL_REQUIRED result a
 // write gets when the confirmation response names another intent than the
 // call's (ConfirmationPayload.Fingerprint): nothing is approved, and the
@@ -44,8 +40,8 @@ const OtherAnswerMessage = "The approval that came back was for another request;
 const PendingMessage = "A human has been asked to approve this action; the run continues once they decide."
 
 // payload is what a human is asked to approve of a call whose request is
-// r (agentloop.NewApprovalRequest).
-func payload(r agentloop.ApprovalRequest) ConfirmationPayload {
+// r (host.NewApprovalRequest).
+func payload(r host.ApprovalRequest) ConfirmationPayload {
 	return ConfirmationPayload{Tool: r.Tool, Arguments: r.Arguments, Fingerprint: r.Fingerprint, OperationID: r.OperationID}
 }
 
@@ -62,7 +58,7 @@ func (a *Guarded) ask(ctx agent.Context, call guard.Call, req ConfirmationPayloa
 	if err := ctx.RequestConfirmation(hint, req); err != nil {
 		return nil, fmt.Errorf("tgadk: asking for confirmation: %w", err)
 	}
-	return Response(&guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: PendingMessage}), nil
+	return host.Map(&guard.Result{Code: guard.CodeApprovalRequired, Delivery: guard.DeliveryFresh, Message: PendingMessage}), nil
 }
 
 // payloadMatches reports whether a confirmation response's payload, if it
@@ -92,13 +88,13 @@ func deniedKey(fp string) string { return "toolguard:denied:" + fp }
 // (host.DenialStore), so that a resumed or retried run finds them.
 type sessionDenials struct{}
 
-func (sessionDenials) Add(ctx context.Context, req agentloop.ApprovalRequest) {
+func (sessionDenials) Add(ctx context.Context, req host.ApprovalRequest) {
 	if actx := agentFrom(ctx); actx != nil {
 		_ = actx.State().Set(deniedKey(req.Fingerprint), true)
 	}
 }
 
-func (sessionDenials) Has(ctx context.Context, req agentloop.ApprovalRequest) bool {
+func (sessionDenials) Has(ctx context.Context, req host.ApprovalRequest) bool {
 	actx := agentFrom(ctx)
 	if actx == nil {
 		return false

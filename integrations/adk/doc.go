@@ -63,7 +63,7 @@
 // FunctionResponse to that call, {"confirmed": true|false}); ADK then runs
 // the original call again with the decision (agent.Context.ToolConfirmation).
 // The answer becomes the host's decision (Options.Decide, an
-// agentloop.Decision: by default the answer as given, approved by the ADK
+// host.Decision: by default the answer as given, approved by the ADK
 // user who answered). A yes becomes a grant (guard.NewGrant, bound to the
 // exact principal and proposal, naming the approver, signed by
 // Options.Signer) presented with the call, which runs once. A no is

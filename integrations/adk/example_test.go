@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -62,7 +63,7 @@ func Example() {
 					confirmation = part.FunctionCall
 					fmt.Println("paused: a human is asked")
 				case part.FunctionResponse != nil:
-					res, _ := tgadk.ModelResult(part.FunctionResponse.Response)
+					res, _ := host.ModelResult(part.FunctionResponse.Response)
 					if res.Code != guard.CodeOK {
 						fmt.Println(res.Code, res.Message)
 						continue

@@ -9,6 +9,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/orders"
 )
@@ -43,7 +44,7 @@ func TestHostFailures(t *testing.T) {
 				t.Fatalf("function responses = %d, want 1", len(rs))
 			}
 			msg, _ := rs[0].Response["error"].(string)
-			if msg != tgadk.ErrNoPrincipal.Error() || strings.Contains(msg, "10.0.0.7") {
+			if msg != host.ErrNoPrincipal.Error() || strings.Contains(msg, "10.0.0.7") {
 				t.Errorf("function response = %v, want ADK's error with ErrNoPrincipal's text only", rs[0].Response)
 			}
 			recs, _, _ := store.Audit(t.Context(), "tenant-a", 0, 10)

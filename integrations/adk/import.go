@@ -17,11 +17,6 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// ImportOptions configure Import (host.ImportOptions). The zero value is
-// the safe default for a tool the guard knows nothing of: a write that
-// needs a human's approval.
-type ImportOptions = host.ImportOptions
-
 // Tool is an ADK tool (a functiontool, a tool an mcptoolset listed, any
 // tool with a declaration and a Run) behind the guard (host.Imported:
 // Spec, Name, Description, Schema, Decode, AuthorizeCall, Execute and
@@ -52,9 +47,9 @@ type runnable interface {
 // long-running tool, and a schema that does not compile. Declare the ADK
 // tool without ADK's own confirmation (RequireConfirmation): the guard
 // asks for approval.
-func Import(t tool.Tool, opts ImportOptions) (*Tool, error) {
+func Import(t tool.Tool, opts host.ImportOptions) (*Tool, error) {
 	if opts.Authorize == nil {
-		return nil, errors.New("tgadk: Import needs ImportOptions.Authorize")
+		return nil, errors.New("tgadk: Import needs host.ImportOptions.Authorize")
 	}
 	r, ok := t.(runnable)
 	if !ok || t == nil {
@@ -81,14 +76,15 @@ func Import(t tool.Tool, opts ImportOptions) (*Tool, error) {
 	d := *decl
 	it := &Tool{inner: r, decl: &d}
 	var err error
-	if it.Imported, err = host.Import(r.Name(), r.Description(), raw, it.execute, opts); err != nil {
+	opts.Description, opts.Schema = r.Description(), raw
+	if it.Imported, err = host.Import(r.Name(), it.execute, opts); err != nil {
 		return nil, fmt.Errorf("tgadk: %w", err)
 	}
 	return it, nil
 }
 
 // execute runs the ADK tool's Run, under the ADK context of the call
-// (carrying the invocation: InvocationFrom), with the canonical
+// (carrying the invocation: host.InvocationFrom), with the canonical
 // arguments. An error that says the tool did not start (ADK's
 // confirmation errors, guard.NotStarted) is TIMEOUT_BEFORE_EXECUTE; typed
 // guard errors keep their codes; any other error of a write is
@@ -141,9 +137,3 @@ func (c *toolContext) Value(key any) any                       { return c.ctx.Va
 func (c *toolContext) Done() <-chan struct{}                   { return c.ctx.Done() }
 func (c *toolContext) Err() error                              { return c.ctx.Err() }
 func (c *toolContext) Deadline() (deadline time.Time, ok bool) { return c.ctx.Deadline() }
-
-// InvocationFrom returns the guard's invocation of the call an imported
-// ADK tool is running for (its principal, its downstream idempotency key
-// inv.IdempotencyKey, its grant), or nil outside one. A functiontool
-// handler calls it with its agent.Context (host.InvocationFrom).
-func InvocationFrom(ctx context.Context) *guard.Invocation { return host.InvocationFrom(ctx) }

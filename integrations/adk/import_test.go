@@ -14,6 +14,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/toolset"
@@ -37,7 +38,7 @@ type vouchers struct {
 func (v *vouchers) tool(t *testing.T) *tgadk.Tool {
 	ft, err := functiontool.New(functiontool.Config{Name: "issue_voucher", Description: "Issue a voucher for an order."},
 		func(ctx agent.Context, in voucherIn) (voucherOut, error) {
-			inv := tgadk.InvocationFrom(ctx)
+			inv := host.InvocationFrom(ctx)
 			v.mu.Lock()
 			defer v.mu.Unlock()
 			v.keys = append(v.keys, inv.IdempotencyKey)
@@ -46,7 +47,7 @@ func (v *vouchers) tool(t *testing.T) *tgadk.Tool {
 	if err != nil {
 		t.Fatal(err)
 	}
-	it, err := tgadk.Import(ft, tgadk.ImportOptions{NoApproval: true,
+	it, err := tgadk.Import(ft, host.ImportOptions{NoApproval: true,
 		Authorize: func(_ context.Context, _ string, inv *guard.Invocation) error {
 			var in voucherIn
 			if json.Unmarshal(inv.Arguments, &in) != nil || inv.Principal.TenantID != "tenant-a" {
@@ -143,13 +144,13 @@ func TestImportRefuses(t *testing.T) {
 		t.Fatal(err)
 	}
 	allow := func(context.Context, string, *guard.Invocation) error { return nil }
-	if _, err := tgadk.Import(ft, tgadk.ImportOptions{Authorize: allow}); err == nil {
+	if _, err := tgadk.Import(ft, host.ImportOptions{Authorize: allow}); err == nil {
 		t.Error("a long-running tool was imported")
 	}
-	if _, err := tgadk.Import(ft, tgadk.ImportOptions{}); err == nil {
+	if _, err := tgadk.Import(ft, host.ImportOptions{}); err == nil {
 		t.Error("a tool was imported without Authorize")
 	}
-	if _, err := tgadk.Import(nil, tgadk.ImportOptions{Authorize: allow}); err == nil {
+	if _, err := tgadk.Import(nil, host.ImportOptions{Authorize: allow}); err == nil {
 		t.Error("a nil tool was imported")
 	}
 }

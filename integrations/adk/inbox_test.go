@@ -6,9 +6,9 @@ import (
 
 	"google.golang.org/genai"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/frameworktest/inboxtest"
 	"github.com/toolguard/toolguard/internal/orders"
@@ -23,7 +23,7 @@ func TestInboxApprover(t *testing.T) {
 	inbox := inboxtest.New(t, orders.Tools(orders.NewService()))
 	w := newWorldWith(t, func(o *tgadk.Options) { o.Approver = inbox.Waiter })
 	decide := func(approve bool) <-chan *approvals.Request {
-		d := agentloop.Decision{Approved: approve, Approver: "manager-3", Reason: "not this one"}
+		d := host.Decision{Approved: approve, Approver: "manager-3", Reason: "not this one"}
 		return inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("tenant-a", "manager-3"), d)
 	}
 

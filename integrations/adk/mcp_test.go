@@ -10,6 +10,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/toolset"
@@ -25,8 +26,8 @@ func TestImportedMCPToolset(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ts, err := tgadk.ImportToolset(mts, func(name string) tgadk.ImportOptions {
-		return tgadk.ImportOptions{Read: name == "count_notes",
+	ts, err := tgadk.ImportToolset(mts, func(name string) host.ImportOptions {
+		return host.ImportOptions{Read: name == "count_notes",
 			Authorize: func(context.Context, string, *guard.Invocation) error { return nil }}
 	})
 	if err != nil {

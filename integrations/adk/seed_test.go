@@ -12,6 +12,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/frameworktest"
@@ -77,7 +78,7 @@ func carry(ctx context.Context, r *runner.Runner, text, callID string) (string, 
 	if found == nil {
 		return "", fmt.Errorf("ADK recorded no function response for call %q", callID)
 	}
-	if _, err := tgadk.ModelResult(found); err != nil {
+	if _, err := host.ModelResult(found); err != nil {
 		return "", fmt.Errorf("the function response is not a model result: %w", err)
 	}
 	b, err := json.Marshal(found)

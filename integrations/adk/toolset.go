@@ -10,6 +10,7 @@ import (
 	"google.golang.org/adk/v2/tool"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -21,7 +22,7 @@ import (
 // for concurrent use.
 type Toolset struct {
 	inner tool.Toolset
-	opts  func(name string) ImportOptions
+	opts  func(name string) host.ImportOptions
 
 	mu     sync.RWMutex
 	byName map[string]imported
@@ -38,8 +39,8 @@ var _ guard.Tools = (*Toolset)(nil)
 
 // ImportToolset returns the ADK toolset ts behind the guard. opts gives the
 // import options of each tool it lists, by name (whether it is a read,
-// needs approval, who may call it: ImportOptions.Authorize is required).
-func ImportToolset(ts tool.Toolset, opts func(name string) ImportOptions) (*Toolset, error) {
+// needs approval, who may call it: host.ImportOptions.Authorize is required).
+func ImportToolset(ts tool.Toolset, opts func(name string) host.ImportOptions) (*Toolset, error) {
 	if ts == nil || opts == nil {
 		return nil, errors.New("tgadk: ImportToolset needs a toolset and the options of its tools")
 	}
@@ -83,7 +84,7 @@ func (s *Toolset) list(ctx agent.ReadonlyContext) ([]*Tool, error) {
 			out = append(out, prev.t)
 			continue
 		}
-		var opts ImportOptions
+		var opts host.ImportOptions
 		if err := safely(func() error { opts = s.opts(r.Name()); return nil }); err != nil {
 			return nil, err
 		}

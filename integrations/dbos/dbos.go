@@ -23,40 +23,40 @@ const (
 	// WorkflowName is the name the run's workflow is registered under;
 	// Options.Name is its instance's config name.
 	WorkflowName = "toolguard.run"
-	// StepTurn is the step of one model turn.
-	StepTurn = "toolguard.turn"
-	// StepDispatch is the step of one tool call's dispatch.
-	StepDispatch = "toolguard.dispatch"
-	// StepDecide is the step that carries out a human's decision on a
+	// TurnName is the step of one model turn.
+	TurnName = "toolguard.turn"
+	// DispatchName is the step of one tool call's dispatch.
+	DispatchName = "toolguard.dispatch"
+	// DecideName is the step that carries out a human's decision on a
 	// tool call.
-	StepDecide = "toolguard.decide"
-	// StepNotify is the step of Options.Notify.
-	StepNotify = "toolguard.notify"
-	// StepDeadline is the step that records a question's deadline and
+	DecideName = "toolguard.decide"
+	// NotifyName is the step of Options.Notify.
+	NotifyName = "toolguard.notify"
+	// DeadlineName is the step that records a question's deadline and
 	// the interval of its polls, when the question is published.
-	StepDeadline = "toolguard.deadline"
-	// EventPending is the workflow event holding the question a run
+	DeadlineName = "toolguard.deadline"
+	// PendingName is the workflow event holding the question a run
 	// waits on (a host.ApprovalRequest), and null when it waits on none.
-	EventPending = "toolguard.pending"
-	// TopicDecision is the topic of the messages that answer it
-	// (DecisionMessage).
-	TopicDecision = "toolguard.decision"
+	PendingName = "toolguard.pending"
+	// DecisionName is the topic of the messages that answer it
+	// (a durable.Answer).
+	DecisionName = "toolguard.decision"
 )
 
-// DefaultName is the config name of an Agent whose Options name none.
-const DefaultName = "toolguard"
+// defaultName is the config name of an Agent whose Options name none.
+const defaultName = "toolguard"
 
-// DefaultApprovalTimeout is how long a run waits for a human when its
+// defaultApprovalTimeout is how long a run waits for a human when its
 // Options name no other time.
-const DefaultApprovalTimeout = 24 * time.Hour
+const defaultApprovalTimeout = 24 * time.Hour
 
-// DefaultTurnRetries is how many times a failed model turn is tried
+// defaultTurnRetries is how many times a failed model turn is tried
 // again, with backoff, when Options say nothing.
-const DefaultTurnRetries = 4
+const defaultTurnRetries = 4
 
-// DefaultDecisionPoll is how often a run that waits for a decision looks
+// defaultDecisionPoll is how often a run that waits for a decision looks
 // for it besides DBOS's wake-up, when Options name no other interval.
-const DefaultDecisionPoll = 5 * time.Second
+const defaultDecisionPoll = 5 * time.Second
 
 // Options configure an Agent. The zero value of every field means its
 // default.
@@ -64,13 +64,13 @@ type Options struct {
 	// Name is the Agent's config name: the DBOS instance its workflow is
 	// registered and recorded under. Every process that runs or recovers
 	// the Agent's runs registers it under the same name; two Agents of
-	// one process need two names. Default DefaultName.
+	// one process need two names. Default "toolguard".
 	Name string
 	// ApprovalTimeout is how long a run waits for a human's decision; a
 	// run that waited that long goes on with an expired denial
 	// (host.Decision.Expired), which the model is told (guard.Expired).
-	// Default DefaultApprovalTimeout. The deadline is recorded when the
-	// question is published (StepDeadline): a recovered run waits only
+	// Default 24 hours. The deadline is recorded when the
+	// question is published (DeadlineName): a recovered run waits only
 	// what is left, and a message for another question does not move it.
 	ApprovalTimeout time.Duration
 	// DecisionPoll is how often the wait looks for the decision besides
@@ -78,12 +78,12 @@ type Options struct {
 	// seen within DecisionPoll of its message, whatever happened to the
 	// wake-up. Each poll that finds nothing records two small DBOS steps
 	// (a receive and its deadline): raise it for runs that wait long.
-	// Default DefaultDecisionPoll.
+	// Default 5 seconds.
 	DecisionPoll time.Duration
 	// Notify, if set, tells the approvers that a run waits on req (a
 	// chat message, an e-mail, an inbox row). key is the question's id
 	// (durable.QuestionID): use it as the notification's idempotency key.
-	// It is a DBOS step (StepNotify), recorded once Notify returned: once
+	// It is a DBOS step (NotifyName), recorded once Notify returned: once
 	// per question, and again, with the same key, only when the process
 	// died between the send and that record. An error is retried
 	// (NotifyRetries), then ignored: the question stays readable with
@@ -94,7 +94,7 @@ type Options struct {
 	NotifyRetries int
 	// TurnRetries is how many times a model turn that failed (the
 	// provider's error, after its own client's retries) is tried again,
-	// with backoff, before the run fails; default DefaultTurnRetries,
+	// with backoff, before the run fails; default 4,
 	// negative none.
 	TurnRetries int
 	// DataSource, with the guard on the Postgres store (a pgstore.Store
@@ -134,13 +134,13 @@ func Register(ctx dbos.Context, r *durable.Runner, opts Options) (a *Agent, err 
 		return nil, fmt.Errorf("tgdbos: %w", err)
 	}
 	if opts.Name == "" {
-		opts.Name = DefaultName
+		opts.Name = defaultName
 	}
 	if opts.NotifyRetries == 0 {
 		opts.NotifyRetries = 3
 	}
 	if opts.TurnRetries == 0 {
-		opts.TurnRetries = DefaultTurnRetries
+		opts.TurnRetries = defaultTurnRetries
 	}
 	a = &Agent{runner: r, opts: opts.withDefaults()}
 	defer func() {
@@ -227,7 +227,7 @@ func (a *Agent) Workflow(ctx dbos.Context, run durable.Run) (res *durable.Result
 }
 
 // NewSteps returns the steps of the workflow running in ctx, for
-// durable.Drive: StepTurn and StepDispatch/StepDecide steps calling r,
+// durable.Drive: TurnName and DispatchName/DecideName steps calling r,
 // and the durable wait for a human. Agent.Workflow uses it; a host that
 // writes its own workflow body around Drive uses it too.
 func NewSteps(ctx dbos.Context, r *durable.Runner, opts Options) durable.Steps {
@@ -237,10 +237,10 @@ func NewSteps(ctx dbos.Context, r *durable.Runner, opts Options) durable.Steps {
 // withDefaults fills the wait's zero fields.
 func (o Options) withDefaults() Options {
 	if o.ApprovalTimeout <= 0 {
-		o.ApprovalTimeout = DefaultApprovalTimeout
+		o.ApprovalTimeout = defaultApprovalTimeout
 	}
 	if o.DecisionPoll <= 0 {
-		o.DecisionPoll = DefaultDecisionPoll
+		o.DecisionPoll = defaultDecisionPoll
 	}
 	return o
 }
@@ -255,20 +255,20 @@ type steps struct {
 // retries maps an Options retry count (negative: none) to DBOS's.
 func retries(n int) int { return max(n, 0) }
 
-// Turn is one model turn, the step StepTurn.
+// Turn is one model turn, the step TurnName.
 func (s *steps) Turn(in durable.TurnInput) (durable.TurnOutput, error) {
 	return dbos.RunAsStep(s.ctx, func(ctx context.Context) (durable.TurnOutput, error) {
 		return s.r.Turn(ctx, in)
-	}, dbos.WithStepName(StepTurn), dbos.WithStepMaxRetries(retries(s.opts.TurnRetries)))
+	}, dbos.WithStepName(TurnName), dbos.WithStepMaxRetries(retries(s.opts.TurnRetries)))
 }
 
-// Dispatch is one tool call, the step StepDispatch, or StepDecide when it
+// Dispatch is one tool call, the step DispatchName, or DecideName when it
 // carries a human's decision. It is not retried: its error is the host's
 // (a programming error); everything that happens to a call is a result.
 func (s *steps) Dispatch(in durable.DispatchInput) (durable.DispatchOutput, error) {
-	name := StepDispatch
+	name := DispatchName
 	if in.Decision != nil {
-		name = StepDecide
+		name = DecideName
 	}
 	if s.transactional(in.Call.Name) {
 		return s.dispatchTx(in, name)
@@ -285,8 +285,8 @@ func (s *steps) Dispatch(in durable.DispatchInput) (durable.DispatchOutput, erro
 	}, dbos.WithStepName(name))
 }
 
-// Approve records the question's deadline (StepDeadline), publishes req
-// (EventPending), tells the approvers (Options.Notify, with the question's
+// Approve records the question's deadline (DeadlineName), publishes req
+// (PendingName), tells the approvers (Options.Notify, with the question's
 // id as its key), and waits for the decision that answers req until the
 // deadline; a message that answers another question is dropped, and the
 // deadline stays. Past the deadline the decision is an expired denial.
@@ -296,11 +296,11 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 		now := time.Now()
 		return wait{Start: now.UnixMilli(), Deadline: now.Add(s.opts.ApprovalTimeout).UnixMilli(),
 			Poll: max(s.opts.DecisionPoll.Milliseconds(), 1)}, nil
-	}, dbos.WithStepName(StepDeadline))
+	}, dbos.WithStepName(DeadlineName))
 	if err != nil {
 		return host.Decision{}, fmt.Errorf("tgdbos: recording the question's deadline: %w", err)
 	}
-	if err := dbos.SetEvent(s.ctx, EventPending, &req); err != nil {
+	if err := dbos.SetEvent(s.ctx, PendingName, &req); err != nil {
 		return host.Decision{}, fmt.Errorf("tgdbos: publishing the approval request: %w", err)
 	}
 	if s.opts.Notify != nil {
@@ -312,19 +312,19 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 				return false, err
 			}
 			return true, nil
-		}, dbos.WithStepName(StepNotify), dbos.WithStepMaxRetries(retries(s.opts.NotifyRetries)))
+		}, dbos.WithStepName(NotifyName), dbos.WithStepMaxRetries(retries(s.opts.NotifyRetries)))
 	}
 	d, err := s.await(req, w)
 	if err != nil {
 		return host.Decision{}, err
 	}
-	if err := dbos.SetEvent(s.ctx, EventPending, (*host.ApprovalRequest)(nil)); err != nil {
+	if err := dbos.SetEvent(s.ctx, PendingName, (*host.ApprovalRequest)(nil)); err != nil {
 		return host.Decision{}, fmt.Errorf("tgdbos: clearing the approval request: %w", err)
 	}
 	return d, nil
 }
 
-// wait is a question's wait as StepDeadline records it, in Unix
+// wait is a question's wait as DeadlineName records it, in Unix
 // milliseconds: when it started, its deadline, and the interval of its
 // polls. Everything the wait decides follows from it and from the recorded
 // receives, so a recovered run takes the same path, whatever the clock or
@@ -348,7 +348,7 @@ func (s *steps) await(req host.ApprovalRequest, w wait) (host.Decision, error) {
 		if last {
 			end = w.Deadline
 		}
-		msg, err := dbos.Recv[DecisionMessage](s.ctx, TopicDecision, max(time.Until(time.UnixMilli(end)), 0))
+		msg, err := dbos.Recv[durable.Answer](s.ctx, DecisionName, max(time.Until(time.UnixMilli(end)), 0))
 		switch {
 		case errors.Is(err, dbos.ErrTimeout) && last:
 			return host.Decision{Expired: true, Reason: "nobody decided in time"}, nil
@@ -362,19 +362,13 @@ func (s *steps) await(req host.ApprovalRequest, w wait) (host.Decision, error) {
 	}
 }
 
-// DecisionMessage is the message that answers a run's question (topic
-// TopicDecision): durable.Answer, the question's ids and the decision.
-// Send it with Decide or Approve, or from any DBOS client (another
-// language's) as its JSON.
-type DecisionMessage = durable.Answer
-
 // Pending returns the question the run workflowID waits on, nil when it
-// waits on none: the request its workflow published (EventPending). It
+// waits on none: the request its workflow published (PendingName). It
 // waits up to wait for a run that has published nothing yet (0: it does
 // not wait). c is any DBOS context or client (dbos.NewClient) on the
 // run's system database.
 func Pending(c dbos.Client, workflowID string, wait time.Duration) (*host.ApprovalRequest, error) {
-	req, err := dbos.GetEvent[*host.ApprovalRequest](c, workflowID, EventPending, wait)
+	req, err := dbos.GetEvent[*host.ApprovalRequest](c, workflowID, PendingName, wait)
 	if errors.Is(err, dbos.ErrTimeout) {
 		return nil, nil
 	}
@@ -409,15 +403,15 @@ func Decide(c dbos.Client, req host.ApprovalRequest, d host.Decision) error {
 		return errors.New("tgdbos: the request names no run")
 	}
 	m := durable.AnswerTo(req, d)
-	if err := dbos.Send(c, req.RunID, m, TopicDecision); err != nil {
+	if err := dbos.Send(c, req.RunID, m, DecisionName); err != nil {
 		return fmt.Errorf("tgdbos: sending the decision to run %q: %w", req.RunID, err)
 	}
 	return nil
 }
 
-// DefaultStartupTimeout bounds NewContext's connection to Postgres when
+// defaultStartupTimeout bounds NewContext's connection to Postgres when
 // its Config names no other time.
-const DefaultStartupTimeout = 20 * time.Second
+const defaultStartupTimeout = 20 * time.Second
 
 // Config configures NewContext.
 type Config struct {
@@ -441,7 +435,7 @@ type Config struct {
 	// StartupTimeout bounds connecting to Postgres and migrating the
 	// system database, and the wait for an executor identity that a
 	// process which is stopping still holds; default
-	// DefaultStartupTimeout.
+	// 20 seconds.
 	StartupTimeout time.Duration
 	// Logger is DBOS's; default DBOS's own (standard output).
 	Logger *slog.Logger
@@ -461,7 +455,7 @@ func NewContext(ctx context.Context, c Config) (dbos.Context, error) {
 		return nil, errors.New("tgdbos: NewContext needs a DatabaseURL (Postgres) and an AppName")
 	}
 	if c.StartupTimeout <= 0 {
-		c.StartupTimeout = DefaultStartupTimeout
+		c.StartupTimeout = defaultStartupTimeout
 	}
 	dc, err := dbos.NewContext(ctx, dbos.Config{DatabaseURL: c.DatabaseURL, AppName: c.AppName, ExecutorID: c.ExecutorID,
 		ApplicationVersion: c.ApplicationVersion, SystemDBStartupTimeout: c.StartupTimeout, Logger: c.Logger})

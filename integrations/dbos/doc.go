@@ -7,15 +7,15 @@
 // It is a thin shim. durable.Drive is the workflow's body; this package
 // gives it its steps:
 //
-//   - a model turn is the DBOS step StepTurn, running durable.Runner.Turn;
-//   - a tool dispatch is the DBOS step StepDispatch (StepDecide with a
+//   - a model turn is the DBOS step TurnName, running durable.Runner.Turn;
+//   - a tool dispatch is the DBOS step DispatchName (DecideName with a
 //     human's decision), running durable.Runner.Dispatch: the host step,
 //     for the run's principal, in the run's scope, which is the workflow
 //     id;
 //   - a wait for a human is durable: the request is published as the
-//     workflow's event EventPending (read it from any process with
+//     workflow's event PendingName (read it from any process with
 //     Pending), an optional Options.Notify step tells the approvers, and
-//     the workflow waits (DBOS Recv, topic TopicDecision) for the decision
+//     the workflow waits (DBOS Recv, topic DecisionName) for the decision
 //     that Approve or Decide sends from any process.
 //
 // A step that DBOS runs again after a crash makes the same guard call in

@@ -457,7 +457,7 @@ func waitForRecv(t *testing.T, c dbos.Client, id string) {
 			for _, s := range steps {
 				names = append(names, s.StepName)
 			}
-			if i := slices.Index(names, tgdbos.StepNotify); i >= 0 && slices.Contains(names[i:], "DBOS.sleep") {
+			if i := slices.Index(names, tgdbos.NotifyName); i >= 0 && slices.Contains(names[i:], "DBOS.sleep") {
 				return
 			}
 		}

@@ -10,8 +10,8 @@ import (
 	"github.com/cloudwego/eino/adk"
 	"github.com/cloudwego/eino/schema"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -105,7 +105,7 @@ func testApprovalResumeApprove(t *testing.T, streaming bool) {
 		t.Fatalf("%d drafts before the approval, want 0", n)
 	}
 	saved := h.cps.snapshot()
-	yes := map[string]any{o.interrupts[0].InterruptID: agentloop.Decision{Approved: true, Approver: "manager-1"}}
+	yes := map[string]any{o.interrupts[0].InterruptID: host.Decision{Approved: true, Approver: "manager-1"}}
 	if o := h.resume(t, "run-approve", yes); o.final != "refund drafted" || len(o.interrupts) != 0 {
 		t.Fatalf("resume ended %+v", o)
 	}
@@ -133,7 +133,7 @@ func TestApprovalResumeDeny(t *testing.T) {
 	if len(o.interrupts) != 1 {
 		t.Fatalf("run ended %+v, want one approval interrupt", o)
 	}
-	no := map[string]any{o.interrupts[0].InterruptID: agentloop.Decision{Approver: "manager-1", Reason: "not a duplicate"}}
+	no := map[string]any{o.interrupts[0].InterruptID: host.Decision{Approver: "manager-1", Reason: "not a duplicate"}}
 	o = h.resume(t, "run-deny", no)
 	if len(o.interrupts) != 0 || o.final != "not approved" {
 		t.Fatalf("resume ended %+v, want the run to finish without asking again", o)
@@ -161,7 +161,7 @@ func TestApprovalResumeExpired(t *testing.T) {
 	if len(o.interrupts) != 1 {
 		t.Fatalf("run ended %+v, want one approval interrupt", o)
 	}
-	late := map[string]any{o.interrupts[0].InterruptID: agentloop.Decision{Expired: true, Reason: "timed out"}}
+	late := map[string]any{o.interrupts[0].InterruptID: host.Decision{Expired: true, Reason: "timed out"}}
 	o = h.resume(t, "run-expired", late)
 	if len(o.interrupts) != 1 {
 		t.Fatalf("resume ended %+v, want the repeat put to a human again", o)
@@ -183,7 +183,7 @@ func TestStatusToolSettlesUnknown(t *testing.T) {
 	askStatus := func(seen []*schema.Message) *schema.Message {
 		last := &guard.Result{}
 		for _, msg := range seen {
-			if r, err := tgeino.ModelResult(msg.Content); err == nil && msg.Role == schema.Tool {
+			if r, err := host.ModelResult(msg.Content); err == nil && msg.Role == schema.Tool {
 				last = r
 			}
 		}
@@ -224,7 +224,7 @@ func TestAgentMiddleware(t *testing.T) {
 	if len(o.interrupts) != 1 {
 		t.Fatalf("run ended %+v, want one approval interrupt", o)
 	}
-	yes := map[string]any{o.interrupts[0].InterruptID: agentloop.Decision{Approved: true, Approver: "manager-1"}}
+	yes := map[string]any{o.interrupts[0].InterruptID: host.Decision{Approved: true, Approver: "manager-1"}}
 	if o := h.resume(t, "run-handler", yes); o.final != "refund drafted" || len(o.interrupts) != 0 {
 		t.Fatalf("resume ended %+v", o)
 	}
@@ -240,10 +240,10 @@ func TestAgentMiddleware(t *testing.T) {
 func TestApproverDenies(t *testing.T) {
 	asked := 0
 	m := newScript(callTool("create_refund_draft", refundArgs), callTool("create_refund_draft", refundArgs), say("not approved"))
-	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(_ *toolset.Set, o *tgeino.Options) {
-		o.Approver = agentloop.ApproverFunc(func(_ context.Context, req agentloop.ApprovalRequest) (agentloop.Decision, error) {
+	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(_ *toolset.Set, o *host.Options) {
+		o.Approver = host.ApproverFunc(func(_ context.Context, req host.ApprovalRequest) (host.Decision, error) {
 			asked++
-			return agentloop.Decision{Approver: "manager-1", Reason: "not a duplicate"}, nil
+			return host.Decision{Approver: "manager-1", Reason: "not a duplicate"}, nil
 		})
 	}})
 	if o := h.run(t, "run-approver", "refund ORDER-7"); o.final != "not approved" || len(o.interrupts) != 0 {
@@ -273,10 +273,10 @@ func TestStatusOfABadID(t *testing.T) {
 // same operation, and the model's repeat after the resume replays it.
 func TestSessionScope(t *testing.T) {
 	m := newScript(callTool("create_refund_draft", refundArgs), callTool("create_refund_draft", refundArgs), say("refund drafted"))
-	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(_ *toolset.Set, o *tgeino.Options) {
+	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(_ *toolset.Set, o *host.Options) {
 		o.Scope = tgeino.SessionScope("run_id")
 	}})
-	ctx := tgeino.WithPrincipal(context.Background(), acme)
+	ctx := host.WithPrincipal(context.Background(), acme)
 	o := drain(t, h.runner.Query(ctx, "refund ORDER-7", adk.WithCheckPointID("cp-session"),
 		adk.WithSessionValues(map[string]any{"run_id": "run-session"})))
 	if len(o.interrupts) != 1 || o.interrupts[0].Request.RunID != "run-session" {
@@ -287,7 +287,7 @@ func TestSessionScope(t *testing.T) {
 		t.Fatalf("operation %s, want the scope's %s", o.interrupts[0].Request.OperationID, wantOp)
 	}
 	it, err := h.runner.ResumeWithParams(ctx, "cp-session", &adk.ResumeParams{
-		Targets: map[string]any{o.interrupts[0].InterruptID: agentloop.Decision{Approved: true, Approver: "manager-1"}}})
+		Targets: map[string]any{o.interrupts[0].InterruptID: host.Decision{Approved: true, Approver: "manager-1"}}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,7 +8,6 @@ import (
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 )
@@ -16,21 +15,16 @@ import (
 func init() {
 	// Eino keeps an interrupt's info and state in its checkpoints (adk
 	// with gob, compose with its own serializer): both must know the types.
-	schema.RegisterName[agentloop.ApprovalRequest]("toolguard_eino_approval_request")
+	schema.RegisterName[host.ApprovalRequest]("toolguard_eino_approval_request")
 	// What an approval interrupt keeps in the checkpoint: who was asked
 	// about which intent, so that a resume answers that very call.
 	schema.RegisterName[*host.Pending]("toolguard_eino_pending_state")
 }
 
 // ErrNoDecision is returned, as the tool call's error, when a run is
-// resumed at an approval interrupt without an agentloop.Decision as the
+// resumed at an approval interrupt without an host.Decision as the
 // resume data.
-var ErrNoDecision = errors.New("tgeino: the run was resumed at an approval interrupt without an agentloop.Decision")
-
-// ErrOtherCall is returned, as the tool call's error, when a run is resumed
-// at an approval interrupt by another principal, or the call there is not
-// the one the human was asked about; nothing runs.
-var ErrOtherCall = host.ErrOtherCall
+var ErrNoDecision = errors.New("tgeino: the run was resumed at an approval interrupt without an host.Decision")
 
 // Approval is one call of an interrupted run that waits for a human: the
 // interrupt id to resume it by, and what the human is asked.
@@ -41,7 +35,7 @@ type Approval struct {
 	// Request is the exact intent: tool, arguments (compact, members
 	// sorted), principal, fingerprint, operation id; RunID is the call's
 	// scope.
-	Request agentloop.ApprovalRequest
+	Request host.ApprovalRequest
 }
 
 // Approvals returns the approval requests among an interrupted run's
@@ -51,7 +45,7 @@ type Approval struct {
 func Approvals(contexts []*compose.InterruptCtx) []Approval {
 	var out []Approval
 	for _, c := range contexts {
-		if req, ok := c.Info.(agentloop.ApprovalRequest); ok && c.IsRootCause {
+		if req, ok := c.Info.(host.ApprovalRequest); ok && c.IsRootCause {
 			out = append(out, Approval{InterruptID: c.ID, Request: req})
 		}
 	}
@@ -73,18 +67,13 @@ func ApprovalsOf(err error) []Approval {
 // resuming a compose graph from its checkpoint
 // (compose.BatchResumeWithData). For an adk Runner pass the same map, as
 // map[string]any, in ResumeParams.Targets.
-func Resume(ctx context.Context, decisions map[string]agentloop.Decision) context.Context {
+func Resume(ctx context.Context, decisions map[string]host.Decision) context.Context {
 	data := make(map[string]any, len(decisions))
 	for id, d := range decisions {
 		data[id] = d
 	}
 	return compose.BatchResumeWithData(ctx, data)
 }
-
-// DeniedMessage is the message of the APPROVAL_REQUIRED result the model
-// gets when a human said no, worded so that it stops and tells the user;
-// agentloop's words.
-const DeniedMessage = guard.DeclinedMessage
 
 // resume answers a call at an approval interrupt the run resumes from. A
 // call that was not interrupted is left alone (nil: the dispatch goes on).
@@ -99,13 +88,13 @@ func (eg *Guarded) resume(ctx context.Context, call guard.Call) (*guard.Result, 
 	}
 	target, _, data := compose.GetResumeContext[any](ctx)
 	if !target {
-		return nil, compose.StatefulInterrupt(ctx, agentloop.NewApprovalRequest(eg.h.Guard(), call), st)
+		return nil, compose.StatefulInterrupt(ctx, host.NewApprovalRequest(eg.h.Guard(), call), st)
 	}
-	var d agentloop.Decision
+	var d host.Decision
 	switch v := data.(type) {
-	case agentloop.Decision:
+	case host.Decision:
 		d = v
-	case *agentloop.Decision:
+	case *host.Decision:
 		if v == nil {
 			return nil, ErrNoDecision
 		}
@@ -114,10 +103,10 @@ func (eg *Guarded) resume(ctx context.Context, call guard.Call) (*guard.Result, 
 		return nil, ErrNoDecision
 	}
 	if !has || st == nil {
-		return nil, ErrOtherCall
+		return nil, host.ErrOtherCall
 	}
 	res, err := eg.h.Decide(ctx, call, *st, d)
-	if err != nil && !errors.Is(err, ErrOtherCall) {
+	if err != nil && !errors.Is(err, host.ErrOtherCall) {
 		err = fmt.Errorf("tgeino: %w", err)
 	}
 	return res, err

@@ -17,8 +17,8 @@ import (
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -50,7 +50,7 @@ func (mb *mailbox) einoTools(t *testing.T) (tool.InvokableTool, tool.StreamableT
 	send, err := utils.InferTool("send_message", "Send a message.", func(ctx context.Context, in sendIn) (sendOut, error) {
 		mb.mu.Lock()
 		defer mb.mu.Unlock()
-		inv := tgeino.InvocationFrom(ctx)
+		inv := host.InvocationFrom(ctx)
 		if inv == nil {
 			return sendOut{}, errors.New("no invocation on the context")
 		}
@@ -100,7 +100,7 @@ func toolsGraph(t *testing.T, cfg compose.ToolsNodeConfig, opts ...compose.Graph
 func anyone(context.Context, string, *guard.Invocation) error { return nil }
 
 // mustImport puts an Eino tool behind the guard.
-func mustImport(t *testing.T, et tool.BaseTool, opts tgeino.ImportOptions) *tgeino.Tool {
+func mustImport(t *testing.T, et tool.BaseTool, opts host.ImportOptions) *tgeino.Tool {
 	t.Helper()
 	w, err := tgeino.Import(context.Background(), et, opts)
 	if err != nil {
@@ -114,7 +114,7 @@ func results(t *testing.T, msgs []*schema.Message) map[string]guard.Result {
 	t.Helper()
 	out := map[string]guard.Result{}
 	for _, m := range msgs {
-		r, err := tgeino.ModelResult(m.Content)
+		r, err := host.ModelResult(m.Content)
 		if err != nil {
 			t.Fatalf("tool message %q: %v", m.Content, err)
 		}
@@ -134,13 +134,13 @@ func TestWrappedEinoTools(t *testing.T) {
 	ctx := context.Background()
 	mb := &mailbox{}
 	send, notes := mb.einoTools(t)
-	ws := mustImport(t, send, tgeino.ImportOptions{NoApproval: true, Authorize: anyone})
-	wn := mustImport(t, notes, tgeino.ImportOptions{Read: true, Authorize: anyone})
+	ws := mustImport(t, send, host.ImportOptions{NoApproval: true, Authorize: anyone})
+	wn := mustImport(t, notes, host.ImportOptions{Read: true, Authorize: anyone})
 	boom, _ := utils.InferTool("explode", "Panics.", func(context.Context, notesIn) (string, error) { panic("boom") })
-	wb := mustImport(t, boom, tgeino.ImportOptions{NoApproval: true, Authorize: anyone})
+	wb := mustImport(t, boom, host.ImportOptions{NoApproval: true, Authorize: anyone})
 	set := toolset.MustNew(ws, wn, wb)
 	g := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
-	eg, err := tgeino.New(g, set, tgeino.Options{})
+	eg, err := tgeino.New(g, set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -152,7 +152,7 @@ func TestWrappedEinoTools(t *testing.T) {
 	})
 	cfg.Tools = append(cfg.Tools, extra)
 	run := toolsGraph(t, cfg)
-	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, acme), "run-wrapped")
+	ctx = host.WithScope(host.WithPrincipal(ctx, acme), "run-wrapped")
 	out, err := run.Invoke(ctx, toolCalls(
 		[3]string{"c1", "send_message", `{"to":"bob","text":"hi"}`},
 		[3]string{"c2", "send_message", `{"to":"bob","text":5}`},
@@ -214,7 +214,7 @@ func TestWrappedEinoTools(t *testing.T) {
 func TestToolsCarryTheirSchemas(t *testing.T) {
 	ctx := context.Background()
 	set := newShop().tools(true)
-	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -260,7 +260,7 @@ func approvalGraph(t *testing.T) (*shop, compose.Runnable[*schema.Message, []*sc
 	shop := newShop()
 	set := shop.tools(true)
 	signer, _ := guard.NewSigner([]byte(strings.Repeat("k", 32)))
-	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer}), set, tgeino.Options{Signer: signer})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer}), set, host.Options{Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -276,17 +276,17 @@ func TestComposeApprovalInterrupt(t *testing.T) {
 	shop, run := approvalGraph(t)
 	msg := toolCalls([3]string{"c1", "create_refund_draft", refundArgs}, [3]string{"c2", "get_order", `{"order_ref":"ORDER-7"}`})
 	at := func(p guard.Principal) context.Context {
-		return tgeino.WithScope(tgeino.WithPrincipal(ctx, p), "cp-1")
+		return host.WithScope(host.WithPrincipal(ctx, p), "cp-1")
 	}
 	_, err := run.Invoke(at(acme), msg, compose.WithCheckPointID("cp-1"))
 	pending := tgeino.ApprovalsOf(err)
 	if len(pending) != 1 || pending[0].Request.CallID != "c1" {
 		t.Fatalf("Invoke: %v, approvals %+v", err, pending)
 	}
-	yes := map[string]agentloop.Decision{pending[0].InterruptID: {Approved: true, Approver: "manager-1"}}
+	yes := map[string]host.Decision{pending[0].InterruptID: {Approved: true, Approver: "manager-1"}}
 
 	mallory := guard.Principal{TenantID: "acme", SubjectID: "user-2"}
-	if _, err := run.Invoke(tgeino.Resume(at(mallory), yes), msg, compose.WithCheckPointID("cp-1")); !errors.Is(err, tgeino.ErrOtherCall) {
+	if _, err := run.Invoke(tgeino.Resume(at(mallory), yes), msg, compose.WithCheckPointID("cp-1")); !errors.Is(err, host.ErrOtherCall) {
 		t.Fatalf("resume by another principal: %v, want ErrOtherCall", err)
 	}
 	if n := shop.sideEffects(); n != 0 {
@@ -308,7 +308,7 @@ func TestComposeApprovalInterrupt(t *testing.T) {
 func TestComposeTwoApprovals(t *testing.T) {
 	ctx := context.Background()
 	shop, run := approvalGraph(t)
-	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, acme), "cp-2")
+	ctx = host.WithScope(host.WithPrincipal(ctx, acme), "cp-2")
 	msg := toolCalls([3]string{"c1", "create_refund_draft", refundArgs},
 		[3]string{"c2", "create_refund_draft", `{ "reason": "damaged", "order_ref": "ORDER-7" }`})
 	_, err := run.Invoke(ctx, msg, compose.WithCheckPointID("cp-2"))
@@ -320,13 +320,13 @@ func TestComposeTwoApprovals(t *testing.T) {
 	for _, a := range pending {
 		byCall[a.Request.CallID] = a.InterruptID
 	}
-	_, err = run.Invoke(tgeino.Resume(ctx, map[string]agentloop.Decision{byCall["c1"]: {Approved: true, Approver: "m"}}), msg, compose.WithCheckPointID("cp-2"))
+	_, err = run.Invoke(tgeino.Resume(ctx, map[string]host.Decision{byCall["c1"]: {Approved: true, Approver: "m"}}), msg, compose.WithCheckPointID("cp-2"))
 	again := tgeino.ApprovalsOf(err)
 	if len(again) != 1 || again[0].Request.CallID != "c2" || string(again[0].Request.Arguments) != `{"order_ref":"ORDER-7","reason":"damaged"}` ||
 		shop.sideEffects() != 1 {
 		t.Fatalf("after c1's yes: %v, approvals %+v, %d drafts", err, again, shop.sideEffects())
 	}
-	out, err := run.Invoke(tgeino.Resume(ctx, map[string]agentloop.Decision{again[0].InterruptID: {Approver: "m"}}), msg, compose.WithCheckPointID("cp-2"))
+	out, err := run.Invoke(tgeino.Resume(ctx, map[string]host.Decision{again[0].InterruptID: {Approver: "m"}}), msg, compose.WithCheckPointID("cp-2"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -342,12 +342,12 @@ func TestToolCallbacks(t *testing.T) {
 	ctx := context.Background()
 	mb := &mailbox{}
 	send, _ := mb.einoTools(t)
-	ws := mustImport(t, send, tgeino.ImportOptions{NoApproval: true, Authorize: anyone})
+	ws := mustImport(t, send, host.ImportOptions{NoApproval: true, Authorize: anyone})
 	set, err := newShop().tools(false).With(ws)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,7 +372,7 @@ func TestToolCallbacks(t *testing.T) {
 			}
 			return ctx
 		}).Build()
-	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, acme), "run-callbacks")
+	ctx = host.WithScope(host.WithPrincipal(ctx, acme), "run-callbacks")
 	if _, err := run.Invoke(ctx, toolCalls([3]string{"c1", "get_order", `{"order_ref":"ORDER-7"}`},
 		[3]string{"c2", "send_message", `{"to":"bob","text":"hi"}`}), compose.WithCallbacks(h)); err != nil {
 		t.Fatal(err)
@@ -393,12 +393,12 @@ func TestToolCallbacks(t *testing.T) {
 func TestParallelRepeatRunsOnce(t *testing.T) {
 	shop := newShop()
 	set := shop.tools(false)
-	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := toolsGraph(t, eg.ToolsNodeConfig())
-	ctx := tgeino.WithScope(tgeino.WithPrincipal(context.Background(), acme), "run-parallel")
+	ctx := host.WithScope(host.WithPrincipal(context.Background(), acme), "run-parallel")
 	for i := 0; i < 20; i++ {
 		out, err := run.Invoke(ctx, toolCalls([3]string{fmt.Sprintf("a%d", i), "create_refund_draft", refundArgs},
 			[3]string{fmt.Sprintf("b%d", i), "create_refund_draft", refundArgs}))
@@ -422,15 +422,15 @@ func TestParallelRepeatRunsOnce(t *testing.T) {
 func TestMiddlewareTwice(t *testing.T) {
 	mb := &mailbox{}
 	send, _ := mb.einoTools(t)
-	set := toolset.MustNew(mustImport(t, send, tgeino.ImportOptions{NoApproval: true, Authorize: anyone}))
-	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
+	set := toolset.MustNew(mustImport(t, send, host.ImportOptions{NoApproval: true, Authorize: anyone}))
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	cfg := eg.ToolsNodeConfig()
 	cfg.ToolCallMiddlewares = append(cfg.ToolCallMiddlewares, eg.ToolMiddleware())
 	run := toolsGraph(t, cfg)
-	ctx := tgeino.WithScope(tgeino.WithPrincipal(context.Background(), acme), "run-twice")
+	ctx := host.WithScope(host.WithPrincipal(context.Background(), acme), "run-twice")
 	out, err := run.Invoke(ctx, toolCalls([3]string{"c1", "send_message", `{"to":"bob","text":"hi"}`}))
 	if err != nil {
 		t.Fatal(err)
@@ -447,7 +447,7 @@ func TestImportDefaults(t *testing.T) {
 	ctx := context.Background()
 	mb := &mailbox{}
 	send, _ := mb.einoTools(t)
-	if _, err := tgeino.Import(ctx, send, tgeino.ImportOptions{}); err == nil {
+	if _, err := tgeino.Import(ctx, send, host.ImportOptions{}); err == nil {
 		t.Fatal("Import without Authorize succeeded")
 	}
 	onlyAcme := func(_ context.Context, tool string, inv *guard.Invocation) error {
@@ -456,18 +456,18 @@ func TestImportDefaults(t *testing.T) {
 		}
 		return nil
 	}
-	it := mustImport(t, send, tgeino.ImportOptions{Authorize: onlyAcme})
+	it := mustImport(t, send, host.ImportOptions{Authorize: onlyAcme})
 	if s := it.Spec(); s.Effect != guard.Write || !s.NeedsApproval {
 		t.Fatalf("imported tool's spec %+v, want a write that needs approval", s)
 	}
-	set := toolset.MustNew(mustImport(t, send, tgeino.ImportOptions{Authorize: onlyAcme, NoApproval: true}))
-	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
+	set := toolset.MustNew(mustImport(t, send, host.ImportOptions{Authorize: onlyAcme, NoApproval: true}))
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := toolsGraph(t, eg.ToolsNodeConfig())
 	globex := guard.Principal{TenantID: "globex", SubjectID: "user-9"}
-	out, err := run.Invoke(tgeino.WithScope(tgeino.WithPrincipal(ctx, globex), "run-import"),
+	out, err := run.Invoke(host.WithScope(host.WithPrincipal(ctx, globex), "run-import"),
 		toolCalls([3]string{"c1", "send_message", `{"to":"bob","text":"hi"}`}))
 	if err != nil {
 		t.Fatal(err)

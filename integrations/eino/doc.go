@@ -6,10 +6,10 @@
 //
 //	set := toolset.MustNew(getOrder, refund)              // toolset tools, or Import(ctx, einoTool, …)
 //	g := guard.New(set, store, guard.Options{Signer: signer})
-//	eg, _ := tgeino.New(g, set, tgeino.Options{Signer: signer})
+//	eg, _ := tgeino.New(g, set, host.Options{Signer: signer})
 //	cfg := eg.ToolsNodeConfig()                           // Tools, the middleware, UnknownToolsHandler
 //	agent, _ := adk.NewChatModelAgent(ctx, &adk.ChatModelAgentConfig{Model: m, ToolsConfig: adk.ToolsConfig{ToolsNodeConfig: cfg}, …})
-//	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, principal), runID)
+//	ctx = host.WithScope(host.WithPrincipal(ctx, principal), runID)
 //
 // # One call
 //
@@ -18,9 +18,9 @@
 // WrapInvokableToolCall does the same) turns Eino's compose.ToolInput into a
 // guard.Call: the tool's name, its arguments as the model wrote them, and
 // Eino's call id. The principal comes from the host's function of the
-// context (Options.Principal; by default the one WithPrincipal put there),
+// context (Options.Principal; by default the one host.WithPrincipal put there),
 // never from the model. The scope comes from the host's function too
-// (Options.Scope; by default WithScope's): name the run, session or
+// (Options.Scope; by default host.WithScope's): name the run, session or
 // checkpoint id there; with an adk Runner, SessionScope reads it from a
 // session value, which Eino keeps in its checkpoints across a resume.
 // Call ids change when the model or Eino retries; the guard then gives a
@@ -46,11 +46,11 @@
 // function once the guard let the call through. Eino's own tools
 // (tool.InvokableTool or tool.StreamableTool) join the set through Import:
 // a write needing approval unless the host says otherwise, authorized by
-// the host's ImportOptions.Authorize, their Info's JSON Schema compiled
+// the host's host.ImportOptions.Authorize, their Info's JSON Schema compiled
 // with toolset.CompileSchema to validate the arguments; once the guard let
 // a call through the tool
 // runs through Eino's own endpoint (callbacks and inner middlewares) with
-// the canonical arguments; InvocationFrom gives it the downstream
+// the canonical arguments; host.InvocationFrom gives it the downstream
 // idempotency key. A tool the guard does not know is UNKNOWN_TOOL, and
 // Guarded.UnknownToolsHandler gives the model that result for a tool the
 // ToolsNode does not have, instead of failing the run.
@@ -60,26 +60,26 @@
 // A write whose tool needs approval, asked without a grant, is
 // APPROVAL_REQUIRED from the guard; with Options.Signer set, the middleware
 // then interrupts the run with compose.StatefulInterrupt, its info an
-// agentloop.ApprovalRequest (the exact tool, arguments with their members
+// host.ApprovalRequest (the exact tool, arguments with their members
 // sorted, principal, fingerprint and operation id), its state who was
 // asked about which intent. Eino saves the run in its CheckPointStore (a compose graph
 // compiled WithCheckPointStore, an adk Runner's CheckPointStore). Approvals
 // and ApprovalsOf read the requests from the interrupt; the host resumes
-// with each human's agentloop.Decision as the resume data (Resume, or adk's
+// with each human's host.Decision as the resume data (Resume, or adk's
 // ResumeParams.Targets, by interrupt id). A yes becomes a grant
 // (guard.NewGrant, bound to exactly that principal and proposal, signed by
 // Options.Signer) presented on the re-run of that call, which then runs,
 // once. A no is the result the model gets, once, APPROVAL_REQUIRED saying a
 // human declined, and nothing runs; within the scope the same intent is
 // not put to a human again while this process remembers it. A host that
-// prefers the call to wait sets Options.Approver (an agentloop.Approver)
+// prefers the call to wait sets Options.Approver (an host.Approver)
 // instead: it is asked in place of the interrupt, and its answer is used
 // the same way. Without a Signer (or with Options.NoInterrupt and no
 // Approver) nobody is asked and the model gets APPROVAL_REQUIRED as a
 // result.
 //
 // Can the approvals inbox (package approvals) hold these requests? Yes:
-// each is an agentloop.ApprovalRequest, the type approvals.Queue.Ask
+// each is an host.ApprovalRequest, the type approvals.Queue.Ask
 // stores and the inbox shows and decides like any other. With
 // Options.Approver an approvals.Waiter, a call waits in the inbox until an
 // approver decides (the denial is then also remembered in Redis, by

@@ -8,8 +8,8 @@ import (
 	"github.com/cloudwego/eino/compose"
 	"github.com/cloudwego/eino/schema"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -31,7 +31,7 @@ func Example() {
 	set := toolset.MustNew(refund)
 	signer, _ := guard.NewSigner([]byte("an example key of at least 32 bytes"))
 	g := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
-	eg, _ := tgeino.New(g, set, tgeino.Options{Signer: signer})
+	eg, _ := tgeino.New(g, set, host.Options{Signer: signer})
 
 	cfg := eg.ToolsNodeConfig()
 	node, _ := compose.NewToolNode(ctx, &cfg)
@@ -39,7 +39,7 @@ func Example() {
 		Compile(ctx, compose.WithCheckPointStore(newCheckpoints()))
 
 	// The principal from the host's session, the run id as the scope.
-	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, guard.Principal{TenantID: "acme", SubjectID: "user-1"}), "run-1")
+	ctx = host.WithScope(host.WithPrincipal(ctx, guard.Principal{TenantID: "acme", SubjectID: "user-1"}), "run-1")
 	ask := func(callID string) *schema.Message {
 		return schema.AssistantMessage("", []schema.ToolCall{{ID: callID, Type: "function",
 			Function: schema.FunctionCall{Name: "create_refund_draft", Arguments: `{"order_ref":"ORDER-7"}`}}})
@@ -53,7 +53,7 @@ func Example() {
 	_, err := run.Invoke(ctx, ask("call_1"), compose.WithCheckPointID("run-1"))
 	for _, a := range tgeino.ApprovalsOf(err) {
 		fmt.Println("asking a human:", a.Request.Tool, string(a.Request.Arguments))
-		ctx := tgeino.Resume(ctx, map[string]agentloop.Decision{a.InterruptID: {Approved: true, Approver: "manager-1"}})
+		ctx := tgeino.Resume(ctx, map[string]host.Decision{a.InterruptID: {Approved: true, Approver: "manager-1"}})
 		out, _ := run.Invoke(ctx, ask("call_1"), compose.WithCheckPointID("run-1"))
 		show(out)
 	}

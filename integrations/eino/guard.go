@@ -15,16 +15,6 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// Options configure a Guarded: host.Options, the options of the host step
-// every framework shares. The zero value of every field means its
-// default: Principal reads WithPrincipal's principal, Scope WithScope's
-// scope (or use SessionScope, from Eino's session values, which its
-// checkpoints keep); Provider, APIFamily and AdapterRevision default to
-// this package's names. Without an Approver a write that waits for a human
-// interrupts the run (compose.StatefulInterrupt; see Approvals and
-// Resume).
-type Options = host.Options
-
 // Guarded runs Eino's tool calls through a guard.Guard: each call Eino makes
 // becomes a guard.Call (tool name, arguments, call id; the principal and
 // the scope from the host's functions of the context), and its answer goes
@@ -39,10 +29,17 @@ type Guarded struct {
 // New returns a Guarded over g, whose tools are set: the tools the model is
 // offered (Tools), each declared with package toolset or wrapped from an
 // Eino tool (Import). Every tool of set must be the one g looks up by its
-// name.
-func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
+// name. The zero value of every field of opts (host.Options, the options
+// of the host step every integration takes) means its default: Principal
+// reads host.WithPrincipal's principal, Scope host.WithScope's scope (or
+// use SessionScope, from Eino's session values, which its checkpoints
+// keep); provider, apiFamily and adapterRevision default to this
+// package's names. Without an Approver a write that waits for a human
+// interrupts the run (compose.StatefulInterrupt; see Approvals and
+// Resume).
+func New(g *guard.Guard, set *toolset.Set, opts host.Options) (*Guarded, error) {
 	if opts.Provider == "" {
-		opts.Provider, opts.APIFamily, opts.AdapterRevision = Provider, APIFamily, AdapterRevision
+		opts.Provider, opts.APIFamily, opts.AdapterRevision = provider, apiFamily, adapterRevision
 	}
 	h, err := host.New(g, set, opts)
 	if err != nil {
@@ -249,7 +246,7 @@ func (eg *Guarded) answer(ctx context.Context, name, args, callID string, run ru
 			out, err = "", fmt.Errorf("tgeino: tool call %q: panic: %v", name, r)
 		}
 	}()
-	if inv := InvocationFrom(ctx); inv != nil && run != nil && inv.Proposal.Name == name &&
+	if inv := host.InvocationFrom(ctx); inv != nil && run != nil && inv.Proposal.Name == name &&
 		inv.Context.CallID == guard.SafeID(callID) && string(inv.Arguments) == args {
 		// This very call is already the guard's: a wrapped tool running
 		// through Eino's endpoint, which a second toolguard middleware

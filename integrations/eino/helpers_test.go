@@ -14,6 +14,7 @@ import (
 	"github.com/cloudwego/eino/schema"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/refunddemo"
 	"github.com/toolguard/toolguard/toolset"
@@ -156,7 +157,7 @@ func (m *script) toolResults(t *testing.T) []guard.Result {
 	defer m.mu.Unlock()
 	var out []guard.Result
 	for _, msg := range m.results {
-		r, err := tgeino.ModelResult(msg.Content)
+		r, err := host.ModelResult(msg.Content)
 		if err != nil {
 			t.Fatalf("tool message %q is not a model result: %v", msg.Content, err)
 		}
@@ -240,7 +241,7 @@ func newHarness(t *testing.T, approval bool, m *script) *harness {
 // options adjusts tgeino's options.
 type harnessOpts struct {
 	approval, handler, streaming bool
-	options                      func(set *toolset.Set, o *tgeino.Options)
+	options                      func(set *toolset.Set, o *host.Options)
 }
 
 func newHarnessWith(t *testing.T, m *script, ho harnessOpts) *harness {
@@ -252,7 +253,7 @@ func newHarnessWith(t *testing.T, m *script, ho harnessOpts) *harness {
 	h.signer, _ = guard.NewSigner(key)
 	set := h.shop.tools(ho.approval)
 	g := guard.New(set, h.store, guard.Options{Signer: h.signer})
-	opts := tgeino.Options{Signer: h.signer}
+	opts := host.Options{Signer: h.signer}
 	if ho.options != nil {
 		ho.options(set, &opts)
 	}
@@ -311,14 +312,14 @@ func drain(t *testing.T, it *adk.AsyncIterator[*adk.AgentEvent]) outcome {
 // run starts the run scope for acme, under checkpoint id scope.
 func (h *harness) run(t *testing.T, scope, query string) outcome {
 	t.Helper()
-	ctx := tgeino.WithScope(tgeino.WithPrincipal(context.Background(), acme), scope)
+	ctx := host.WithScope(host.WithPrincipal(context.Background(), acme), scope)
 	return drain(t, h.runner.Query(ctx, query, adk.WithCheckPointID(scope)))
 }
 
 // resume resumes run scope with the decisions, by interrupt id.
 func (h *harness) resume(t *testing.T, scope string, decisions map[string]any) outcome {
 	t.Helper()
-	ctx := tgeino.WithScope(tgeino.WithPrincipal(context.Background(), acme), scope)
+	ctx := host.WithScope(host.WithPrincipal(context.Background(), acme), scope)
 	it, err := h.runner.ResumeWithParams(ctx, scope, &adk.ResumeParams{Targets: decisions})
 	if err != nil {
 		t.Fatalf("resume: %v", err)

@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 )
@@ -19,15 +20,15 @@ func TestHostFailures(t *testing.T) {
 			shop := newShop()
 			set := shop.tools(false)
 			store := guard.NewMemStore(guard.MemStoreOptions{})
-			opts := tgeino.Options{Principal: h.Principal, Scope: h.Scope, Call: h.Call}
+			opts := host.Options{Principal: h.Principal, Scope: h.Scope, Call: h.Call}
 			eg, err := tgeino.New(guard.New(set, store, guard.Options{}), set, opts)
 			if err != nil {
 				t.Fatal(err)
 			}
 			run := toolsGraph(t, eg.ToolsNodeConfig())
-			ctx := tgeino.WithScope(context.Background(), "run-host")
+			ctx := host.WithScope(context.Background(), "run-host")
 			if name != frameworktest.NoPrincipal {
-				ctx = tgeino.WithPrincipal(ctx, acme)
+				ctx = host.WithPrincipal(ctx, acme)
 			}
 			_, err = run.Invoke(ctx, toolCalls([3]string{"c1", "create_refund_draft", refundArgs}))
 			if err == nil || !strings.Contains(err.Error(), "tgeino:") {

@@ -3,9 +3,8 @@ package tgeino_test
 import (
 	"testing"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
-	tgeino "github.com/toolguard/toolguard/integrations/eino"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/frameworktest/inboxtest"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -17,11 +16,11 @@ import (
 func TestApprovalsInboxHoldsRequests(t *testing.T) {
 	var inbox *inboxtest.Inbox
 	m := newScript(callTool("create_refund_draft", refundArgs), say("refund drafted"))
-	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(set *toolset.Set, o *tgeino.Options) {
+	h := newHarnessWith(t, m, harnessOpts{approval: true, options: func(set *toolset.Set, o *host.Options) {
 		inbox = inboxtest.New(t, set)
 		o.Approver = inbox.Waiter
 	}})
-	decided := inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("acme", "manager-1"), agentloop.Decision{Approved: true})
+	decided := inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("acme", "manager-1"), host.Decision{Approved: true})
 	if o := h.run(t, "run-inbox", "refund ORDER-7"); o.final != "refund drafted" || len(o.interrupts) != 0 {
 		t.Fatalf("run ended %+v", o)
 	}

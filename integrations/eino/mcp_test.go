@@ -8,6 +8,7 @@ import (
 
 	tgmcp "github.com/toolguard/toolguard/adapters/mcp"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 )
@@ -34,12 +35,12 @@ func TestMCPToolsInEino(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgeino.Options{})
+	eg, err := tgeino.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	run := toolsGraph(t, eg.ToolsNodeConfig())
-	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, acme), "run-mcp")
+	ctx = host.WithScope(host.WithPrincipal(ctx, acme), "run-mcp")
 	for _, c := range []struct {
 		id, args string
 		want     guard.Code

@@ -10,6 +10,7 @@ import (
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/schema"
 
+	"github.com/toolguard/toolguard/host"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 )
@@ -56,7 +57,7 @@ func TestSecretsNeverLeave(t *testing.T) {
 	for _, streaming := range []bool{false, true} {
 		t.Run(map[bool]string{false: "invoke", true: "stream"}[streaming], func(t *testing.T) {
 			s := frameworktest.NewSecrets(t)
-			eg, err := tgeino.New(s.Guard, s.Tools, tgeino.Options{})
+			eg, err := tgeino.New(s.Guard, s.Tools, host.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -70,7 +71,7 @@ func TestSecretsNeverLeave(t *testing.T) {
 				t.Fatal(err)
 			}
 			runner := adk.NewRunner(ctx, adk.RunnerConfig{Agent: agent, CheckPointStore: newCheckpoints(), EnableStreaming: streaming})
-			rctx := tgeino.WithScope(tgeino.WithPrincipal(ctx, frameworktest.SecretsUser), "run-secret")
+			rctx := host.WithScope(host.WithPrincipal(ctx, frameworktest.SecretsUser), "run-secret")
 			if o := drain(t, runner.Query(rctx, "rotate the billing key", adk.WithCheckPointID("run-secret"))); o.final != "rotated" {
 				t.Fatalf("run ended %+v", o)
 			}

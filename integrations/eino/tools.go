@@ -51,11 +51,6 @@ func (t *declaredTool) InvokableRun(context.Context, string, ...tool.Option) (st
 	return "", errNotGuarded
 }
 
-// ImportOptions configure Import (host.ImportOptions). The zero value is
-// the safe default for a tool the guard knows nothing of: a write that
-// needs a human's approval (an interrupt of the run, see Guarded).
-type ImportOptions = host.ImportOptions
-
 // Tool is one of Eino's own tools behind the guard (Import): its JSON
 // Schema, from its Info, is compiled once and validates the model's
 // arguments before the tool runs, as adapters/mcp does for a remote MCP
@@ -75,12 +70,12 @@ var _ toolset.Declared = (*Tool)(nil)
 // Import puts an Eino tool (a tool.InvokableTool or tool.StreamableTool)
 // behind the guard. Its Info's parameters are its schema (no parameters:
 // any JSON object), not Strict: the model is given it as Eino gives it.
-// It fails without ImportOptions.Authorize, when the tool is neither
+// It fails without host.ImportOptions.Authorize, when the tool is neither
 // invokable nor streamable, its Info fails or its schema does not
 // compile; toolset.New refuses a name model providers do not accept.
-func Import(ctx context.Context, t tool.BaseTool, opts ImportOptions) (*Tool, error) {
+func Import(ctx context.Context, t tool.BaseTool, opts host.ImportOptions) (*Tool, error) {
 	if opts.Authorize == nil {
-		return nil, errors.New("tgeino: Import needs ImportOptions.Authorize")
+		return nil, errors.New("tgeino: Import needs host.ImportOptions.Authorize")
 	}
 	_, inv := t.(tool.InvokableTool)
 	_, str := t.(tool.StreamableTool)
@@ -104,7 +99,8 @@ func Import(ctx context.Context, t tool.BaseTool, opts ImportOptions) (*Tool, er
 		}
 	}
 	it := &Tool{eino: t}
-	if it.Imported, err = host.Import(info.Name, info.Desc, raw, it.execute, opts); err != nil {
+	opts.Description, opts.Schema = info.Desc, raw
+	if it.Imported, err = host.Import(info.Name, it.execute, opts); err != nil {
 		return nil, fmt.Errorf("tgeino: %w", err)
 	}
 	return it, nil
@@ -115,7 +111,7 @@ func (t *Tool) Eino() tool.BaseTool { return t.eino }
 
 // execute runs the Eino tool with the canonical arguments, through Eino's
 // endpoint when the middleware dispatched the call, directly otherwise.
-// The context carries the invocation (InvocationFrom), whose
+// The context carries the invocation (host.InvocationFrom), whose
 // IdempotencyKey is the key to hand the downstream system. The output is
 // the tool's text: as is when it is JSON, else as a JSON string. An error
 // is the tool's failure: for a write, an unknown outcome, unless it is a
@@ -178,15 +174,3 @@ func textOutput(s string) json.RawMessage {
 	b, _ := json.Marshal(s)
 	return b
 }
-
-// ModelResult reads the content of a tool message the middleware answered
-// (schema.Message.Content) back as the model result it carries; it fails
-// for text that is not a tool-model-result-v2 object.
-func ModelResult(content string) (*guard.Result, error) { return host.ModelResult(content) }
-
-// InvocationFrom returns the guard's invocation of the call a wrapped Eino
-// tool runs for: its principal, its canonical arguments and, above all,
-// IdempotencyKey, the key to hand the downstream system so that a retry
-// the guard cannot see is deduplicated there. It is nil outside a guarded
-// run of a Tool (host.InvocationFrom).
-func InvocationFrom(ctx context.Context) *guard.Invocation { return host.InvocationFrom(ctx) }

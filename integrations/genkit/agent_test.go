@@ -9,8 +9,8 @@ import (
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/genkit"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
@@ -34,11 +34,11 @@ var (
 	userB = guard.Principal{TenantID: "tenant-b", SubjectID: "user-1"}
 )
 
-func newWorld(t *testing.T, configure ...func(*tggenkit.Options)) *world {
+func newWorld(t *testing.T, configure ...func(*host.Options)) *world {
 	t.Helper()
 	o := frameworktest.NewOrders(t, key)
 	w := &world{svc: o.Svc, store: o.Store, model: &script{}}
-	opts := tggenkit.Options{Signer: o.Signer}
+	opts := host.Options{Signer: o.Signer}
 	for _, c := range configure {
 		c(&opts)
 	}
@@ -53,7 +53,7 @@ func newWorld(t *testing.T, configure ...func(*tggenkit.Options)) *world {
 // session is the host's context of a generation: who it acts for, and the
 // session that is its scope.
 func session(p guard.Principal, scope string) context.Context {
-	return tggenkit.WithScope(tggenkit.WithPrincipal(context.Background(), p), scope)
+	return host.WithScope(host.WithPrincipal(context.Background(), p), scope)
 }
 
 func refundReq(ref, order string) *ai.ToolRequest {
@@ -64,7 +64,7 @@ func refundReq(ref, order string) *ai.ToolRequest {
 func result(t *testing.T, msgs []*ai.Message, ref string) *guard.Result {
 	t.Helper()
 	tr := resultOf(t, msgs, ref)
-	res, err := tggenkit.ModelResult(tr.Output)
+	res, err := host.ModelResult(tr.Output)
 	if err != nil {
 		t.Fatalf("tool output %v: %v", tr.Output, err)
 	}
@@ -109,7 +109,7 @@ func pauseOnRefund(t *testing.T, w *world, ctx context.Context) (*ai.ModelRespon
 }
 
 // resume resumes an interrupted generation with the human's decision.
-func resume(t *testing.T, w *world, ctx context.Context, resp *ai.ModelResponse, a tggenkit.Approval, d agentloop.Decision) *ai.ModelResponse {
+func resume(t *testing.T, w *world, ctx context.Context, resp *ai.ModelResponse, a tggenkit.Approval, d host.Decision) *ai.ModelResponse {
 	t.Helper()
 	restart, err := tggenkit.Resume(a.Part, d)
 	if err != nil {
@@ -140,7 +140,7 @@ func TestInterruptApprove(t *testing.T) {
 		t.Errorf("approval request = %+v, want the exact intent in the session's scope", req)
 	}
 
-	out := resume(t, w, ctx, resp, a, agentloop.Decision{Approved: true, Approver: "manager-1"})
+	out := resume(t, w, ctx, resp, a, host.Decision{Approved: true, Approver: "manager-1"})
 	if out.Text() != "done" {
 		t.Errorf("resumed generation ended %q, want the model's answer", out.Text())
 	}
@@ -152,7 +152,7 @@ func TestInterruptApprove(t *testing.T) {
 	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["code"] != "OK" {
 		t.Errorf("the model was sent %v for call-1, want the one OK result", got)
 	}
-	frameworktest.WantApprovedWrite(t, w.store, "tenant-a", "manager-1", tggenkit.Provider)
+	frameworktest.WantApprovedWrite(t, w.store, "tenant-a", "manager-1", "genkit")
 }
 
 // TestInterruptDeny: a no reaches the model once, as APPROVAL_REQUIRED
@@ -162,12 +162,12 @@ func TestInterruptDeny(t *testing.T) {
 	w := newWorld(t)
 	ctx := session(userA, "session-1")
 	resp, a := pauseOnRefund(t, w, ctx)
-	out := resume(t, w, ctx, resp, a, agentloop.Decision{Approved: false})
+	out := resume(t, w, ctx, resp, a, host.Decision{Approved: false})
 	res := result(t, out.History(), "call-1")
-	if res.Code != guard.CodeApprovalRequired || res.Message != tggenkit.DeniedMessage {
+	if res.Code != guard.CodeApprovalRequired || res.Message != guard.DeclinedMessage {
 		t.Fatalf("denied call = %s, want APPROVAL_REQUIRED, declined", res)
 	}
-	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["message"] != tggenkit.DeniedMessage {
+	if got := seenByModel(w.model, "call-1"); len(got) != 1 || got[0]["message"] != guard.DeclinedMessage {
 		t.Errorf("the model was sent %v for call-1, want the denial once", got)
 	}
 
@@ -192,7 +192,7 @@ func TestInterruptExpired(t *testing.T) {
 	w := newWorld(t)
 	ctx := session(userA, "session-1")
 	resp, a := pauseOnRefund(t, w, ctx)
-	out := resume(t, w, ctx, resp, a, agentloop.Decision{Expired: true, Reason: "timed out"})
+	out := resume(t, w, ctx, resp, a, host.Decision{Expired: true, Reason: "timed out"})
 	res := result(t, out.History(), "call-1")
 	if res.Code != guard.CodeApprovalRequired || res.Message != guard.ExpiredMessage {
 		t.Fatalf("expired call = %s, want APPROVAL_REQUIRED with %q", res, guard.ExpiredMessage)
@@ -216,14 +216,14 @@ func TestRetriedGenerationWritesOnce(t *testing.T) {
 	w := newWorld(t)
 	ctx := session(userA, "session-1")
 	resp, a := pauseOnRefund(t, w, ctx)
-	out := resume(t, w, ctx, resp, a, agentloop.Decision{Approved: true, Approver: "manager-1"})
+	out := resume(t, w, ctx, resp, a, host.Decision{Approved: true, Approver: "manager-1"})
 	first := result(t, out.History(), "call-1")
 	if first.Code != guard.CodeOK {
 		t.Fatalf("approved call = %s, want OK", first)
 	}
 
 	// The host resumes from the same interrupted history again.
-	again := resume(t, w, ctx, resp, a, agentloop.Decision{Approved: true, Approver: "manager-1"})
+	again := resume(t, w, ctx, resp, a, host.Decision{Approved: true, Approver: "manager-1"})
 	if res := result(t, again.History(), "call-1"); res.Code != guard.CodeOK || res.Delivery == guard.DeliveryFresh || string(res.Data) != string(first.Data) {
 		t.Errorf("the resume sent again = %s, want the first draft replayed", res)
 	}
@@ -244,7 +244,7 @@ func TestRetriedGenerationWritesOnce(t *testing.T) {
 			t.Fatalf("tool responses = %d, want 2", len(rs))
 		}
 		for _, r := range rs {
-			res, err := tggenkit.ModelResult(r.Output)
+			res, err := host.ModelResult(r.Output)
 			frameworktest.WantReplay(t, r.Ref, res, err, first)
 		}
 	}
@@ -336,7 +336,7 @@ func TestTwoApprovalsOneReply(t *testing.T) {
 	}
 	var restarts []*ai.Part
 	for _, a := range as {
-		r, err := tggenkit.Resume(a.Part, agentloop.Decision{Approved: a.Part.ToolRequest.Ref == "call-1", Approver: "manager-1"})
+		r, err := tggenkit.Resume(a.Part, host.Decision{Approved: a.Part.ToolRequest.Ref == "call-1", Approver: "manager-1"})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -388,7 +388,7 @@ func TestStreamingResume(t *testing.T) {
 	if resp.FinishReason != ai.FinishReasonInterrupted || len(as) != 1 {
 		t.Fatalf("streamed generation ended %q with %d approvals, want interrupted with 1", resp.FinishReason, len(as))
 	}
-	restart, err := tggenkit.Resume(as[0].Part, agentloop.Decision{Approved: true})
+	restart, err := tggenkit.Resume(as[0].Part, host.Decision{Approved: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +396,7 @@ func TestStreamingResume(t *testing.T) {
 	if out.Text() != "done" || len(chunks) != 1 {
 		t.Fatalf("resumed stream ended %q with %d tool chunks, want done and 1", out.Text(), len(chunks))
 	}
-	if res, err := tggenkit.ModelResult(chunks[0].Output); err != nil || res.Code != guard.CodeOK {
+	if res, err := host.ModelResult(chunks[0].Output); err != nil || res.Code != guard.CodeOK {
 		t.Errorf("streamed tool chunk = %v (%v), want the OK model result", chunks[0].Output, err)
 	}
 	w.wantSideEffects(t, 1)
@@ -413,7 +413,7 @@ func (w *world) wantSideEffects(t *testing.T, want int) {
 // wantDenied checks that the call of ref was answered with a human's no.
 func wantDenied(t *testing.T, msgs []*ai.Message, ref string) {
 	t.Helper()
-	if res := result(t, msgs, ref); res.Code != guard.CodeApprovalRequired || res.Message != tggenkit.DeniedMessage {
+	if res := result(t, msgs, ref); res.Code != guard.CodeApprovalRequired || res.Message != guard.DeclinedMessage {
 		t.Errorf("%s = %s, want APPROVAL_REQUIRED, a human declined", ref, res)
 	}
 }
@@ -437,7 +437,7 @@ func TestResumeFromStoredHistory(t *testing.T) {
 	if len(as) != 1 || as[0].Request.Tool != "create_refund_draft" {
 		t.Fatalf("approvals read back = %+v, want the refund", as)
 	}
-	restart, err := tggenkit.Resume(as[0].Part, agentloop.Decision{Approved: true, Approver: "manager-1"})
+	restart, err := tggenkit.Resume(as[0].Part, host.Decision{Approved: true, Approver: "manager-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,7 +454,7 @@ func TestResumeFromStoredHistory(t *testing.T) {
 // TestNoInterrupt: with Options.NoInterrupt nobody is asked: the model
 // gets APPROVAL_REQUIRED as the result, and nothing runs.
 func TestNoInterrupt(t *testing.T) {
-	w := newWorld(t, func(o *tggenkit.Options) { o.NoInterrupt = true })
+	w := newWorld(t, func(o *host.Options) { o.NoInterrupt = true })
 	w.model.push(calls(refundReq("call-1", "ORDER-7")))
 	out, err := generate(session(userA, "s1"), w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
 	if err != nil {

@@ -10,28 +10,18 @@ import (
 
 	"github.com/firebase/genkit/go/ai"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/host"
 )
 
-// InterruptKey is the member of an interrupted tool request's interrupt
+// interruptKey is the member of an interrupted tool request's interrupt
 // metadata (ai.Part.Metadata["interrupt"]) that holds the approval request,
 // and of a restart's resumed metadata that holds the human's decision.
-const InterruptKey = "toolguard"
-
-// DeniedMessage is the message of the APPROVAL_REQUIRED result the model
-// gets when a human said no; agentloop's words.
-const DeniedMessage = guard.DeclinedMessage
+const interruptKey = "toolguard"
 
 // ErrNotApproval is Resume's error for a part that is not a tool request
 // this package interrupted for a human's approval.
 var ErrNotApproval = errors.New("tggenkit: the part is not a tool request interrupted for approval")
-
-// ErrOtherCall is returned, as the tool call's error, when a generation is
-// resumed with a decision for another principal, or for other arguments
-// than the call's; nothing runs.
-var ErrOtherCall = host.ErrOtherCall
 
 // Approval is one tool request of an interrupted generation that waits for
 // a human: the interrupted part, to resume it by, and what the human is
@@ -42,7 +32,7 @@ type Approval struct {
 	Part *ai.Part
 	// Request is the exact intent: tool, canonical arguments, principal,
 	// fingerprint, operation id; RunID is the call's scope.
-	Request agentloop.ApprovalRequest
+	Request host.ApprovalRequest
 }
 
 // Approvals returns the approval requests among an interrupted
@@ -66,7 +56,7 @@ func Approvals(parts ...*ai.Part) []Approval {
 // to exactly the principal and proposal the human was asked about, signed
 // by Options.Signer) presented with the call, which runs once; a no is
 // the result the model gets, once, and nothing runs.
-func Resume(p *ai.Part, d agentloop.Decision) (*ai.Part, error) {
+func Resume(p *ai.Part, d host.Decision) (*ai.Part, error) {
 	req, ok := requestOf(p)
 	if !ok {
 		return nil, ErrNotApproval
@@ -75,7 +65,7 @@ func Resume(p *ai.Part, d agentloop.Decision) (*ai.Part, error) {
 		"tenant_id": req.Principal.TenantID, "subject_id": req.Principal.SubjectID, "fingerprint": req.Fingerprint}
 	meta := maps.Clone(p.Metadata)
 	delete(meta, "interrupt")
-	meta["resumed"] = map[string]any{InterruptKey: decision}
+	meta["resumed"] = map[string]any{interruptKey: decision}
 	out := ai.NewToolRequestPart(&ai.ToolRequest{Name: p.ToolRequest.Name, Ref: p.ToolRequest.Ref, Input: p.ToolRequest.Input})
 	out.Metadata = meta
 	return out, nil
@@ -93,17 +83,17 @@ type resumed struct {
 }
 
 // requestOf reads the approval request of an interrupted tool request.
-func requestOf(p *ai.Part) (agentloop.ApprovalRequest, bool) {
-	var req agentloop.ApprovalRequest
+func requestOf(p *ai.Part) (host.ApprovalRequest, bool) {
+	var req host.ApprovalRequest
 	if p == nil || !p.IsToolRequest() || p.Metadata == nil {
 		return req, false
 	}
 	meta, ok := p.Metadata["interrupt"].(map[string]any)
-	if !ok || meta[InterruptKey] == nil {
+	if !ok || meta[interruptKey] == nil {
 		return req, false
 	}
-	if !convert(meta[InterruptKey], &req) || req.Tool == "" || req.Fingerprint == "" {
-		return agentloop.ApprovalRequest{}, false
+	if !convert(meta[interruptKey], &req) || req.Tool == "" || req.Fingerprint == "" {
+		return host.ApprovalRequest{}, false
 	}
 	return req, true
 }
@@ -118,13 +108,13 @@ func convert(from any, v any) bool {
 }
 
 // interruptMetadata is the interrupt metadata of a call put to a human.
-func interruptMetadata(req agentloop.ApprovalRequest) map[string]any {
+func interruptMetadata(req host.ApprovalRequest) map[string]any {
 	var m map[string]any
 	b, _ := json.Marshal(req)
 	dec := json.NewDecoder(bytes.NewReader(b))
 	dec.UseNumber()
 	_ = dec.Decode(&m)
-	return map[string]any{InterruptKey: m}
+	return map[string]any{interruptKey: m}
 }
 
 // resume handles a call Genkit restarts with a decision (Resume). A call
@@ -133,17 +123,17 @@ func interruptMetadata(req agentloop.ApprovalRequest) map[string]any {
 // once with a signed grant, a no is the answer the model gets, with
 // nothing run.
 func (a *Guarded) resume(ctx context.Context, call guard.Call) (*guard.Result, error) {
-	v, ok := ai.ResumedValue[any](ctx, InterruptKey)
+	v, ok := ai.ResumedValue[any](ctx, interruptKey)
 	if !ok || v == nil {
 		return nil, nil
 	}
 	var d resumed
 	if !convert(v, &d) {
-		return nil, ErrOtherCall
+		return nil, host.ErrOtherCall
 	}
 	res, err := a.h.Decide(ctx, call, host.Pending{TenantID: d.TenantID, SubjectID: d.SubjectID, Fingerprint: d.Fingerprint},
-		agentloop.Decision{Approved: d.Approved, Approver: d.Approver, Reason: d.Reason, Expired: d.Expired})
-	if err != nil && !errors.Is(err, ErrOtherCall) {
+		host.Decision{Approved: d.Approved, Approver: d.Approver, Reason: d.Reason, Expired: d.Expired})
+	if err != nil && !errors.Is(err, host.ErrOtherCall) {
 		err = fmt.Errorf("tggenkit: %w", err)
 	}
 	return res, err

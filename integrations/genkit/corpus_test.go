@@ -11,6 +11,7 @@ import (
 	"github.com/firebase/genkit/go/ai"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/secretcorpus"
@@ -62,7 +63,7 @@ func TestCorpusSecretsNeverLeave(t *testing.T) {
 			t.Fatal(err)
 		}
 		opts.Detector, opts.SecretKey = d, bytes.Repeat([]byte("k"), 32)
-		gd, err := tggenkit.New(guard.New(tools, store, opts), tools, tggenkit.Options{})
+		gd, err := tggenkit.New(guard.New(tools, store, opts), tools, host.Options{})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,8 +6,8 @@
 //
 //	set := toolset.MustNew(getOrder, refund)           // toolset tools; Genkit's own: Import(genkitTool, …)
 //	g := guard.New(set, store, guard.Options{Signer: signer})
-//	gd, _ := tggenkit.New(g, set, tggenkit.Options{Signer: signer})
-//	ctx = tggenkit.WithScope(tggenkit.WithPrincipal(ctx, principal), sessionID)
+//	gd, _ := tggenkit.New(g, set, host.Options{Signer: signer})
+//	ctx = host.WithScope(host.WithPrincipal(ctx, principal), sessionID)
 //	resp, _ := genkit.Generate(ctx, gk, ai.WithModel(m), ai.WithUse(gd), ai.WithPrompt(text))
 //
 // # One call
@@ -17,9 +17,9 @@
 // generation's tool loop and turns the ai.ToolRequest into a guard.Call:
 // the tool's name, its input as JSON, and the request's ref as the call
 // id. The principal comes from the host's function of the context
-// (Options.Principal; by default the one WithPrincipal put there), never
+// (Options.Principal; by default the one host.WithPrincipal put there), never
 // from the model. The scope comes from the host's function too
-// (Options.Scope; by default WithScope's): name the session, conversation
+// (Options.Scope; by default host.WithScope's): name the session, conversation
 // or flow run there. A model may send no ref (Genkit then makes up one)
 // and a retried generation gets new ones; the guard gives a write in the
 // scope the ids guard.ScopeIDs(scope, fingerprint), so the same intent in
@@ -45,7 +45,7 @@
 // Import and are given to the generation as usual (ai.WithTools,
 // Tool.Genkit): their input schema is compiled with toolset.CompileSchema
 // and validates the arguments, and once the guard let a call through the
-// tool runs through Genkit's own tool runner; InvocationFrom gives its
+// tool runs through Genkit's own tool runner; host.InvocationFrom gives its
 // function the downstream idempotency key (an imported tool the
 // generation was not given still runs, directly). Every tool call of the
 // generation goes through the guard: a Genkit tool the guard was not
@@ -64,29 +64,29 @@
 // APPROVAL_REQUIRED from the guard; with Options.Signer set, WrapTool then
 // interrupts the generation (ai.NewToolInterruptError): Genkit ends it
 // with FinishReason "interrupted", and the interrupted tool request's
-// metadata holds an agentloop.ApprovalRequest (the exact tool, canonical
+// metadata holds an host.ApprovalRequest (the exact tool, canonical
 // arguments, principal, fingerprint and operation id). Approvals reads the
 // requests from resp.Interrupts(). The host resumes with each human's
-// agentloop.Decision: Resume turns the interrupted part into a restart
+// host.Decision: Resume turns the interrupted part into a restart
 // carrying it, given to ai.WithToolRestarts on a generation from the
 // interrupted history (ai.WithMessages(resp.History()...)), with the same
 // middleware, principal and scope. Genkit runs the tool request again
 // through WrapTool, which reads the decision (ai.ResumedValue) and checks
-// it is for this principal and these arguments (else ErrOtherCall, and
+// it is for this principal and these arguments (else host.ErrOtherCall, and
 // nothing runs). A yes becomes a grant (guard.NewGrant, bound to exactly
 // that principal and proposal, approved by the decision's approver,
 // signed by Options.Signer) presented on the re-run, which then runs,
 // once. A no is the result the model gets, once, APPROVAL_REQUIRED saying
 // a human declined, and nothing runs; within the scope the same intent is
 // not put to a human again while this process remembers it. A host that
-// prefers the call to wait sets Options.Approver (an agentloop.Approver)
+// prefers the call to wait sets Options.Approver (an host.Approver)
 // instead: it is asked in place of the interrupt, and its answer is used
 // the same way. Without a Signer (or with Options.NoInterrupt and no
 // Approver) nobody is asked and the model gets APPROVAL_REQUIRED as a
 // result.
 //
 // Can the approvals inbox (package approvals) hold these requests? Yes:
-// each is an agentloop.ApprovalRequest, the type approvals.Queue.Ask
+// each is an host.ApprovalRequest, the type approvals.Queue.Ask
 // stores and the inbox shows and decides like any other. With
 // Options.Approver an approvals.Waiter, a call waits in the inbox until an
 // approver decides (the denial is then also remembered in Redis, by

@@ -7,6 +7,7 @@ import (
 	"github.com/firebase/genkit/go/ai"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/orders"
 )
@@ -22,7 +23,7 @@ func TestEmptyToolName(t *testing.T) {
 	set := orders.Tools(svc)
 	store := guard.NewMemStore(guard.MemStoreOptions{})
 	g := guard.New(set, store, guard.Options{})
-	gd, err := tggenkit.New(g, set, tggenkit.Options{})
+	gd, err := tggenkit.New(g, set, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,8 +7,8 @@ import (
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/genkit"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -30,7 +30,7 @@ func Example() {
 	tools := toolset.MustNew(refund)
 	signer, _ := guard.NewSigner([]byte("an example key of at least 32 bytes"))
 	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
-	gd, _ := tggenkit.New(g, tools, tggenkit.Options{Signer: signer})
+	gd, _ := tggenkit.New(g, tools, host.Options{Signer: signer})
 
 	ctx := context.Background()
 	gk := genkit.Init(ctx)
@@ -47,13 +47,13 @@ func Example() {
 		})
 
 	// The principal and the scope come from the host's session, not the model.
-	ctx = tggenkit.WithScope(tggenkit.WithPrincipal(ctx, guard.Principal{TenantID: "acme", SubjectID: "ada"}), "session-1")
+	ctx = host.WithScope(host.WithPrincipal(ctx, guard.Principal{TenantID: "acme", SubjectID: "ada"}), "session-1")
 	opts := []ai.GenerateOption{ai.WithModel(model), ai.WithUse(gd)}
 	show := func(resp *ai.ModelResponse) {
 		h := resp.History()
 		for _, p := range h[len(h)-2].Content { // the last tool message
 			if p.IsToolResponse() {
-				res, _ := tggenkit.ModelResult(p.ToolResponse.Output)
+				res, _ := host.ModelResult(p.ToolResponse.Output)
 				fmt.Println(res.Code, res.Delivery, string(res.Data))
 			}
 		}
@@ -64,7 +64,7 @@ func Example() {
 	fmt.Println(resp.FinishReason)
 	a := tggenkit.Approvals(resp.Interrupts()...)[0]
 	fmt.Println("a human is asked:", a.Request.Tool, string(a.Request.Arguments))
-	restart, _ := tggenkit.Resume(a.Part, agentloop.Decision{Approved: true, Approver: "manager"})
+	restart, _ := tggenkit.Resume(a.Part, host.Decision{Approved: true, Approver: "manager"})
 	resp, _ = genkit.Generate(ctx, gk, append(opts, ai.WithMessages(resp.History()...), ai.WithToolRestarts(restart))...)
 	show(resp)
 	resp, _ = genkit.Generate(ctx, gk, append(opts, ai.WithPrompt("did you refund ORDER-7?"))...)

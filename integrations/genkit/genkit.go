@@ -15,17 +15,6 @@ import (
 	"github.com/toolguard/toolguard/toolset"
 )
 
-// Options configure a Guarded: host.Options, the options of the host step
-// every framework shares. The zero value of every field means its
-// default: Principal reads WithPrincipal's principal (in a flow, take it
-// from the action context its context provider made), Scope WithScope's
-// scope (the host's session, conversation or flow run id: Genkit's tool
-// request refs may be absent or change when a generation is retried);
-// Provider, APIFamily and AdapterRevision default to this package's
-// names. Without an Approver a write that waits for a human interrupts the
-// generation (a tool interrupt; see Approvals and Resume).
-type Options = host.Options
-
 // Guarded is a guard.Guard as a Genkit middleware (ai.Middleware, for
 // ai.WithUse): its hooks offer the model the guard's tools and send every
 // tool call of the generation through the guard. It is safe for
@@ -42,10 +31,19 @@ var _ ai.Middleware = (*Guarded)(nil)
 // g, whose tools are set: tools declared with package toolset, which the
 // middleware offers the model itself, and Genkit tools imported with
 // Import, which the generation is given as usual (ai.WithTools). Every
-// tool of set must be the one g looks up by its name.
-func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
+// tool of set must be the one g looks up by its name. The zero value of
+// every field of opts (host.Options, the options of the host step every
+// integration takes) means its default: Principal reads
+// host.WithPrincipal's principal (in a flow, take it from the action
+// context its context provider made), Scope host.WithScope's scope (the
+// host's session, conversation or flow run id: Genkit's tool request refs
+// may be absent or change when a generation is retried); provider,
+// apiFamily and adapterRevision default to this package's names. Without
+// an Approver a write that waits for a human interrupts the generation (a
+// tool interrupt; see Approvals and Resume).
+func New(g *guard.Guard, set *toolset.Set, opts host.Options) (*Guarded, error) {
 	if opts.Provider == "" {
-		opts.Provider, opts.APIFamily, opts.AdapterRevision = Provider, APIFamily, AdapterRevision
+		opts.Provider, opts.APIFamily, opts.AdapterRevision = provider, apiFamily, adapterRevision
 	}
 	h, err := host.New(g, set, opts)
 	if err != nil {
@@ -62,8 +60,8 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 	return a, nil
 }
 
-// Name implements ai.Middleware: MiddlewareName.
-func (a *Guarded) Name() string { return MiddlewareName }
+// Name implements ai.Middleware: middlewareName.
+func (a *Guarded) Name() string { return middlewareName }
 
 // New implements ai.Middleware: the hooks of one generation. Tools are
 // the set's toolset tools and the status tool, declared with the schemas
@@ -192,7 +190,7 @@ func (gen *generation) wrapTool(ctx context.Context, params *ai.ToolParams, next
 	if err != nil {
 		return nil, err
 	}
-	return &ai.MultipartToolResponse{Output: Output(res)}, nil
+	return &ai.MultipartToolResponse{Output: host.Map(res)}, nil
 }
 
 // standIn reports whether the generation's tool of that name is a

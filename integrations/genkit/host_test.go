@@ -8,8 +8,8 @@ import (
 
 	"github.com/firebase/genkit/go/ai"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
@@ -22,10 +22,10 @@ import (
 func TestHostFailures(t *testing.T) {
 	for name, h := range frameworktest.FailingHooks() {
 		t.Run(name, func(t *testing.T) {
-			w := newWorld(t, func(o *tggenkit.Options) { o.Principal, o.Scope, o.Call = h.Principal, h.Scope, h.Call })
+			w := newWorld(t, func(o *host.Options) { o.Principal, o.Scope, o.Call = h.Principal, h.Scope, h.Call })
 			ctx := session(userA, "s1")
 			if name == frameworktest.NoPrincipal {
-				ctx = tggenkit.WithScope(context.Background(), "s1")
+				ctx = host.WithScope(context.Background(), "s1")
 			}
 			w.model.push(calls(refundReq("call-1", "ORDER-7")))
 			_, err := generate(ctx, w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
@@ -46,13 +46,13 @@ func TestHostFailures(t *testing.T) {
 func TestResumeForAnotherCall(t *testing.T) {
 	w := newWorld(t)
 	resp, a := pauseOnRefund(t, w, session(userA, "s1"))
-	restart, err := tggenkit.Resume(a.Part, agentloop.Decision{Approved: true})
+	restart, err := tggenkit.Resume(a.Part, host.Decision{Approved: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	other := guard.Principal{TenantID: "tenant-a", SubjectID: "user-2"}
 	_, err = generate(session(other, "s1"), w.gk, w.gd, ai.WithMessages(resp.History()...), ai.WithToolRestarts(restart))
-	if !errors.Is(err, tggenkit.ErrOtherCall) {
+	if !errors.Is(err, host.ErrOtherCall) {
 		t.Errorf("resume by another principal: %v, want ErrOtherCall", err)
 	}
 	if n := w.svc.SideEffects(); n != 0 {
@@ -67,7 +67,7 @@ func TestResumeForAnotherCall(t *testing.T) {
 	if n := w.svc.SideEffects(); n != 0 {
 		t.Errorf("side effects = %d, want 0", n)
 	}
-	if _, err := tggenkit.Resume(ai.NewTextPart("hi"), agentloop.Decision{Approved: true}); !errors.Is(err, tggenkit.ErrNotApproval) {
+	if _, err := tggenkit.Resume(ai.NewTextPart("hi"), host.Decision{Approved: true}); !errors.Is(err, tggenkit.ErrNotApproval) {
 		t.Errorf("Resume of a text part: %v, want ErrNotApproval", err)
 	}
 }
@@ -77,23 +77,23 @@ func TestResumeForAnotherCall(t *testing.T) {
 func TestNewRefuses(t *testing.T) {
 	tools := orders.Tools(orders.NewService())
 	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
-	if _, err := tggenkit.New(nil, tools, tggenkit.Options{}); err == nil {
+	if _, err := tggenkit.New(nil, tools, host.Options{}); err == nil {
 		t.Error("New without a guard")
 	}
 	other := guard.New(orders.NoopTools(), guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
-	if _, err := tggenkit.New(other, tools, tggenkit.Options{}); err == nil {
+	if _, err := tggenkit.New(other, tools, host.Options{}); err == nil {
 		t.Error("New with a guard over other tools")
 	}
-	if _, err := tggenkit.New(g, tools, tggenkit.Options{StatusTool: "get_order"}); err == nil {
+	if _, err := tggenkit.New(g, tools, host.Options{StatusTool: "get_order"}); err == nil {
 		t.Error("New with a status tool named like a set tool")
 	}
-	approver := agentloop.ApproverFunc(func(context.Context, agentloop.ApprovalRequest) (agentloop.Decision, error) {
-		return agentloop.Decision{Approved: true}, nil
+	approver := host.ApproverFunc(func(context.Context, host.ApprovalRequest) (host.Decision, error) {
+		return host.Decision{Approved: true}, nil
 	})
-	if _, err := tggenkit.New(g, tools, tggenkit.Options{Approver: approver}); err == nil {
+	if _, err := tggenkit.New(g, tools, host.Options{Approver: approver}); err == nil {
 		t.Error("New with an Approver and no Signer")
 	}
-	if _, err := tggenkit.Import(nil, tggenkit.ImportOptions{}); err == nil {
+	if _, err := tggenkit.Import(nil, host.ImportOptions{}); err == nil {
 		t.Error("Import without Authorize")
 	}
 }

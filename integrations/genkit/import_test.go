@@ -10,8 +10,8 @@ import (
 	"github.com/firebase/genkit/go/ai"
 	"github.com/firebase/genkit/go/genkit"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 	"github.com/toolguard/toolguard/internal/orders"
@@ -41,7 +41,7 @@ func TestImportedGenkitTool(t *testing.T) {
 	note := genkit.DefineTool(gk, "add_order_note", "Add a note to an order.",
 		func(tc *ai.ToolContext, in NoteIn) (NoteOut, error) {
 			n := notes.Add(1)
-			inv := tggenkit.InvocationFrom(tc)
+			inv := host.InvocationFrom(tc)
 			if inv == nil {
 				return NoteOut{}, fmt.Errorf("no invocation")
 			}
@@ -49,7 +49,7 @@ func TestImportedGenkitTool(t *testing.T) {
 		})
 	del := genkit.DefineTool(gk, "delete_order", "Delete an order.",
 		func(*ai.ToolContext, NoteIn) (string, error) { rogue.Add(1); return "deleted", nil })
-	imported, err := tggenkit.Import(note, tggenkit.ImportOptions{LoggedArguments: []string{"order_ref"},
+	imported, err := tggenkit.Import(note, host.ImportOptions{LoggedArguments: []string{"order_ref"},
 		Authorize: func(_ context.Context, _ string, inv *guard.Invocation) error {
 			var in NoteIn
 			if err := json.Unmarshal(inv.Arguments, &in); err != nil {
@@ -69,7 +69,7 @@ func TestImportedGenkitTool(t *testing.T) {
 	}
 	signer, _ := guard.NewSigner(key)
 	g := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
-	gd, err := tggenkit.New(g, set, tggenkit.Options{Signer: signer})
+	gd, err := tggenkit.New(g, set, host.Options{Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -107,7 +107,7 @@ func TestImportedGenkitTool(t *testing.T) {
 		t.Fatalf("tools ran before approval: notes %d, rogue %d", notes.Load(), rogue.Load())
 	}
 
-	restart, err := tggenkit.Resume(as[0].Part, agentloop.Decision{Approved: true, Approver: "manager-1"})
+	restart, err := tggenkit.Resume(as[0].Part, host.Decision{Approved: true, Approver: "manager-1"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,7 +159,7 @@ func mustJSON(t *testing.T, v any) []byte {
 // notGiven returns Genkit with the scripted model, and the guard's
 // middleware over the orders tools and one Genkit tool, name, imported
 // with opts and not given to the generation; runs counts the tool's runs.
-func notGiven(t *testing.T, name string, opts tggenkit.ImportOptions) (*script, *genkit.Genkit, *tggenkit.Guarded, *atomic.Int32) {
+func notGiven(t *testing.T, name string, opts host.ImportOptions) (*script, *genkit.Genkit, *tggenkit.Guarded, *atomic.Int32) {
 	t.Helper()
 	m := &script{}
 	gk := newGenkit(t.Context(), m)
@@ -178,7 +178,7 @@ func notGiven(t *testing.T, name string, opts tggenkit.ImportOptions) (*script, 
 		t.Fatal(err)
 	}
 	signer, _ := guard.NewSigner(key)
-	gd, err := tggenkit.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer}), set, tggenkit.Options{Signer: signer})
+	gd, err := tggenkit.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer}), set, host.Options{Signer: signer})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +190,7 @@ func notGiven(t *testing.T, name string, opts tggenkit.ImportOptions) (*script, 
 // let the call through, directly rather than as the stand-in Genkit's
 // tool loop gets for it.
 func TestImportedToolNotGiven(t *testing.T) {
-	m, gk, gd, runs := notGiven(t, "lookup_note", tggenkit.ImportOptions{Read: true})
+	m, gk, gd, runs := notGiven(t, "lookup_note", host.ImportOptions{Read: true})
 	m.push(calls(&ai.ToolRequest{Name: "lookup_note", Ref: "n1", Input: map[string]any{"order_ref": "ORDER-7", "text": "x"}}))
 	out, err := generate(session(userA, "s1"), gk, gd, ai.WithPrompt("look up the note"))
 	if err != nil {
@@ -205,7 +205,7 @@ func TestImportedToolNotGiven(t *testing.T) {
 // needs approval: the interrupt's restart finds the tool on the resume
 // too, and it runs once.
 func TestImportedWriteNotGivenResumes(t *testing.T) {
-	m, gk, gd, runs := notGiven(t, "send_note", tggenkit.ImportOptions{})
+	m, gk, gd, runs := notGiven(t, "send_note", host.ImportOptions{})
 	ctx := session(userA, "s1")
 	m.push(calls(&ai.ToolRequest{Name: "send_note", Ref: "n1", Input: map[string]any{"order_ref": "ORDER-7", "text": "x"}}))
 	resp, err := generate(ctx, gk, gd, ai.WithPrompt("send the note"))
@@ -216,7 +216,7 @@ func TestImportedWriteNotGivenResumes(t *testing.T) {
 	if len(as) != 1 || runs.Load() != 0 {
 		t.Fatalf("%d approvals after %d runs, want 1 after 0", len(as), runs.Load())
 	}
-	restart, _ := tggenkit.Resume(as[0].Part, agentloop.Decision{Approved: true})
+	restart, _ := tggenkit.Resume(as[0].Part, host.Decision{Approved: true})
 	out, err := generate(ctx, gk, gd, ai.WithMessages(resp.History()...), ai.WithToolRestarts(restart))
 	if err != nil {
 		t.Fatal(err)

@@ -6,10 +6,9 @@ import (
 
 	"github.com/firebase/genkit/go/ai"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
-	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/internal/frameworktest/inboxtest"
 	"github.com/toolguard/toolguard/internal/orders"
 )
@@ -22,9 +21,9 @@ func TestApprovalsInboxHoldsRequests(t *testing.T) {
 	ctx, cancel := context.WithTimeout(session(userA, "session-inbox"), inboxtest.Wait)
 	defer cancel()
 	inbox := inboxtest.New(t, orders.Tools(orders.NewService()))
-	w := newWorld(t, func(o *tggenkit.Options) { o.Approver = inbox.Waiter })
+	w := newWorld(t, func(o *host.Options) { o.Approver = inbox.Waiter })
 	w.model.push(calls(refundReq("call-1", "ORDER-7")))
-	decided := inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("tenant-a", "manager-1"), agentloop.Decision{Approved: true})
+	decided := inboxtest.Decide(t, inbox.Queue, inboxtest.Manager("tenant-a", "manager-1"), host.Decision{Approved: true})
 	out, err := generate(ctx, w.gk, w.gd, ai.WithPrompt("refund ORDER-7"))
 	if err != nil {
 		t.Fatal(err)

@@ -6,6 +6,7 @@ import (
 
 	"github.com/firebase/genkit/go/ai"
 
+	"github.com/toolguard/toolguard/host"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 )
@@ -18,7 +19,7 @@ import (
 // holds the placeholders instead.
 func TestSecretsNeverLeave(t *testing.T) {
 	s := frameworktest.NewSecrets(t)
-	gd, err := tggenkit.New(s.Guard, s.Tools, tggenkit.Options{})
+	gd, err := tggenkit.New(s.Guard, s.Tools, host.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

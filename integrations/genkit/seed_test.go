@@ -10,6 +10,7 @@ import (
 	"github.com/firebase/genkit/go/ai"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/cases"
 	"github.com/toolguard/toolguard/internal/frameworktest"
@@ -56,7 +57,7 @@ func genkitCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p gu
 		if found == nil {
 			return "", fmt.Errorf("the generation has no tool response for ref %q", call.Context.CallID)
 		}
-		if _, err := tggenkit.ModelResult(found.Output); err != nil {
+		if _, err := host.ModelResult(found.Output); err != nil {
 			return "", fmt.Errorf("the tool output is not a model result: %w", err)
 		}
 		b, err := json.Marshal(found.Output)

@@ -68,11 +68,6 @@ func registerUnknown(r api.Registry, name string) {
 	}, ai.WithInputSchema(map[string]any{"type": "object"})).Register(r)
 }
 
-// ImportOptions configure Import (host.ImportOptions). The zero value is
-// the safe default for a tool the guard knows nothing of: a write that
-// needs a human's approval.
-type ImportOptions = host.ImportOptions
-
 // Tool is one of Genkit's own tools (genkit.DefineTool, ai.NewTool, any
 // ai.Tool) behind the guard: its input schema, from its Definition, is
 // compiled once and validates the model's arguments before the tool runs,
@@ -95,9 +90,9 @@ var _ toolset.Declared = (*Tool)(nil)
 // tool without a definition, and for a schema that does not compile;
 // toolset.New refuses a name model providers do not accept. Declare the
 // Genkit tool without interrupts of its own: the guard asks for approval.
-func Import(t ai.Tool, opts ImportOptions) (*Tool, error) {
+func Import(t ai.Tool, opts host.ImportOptions) (*Tool, error) {
 	if opts.Authorize == nil {
-		return nil, errors.New("tggenkit: Import needs ImportOptions.Authorize")
+		return nil, errors.New("tggenkit: Import needs host.ImportOptions.Authorize")
 	}
 	if t == nil {
 		return nil, errors.New("tggenkit: Import needs a tool")
@@ -116,7 +111,8 @@ func Import(t ai.Tool, opts ImportOptions) (*Tool, error) {
 	}
 	it := &Tool{inner: t}
 	var err error
-	if it.Imported, err = host.Import(t.Name(), def.Description, raw, it.execute, opts); err != nil {
+	opts.Description, opts.Schema = def.Description, raw
+	if it.Imported, err = host.Import(t.Name(), it.execute, opts); err != nil {
 		return nil, fmt.Errorf("tggenkit: %w", err)
 	}
 	return it, nil
@@ -128,7 +124,7 @@ func (t *Tool) Genkit() ai.Tool { return t.inner }
 // execute runs the Genkit tool with the canonical arguments, through
 // Genkit's tool runner (the WrapTool hooks inside this one, then the
 // tool's action) when the middleware dispatched the call, directly
-// otherwise. The context carries the invocation (InvocationFrom), whose
+// otherwise. The context carries the invocation (host.InvocationFrom), whose
 // IdempotencyKey is the key to hand the downstream system. The output is
 // the tool's output as JSON. An interrupt the tool raises means it did not
 // do its work (Genkit re-runs an interrupted tool from the start): the
@@ -178,11 +174,3 @@ type endpoint struct {
 	params *ai.ToolParams
 	next   ai.ToolNext
 }
-
-// InvocationFrom returns the guard's invocation of the call an imported
-// Genkit tool runs for: its principal, its canonical arguments and, above
-// all, IdempotencyKey, the key to hand the downstream system so that a
-// retry the guard cannot see is deduplicated there. A tool function calls
-// it with its *ai.ToolContext. It is nil outside a guarded run of a Tool
-// (host.InvocationFrom).
-func InvocationFrom(ctx context.Context) *guard.Invocation { return host.InvocationFrom(ctx) }

@@ -8,14 +8,14 @@
 // It is a thin shim. durable.Drive is the workflow's body (Workflow);
 // this package gives it its steps:
 //
-//   - a model turn is the activity ActivityTurn, running
+//   - a model turn is the activity TurnName, running
 //     durable.Runner.Turn;
-//   - a tool dispatch is the activity ActivityDispatch, running
+//   - a tool dispatch is the activity DispatchName, running
 //     durable.Runner.Dispatch: the host step, for the run's principal, in
 //     the run's scope, which is the workflow id;
 //   - a wait for a human is durable: the request is readable with the
-//     query QueryPending (Pending), and the workflow waits for the signal
-//     SignalDecision (a DecisionSignal) that Approve or Decide sends from
+//     query PendingName (Pending), and the workflow waits for the signal
+//     DecisionName (a durable.Answer) that Approve or Decide sends from
 //     any process.
 //
 // Temporal retries an activity whose attempt failed, timed out, or whose
@@ -28,7 +28,7 @@
 // the tool's receipt instead of waiting for it. An attempt that finds the
 // write running in another step (the model asked twice) fails, retryably,
 // so that a later attempt replays the outcome once it is stored. The
-// approvers are told once per question (ActivityNotify, with the
+// approvers are told once per question (NotifyName, with the
 // question's id as the key), a question has one timer, and an expiry is
 // told as such (guard.Expired). Start refuses another principal's run id
 // (ErrOtherRun).

@@ -145,7 +145,7 @@ func approveWhenAskedAt(t *testing.T, e *testsuite.TestWorkflowEnvironment, d ho
 	var asked []host.ApprovalRequest
 	var poll func()
 	poll = func() {
-		v, err := e.QueryWorkflow(tgtemporal.QueryPending)
+		v, err := e.QueryWorkflow(tgtemporal.PendingName)
 		if err != nil {
 			t.Errorf("query: %v", err)
 			return
@@ -158,7 +158,7 @@ func approveWhenAskedAt(t *testing.T, e *testsuite.TestWorkflowEnvironment, d ho
 		if req != nil && (len(asked) == 0 || asked[len(asked)-1].OperationID != req.OperationID) {
 			asked = append(asked, *req)
 			*at = e.Now()
-			e.SignalWorkflow(tgtemporal.SignalDecision, tgtemporal.SignalOf(*req, d))
+			e.SignalWorkflow(tgtemporal.DecisionName, durable.AnswerTo(*req, d))
 		}
 		e.RegisterDelayedCallback(poll, time.Minute)
 	}

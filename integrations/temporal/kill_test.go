@@ -170,9 +170,9 @@ type killer struct {
 func pointIn(rng *rand.Rand) func(activityType string, in any) string {
 	return func(activityType string, in any) string {
 		switch d, _ := in.(durable.DispatchInput); {
-		case activityType == tgtemporal.ActivityDispatch && (d.Decision != nil || d.Call.Name == noteTool):
+		case activityType == tgtemporal.DispatchName && (d.Decision != nil || d.Call.Name == noteTool):
 			return []string{atEnter, atAfter, atDone}[rng.IntN(3)]
-		case activityType == tgtemporal.ActivityNotify:
+		case activityType == tgtemporal.NotifyName:
 			return []string{atNotified, atDone}[rng.IntN(2)]
 		}
 		return atDone
@@ -228,11 +228,11 @@ func (a *killerActivity) ExecuteActivity(ctx context.Context, in *interceptor.Ex
 // onB runs an attempt on worker B.
 func (k *killer) onB(ctx context.Context, activityType string, in *interceptor.ExecuteActivityInput) (any, error) {
 	switch activityType {
-	case tgtemporal.ActivityTurn:
+	case tgtemporal.TurnName:
 		return k.b.Turn(ctx, in.Args[0].(durable.TurnInput))
-	case tgtemporal.ActivityDispatch:
+	case tgtemporal.DispatchName:
 		return k.b.Dispatch(ctx, in.Args[0].(durable.DispatchInput))
-	case tgtemporal.ActivityNotify:
+	case tgtemporal.NotifyName:
 		return nil, k.b.NotifyApprovers(ctx, in.Args[0].(host.ApprovalRequest))
 	}
 	return nil, fmt.Errorf("no activity %q on worker B", activityType)

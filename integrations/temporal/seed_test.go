@@ -20,7 +20,7 @@ import (
 
 // temporalCarrier connects a case's guard to the dispatch activity, run by
 // the SDK's test activity environment (its payload conversion, its
-// interceptors, its activity context): each step is one ActivityDispatch.
+// interceptors, its activity context): each step is one DispatchName.
 // The case's own ids and grant, which a durable run does not carry, are
 // set by the host's Options.Call; its scope is none (RunID ""), so that
 // the case's operation ids are the ones the guard uses.
@@ -56,7 +56,7 @@ func temporalCarrier(ctx context.Context, g *guard.Guard, tools *toolset.Set, p 
 		mu.Lock()
 		step = call
 		mu.Unlock()
-		v, err := env.ExecuteActivity(tgtemporal.ActivityDispatch, durable.DispatchInput{Principal: p,
+		v, err := env.ExecuteActivity(tgtemporal.DispatchName, durable.DispatchInput{Principal: p,
 			ResponseID: call.Context.ResponseID, Call: durable.Call{ID: call.Context.CallID, Name: name, Arguments: args}})
 		if err != nil {
 			return "", err

@@ -27,19 +27,19 @@ import (
 const (
 	// WorkflowName is the workflow type of a run.
 	WorkflowName = "toolguard.run"
-	// ActivityTurn is the activity type of one model turn.
-	ActivityTurn = "toolguard.turn"
-	// ActivityDispatch is the activity type of one tool call's dispatch
+	// TurnName is the activity type of one model turn.
+	TurnName = "toolguard.turn"
+	// DispatchName is the activity type of one tool call's dispatch
 	// (with a human's decision or without).
-	ActivityDispatch = "toolguard.dispatch"
-	// ActivityNotify is the activity type that tells the approvers a run
+	DispatchName = "toolguard.dispatch"
+	// NotifyName is the activity type that tells the approvers a run
 	// waits on a question (Options.Notify).
-	ActivityNotify = "toolguard.notify"
-	// QueryPending is the query answering the question a run waits on (a
+	NotifyName = "toolguard.notify"
+	// PendingName is the query answering the question a run waits on (a
 	// *host.ApprovalRequest), null when it waits on none.
-	QueryPending = "toolguard.pending"
-	// SignalDecision is the signal that answers it (a DecisionSignal).
-	SignalDecision = "toolguard.decision"
+	PendingName = "toolguard.pending"
+	// DecisionName is the signal that answers it (a durable.Answer).
+	DecisionName = "toolguard.decision"
 )
 
 // Error types of the activities' application errors.
@@ -47,44 +47,44 @@ const (
 	// ErrTypeInProgress is the retryable error of a dispatch attempt that
 	// found its operation running in another attempt.
 	ErrTypeInProgress = "toolguard.InProgress"
-	// ErrTypeRunner is the non-retryable error of a step whose Runner is
+	// errTypeRunner is the non-retryable error of a step whose Runner is
 	// not set up, or whose provider panicked.
-	ErrTypeRunner = "toolguard.Runner"
+	errTypeRunner = "toolguard.Runner"
 )
 
-// DefaultApprovalTimeout is how long a run waits for a human when its
+// defaultApprovalTimeout is how long a run waits for a human when its
 // Options name no other time.
-const DefaultApprovalTimeout = 24 * time.Hour
+const defaultApprovalTimeout = 24 * time.Hour
 
-// DefaultTurnOptions are the activity options of a model turn when Options
+// defaultTurnOptions are the activity options of a model turn when Options
 // name none: two minutes an attempt (a model's reply can be slow), five
 // attempts with backoff from one second to a minute. The provider's own
 // client retries inside an attempt too.
-func DefaultTurnOptions() workflow.ActivityOptions {
+func defaultTurnOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: 2 * time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-			MaximumInterval: time.Minute, MaximumAttempts: 5, NonRetryableErrorTypes: []string{ErrTypeRunner}},
+			MaximumInterval: time.Minute, MaximumAttempts: 5, NonRetryableErrorTypes: []string{errTypeRunner}},
 	}
 }
 
-// DefaultDispatchOptions are the activity options of a dispatch when
+// defaultDispatchOptions are the activity options of a dispatch when
 // Options name none: one minute an attempt, ten attempts with backoff from
 // one second to thirty. Retrying a dispatch is safe: a retried attempt
 // replays the stored outcome.
-func DefaultDispatchOptions() workflow.ActivityOptions {
+func defaultDispatchOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: time.Minute,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
-			MaximumInterval: 30 * time.Second, MaximumAttempts: 10, NonRetryableErrorTypes: []string{ErrTypeRunner}},
+			MaximumInterval: 30 * time.Second, MaximumAttempts: 10, NonRetryableErrorTypes: []string{errTypeRunner}},
 	}
 }
 
-// DefaultNotifyOptions are the activity options of a notification when
+// defaultNotifyOptions are the activity options of a notification when
 // Options name none: thirty seconds an attempt, four attempts with
 // backoff from one second. A notification that still failed is left: the
 // question stays readable (Pending).
-func DefaultNotifyOptions() workflow.ActivityOptions {
+func defaultNotifyOptions() workflow.ActivityOptions {
 	return workflow.ActivityOptions{
 		StartToCloseTimeout: 30 * time.Second,
 		RetryPolicy: &temporal.RetryPolicy{InitialInterval: time.Second, BackoffCoefficient: 2,
@@ -98,25 +98,26 @@ func DefaultNotifyOptions() workflow.ActivityOptions {
 type Options struct {
 	// Turn is the activity options of a model turn; a zero
 	// StartToCloseTimeout (with a zero ScheduleToCloseTimeout) means
-	// DefaultTurnOptions, and a nil RetryPolicy its policy.
+	// two minutes an attempt, five attempts with backoff, and a nil
+	// RetryPolicy that policy.
 	Turn workflow.ActivityOptions
-	// Dispatch is the activity options of a dispatch, defaulted alike from
-	// DefaultDispatchOptions.
+	// Dispatch is the activity options of a dispatch, defaulted alike
+	// (a minute an attempt, ten attempts).
 	Dispatch workflow.ActivityOptions
 	// NotifyActivity is the activity options of a notification,
-	// defaulted alike from DefaultNotifyOptions.
+	// defaulted alike (30 seconds an attempt).
 	NotifyActivity workflow.ActivityOptions
 	// ApprovalTimeout is how long a run waits for a human's decision; a
 	// run that waited that long goes on with an expired denial
 	// (host.Decision.Expired), which the model is told (guard.Expired).
-	// Default DefaultApprovalTimeout. The timer is durable and started
+	// Default 24 hours. The timer is durable and started
 	// once, when the question is published: a run replayed on another
 	// worker waits only what is left, and a signal for another question
 	// does not move it.
 	ApprovalTimeout time.Duration
 	// Notify, if set, tells the approvers that a run waits on req (a
 	// chat message, an e-mail, an inbox row), in the activity
-	// ActivityNotify, which every question runs (a no-op on a worker
+	// NotifyName, which every question runs (a no-op on a worker
 	// without Notify). key is the question's id (durable.QuestionID): use
 	// it as the notification's idempotency key. Temporal records the
 	// activity once Notify returned: it runs again, with the same key,
@@ -129,11 +130,11 @@ type Options struct {
 
 // withDefaults fills o's zero fields.
 func (o Options) withDefaults() Options {
-	o.Turn = activityDefaults(o.Turn, DefaultTurnOptions())
-	o.Dispatch = activityDefaults(o.Dispatch, DefaultDispatchOptions())
-	o.NotifyActivity = activityDefaults(o.NotifyActivity, DefaultNotifyOptions())
+	o.Turn = activityDefaults(o.Turn, defaultTurnOptions())
+	o.Dispatch = activityDefaults(o.Dispatch, defaultDispatchOptions())
+	o.NotifyActivity = activityDefaults(o.NotifyActivity, defaultNotifyOptions())
 	if o.ApprovalTimeout <= 0 {
-		o.ApprovalTimeout = DefaultApprovalTimeout
+		o.ApprovalTimeout = defaultApprovalTimeout
 	}
 	return o
 }
@@ -160,21 +161,21 @@ type Activities struct {
 	Notify func(ctx context.Context, key string, req host.ApprovalRequest) error
 }
 
-// Turn is the activity ActivityTurn: durable.Runner.Turn. A provider that
+// Turn is the activity TurnName: durable.Runner.Turn. A provider that
 // panicked, or a Runner that is not set up, fails the activity without
 // retries.
 func (a *Activities) Turn(ctx context.Context, in durable.TurnInput) (durable.TurnOutput, error) {
 	if a == nil || a.Runner == nil {
-		return durable.TurnOutput{}, temporal.NewNonRetryableApplicationError("tgtemporal: no Runner", ErrTypeRunner, nil)
+		return durable.TurnOutput{}, temporal.NewNonRetryableApplicationError("tgtemporal: no Runner", errTypeRunner, nil)
 	}
 	out, err := a.Runner.Turn(ctx, in)
 	if errors.Is(err, durable.ErrProviderPanic) || (err != nil && (a.Runner.Host == nil || a.Runner.Provider == nil)) {
-		return out, temporal.NewNonRetryableApplicationError(err.Error(), ErrTypeRunner, err)
+		return out, temporal.NewNonRetryableApplicationError(err.Error(), errTypeRunner, err)
 	}
 	return out, err
 }
 
-// Dispatch is the activity ActivityDispatch: durable.Runner.Dispatch, in
+// Dispatch is the activity DispatchName: durable.Runner.Dispatch, in
 // the run's scope, as the step the activity is (its activity id, the same
 // in every attempt): an attempt after one whose worker died settles the
 // write that attempt reserved instead of waiting for it. An attempt whose
@@ -184,7 +185,7 @@ func (a *Activities) Turn(ctx context.Context, in durable.TurnInput) (durable.Tu
 // and nothing reaches the worker.
 func (a *Activities) Dispatch(ctx context.Context, in durable.DispatchInput) (out durable.DispatchOutput, err error) {
 	if a == nil || a.Runner == nil || a.Runner.Host == nil {
-		return out, temporal.NewNonRetryableApplicationError("tgtemporal: no Runner with a Host", ErrTypeRunner, nil)
+		return out, temporal.NewNonRetryableApplicationError("tgtemporal: no Runner with a Host", errTypeRunner, nil)
 	}
 	if activity.IsActivity(ctx) {
 		in.Step = activity.GetInfo(ctx).ActivityID
@@ -202,7 +203,7 @@ func (a *Activities) Dispatch(ctx context.Context, in durable.DispatchInput) (ou
 	return out, nil
 }
 
-// NotifyApprovers is the activity ActivityNotify: Notify with the
+// NotifyApprovers is the activity NotifyName: Notify with the
 // question's id as its key, a panic an error of the attempt.
 func (a *Activities) NotifyApprovers(ctx context.Context, req host.ApprovalRequest) error {
 	if a == nil || a.Notify == nil {
@@ -212,11 +213,11 @@ func (a *Activities) NotifyApprovers(ctx context.Context, req host.ApprovalReque
 }
 
 // RegisterActivities registers a's activities on r (a worker) under
-// ActivityTurn, ActivityDispatch and ActivityNotify.
+// TurnName, DispatchName and NotifyName.
 func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
-	r.RegisterActivityWithOptions(a.Turn, activity.RegisterOptions{Name: ActivityTurn})
-	r.RegisterActivityWithOptions(a.Dispatch, activity.RegisterOptions{Name: ActivityDispatch})
-	r.RegisterActivityWithOptions(a.NotifyApprovers, activity.RegisterOptions{Name: ActivityNotify})
+	r.RegisterActivityWithOptions(a.Turn, activity.RegisterOptions{Name: TurnName})
+	r.RegisterActivityWithOptions(a.Dispatch, activity.RegisterOptions{Name: DispatchName})
+	r.RegisterActivityWithOptions(a.NotifyApprovers, activity.RegisterOptions{Name: NotifyName})
 }
 
 // Register registers the workflow (under WorkflowName, with opts) and the
@@ -229,7 +230,7 @@ func Register(w worker.Registry, runner *durable.Runner, opts Options) error {
 	if err := runner.Validate(); err != nil {
 		return fmt.Errorf("tgtemporal: %w", err)
 	}
-	w.RegisterWorkflowWithOptions(NewWorkflow(opts), workflow.RegisterOptions{Name: WorkflowName})
+	w.RegisterWorkflowWithOptions(newWorkflow(opts), workflow.RegisterOptions{Name: WorkflowName})
 	RegisterActivities(w, &Activities{Runner: runner, Notify: opts.Notify})
 	return nil
 }
@@ -237,12 +238,12 @@ func Register(w worker.Registry, runner *durable.Runner, opts Options) error {
 // ErrRunID is the error of a run whose id is not its workflow's id.
 var ErrRunID = errors.New("tgtemporal: a run's id must be its workflow's id")
 
-// NewWorkflow returns the run's workflow function with opts: durable.Drive
+// newWorkflow returns the run's workflow function with opts: durable.Drive
 // with this package's steps. Start it with Start (or
 // client.ExecuteWorkflow with WorkflowName and the run's id as the
 // workflow id); a run whose id is not the workflow's id fails with
 // ErrRunID, and nothing runs.
-func NewWorkflow(opts Options) func(ctx workflow.Context, run durable.Run) (*durable.Result, error) {
+func newWorkflow(opts Options) func(ctx workflow.Context, run durable.Run) (*durable.Result, error) {
 	opts = opts.withDefaults()
 	return func(ctx workflow.Context, run durable.Run) (res *durable.Result, err error) {
 		id := workflow.GetInfo(ctx).WorkflowExecution.ID
@@ -251,7 +252,7 @@ func NewWorkflow(opts Options) func(ctx workflow.Context, run durable.Run) (*dur
 				fmt.Sprintf("%v: run %q in workflow %q", ErrRunID, run.ID, id), "toolguard.RunID", nil)
 		}
 		s := &steps{ctx: ctx, opts: opts}
-		if err := workflow.SetQueryHandler(ctx, QueryPending, func() (*host.ApprovalRequest, error) { return s.pending, nil }); err != nil {
+		if err := workflow.SetQueryHandler(ctx, PendingName, func() (*host.ApprovalRequest, error) { return s.pending, nil }); err != nil {
 			return nil, err
 		}
 		defer func() {
@@ -270,20 +271,20 @@ type steps struct {
 	pending *host.ApprovalRequest
 }
 
-// Turn is one model turn, the activity ActivityTurn.
+// Turn is one model turn, the activity TurnName.
 func (s *steps) Turn(in durable.TurnInput) (out durable.TurnOutput, err error) {
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.Turn), ActivityTurn, in).Get(s.ctx, &out)
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.Turn), TurnName, in).Get(s.ctx, &out)
 	return out, err
 }
 
-// Dispatch is one tool call, the activity ActivityDispatch.
+// Dispatch is one tool call, the activity DispatchName.
 func (s *steps) Dispatch(in durable.DispatchInput) (out durable.DispatchOutput, err error) {
-	err = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.Dispatch), ActivityDispatch, in).Get(s.ctx, &out)
+	err = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.Dispatch), DispatchName, in).Get(s.ctx, &out)
 	return out, err
 }
 
-// Approve publishes req (QueryPending), starts the question's one timer,
-// tells the approvers (ActivityNotify, whose failure is left), and waits
+// Approve publishes req (PendingName), starts the question's one timer,
+// tells the approvers (NotifyName, whose failure is left), and waits
 // for the signal that answers req; a signal that answers another question
 // is dropped, and the timer runs on. After Options.ApprovalTimeout
 // without one, the decision is an expired denial.
@@ -293,15 +294,15 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 	ctx, cancel := workflow.WithCancel(s.ctx)
 	defer cancel()
 	timer := workflow.NewTimer(ctx, s.opts.ApprovalTimeout)
-	_ = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.NotifyActivity), ActivityNotify, req).Get(s.ctx, nil)
-	signals := workflow.GetSignalChannel(s.ctx, SignalDecision)
+	_ = workflow.ExecuteActivity(workflow.WithActivityOptions(s.ctx, s.opts.NotifyActivity), NotifyName, req).Get(s.ctx, nil)
+	signals := workflow.GetSignalChannel(s.ctx, DecisionName)
 	var (
 		d    host.Decision
 		done bool
 	)
 	sel := workflow.NewSelector(s.ctx)
 	sel.AddReceive(signals, func(c workflow.ReceiveChannel, _ bool) {
-		var m DecisionSignal
+		var m durable.Answer
 		c.Receive(s.ctx, &m)
 		if m.Answers(req) {
 			d, done = m.Decision, true
@@ -316,23 +317,17 @@ func (s *steps) Approve(req host.ApprovalRequest) (host.Decision, error) {
 	return d, nil
 }
 
-// DecisionSignal is the signal that answers a run's question
-// (SignalDecision): durable.Answer, the question's ids and the decision.
-// Send it with Decide or Approve, or from any Temporal client (another
-// language's) as its JSON.
-type DecisionSignal = durable.Answer
-
 // ErrOtherRun is Start's error for a run id that names a workflow started
 // for another principal: its handle (and so its status and result) is not
 // given out.
 var ErrOtherRun = errors.New("tgtemporal: the run id names another principal's run")
 
-// MemoPrincipal is the memo under which Start records whom a run acts
+// memoKey is the memo under which Start records whom a run acts
 // for (its tenant and subject), so that starting its id again is checked
 // without reading the run's input or result.
-const MemoPrincipal = "toolguard.principal"
+const memoKey = "toolguard.principal"
 
-// memoPrincipal is the MemoPrincipal memo's value.
+// memoPrincipal is the memoKey memo's value.
 type memoPrincipal struct {
 	TenantID  string `json:"tenant_id"`
 	SubjectID string `json:"subject_id"`
@@ -341,7 +336,7 @@ type memoPrincipal struct {
 // Start starts run as the workflow WorkflowName whose id is run.ID (the
 // run's scope: every write of the run gets its operation id from it), on
 // opts (its TaskQueue; its ID, if set, must be run.ID), with its principal
-// in the memo MemoPrincipal. A run is started once: starting a run id that
+// in the memo memoKey. A run is started once: starting a run id that
 // was started before, running or closed, returns that workflow's run, its
 // own recorded input unchanged, when it was started for the same principal
 // (tenant and subject), and fails with ErrOtherRun otherwise (also for a
@@ -361,7 +356,7 @@ func Start(ctx context.Context, c client.Client, opts client.StartWorkflowOption
 	opts.WorkflowExecutionErrorWhenAlreadyStarted = true
 	memo := make(map[string]any, len(opts.Memo)+1)
 	maps.Copy(memo, opts.Memo)
-	memo[MemoPrincipal] = memoPrincipal{TenantID: run.Principal.TenantID, SubjectID: run.Principal.SubjectID}
+	memo[memoKey] = memoPrincipal{TenantID: run.Principal.TenantID, SubjectID: run.Principal.SubjectID}
 	opts.Memo = memo
 	wr, err := c.ExecuteWorkflow(ctx, opts, WorkflowName, run)
 	var started *serviceerror.WorkflowExecutionAlreadyStarted
@@ -374,7 +369,7 @@ func Start(ctx context.Context, c client.Client, opts client.StartWorkflowOption
 		return nil, fmt.Errorf("tgtemporal: reading run %q: %w", run.ID, err)
 	}
 	var was memoPrincipal
-	f := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[MemoPrincipal]
+	f := d.GetWorkflowExecutionInfo().GetMemo().GetFields()[memoKey]
 	if f == nil || d.GetWorkflowExecutionInfo().GetType().GetName() != WorkflowName ||
 		converter.GetDefaultDataConverter().FromPayload(f, &was) != nil ||
 		was.TenantID != run.Principal.TenantID || was.SubjectID != run.Principal.SubjectID {
@@ -384,9 +379,9 @@ func Start(ctx context.Context, c client.Client, opts client.StartWorkflowOption
 }
 
 // Pending returns the question the run workflowID waits on, nil when it
-// waits on none (the query QueryPending).
+// waits on none (the query PendingName).
 func Pending(ctx context.Context, c client.Client, workflowID string) (*host.ApprovalRequest, error) {
-	v, err := c.QueryWorkflow(ctx, workflowID, "", QueryPending)
+	v, err := c.QueryWorkflow(ctx, workflowID, "", PendingName)
 	if err != nil {
 		return nil, fmt.Errorf("tgtemporal: reading run %q's question: %w", workflowID, err)
 	}
@@ -416,19 +411,14 @@ func Approve(ctx context.Context, c client.Client, workflowID string, d host.Dec
 }
 
 // Decide answers req, a question a run published, with d: the signal
-// SignalDecision to its workflow (req.RunID). A run that no longer waits
+// DecisionName to its workflow (req.RunID). A run that no longer waits
 // on req drops it.
 func Decide(ctx context.Context, c client.Client, req host.ApprovalRequest, d host.Decision) error {
 	if req.RunID == "" {
 		return errors.New("tgtemporal: the request names no run")
 	}
-	if err := c.SignalWorkflow(ctx, req.RunID, "", SignalDecision, SignalOf(req, d)); err != nil {
+	if err := c.SignalWorkflow(ctx, req.RunID, "", DecisionName, durable.AnswerTo(req, d)); err != nil {
 		return fmt.Errorf("tgtemporal: sending the decision to run %q: %w", req.RunID, err)
 	}
 	return nil
-}
-
-// SignalOf is the signal that answers req with d.
-func SignalOf(req host.ApprovalRequest, d host.Decision) DecisionSignal {
-	return durable.AnswerTo(req, d)
 }

@@ -257,7 +257,7 @@ func TestRunIDMustBeWorkflowID(t *testing.T) {
 }
 
 // TestNotifyOncePerQuestion: the approvers are told of a question once,
-// in ActivityNotify, with the question's id as the key; a notifier that
+// in NotifyName, with the question's id as the key; a notifier that
 // keeps failing is retried, then left, and the run goes on (the question
 // stays readable and is answered).
 func TestNotifyOncePerQuestion(t *testing.T) {
@@ -307,20 +307,20 @@ func TestOtherStepWaits(t *testing.T) {
 	tgtemporal.RegisterActivities(b, &tgtemporal.Activities{Runner: r})
 	in := durable.DispatchInput{RunID: "run-two", Principal: user1, ResponseID: "resp_1",
 		Call: durable.Call{ID: "c1", Name: refundTool, Arguments: refundDup}}
-	v, err := a.ExecuteActivity(tgtemporal.ActivityDispatch, in)
+	v, err := a.ExecuteActivity(tgtemporal.DispatchName, in)
 	var ask durable.DispatchOutput
 	if err != nil || v.Get(&ask) != nil || ask.Ask == nil {
 		t.Fatalf("question: %v, %+v", err, ask)
 	}
 	pending := host.PendingOf(*ask.Ask)
 	in.Decision, in.Pending = &yes, &pending
-	go func() { _, _ = a.ExecuteActivity(tgtemporal.ActivityDispatch, in) }() // step 2 of a
+	go func() { _, _ = a.ExecuteActivity(tgtemporal.DispatchName, in) }() // step 2 of a
 	for w.svc.SideEffects() == 0 {
 		time.Sleep(time.Millisecond)
 	}
 	// b's step 1 is another step than a's step 2.
 	in.Call.ID = "c2"
-	_, err = b.ExecuteActivity(tgtemporal.ActivityDispatch, in)
+	_, err = b.ExecuteActivity(tgtemporal.DispatchName, in)
 	var ae *temporal.ApplicationError
 	if !errors.As(err, &ae) || ae.Type() != tgtemporal.ErrTypeInProgress || ae.NonRetryable() {
 		t.Fatalf("another step while the write runs: %v, want the retryable %s", err, tgtemporal.ErrTypeInProgress)

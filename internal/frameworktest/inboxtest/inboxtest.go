@@ -10,9 +10,9 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/approvals"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	"github.com/toolguard/toolguard/toolset"
 )
 
@@ -59,7 +59,7 @@ func Manager(tenantID, subjectID string) guard.Principal {
 // sends the request as decided on the channel, which it closes after. A
 // failed decision, or no request within Wait, is a test error and closes
 // the channel with nothing sent.
-func Decide(t testing.TB, q *approvals.Queue, approver guard.Principal, d agentloop.Decision) <-chan *approvals.Request {
+func Decide(t testing.TB, q *approvals.Queue, approver guard.Principal, d host.Decision) <-chan *approvals.Request {
 	ctx := t.Context()
 	done := make(chan *approvals.Request, 1)
 	go func() {

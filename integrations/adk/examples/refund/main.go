@@ -27,6 +27,7 @@ import (
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/refunddemo"
 )
@@ -109,7 +110,7 @@ func turn(ctx context.Context, r *runner.Runner, msg *genai.Content) (*confirmat
 			case part.FunctionCall != nil:
 				fmt.Printf("model calls %s %v\n", part.FunctionCall.Name, part.FunctionCall.Args)
 			case part.FunctionResponse != nil:
-				res, err := tgadk.ModelResult(part.FunctionResponse.Response)
+				res, err := host.ModelResult(part.FunctionResponse.Response)
 				if err != nil {
 					return nil, err
 				}
@@ -163,7 +164,7 @@ func next(contents []*genai.Content) *genai.Content {
 	if fr == nil {
 		r = refunddemo.Next("", nil, nil)
 	} else {
-		res, err := tgadk.ModelResult(fr.Response)
+		res, err := host.ModelResult(fr.Response)
 		r = refunddemo.Next(fr.Name, res, err)
 	}
 	if r.Tool == "" {

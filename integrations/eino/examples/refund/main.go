@@ -21,8 +21,8 @@ import (
 	"github.com/cloudwego/eino/components/model"
 	"github.com/cloudwego/eino/schema"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgeino "github.com/toolguard/toolguard/integrations/eino"
 	"github.com/toolguard/toolguard/internal/refunddemo"
 )
@@ -38,7 +38,7 @@ func run(approve bool) (int, error) {
 	ctx := context.Background()
 	sh := refunddemo.NewShop(out)
 	g, set, signer := sh.Guard()
-	eg, err := tgeino.New(g, set, tgeino.Options{Signer: signer})
+	eg, err := tgeino.New(g, set, host.Options{Signer: signer})
 	if err != nil {
 		return 0, err
 	}
@@ -57,7 +57,7 @@ func run(approve bool) (int, error) {
 	// The principal comes from the host's session, never from the model;
 	// the run id is the scope, the same on resume.
 	const runID = "run-refund-1"
-	ctx = tgeino.WithScope(tgeino.WithPrincipal(ctx, guard.Principal{TenantID: "acme", SubjectID: "user-1"}), runID)
+	ctx = host.WithScope(host.WithPrincipal(ctx, guard.Principal{TenantID: "acme", SubjectID: "user-1"}), runID)
 	input := refunddemo.Ask
 	fmt.Fprintln(out, "user:", input)
 	pending, err := show(runner.Query(ctx, input, adk.WithCheckPointID(runID)))
@@ -69,7 +69,7 @@ func run(approve bool) (int, error) {
 		for _, a := range pending {
 			fmt.Fprintf(out, "human: asked to approve %s %s for %s/%s: ", a.Request.Tool, a.Request.Arguments,
 				a.Request.Principal.TenantID, a.Request.Principal.SubjectID)
-			d := agentloop.Decision{Approved: approve, Approver: "manager-1"}
+			d := host.Decision{Approved: approve, Approver: "manager-1"}
 			if approve {
 				fmt.Fprintln(out, "approved")
 			} else {
@@ -138,7 +138,7 @@ func (m *fakeModel) Generate(_ context.Context, input []*schema.Message, _ ...mo
 	defer m.mu.Unlock()
 	var r refunddemo.Reply
 	if last := input[len(input)-1]; last.Role == schema.Tool {
-		res, err := tgeino.ModelResult(last.Content)
+		res, err := host.ModelResult(last.Content)
 		r = refunddemo.Next(last.ToolName, res, err)
 	} else {
 		r = refunddemo.Next("", nil, nil)

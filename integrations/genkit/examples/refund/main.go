@@ -21,8 +21,8 @@ import (
 	"github.com/firebase/genkit/go/core/logger"
 	"github.com/firebase/genkit/go/genkit"
 
-	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tggenkit "github.com/toolguard/toolguard/integrations/genkit"
 	"github.com/toolguard/toolguard/internal/refunddemo"
 )
@@ -41,14 +41,14 @@ func run(approve bool) (int, error) {
 		Supports: &ai.ModelSupports{Tools: true, Multiturn: true, SystemRole: true}}, scripted)
 	s := refunddemo.NewShop(os.Stdout)
 	g, tools, signer := s.Guard()
-	gd, err := tggenkit.New(g, tools, tggenkit.Options{Signer: signer})
+	gd, err := tggenkit.New(g, tools, host.Options{Signer: signer})
 	if err != nil {
 		return 0, err
 	}
 
 	// The principal and the scope come from the host's session: here, Ada
 	// of tenant acme, in her support session.
-	ctx = tggenkit.WithScope(tggenkit.WithPrincipal(ctx, guard.Principal{TenantID: "acme", SubjectID: "ada"}), "support-session-1")
+	ctx = host.WithScope(host.WithPrincipal(ctx, guard.Principal{TenantID: "acme", SubjectID: "ada"}), "support-session-1")
 	opts := []ai.GenerateOption{ai.WithModel(model), ai.WithUse(gd)}
 	// A new request starts from the system prompt; a resume, from the
 	// interrupted history, which has it already.
@@ -66,7 +66,7 @@ func run(approve bool) (int, error) {
 		restarts := make([]*ai.Part, 0, len(as))
 		for _, a := range as {
 			fmt.Printf("human: approve %s %s for %s? -> %v\n", a.Request.Tool, a.Request.Arguments, a.Request.Principal.SubjectID, approve)
-			r, err := tggenkit.Resume(a.Part, agentloop.Decision{Approved: approve, Approver: "manager-1"})
+			r, err := tggenkit.Resume(a.Part, host.Decision{Approved: approve, Approver: "manager-1"})
 			if err != nil {
 				return 0, err
 			}
@@ -102,7 +102,7 @@ func transcript(msgs []*ai.Message) {
 					fmt.Println("  (the generation pauses for a human's approval)")
 				}
 			case p.IsToolResponse():
-				res, err := tggenkit.ModelResult(p.ToolResponse.Output)
+				res, err := host.ModelResult(p.ToolResponse.Output)
 				if err != nil {
 					fmt.Printf("  tool: %v\n", p.ToolResponse.Output)
 					continue
@@ -130,7 +130,7 @@ func scripted(_ context.Context, req *ai.ModelRequest, _ any, _ ai.ModelStreamCa
 	if last.Role != ai.RoleTool || tr == nil {
 		r = refunddemo.Next("", nil, nil)
 	} else {
-		res, err := tggenkit.ModelResult(tr.Output)
+		res, err := host.ModelResult(tr.Output)
 		r = refunddemo.Next(tr.Name, res, err)
 	}
 	msg := ai.NewModelTextMessage(r.Text)

@@ -105,11 +105,11 @@ func offline(runner *durable.Runner, r durable.Run, queue string, d host.Decisio
 	}
 	var poll func()
 	poll = func() {
-		v, err := env.QueryWorkflow(tgtemporal.QueryPending)
+		v, err := env.QueryWorkflow(tgtemporal.PendingName)
 		var req *host.ApprovalRequest
 		if err == nil && v.Get(&req) == nil && req != nil {
 			decide(*req, d)
-			env.SignalWorkflow(tgtemporal.SignalDecision, tgtemporal.SignalOf(*req, d))
+			env.SignalWorkflow(tgtemporal.DecisionName, durable.AnswerTo(*req, d))
 			return
 		}
 		env.RegisterDelayedCallback(poll, time.Second)
