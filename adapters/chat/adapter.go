@@ -101,7 +101,7 @@ func OutputText(msg oai.ChatCompletionMessageParamUnion) (callID, text string, o
 }
 
 // Tools returns the function tools of every tool in the set, with the very
-// schema the guard validates arguments against (see Tool).
+// schema the guard validates arguments against: strict when the schema is.
 func Tools(set *toolset.Set) []oai.ChatCompletionToolUnionParam { return toolParams(set.Tools()) }
 
 // toolParam returns the function tool of one tool: strict when its schema is

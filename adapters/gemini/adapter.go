@@ -142,7 +142,8 @@ func argumentsOf(fc *genai.FunctionCall) []byte {
 }
 
 // Calls returns the function calls of a response in order, as package
-// agentloop runs them: each with its id (CallID), its arguments with absent
+// agentloop runs them: each with its id (the one Gemini sent, else
+// "<responseId>/<position>" with Kind "derived-id"), its arguments with absent
 // nullable members filled with null when the tool of that name among tools
 // (the tools the request offered) has a strict schema, and, when the reply
 // did not end STOP, the answer it gets without being run.

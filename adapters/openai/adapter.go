@@ -46,7 +46,7 @@ const kindCustom = "custom"
 
 // Calls returns the tool calls of a response in order, as package agentloop
 // runs them (contract section 8): function calls with their arguments (a
-// namespaced one under its qualified ToolName; absent nullable members of
+// namespaced one under its qualified name, "namespace.name"; absent nullable members of
 // a strict tool's schema filled with null, as every adapter's Calls does:
 // tools are the tools the request offered); a function call whose
 // status is in_progress or incomplete answered INVALID_ARGUMENTS without
@@ -129,7 +129,8 @@ func OutputText(item responses.ResponseInputItemUnionParam) (callID, output stri
 }
 
 // Tools returns the function tool definitions of every tool in the set,
-// with the very schema the guard validates arguments against (see Tool).
+// with the very schema the guard validates arguments against: strict when
+// the schema is (toolset.Schema.Strict), else as is with strict false.
 func Tools(set *toolset.Set) []responses.ToolUnionParam {
 	tools := set.Tools()
 	out := make([]responses.ToolUnionParam, 0, len(tools))
