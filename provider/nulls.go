@@ -2,7 +2,6 @@ package provider
 
 import (
 	"github.com/toolguard/toolguard/internal/canon"
-	"github.com/toolguard/toolguard/toolset"
 )
 
 // FillNulls returns the arguments with every absent member whose schema
@@ -82,17 +81,4 @@ func allowsNull(schema map[string]any) bool {
 		}
 	}
 	return false
-}
-
-// FillArgs is FillNulls for a call of the tool named name among tools, the
-// tools a request offered: the arguments filled from that tool's schema when
-// it is strict (a schema that is not strict gives absent its own meaning),
-// else as they came.
-func FillArgs(tools []toolset.Declared, name string, args []byte) []byte {
-	for _, t := range tools {
-		if t.Name() == name && t.Schema().Strict() {
-			return FillNulls(t.Schema().Map(), args)
-		}
-	}
-	return args
 }

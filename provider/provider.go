@@ -191,29 +191,6 @@ func (e *APIError) Error() string {
 // Unwrap returns the SDK's error.
 func (e *APIError) Unwrap() error { return e.Err }
 
-// Failed returns a reply that ended EndFailed because the API reported an
-// error: its Reason is the error's code ("error" when the API gave none) and
-// its Err the error. rep, when not nil, is what the reply held before the
-// error (its id, text so far); it is changed and returned.
-func Failed(rep *Reply, err *APIError) *Reply {
-	if rep == nil {
-		rep = &Reply{}
-	}
-	if err.Code == "" {
-		err.Code = "error"
-	}
-	rep.End, rep.Reason, rep.Err, rep.Calls = EndFailed, err.Code, err, nil
-	return rep
-}
-
-// WrapError wraps err as an APIError when status is not 0.
-func WrapError(err error, status int) error {
-	if err == nil || status == 0 {
-		return err
-	}
-	return &APIError{StatusCode: status, Err: err}
-}
-
 // ErrorType names an error for telemetry: "canceled",
 // "deadline_exceeded", the API's code for an APIError reported inside a
 // stream (status 200), "http_<status>" for another APIError, else "_OTHER".
@@ -232,27 +209,4 @@ func ErrorType(err error) string {
 		return fmt.Sprintf("http_%d", apiErr.StatusCode)
 	}
 	return "_OTHER"
-}
-
-// Unknown is the answer to a call that names no tool the loop offers in
-// that form: a custom (free-form) tool call, or a namespaced call.
-func Unknown(message string) *guard.Result {
-	return &guard.Result{Code: guard.CodeUnknownTool, Delivery: guard.DeliveryFresh, Message: message}
-}
-
-// Invalid is the answer to a call whose arguments are not complete: the
-// provider marked it in progress or incomplete.
-func Invalid(message string) *guard.Result {
-	return &guard.Result{Code: guard.CodeInvalidArguments, Delivery: guard.DeliveryFresh, Message: message}
-}
-
-// Item marshals an SDK request parameter (a message, a tool result) into a
-// conversation item. SDK parameters always marshal; one that does not is a
-// programming error and panics.
-func Item(v any) json.RawMessage {
-	b, err := json.Marshal(v)
-	if err != nil {
-		panic("provider: an SDK parameter did not marshal: " + err.Error())
-	}
-	return b
 }

@@ -34,6 +34,7 @@ import (
 
 	sdk "github.com/anthropics/anthropic-sdk-go/v2"
 
+	"github.com/toolguard/toolguard/adapters/internal/kit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
@@ -77,7 +78,7 @@ func Calls(msg *sdk.Message, tools []toolset.Declared) []provider.ToolCall {
 // blockCall is the call of a tool_use block.
 func blockCall(b sdk.ContentBlockUnion, tools []toolset.Declared) provider.ToolCall {
 	name := toolNameOf(b)
-	return provider.ToolCall{ID: b.ID, Name: name, Arguments: string(provider.FillArgs(tools, name, b.Input))}
+	return provider.ToolCall{ID: b.ID, Name: name, Arguments: string(kit.FillArgs(tools, name, b.Input))}
 }
 
 // Call returns the guard call of c, a call Calls returned from the

@@ -12,6 +12,7 @@ import (
 	"github.com/anthropics/anthropic-sdk-go/v2/packages/param"
 	"github.com/tidwall/gjson"
 
+	"github.com/toolguard/toolguard/adapters/internal/kit"
 	"github.com/toolguard/toolguard/provider"
 )
 
@@ -67,7 +68,7 @@ func (m *Model) Info() provider.Info {
 
 // UserItem implements provider.Provider: a user message.
 func (m *Model) UserItem(text string) json.RawMessage {
-	return provider.Item(sdk.NewUserMessage(sdk.NewTextBlock(text)))
+	return kit.Item(sdk.NewUserMessage(sdk.NewTextBlock(text)))
 }
 
 // OutputItems implements provider.Provider: one user message of
@@ -77,7 +78,7 @@ func (m *Model) OutputItems(outs []provider.Output) []json.RawMessage {
 	for _, o := range outs {
 		blocks = append(blocks, sdk.NewToolResultBlock(o.CallID, o.Result, !o.OK))
 	}
-	return []json.RawMessage{provider.Item(Outputs(blocks...))}
+	return []json.RawMessage{kit.Item(Outputs(blocks...))}
 }
 
 // Turn implements provider.Provider: one request, streamed and accumulated
@@ -107,16 +108,16 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 	if err != nil {
 		var apiErr *sdk.Error
 		if errors.As(err, &apiErr) {
-			err = provider.WrapError(err, apiErr.StatusCode)
+			err = kit.WrapError(err, apiErr.StatusCode)
 		}
 		return nil, err
 	}
 	if failure != nil {
-		return provider.Failed(&provider.Reply{ID: msg.ID, Model: string(msg.Model), InputTokens: msg.Usage.InputTokens,
+		return kit.Failed(&provider.Reply{ID: msg.ID, Model: string(msg.Model), InputTokens: msg.Usage.InputTokens,
 			OutputTokens: msg.Usage.OutputTokens, Text: text(msg)}, failure), nil
 	}
 	rep := &provider.Reply{ID: msg.ID, Model: string(msg.Model), InputTokens: msg.Usage.InputTokens,
-		OutputTokens: msg.Usage.OutputTokens, Text: text(msg), Items: []json.RawMessage{provider.Item(msg.ToParam())},
+		OutputTokens: msg.Usage.OutputTokens, Text: text(msg), Items: []json.RawMessage{kit.Item(msg.ToParam())},
 		Reason: string(msg.StopReason)}
 	switch msg.StopReason {
 	case sdk.StopReasonMaxTokens, sdk.StopReasonModelContextWindowExceeded:

@@ -26,6 +26,7 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/shared"
 
+	"github.com/toolguard/toolguard/adapters/internal/kit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
@@ -67,11 +68,11 @@ func Calls(msg oai.ChatCompletionMessage, tools []toolset.Declared) []provider.T
 	for _, tc := range msg.ToolCalls {
 		if tc.Type == "custom" {
 			calls = append(calls, provider.ToolCall{ID: tc.ID, Name: tc.Custom.Name, Arguments: tc.Custom.Input, Kind: kindCustom,
-				Answer: provider.Unknown("No free-form tool " + tc.Custom.Name + " is offered; call one of the function tools with JSON arguments.")})
+				Answer: kit.Unknown("No free-form tool " + tc.Custom.Name + " is offered; call one of the function tools with JSON arguments.")})
 			continue
 		}
 		calls = append(calls, provider.ToolCall{ID: tc.ID, Name: tc.Function.Name,
-			Arguments: string(provider.FillArgs(tools, tc.Function.Name, []byte(tc.Function.Arguments)))})
+			Arguments: string(kit.FillArgs(tools, tc.Function.Name, []byte(tc.Function.Arguments)))})
 	}
 	return calls
 }
@@ -100,7 +101,7 @@ func OutputText(msg oai.ChatCompletionMessageParamUnion) (callID, text string, o
 }
 
 // Tools returns the function tools of every tool in the set, with the very
-// schema the guard validates arguments against (see Tool).
+// schema the guard validates arguments against: strict when the schema is.
 func Tools(set *toolset.Set) []oai.ChatCompletionToolUnionParam { return toolParams(set.Tools()) }
 
 // toolParam returns the function tool of one tool: strict when its schema is

@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/tidwall/gjson"
 
+	"github.com/toolguard/toolguard/adapters/internal/kit"
 	"github.com/toolguard/toolguard/adapters/internal/oaistream"
 	"github.com/toolguard/toolguard/provider"
 )
@@ -56,14 +57,14 @@ func (m *Model) Info() provider.Info {
 }
 
 // UserItem implements provider.Provider: a user message.
-func (m *Model) UserItem(text string) json.RawMessage { return provider.Item(oai.UserMessage(text)) }
+func (m *Model) UserItem(text string) json.RawMessage { return kit.Item(oai.UserMessage(text)) }
 
 // OutputItems implements provider.Provider: one role "tool" message per
 // call, in order.
 func (m *Model) OutputItems(outs []provider.Output) []json.RawMessage {
 	items := make([]json.RawMessage, 0, len(outs))
 	for _, o := range outs {
-		items = append(items, provider.Item(oai.ToolMessage(o.Result, o.CallID)))
+		items = append(items, kit.Item(oai.ToolMessage(o.Result, o.CallID)))
 	}
 	return items
 }
@@ -103,7 +104,7 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 	if err != nil {
 		var apiErr *oai.Error
 		if errors.As(err, &apiErr) {
-			err = provider.WrapError(err, apiErr.StatusCode)
+			err = kit.WrapError(err, apiErr.StatusCode)
 		}
 		return nil, err
 	}
@@ -114,7 +115,7 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 		if len(comp.Choices) > 0 {
 			rep.Text = comp.Choices[0].Message.Content
 		}
-		return provider.Failed(rep, r.failure), nil
+		return kit.Failed(rep, r.failure), nil
 	}
 	if len(comp.Choices) == 0 {
 		return nil, errors.New("chat: the completion has no choice")
@@ -125,7 +126,7 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 		msg.SetExtraFields(map[string]any{reasoningField: r.reasoning})
 	}
 	rep.Text, rep.Reason = ch.Message.Content, ch.FinishReason
-	rep.Items = []json.RawMessage{provider.Item(oai.ChatCompletionMessageParamUnion{OfAssistant: &msg})}
+	rep.Items = []json.RawMessage{kit.Item(oai.ChatCompletionMessageParamUnion{OfAssistant: &msg})}
 	switch {
 	case ch.FinishReason == "length":
 		rep.End = provider.EndIncomplete

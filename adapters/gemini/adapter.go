@@ -80,6 +80,7 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/toolguard/toolguard/adapters/internal/kit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
@@ -141,7 +142,8 @@ func argumentsOf(fc *genai.FunctionCall) []byte {
 }
 
 // Calls returns the function calls of a response in order, as package
-// agentloop runs them: each with its id (CallID), its arguments with absent
+// agentloop runs them: each with its id (the one Gemini sent, else
+// "<responseId>/<position>" with Kind "derived-id"), its arguments with absent
 // nullable members filled with null when the tool of that name among tools
 // (the tools the request offered) has a strict schema, and, when the reply
 // did not end STOP, the answer it gets without being run.
@@ -163,7 +165,7 @@ func Calls(resp *genai.GenerateContentResponse, tools []toolset.Declared) []prov
 
 // toolCall is the call at position of the response with responseID.
 func toolCall(responseID string, position int, fc *genai.FunctionCall, tools []toolset.Declared) provider.ToolCall {
-	c := provider.ToolCall{ID: fc.ID, Name: fc.Name, Arguments: string(provider.FillArgs(tools, fc.Name, argumentsOf(fc)))}
+	c := provider.ToolCall{ID: fc.ID, Name: fc.Name, Arguments: string(kit.FillArgs(tools, fc.Name, argumentsOf(fc)))}
 	if c.ID == "" && responseID != "" {
 		c.ID, c.Kind = responseID+"/"+strconv.Itoa(position), kindDerived
 	}
@@ -177,11 +179,11 @@ func callAnswer(reason genai.FinishReason) *guard.Result {
 	case "", genai.FinishReasonStop, genai.FinishReasonUnspecified:
 		return nil
 	case genai.FinishReasonUnexpectedToolCall:
-		return provider.Unknown("This function is not declared; call only the functions offered.")
+		return kit.Unknown("This function is not declared; call only the functions offered.")
 	case genai.FinishReasonMalformedFunctionCall:
-		return provider.Invalid("The function call was malformed; nothing ran. Call again with arguments that match the schema.")
+		return kit.Invalid("The function call was malformed; nothing ran. Call again with arguments that match the schema.")
 	default:
-		return provider.Invalid("The reply ended (" + string(reason) + ") before this call was complete; nothing ran.")
+		return kit.Invalid("The reply ended (" + string(reason) + ") before this call was complete; nothing ran.")
 	}
 }
 

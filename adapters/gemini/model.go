@@ -9,6 +9,7 @@ import (
 
 	"google.golang.org/genai"
 
+	"github.com/toolguard/toolguard/adapters/internal/kit"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
 )
@@ -55,7 +56,7 @@ func (m *Model) Info() provider.Info {
 
 // UserItem implements provider.Provider: a user content with one text part.
 func (m *Model) UserItem(text string) json.RawMessage {
-	return provider.Item(genai.NewContentFromText(text, genai.RoleUser))
+	return kit.Item(genai.NewContentFromText(text, genai.RoleUser))
 }
 
 // OutputItems implements provider.Provider: one user content of
@@ -70,7 +71,7 @@ func (m *Model) OutputItems(outs []provider.Output) []json.RawMessage {
 		}
 		ps = append(ps, outputPart(id, o.Name, o.Result))
 	}
-	return []json.RawMessage{provider.Item(Outputs(ps...))}
+	return []json.RawMessage{kit.Item(Outputs(ps...))}
 }
 
 // Turn implements provider.Provider: one generateContent request, streamed
@@ -109,7 +110,7 @@ func (m *Model) Turn(ctx context.Context, req provider.Request) (*provider.Reply
 				var ge genai.APIError
 				if seen && errors.As(err, &ge) {
 					rep := m.reply(acc.identified(), req)
-					return provider.Failed(rep, &provider.APIError{StatusCode: 200, Code: ge.Status, Message: ge.Message, Err: err}), nil
+					return kit.Failed(rep, &provider.APIError{StatusCode: 200, Code: ge.Status, Message: ge.Message, Err: err}), nil
 				}
 				return nil, apiError(err)
 			}
@@ -161,7 +162,7 @@ func (m *Model) reply(resp *genai.GenerateContentResponse, req provider.Request)
 	}
 	rep.Text = text.String()
 	if ps := parts(resp); len(ps) > 0 {
-		rep.Items = []json.RawMessage{provider.Item(&genai.Content{Role: genai.RoleModel, Parts: ps})}
+		rep.Items = []json.RawMessage{kit.Item(&genai.Content{Role: genai.RoleModel, Parts: ps})}
 	}
 	if len(resp.Candidates) == 0 {
 		if fb := resp.PromptFeedback; fb != nil && fb.BlockReason != "" {

@@ -11,6 +11,7 @@ import (
 	"google.golang.org/genai"
 
 	tggemini "github.com/toolguard/toolguard/adapters/gemini"
+	"github.com/toolguard/toolguard/adapters/internal/kit"
 	"github.com/toolguard/toolguard/agentloop"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/internal/fakemodel"
@@ -242,7 +243,7 @@ func TestFakeChecksTheConversation(t *testing.T) {
 	} {
 		var items []json.RawMessage
 		for _, c := range contents {
-			items = append(items, provider.Item(c))
+			items = append(items, kit.Item(c))
 		}
 		_, err := m.Turn(context.Background(), provider.Request{Items: items})
 		var apiErr *provider.APIError

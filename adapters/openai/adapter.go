@@ -15,6 +15,7 @@ import (
 	oai "github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/toolguard/toolguard/adapters/internal/kit"
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
@@ -45,7 +46,7 @@ const kindCustom = "custom"
 
 // Calls returns the tool calls of a response in order, as package agentloop
 // runs them (contract section 8): function calls with their arguments (a
-// namespaced one under its qualified ToolName; absent nullable members of
+// namespaced one under its qualified name, "namespace.name"; absent nullable members of
 // a strict tool's schema filled with null, as every adapter's Calls does:
 // tools are the tools the request offered); a function call whose
 // status is in_progress or incomplete answered INVALID_ARGUMENTS without
@@ -67,16 +68,16 @@ func itemCall(item responses.ResponseOutputItemUnion, tools []toolset.Declared) 
 	case "function_call":
 		fc := item.AsFunctionCall()
 		name := qualifiedName(fc)
-		c := provider.ToolCall{ID: fc.CallID, Name: name, Arguments: string(provider.FillArgs(tools, name, []byte(fc.Arguments)))}
+		c := provider.ToolCall{ID: fc.CallID, Name: name, Arguments: string(kit.FillArgs(tools, name, []byte(fc.Arguments)))}
 		if fc.Status == "in_progress" || fc.Status == "incomplete" {
-			c.Answer = provider.Invalid("The call was not complete (status " + string(fc.Status) + "); nothing was run. Call the tool again with complete arguments.")
+			c.Answer = kit.Invalid("The call was not complete (status " + string(fc.Status) + "); nothing was run. Call the tool again with complete arguments.")
 		}
 		return c, true
 	case "custom_tool_call":
 		var cc responses.ResponseCustomToolCall
 		_ = json.Unmarshal([]byte(item.RawJSON()), &cc)
 		return provider.ToolCall{ID: cc.CallID, Name: cc.Name, Arguments: cc.Input, Kind: kindCustom,
-			Answer: provider.Unknown("No free-form tool " + cc.Name + " is offered; call one of the function tools with JSON arguments.")}, true
+			Answer: kit.Unknown("No free-form tool " + cc.Name + " is offered; call one of the function tools with JSON arguments.")}, true
 	}
 	return provider.ToolCall{}, false
 }
@@ -128,7 +129,8 @@ func OutputText(item responses.ResponseInputItemUnionParam) (callID, output stri
 }
 
 // Tools returns the function tool definitions of every tool in the set,
-// with the very schema the guard validates arguments against (see Tool).
+// with the very schema the guard validates arguments against: strict when
+// the schema is (toolset.Schema.Strict), else as is with strict false.
 func Tools(set *toolset.Set) []responses.ToolUnionParam {
 	tools := set.Tools()
 	out := make([]responses.ToolUnionParam, 0, len(tools))

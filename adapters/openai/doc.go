@@ -1,7 +1,7 @@
 // # Usage
 //
 // Send the tools as function definitions (strict for toolset.Read and
-// Write tools, whose schemas are; see Tool), take the calls of a response
+// Write tools, whose schemas are), take the calls of a response
 // with Calls, dispatch each through the guard unless Calls already
 // answered it (a function call the provider marked incomplete, a custom
 // tool call: neither runs), and answer every call, so that none is

@@ -10,6 +10,7 @@ import (
 	"github.com/openai/openai-go/v3/packages/param"
 	"github.com/openai/openai-go/v3/responses"
 
+	"github.com/toolguard/toolguard/adapters/internal/kit"
 	"github.com/toolguard/toolguard/adapters/internal/oaistream"
 	"github.com/toolguard/toolguard/provider"
 	"github.com/toolguard/toolguard/toolset"
@@ -60,7 +61,7 @@ func (m *Model) Info() provider.Info {
 
 // UserItem implements provider.Provider: a user message.
 func (m *Model) UserItem(text string) json.RawMessage {
-	return provider.Item(responses.ResponseInputItemParamOfMessage(text, responses.EasyInputMessageRoleUser))
+	return kit.Item(responses.ResponseInputItemParamOfMessage(text, responses.EasyInputMessageRoleUser))
 }
 
 // OutputItems implements provider.Provider: a function_call_output item
@@ -69,10 +70,10 @@ func (m *Model) OutputItems(outs []provider.Output) []json.RawMessage {
 	items := make([]json.RawMessage, 0, len(outs))
 	for _, o := range outs {
 		if o.Kind == kindCustom {
-			items = append(items, provider.Item(responses.ResponseInputItemParamOfCustomToolCallOutput(o.CallID, o.Result)))
+			items = append(items, kit.Item(responses.ResponseInputItemParamOfCustomToolCallOutput(o.CallID, o.Result)))
 			continue
 		}
-		items = append(items, provider.Item(outputItem(o.CallID, o.Result)))
+		items = append(items, kit.Item(outputItem(o.CallID, o.Result)))
 	}
 	return items
 }
@@ -188,7 +189,7 @@ func (m *Model) reply(resp *responses.Response, tools []toolset.Declared) *provi
 		if code == "" {
 			code = string(resp.Status)
 		}
-		provider.Failed(rep, &provider.APIError{StatusCode: 200, Code: code, Message: resp.Error.Message})
+		kit.Failed(rep, &provider.APIError{StatusCode: 200, Code: code, Message: resp.Error.Message})
 	case responses.ResponseStatusCancelled:
 		rep.End, rep.Reason = provider.EndFailed, string(resp.Status)
 	default:
@@ -220,7 +221,7 @@ func refusal(resp *responses.Response) string {
 func apiError(err error) error {
 	var apiErr *oai.Error
 	if errors.As(err, &apiErr) {
-		return provider.WrapError(err, apiErr.StatusCode)
+		return kit.WrapError(err, apiErr.StatusCode)
 	}
 	return err
 }

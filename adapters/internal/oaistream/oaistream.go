@@ -18,7 +18,7 @@ import (
 // Failure returns the API error that err reports from inside a stream, and
 // false when err is no such error (a transport error, a decoding error):
 // its Code is the error's code, or its type when it has none ("error" when
-// it has neither, as provider.Failed names it), its Message the error's
+// it has neither, as kit.Failed names it), its Message the error's
 // message, its StatusCode the stream's, 200.
 func Failure(err error) (*provider.APIError, bool) {
 	var se *ssestream.StreamError
