@@ -562,7 +562,7 @@ func repeatScript() []fakemodel.Turn {
 
 // TestDeniedIntentAskedOnce: within a run, an intent a human declined is
 // not put to a human again; the repeat gets the same denial (contract
-// section 8).
+// section 4).
 func TestDeniedIntentAskedOnce(t *testing.T) {
 	asked := 0
 	no := host.ApproverFunc(func(_ context.Context, req host.ApprovalRequest) (host.Decision, error) {

@@ -577,7 +577,7 @@ func TestStateSize(t *testing.T) {
 }
 
 // Calls that are not plain function calls are answered, never run and
-// never dropped (contract section 8): a namespaced call never runs the
+// never dropped (contract section 3): a namespaced call never runs the
 // top-level tool of its name, a custom tool call and a call the provider
 // marked incomplete are refused, and each provider accepts the answers.
 func TestCallsThatMustNotRun(t *testing.T) {

@@ -463,7 +463,7 @@ func (r *run) dispatch(ctx context.Context, respID string, c provider.ToolCall, 
 }
 
 // deny records that a human declined the call's intent in this run, so it
-// is not put to a human again (contract section 8).
+// is not put to a human again (contract section 4).
 func (r *run) deny(c provider.ToolCall) {
 	if op := r.l.operation(r.st.RunID, c); !slices.Contains(r.st.Denied, op.fingerprint) {
 		r.st.Denied = append(r.st.Denied, op.fingerprint)

@@ -43,7 +43,7 @@ type State struct {
 	Unknown []unknownOperation `json:"unknown,omitempty"`
 	// Denied holds the fingerprints of the intents a human declined in
 	// this run: asked again, the model gets the same denial without a
-	// human being asked (contract section 8).
+	// human being asked (contract section 4).
 	Denied     []string   `json:"denied,omitempty"`
 	Transcript Transcript `json:"transcript"`
 }

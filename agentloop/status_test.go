@@ -150,7 +150,7 @@ func TestStatusToolArguments(t *testing.T) {
 			call("s6", st, `{"operation_id":"op_never_ran","tool":null}`),
 			call("s7", st, `{"operation_id":"","tool":null}`),
 			call("s8", st, ``),
-			call("s9", st, `{"operation_id":"op_never_ran"}`), // an absent nullable member reads as null (contract section 8)
+			call("s9", st, `{"operation_id":"op_never_ran"}`), // an absent nullable member reads as null (contract section 3)
 			call("s10", st, `{"operation_id":"op_never_ran","tool":"get_order"}`),
 		),
 		fakemodel.Turn{Text: "ok"},

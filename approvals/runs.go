@@ -21,7 +21,7 @@ var ErrNothingToPark = errors.New("approvals: the run is not paused for approval
 // its requests are decided, and asks for each of its pending writes; the
 // requests are returned in the order of res.Pending. A write whose intent
 // a human of this tenant already denied in the run is denied at once,
-// without asking again (contract section 8), with the reason saying so.
+// without asking again (contract section 4), with the reason saying so.
 // When no request is left to a human, the run is ready at once. A Worker
 // resumes it.
 func (s *Queue) Park(ctx context.Context, res *agentloop.RunResult) ([]*Request, error) {

@@ -101,7 +101,7 @@ func (g *Guard) queryStatus(ctx context.Context, sc *StatusCall) (*Result, error
 	}
 	if pending.Lost && guessed && receipt == ReceiptAbsent && (tool == nil || !tool.Spec().Transactional) {
 		// No receipt under a key the operation may not have run under
-		// proves nothing: it stays unknown (contract section 8).
+		// proves nothing: it stays unknown (contract section 5).
 		receipt = ReceiptInconclusive
 	}
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), g.opts.CommitTimeout)

@@ -102,7 +102,7 @@ const DefaultApprover = "human"
 // bound to exactly req's principal and proposal, valid for ttl from
 // clock's now (DefaultGrantTTL when ttl is 0 or less; guard.SystemClock
 // when clock is nil), naming approver (DefaultApprover when ""). The
-// token pays for one execution of that intent (SPEC.md section 8). It
+// token pays for one execution of that intent (contract section 4). It
 // fails when req's arguments are not the ones its fingerprint names.
 func SignGrant(s *guard.Signer, clock guard.Clock, ttl time.Duration, req ApprovalRequest, approver string) (string, error) {
 	if s == nil {

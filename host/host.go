@@ -186,7 +186,7 @@ func (h *Host) IsStatus(name string) bool { return h.status != nil && name == h.
 // Arguments returns a call's arguments as the guard gets them: with an
 // absent nullable member of the tool's strict schema read as null (a
 // framework does not say whether the model was held to the schema:
-// contract section 8), and no arguments as an empty object.
+// contract section 3), and no arguments as an empty object.
 func (h *Host) Arguments(name string, args []byte) []byte {
 	if len(args) == 0 {
 		return []byte(`{}`)

@@ -52,7 +52,7 @@ func (h *Host) Answer(ctx context.Context, call guard.Call) (Answer, error) {
 	req := NewApprovalRequest(h.g, call)
 	if h.opts.Denials.Has(ctx, req) {
 		// A human already said no to this very intent in this scope: the
-		// same answer, without asking again (contract section 8).
+		// same answer, without asking again (contract section 4).
 		return Answer{Result: guard.Declined("")}, nil
 	}
 	if h.opts.Approver == nil {

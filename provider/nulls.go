@@ -7,7 +7,7 @@ import (
 // FillNulls returns the arguments with every absent member whose schema
 // allows null present as null, for providers without a strict mode: the
 // schema lists every member as required and the optional ones as nullable,
-// and contract section 8 reads an absent nullable member as null. An absent
+// and contract section 3 reads an absent nullable member as null. An absent
 // member that does not allow null stays absent (INVALID_ARGUMENTS), and
 // arguments that are not a valid JSON object are returned unchanged for the
 // guard to refuse. Nested objects and array items are filled where their

@@ -128,7 +128,7 @@ type ToolCall struct {
 	Kind string
 	// Answer, when set, is the model result the call gets without being
 	// run: a call that is not a function call, one the provider marked
-	// incomplete, or a namespaced call (contract section 8).
+	// incomplete, or a namespaced call (contract section 3).
 	Answer *guard.Result
 }
 

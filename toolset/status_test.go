@@ -11,7 +11,7 @@ import (
 
 // ParseStatus refuses exactly what the status tool's schema refuses:
 // strict, so tool is required and may be null (an entry point that reads
-// an absent nullable member as null fills it first, contract section 8).
+// an absent nullable member as null fills it first, contract section 3).
 func TestParseStatusIsTheSchema(t *testing.T) {
 	schema := toolset.StatusTool("").Schema()
 	for _, args := range []string{

@@ -9,7 +9,7 @@
 // The Messages API has no strict mode for these tools, so the model may
 // leave out optional members: for a tool whose schema is strict
 // (toolset.Schema.Strict), Calls fills an absent member whose schema allows
-// null with null (contract section 8; provider.FillNulls) before the guard
+// null with null (contract section 3; provider.FillNulls) before the guard
 // sees it. A schema that is not strict, such as a remote MCP tool's, gives
 // an absent member its own meaning, and nothing is filled.
 //
@@ -52,7 +52,7 @@ var info = provider.Info{Provider: providerName, APIFamily: apiFamily, Revision:
 // toolNameOf is the tool a tool_use block names: its name, qualified by its
 // toolset when it has one ("toolset.name"), so that a toolset member runs
 // only a tool declared under that name, never a top-level tool of the same
-// name (contract section 8, namespaced tools).
+// name (contract section 3, namespaced tools).
 func toolNameOf(block sdk.ContentBlockUnion) string {
 	if block.ToolsetName != "" {
 		return block.ToolsetName + "." + block.Name

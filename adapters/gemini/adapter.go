@@ -13,7 +13,7 @@
 // Vertex AI send none. A call without one gets an id derived from the
 // response id and the call's position among the response's function calls,
 // "<responseId>/<position>", so that the same response replayed gives the
-// same ids (contract section 8). Model gives a response Gemini sent
+// same ids (contract section 1). Model gives a response Gemini sent
 // without a responseId (one recorded stream has none) a random one,
 // "gemini-<16 hex>": each response received is a distinct response, and
 // nothing in it says which; a write the model repeats is still one
@@ -53,7 +53,7 @@
 //
 // Gemini has no strict mode: for a tool whose schema is strict
 // (toolset.Schema.Strict), Calls fills an absent member whose schema allows
-// null with null (contract section 8; provider.FillNulls) before the guard
+// null with null (contract section 3; provider.FillNulls) before the guard
 // sees it.
 //
 // # The adapters' shape

@@ -7,7 +7,7 @@
 // tool with its input schema (InputSchema) and the tool-model-result-v2
 // object schema as outputSchema, plus a status tool
 // (toolset.StatusTool). MCP has no strict mode, so the server reads
-// arguments as contract section 8 says for providers without one: an
+// arguments as contract section 3 says for providers without one: an
 // absent member whose schema allows null is null (provider.FillNulls), and
 // the listed inputSchema is the toolset schema with those members not
 // required; it accepts exactly the arguments the guard then accepts.

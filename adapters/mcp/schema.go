@@ -10,7 +10,7 @@ import (
 
 // MCP has no strict mode: a client, and the model behind it, may leave out
 // a member it has no value for, as providers without one do. So the server
-// reads arguments as contract section 8 says: an absent member whose schema
+// reads arguments as contract section 3 says: an absent member whose schema
 // allows null is null (provider.FillNulls, what the Anthropic, Gemini and
 // Chat adapters do), for a toolset tool whose schema is strict; and it
 // lists that tool with the schema that says so, the strict schema with

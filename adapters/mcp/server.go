@@ -349,7 +349,7 @@ func (s *Server) callTool(ctx context.Context, req *sdk.CallToolRequest) (*sdk.C
 	if len(args) == 0 {
 		args = []byte("{}") // arguments are optional in MCP: none is an empty object
 	}
-	args = fillArgs(s.tools[req.Params.Name], args) // section 8: an absent nullable member is null
+	args = fillArgs(s.tools[req.Params.Name], args) // section 3: an absent nullable member is null
 	call := guard.Call{Principal: p, Proposal: guard.Proposal{Name: req.Params.Name, Arguments: args},
 		Context: ec, Approval: meta.approval}
 	var res *guard.Result

@@ -270,7 +270,7 @@ func TestRepeatedWriteInOneSession(t *testing.T) {
 // The status tool's inputSchema is what its arguments are validated
 // against, through a real client: the listed schema, compiled, accepts a
 // call exactly when the server does not answer INVALID_ARGUMENTS. tool may
-// be absent (MCP has no strict mode: absent reads as null, section 8),
+// be absent (MCP has no strict mode: absent reads as null, section 3),
 // null or a string; operation_id is required.
 func TestStatusToolSchemaIsWhatItValidates(t *testing.T) {
 	w := newWorld(t, tgmcp.Options{})

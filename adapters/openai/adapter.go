@@ -31,7 +31,7 @@ const (
 // qualifiedName is the tool a function call names: its name, qualified by its
 // namespace when it has one ("namespace.name"). Such a call runs only a
 // tool declared under that qualified name, never a top-level tool of the
-// same name (contract section 8); toolset names cannot contain a dot, so
+// same name (contract section 3); toolset names cannot contain a dot, so
 // with a toolset it is UNKNOWN_TOOL.
 func qualifiedName(call responses.ResponseFunctionToolCall) string {
 	if call.Namespace != "" {
@@ -45,7 +45,7 @@ func qualifiedName(call responses.ResponseFunctionToolCall) string {
 const kindCustom = "custom"
 
 // Calls returns the tool calls of a response in order, as package agentloop
-// runs them (contract section 8): function calls with their arguments (a
+// runs them (contract section 3): function calls with their arguments (a
 // namespaced one under its qualified name, "namespace.name"; absent nullable members of
 // a strict tool's schema filled with null, as every adapter's Calls does:
 // tools are the tools the request offered); a function call whose

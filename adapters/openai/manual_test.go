@@ -17,7 +17,7 @@ import (
 	"github.com/toolguard/toolguard/internal/redistest"
 )
 
-// The hand-written loop the package doc shows keeps contract section 8's
+// The hand-written loop the package doc shows keeps contract section 3's
 // rules for calls that are not complete function calls: a function call
 // the provider marked in_progress or incomplete does not run, a custom
 // tool call is answered UNKNOWN_TOOL with a custom_tool_call_output item,

@@ -35,7 +35,7 @@ func TestSeveralFiles(t *testing.T) {
 	}
 }
 
-// The cases section 8 of the contract allows (an empty tool name, empty and
+// The cases section 1 of the contract allows (an empty tool name, empty and
 // null ids) are accepted and pass; the command once refused the whole file.
 func TestSection8File(t *testing.T) {
 	code, out, errOut := runCmd(t, "../../testdata/cases-section8.json")

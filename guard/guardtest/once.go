@@ -90,7 +90,7 @@ func testGrantOnce(t *testing.T, w *World) {
 }
 
 // testScope: the same intent in one scope is one operation (contract
-// section 8), for any store, since the ids it gets are ScopeIDs'.
+// section 1), for any store, since the ids it gets are ScopeIDs'.
 func testScope(t *testing.T, w *World) {
 	args := `{"key":"a","value":"1"}`
 	scoped := func(tool, scope, callID, grant string) *guard.Result {
@@ -136,7 +136,7 @@ func testScope(t *testing.T, w *World) {
 }
 
 // testStatusOwnOperation: a status query answers for the operation it
-// names, or says NOT_FOUND; it never guesses (contract section 8).
+// names, or says NOT_FOUND; it never guesses (contract section 5).
 func testStatusOwnOperation(t *testing.T, w *World) {
 	approved := func(args, callID, key string, grant bool) *guard.Result {
 		t.Helper()

@@ -72,7 +72,7 @@
 // grant, so nothing runs (and an operation a yes already ran replays
 // instead of being called declined); the model is told once, and the same intent asked again in the session gets the same
 // answer without a human being asked (the denial is kept in the session
-// state, contract section 8), unless the decision was Expired. Without a
+// state, contract section 4), unless the decision was Expired. Without a
 // Signer, the APPROVAL_REQUIRED result goes to the model as it is.
 //
 // With Options.Approver set, the call does not pause: the approver is

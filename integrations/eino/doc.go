@@ -94,7 +94,7 @@
 //
 // Eino hands a tool the model's arguments without saying whether the model
 // was held to the strict schema, so for a toolset tool an absent member
-// whose schema allows null reads as null (contract section 8). A wrapped
+// whose schema allows null reads as null (contract section 3). A wrapped
 // Eino tool's text is its output: as is when it is JSON (as Eino's
 // utils.InferTool writes every output), as a JSON string otherwise; its error is, for a write, an unknown
 // outcome (OUTCOME_UNKNOWN) unless it is a guard error that says otherwise.

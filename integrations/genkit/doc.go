@@ -102,7 +102,7 @@
 //
 // Genkit hands a tool the model's input without saying whether the model
 // was held to the strict schema, so for a toolset tool an absent member
-// whose schema allows null reads as null (contract section 8). A request
+// whose schema allows null reads as null (contract section 3). A request
 // without an input has the arguments {}. Genkit's tool loop copies the
 // model's reply through encoding/json before running its tools, so
 // numbers reach the guard as float64: digits beyond float64's precision

@@ -152,7 +152,7 @@ func (gen *generation) wrapModel(ctx context.Context, params *ai.ModelParams, ne
 // unnamedTool is the name a tool request with an empty name goes under in
 // the generation (Genkit can run no tool named ""): WrapTool dispatches it
 // with its name empty again, so the guard answers UNKNOWN_TOOL and audits
-// the call as the model made it (contract section 8). The history the
+// the call as the model made it (contract section 1). The history the
 // model sees next names the request and its response so. No toolset tool
 // can have this name (toolset names hold no dot).
 const unnamedTool = "toolguard.unnamed"

@@ -16,7 +16,7 @@ import (
 
 // The case files this package must pass: the user's suite, copied unchanged
 // from the contract, our own extra cases written from the contract's rules,
-// and the cases section 8 allows (empty tool name, empty and null ids).
+// and the cases section 1 allows (empty tool name, empty and null ids).
 var caseFiles = []string{
 	"tool-cases-v2.json",
 	"cases-extra.json",
@@ -291,7 +291,7 @@ func TestParseRejectsMalformedFiles(t *testing.T) {
 	}
 }
 
-// TestParseSection8 checks what the contract's section 8 lets a case file
+// TestParseSection8 checks what the contract's section 1 lets a case file
 // carry: an empty tool name (a tool that does not exist), and empty or null
 // ids and keys (no id, no key); and that a name that is absent or null is
 // still refused.

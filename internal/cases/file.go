@@ -96,7 +96,7 @@ func (p *StepProposal) UnmarshalJSON(b []byte) error {
 }
 
 // StepContext is a step's execution context. As the contract's
-// section 8 allows, any id may be the empty string or null: both mean "no
+// section 1 allows, any id may be the empty string or null: both mean "no
 // such id" (no call id, no operation id, no idempotency key), and the
 // runner passes the call on without it.
 type StepContext struct {
