@@ -94,7 +94,10 @@ func defaultNotifyOptions() workflow.ActivityOptions {
 
 // Options configure the workflow. Every worker of a task queue must run
 // its runs with the same Options: they decide what the workflow records.
-// The zero value of every field means its default.
+// The zero value of every field means its default. ApprovalTimeout and
+// Notify mean what they mean in tgdbos.Options; the activity options
+// (Turn, Dispatch, NotifyActivity) are Temporal's own, where tgdbos has
+// retry counts (TurnRetries, NotifyRetries).
 type Options struct {
 	// Turn is the activity options of a model turn; a zero
 	// StartToCloseTimeout (with a zero ScheduleToCloseTimeout) means
@@ -387,7 +390,9 @@ func (a *Agent) Start(ctx context.Context, c client.Client, opts client.StartWor
 }
 
 // Pending returns the question the run workflowID waits on, nil when it
-// waits on none (the query PendingName).
+// waits on none (the query PendingName). It answers what is now: unlike
+// tgdbos.Pending it has no wait, which a query cannot express; poll it
+// for a run that has not asked yet.
 func Pending(ctx context.Context, c client.Client, workflowID string) (*host.ApprovalRequest, error) {
 	v, err := c.QueryWorkflow(ctx, workflowID, "", PendingName)
 	if err != nil {
