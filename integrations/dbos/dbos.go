@@ -59,7 +59,10 @@ const defaultTurnRetries = 4
 const defaultDecisionPoll = 5 * time.Second
 
 // Options configure an Agent. The zero value of every field means its
-// default.
+// default. ApprovalTimeout and Notify mean what they mean in
+// tgtemporal.Options; the other fields are DBOS's own: Name (its
+// instance), DecisionPoll (its wake-up can be missed), the retry counts
+// (tgtemporal has activity options instead) and DataSource.
 type Options struct {
 	// Name is the Agent's config name: the DBOS instance its workflow is
 	// registered and recorded under. Every process that runs or recovers
@@ -367,6 +370,11 @@ func (s *steps) await(req host.ApprovalRequest, w wait) (host.Decision, error) {
 // waits up to wait for a run that has published nothing yet (0: it does
 // not wait). c is any DBOS context or client (dbos.NewClient) on the
 // run's system database.
+//
+// Pending, Approve and Decide take tgtemporal's parameters in its order,
+// less its ctx: a dbos.Client is itself the context.Context of the call.
+// Only Pending's wait is DBOS's own: DBOS can wait for an event a run has
+// not published yet, while Temporal's query answers only what is now.
 func Pending(c dbos.Client, workflowID string, wait time.Duration) (*host.ApprovalRequest, error) {
 	req, err := dbos.GetEvent[*host.ApprovalRequest](c, workflowID, PendingName, wait)
 	if errors.Is(err, dbos.ErrTimeout) {
@@ -397,7 +405,7 @@ func Approve(c dbos.Client, workflowID string, d host.Decision) error {
 }
 
 // Decide answers req, a question a run published, with d: a message to
-// its workflow (req.RunID). A run that no longer waits on req drops it.
+// its workflow (req.RunID), sent through c (its context, as for Pending). A run that no longer waits on req drops it.
 func Decide(c dbos.Client, req host.ApprovalRequest, d host.Decision) error {
 	if req.RunID == "" {
 		return errors.New("tgdbos: the request names no run")

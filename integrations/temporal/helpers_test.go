@@ -126,7 +126,7 @@ func env(t *testing.T, r *durable.Runner, opts tgtemporal.Options, runID string,
 	// detector's default second, which is no deadlock.
 	e.SetWorkerOptions(worker.Options{Interceptors: ics, DeadlockDetectionTimeout: 20 * time.Second})
 	e.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: runID})
-	if err := tgtemporal.Register(e, r, opts); err != nil {
+	if _, err := tgtemporal.Register(e, r, opts); err != nil {
 		t.Fatal(err)
 	}
 	return e

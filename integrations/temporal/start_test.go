@@ -159,9 +159,10 @@ func TestStartRefusesAnotherPrincipalsRun(t *testing.T) {
 	f, c := dialFrontend(t)
 	ctx := context.Background()
 	opts := client.StartWorkflowOptions{TaskQueue: "agents"}
+	var a tgtemporal.Agent // a process that only starts runs: no worker
 	secret := &durable.Result{RunID: "r-ended", Status: durable.StatusCompleted, Output: "tenant-a's refund DRAFT-1 is ready"}
 	for _, id := range []string{"r-ended", "r-running"} {
-		if _, err := tgtemporal.Start(ctx, c, opts, durable.Run{ID: id, Principal: user1, Input: "Refund ORDER-7."}); err != nil {
+		if _, err := a.Start(ctx, c, opts, durable.Run{ID: id, Principal: user1, Input: "Refund ORDER-7."}); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -170,7 +171,7 @@ func TestStartRefusesAnotherPrincipalsRun(t *testing.T) {
 	sameTenant := guard.Principal{TenantID: user1.TenantID, SubjectID: "user-2"}
 	for _, id := range []string{"r-ended", "r-running"} {
 		for _, p := range []guard.Principal{tenantB, sameTenant} {
-			run, err := tgtemporal.Start(ctx, c, opts, durable.Run{ID: id, Principal: p, Input: "What did tenant-a do?"})
+			run, err := a.Start(ctx, c, opts, durable.Run{ID: id, Principal: p, Input: "What did tenant-a do?"})
 			if !errors.Is(err, tgtemporal.ErrOtherRun) || run != nil {
 				t.Errorf("%s started for %s/%s: %v, %v; want ErrOtherRun and no run", id, p.TenantID, p.SubjectID, run, err)
 			}
@@ -183,7 +184,7 @@ func TestStartRefusesAnotherPrincipalsRun(t *testing.T) {
 		}
 	}
 
-	run, err := tgtemporal.Start(ctx, c, opts, durable.Run{ID: "r-ended", Principal: user1, Input: "Refund ORDER-7 again."})
+	run, err := a.Start(ctx, c, opts, durable.Run{ID: "r-ended", Principal: user1, Input: "Refund ORDER-7 again."})
 	if err != nil || run.GetRunID() != "run-1" {
 		t.Fatalf("started again by its principal: %v, %v; want the existing run-1", run, err)
 	}
@@ -191,14 +192,14 @@ func TestStartRefusesAnotherPrincipalsRun(t *testing.T) {
 	if err := run.Get(ctx, &res); err != nil || res.Output != secret.Output {
 		t.Errorf("its result: %+v, %v", res, err)
 	}
-	if run, err := tgtemporal.Start(ctx, c, opts, durable.Run{ID: "r-running", Principal: user1, Input: "x"}); err != nil || run.GetRunID() != "run-2" {
+	if run, err := a.Start(ctx, c, opts, durable.Run{ID: "r-running", Principal: user1, Input: "x"}); err != nil || run.GetRunID() != "run-2" {
 		t.Errorf("a running run started again by its principal: %v, %v; want run-2", run, err)
 	}
 
 	f.mu.Lock()
 	f.wfs["r-other"] = &fakeRun{runID: "run-x", workflowType: "payroll"}
 	f.mu.Unlock()
-	if run, err := tgtemporal.Start(ctx, c, opts, durable.Run{ID: "r-other", Principal: user1, Input: "x"}); err == nil || run != nil {
+	if run, err := a.Start(ctx, c, opts, durable.Run{ID: "r-other", Principal: user1, Input: "x"}); err == nil || run != nil {
 		t.Errorf("a workflow that is no run: %v, %v; want an error", run, err)
 	}
 }

@@ -94,7 +94,10 @@ func defaultNotifyOptions() workflow.ActivityOptions {
 
 // Options configure the workflow. Every worker of a task queue must run
 // its runs with the same Options: they decide what the workflow records.
-// The zero value of every field means its default.
+// The zero value of every field means its default. ApprovalTimeout and
+// Notify mean what they mean in tgdbos.Options; the activity options
+// (Turn, Dispatch, NotifyActivity) are Temporal's own, where tgdbos has
+// retry counts (TurnRetries, NotifyRetries).
 type Options struct {
 	// Turn is the activity options of a model turn; a zero
 	// StartToCloseTimeout (with a zero ScheduleToCloseTimeout) means
@@ -220,26 +223,33 @@ func RegisterActivities(r worker.ActivityRegistry, a *Activities) {
 	r.RegisterActivityWithOptions(a.NotifyApprovers, activity.RegisterOptions{Name: NotifyName})
 }
 
+// Agent starts guarded agent runs as Temporal workflows: durable.Drive
+// over a durable.Runner, with activities (tgdbos.Agent's counterpart).
+// Register returns it on a worker; Start needs no worker, so a process
+// that only starts runs uses the zero Agent.
+type Agent struct{}
+
 // Register registers the workflow (under WorkflowName, with opts) and the
-// activities over runner (and opts.Notify) on w. It fails for a Runner
-// without a Host or a Provider, or whose Host has an Approver.
-func Register(w worker.Registry, runner *durable.Runner, opts Options) error {
+// activities over runner (and opts.Notify) on w, and returns the Agent
+// that starts its runs. It fails for a Runner without a Host or a
+// Provider, or whose Host has an Approver.
+func Register(w worker.Registry, runner *durable.Runner, opts Options) (*Agent, error) {
 	if w == nil {
-		return errors.New("tgtemporal: Register needs a worker")
+		return nil, errors.New("tgtemporal: Register needs a worker")
 	}
 	if err := runner.Validate(); err != nil {
-		return fmt.Errorf("tgtemporal: %w", err)
+		return nil, fmt.Errorf("tgtemporal: %w", err)
 	}
 	w.RegisterWorkflowWithOptions(newWorkflow(opts), workflow.RegisterOptions{Name: WorkflowName})
 	RegisterActivities(w, &Activities{Runner: runner, Notify: opts.Notify})
-	return nil
+	return &Agent{}, nil
 }
 
 // ErrRunID is the error of a run whose id is not its workflow's id.
 var ErrRunID = errors.New("tgtemporal: a run's id must be its workflow's id")
 
 // newWorkflow returns the run's workflow function with opts: durable.Drive
-// with this package's steps. Start it with Start (or
+// with this package's steps. Start it with Agent.Start (or
 // client.ExecuteWorkflow with WorkflowName and the run's id as the
 // workflow id); a run whose id is not the workflow's id fails with
 // ErrRunID, and nothing runs.
@@ -336,7 +346,8 @@ type memoPrincipal struct {
 // Start starts run as the workflow WorkflowName whose id is run.ID (the
 // run's scope: every write of the run gets its operation id from it), on
 // opts (its TaskQueue; its ID, if set, must be run.ID), with its principal
-// in the memo memoKey. A run is started once: starting a run id that
+// in the memo memoKey. It uses no state of a: the zero Agent starts runs
+// too. A run is started once: starting a run id that
 // was started before, running or closed, returns that workflow's run, its
 // own recorded input unchanged, when it was started for the same principal
 // (tenant and subject), and fails with ErrOtherRun otherwise (also for a
@@ -344,7 +355,7 @@ type memoPrincipal struct {
 // its handle, nor its status, nor its result. (Start sets opts'
 // WorkflowIDReusePolicy to reject a duplicate, and
 // WorkflowExecutionErrorWhenAlreadyStarted.) Give every run a new id.
-func Start(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, run durable.Run) (client.WorkflowRun, error) {
+func (a *Agent) Start(ctx context.Context, c client.Client, opts client.StartWorkflowOptions, run durable.Run) (client.WorkflowRun, error) {
 	if run.ID == "" || (opts.ID != "" && opts.ID != run.ID) {
 		return nil, fmt.Errorf("%w: run %q, workflow %q", ErrRunID, run.ID, opts.ID)
 	}
@@ -379,7 +390,9 @@ func Start(ctx context.Context, c client.Client, opts client.StartWorkflowOption
 }
 
 // Pending returns the question the run workflowID waits on, nil when it
-// waits on none (the query PendingName).
+// waits on none (the query PendingName). It answers what is now: unlike
+// tgdbos.Pending it has no wait, which a query cannot express; poll it
+// for a run that has not asked yet.
 func Pending(ctx context.Context, c client.Client, workflowID string) (*host.ApprovalRequest, error) {
 	v, err := c.QueryWorkflow(ctx, workflowID, "", PendingName)
 	if err != nil {

@@ -100,7 +100,7 @@ func offline(runner *durable.Runner, r durable.Run, queue string, d host.Decisio
 	// CPU past the deadlock detector's default second.
 	env.SetWorkerOptions(worker.Options{DeadlockDetectionTimeout: 10 * time.Second})
 	env.SetStartWorkflowOptions(client.StartWorkflowOptions{ID: r.ID, TaskQueue: queue})
-	if err := tgtemporal.Register(env, runner, tgtemporal.Options{}); err != nil {
+	if _, err := tgtemporal.Register(env, runner, tgtemporal.Options{}); err != nil {
 		return nil, err
 	}
 	var poll func()
@@ -136,7 +136,8 @@ func online(runner *durable.Runner, r durable.Run, hostport, namespace, queue st
 	}
 	defer c.Close()
 	w := worker.New(c, queue, worker.Options{})
-	if err := tgtemporal.Register(w, runner, tgtemporal.Options{}); err != nil {
+	agent, err := tgtemporal.Register(w, runner, tgtemporal.Options{})
+	if err != nil {
 		return nil, err
 	}
 	if err := w.Start(); err != nil {
@@ -145,7 +146,7 @@ func online(runner *durable.Runner, r durable.Run, hostport, namespace, queue st
 	defer w.Stop()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	wr, err := tgtemporal.Start(ctx, c, client.StartWorkflowOptions{TaskQueue: queue}, r)
+	wr, err := agent.Start(ctx, c, client.StartWorkflowOptions{TaskQueue: queue}, r)
 	if err != nil {
 		return nil, err
 	}
