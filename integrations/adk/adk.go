@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"time"
 
 	"google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/agent/llmagent"
@@ -29,29 +28,43 @@ const (
 	adapterRevision = "adk-go-v2"
 )
 
-// Options configure a Guarded. Principal is required; the zero value of
-// every other field means its default.
+// Options configure a Guarded: the host step's options (host.Options,
+// embedded: the options every integration takes) and ADK's own. Principal
+// is required; the zero value of every other field means its default.
+//
+// The host functions of host.Options (Principal, Scope, Call) are called
+// with the ADK context of the tool call, an agent.Context (which
+// implements context.Context): a host that needs ADK's ids (UserID,
+// SessionID, InvocationID, State) asserts it, as SessionScope does:
+//
+//	Principal: func(ctx context.Context) (guard.Principal, error) {
+//		actx, ok := ctx.(agent.Context)
+//		if !ok {
+//			return guard.Principal{}, host.ErrNoPrincipal
+//		}
+//		return session(actx.UserID())
+//	},
+//
+// What ADK makes of host.Options: Principal returns who the call acts for,
+// from the ADK context (the host's session or token behind UserID), never
+// from the model's arguments; an error, a panic or a principal
+// guard.Principal.Validate refuses stops the call before the guard sees
+// it: the model is told that the call could not be authorized, nothing
+// runs. Scope defaults to SessionScope (InvocationScope names the
+// invocation instead; "" gives no scope: every call id is its own
+// operation). Call also sees the status tool's call before its status
+// query. Without a Signer (use the guard's), a write that needs approval
+// is answered APPROVAL_REQUIRED and no confirmation is asked; with
+// NoInterrupt too (and no Approver). Approver,
+// with Signer, is asked instead of ADK's confirmation and the call waits
+// for its decision, as agentloop's Options.Approver (approvals.Waiter puts
+// the request in the approvals inbox); the request's RunID is the call's
+// scope. GrantTTL and Clock are those of the grants minted from a
+// confirmation (use the guard's clock). Provider, APIFamily and
+// AdapterRevision default to this package's names, and Denials to the ADK
+// session's state.
 type Options struct {
-	// Principal returns who the call acts for, from the ADK context: the
-	// host's session or token behind ctx.UserID(), never the model's
-	// arguments. An error stops the call before the guard sees it; the
-	// model is told that the call could not be authorized, nothing runs.
-	Principal func(ctx agent.Context) (guard.Principal, error)
-	// Scope names where the same intent is one operation
-	// (guard.ExecutionContext.Scope). Default: the ADK session, its app,
-	// user and session ids (SessionScope). Return "" for no scope: then
-	// every call id is its own operation.
-	Scope func(ctx agent.Context) string
-	// Call, if set, is called with each guard call before it is
-	// dispatched (and with the status tool's call before its status
-	// query, whose Context is the call's): a host hook for the fields the
-	// integration does not set itself, such as an operation id, an
-	// idempotency key, a response id or a grant the host obtained.
-	Call func(ctx agent.Context, call *guard.Call)
-	// Signer signs the grants minted from ADK confirmations. Without
-	// one, a write that needs approval is answered APPROVAL_REQUIRED and
-	// no confirmation is asked. Use the guard's signer (the same key).
-	Signer *guard.Signer
+	host.Options
 	// Decide turns the human's answer to a confirmation into the host's
 	// decision, the shape agentloop uses: approved or not, by whom (the
 	// grant's and the audit record's approver), a reason told to the
@@ -62,22 +75,6 @@ type Options struct {
 	// user who answered (ctx.UserID()). A host whose approver must not
 	// be the requester, or must hold a role, refuses here.
 	Decide func(ctx agent.Context, answer *toolconfirmation.ToolConfirmation, req ConfirmationPayload) host.Decision
-	// Approver, if set (with Signer), is asked instead of ADK's
-	// confirmation, and the call waits for its decision, as agentloop's
-	// Options.Approver: approvals.Waiter puts the request in the
-	// approvals inbox and waits for a person there. The request's RunID
-	// is the call's scope.
-	Approver host.Approver
-	// GrantTTL is how long a grant minted from a confirmation is valid;
-	// default 5 minutes.
-	GrantTTL time.Duration
-	// Clock is the time grants are minted at; default guard.SystemClock.
-	// Use the guard's clock.
-	Clock guard.Clock
-	// StatusTool names the status tool; default toolset.StatusToolName.
-	StatusTool string
-	// NoStatusTool leaves the status tool out.
-	NoStatusTool bool
 	// AllowUnguarded, if set, makes Plugin fail closed: a tool that does
 	// not dispatch through a guard (an ADK tool the host did not Import)
 	// runs only if AllowUnguarded returns true for it, and is otherwise
@@ -105,7 +102,9 @@ type Guarded struct {
 
 // New returns the tools of set as ADK tools that dispatch through g, plus
 // the status tool. set is the guard's tools (g was made with guard.New
-// over set, or over a guard.Tools that finds the same tools).
+// over set, or over a guard.Tools that finds the same tools). It fails
+// without opts.Principal: the principal comes from the host, never from
+// the model.
 func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 	if g == nil || set == nil {
 		return nil, errors.New("tgadk: New needs a guard and its tool set")
@@ -113,13 +112,19 @@ func New(g *guard.Guard, set *toolset.Set, opts Options) (*Guarded, error) {
 	if opts.Principal == nil {
 		return nil, errors.New("tgadk: Options.Principal is required: the principal comes from the host, never from the model")
 	}
-	if opts.Scope == nil {
-		opts.Scope = SessionScope
-	}
 	a := &Guarded{g: g, set: set, opts: opts}
-	h, err := host.New(g, set, host.Options{Provider: provider, APIFamily: apiFamily, AdapterRevision: adapterRevision,
-		Principal: a.principal, Scope: a.scope, Call: a.hook, Signer: opts.Signer, GrantTTL: opts.GrantTTL, Clock: opts.Clock,
-		Approver: opts.Approver, StatusTool: opts.StatusTool, NoStatusTool: opts.NoStatusTool, Denials: sessionDenials{}})
+	ho := opts.Options
+	if ho.Provider == "" {
+		ho.Provider, ho.APIFamily, ho.AdapterRevision = provider, apiFamily, adapterRevision
+	}
+	ho.Principal = a.principal
+	if ho.Scope == nil {
+		ho.Scope = SessionScope
+	}
+	if ho.Denials == nil {
+		ho.Denials = sessionDenials{}
+	}
+	h, err := host.New(g, set, ho)
 	if err != nil {
 		return nil, fmt.Errorf("tgadk: %w", err)
 	}
@@ -235,9 +240,14 @@ var _ llmagent.OnToolErrorCallback = (*Guarded)(nil).OnToolError
 // SessionScope is the default scope: the ADK session (app name, user id
 // and session id), so that a write repeated anywhere in the session, by a
 // retried run or a resumed one, is one operation. Ids too long for a
-// scope are replaced by their digest.
-func SessionScope(ctx agent.Context) string {
-	s := fmt.Sprintf("adk:%d:%s:%d:%s:%s", len(ctx.AppName()), ctx.AppName(), len(ctx.UserID()), ctx.UserID(), ctx.SessionID())
+// scope are replaced by their digest. ctx is the ADK context the host
+// step passes (an agent.Context); any other context has no scope ("").
+func SessionScope(ctx context.Context) string {
+	actx, ok := ctx.(agent.Context)
+	if !ok {
+		return ""
+	}
+	s := fmt.Sprintf("adk:%d:%s:%d:%s:%s", len(actx.AppName()), actx.AppName(), len(actx.UserID()), actx.UserID(), actx.SessionID())
 	if len(s) > guard.MaxIDBytes {
 		sum := sha256.Sum256([]byte(s))
 		return "adk:sha256:" + hex.EncodeToString(sum[:])
@@ -248,9 +258,14 @@ func SessionScope(ctx agent.Context) string {
 // InvocationScope is a scope for Options.Scope: the ADK invocation, so
 // that only a retry within one invocation (a confirmation's resume keeps
 // its invocation id) replays, and the same intent in a later user turn of
-// the session is another operation.
-func InvocationScope(ctx agent.Context) string {
-	return guard.SafeID("adk-invocation:" + ctx.InvocationID())
+// the session is another operation. ctx is the ADK context, as for
+// SessionScope.
+func InvocationScope(ctx context.Context) string {
+	actx, ok := ctx.(agent.Context)
+	if !ok {
+		return ""
+	}
+	return guard.SafeID("adk-invocation:" + actx.InvocationID())
 }
 
 // call builds the guard call of a function call (host.Host.Call): the
@@ -281,31 +296,12 @@ func (a *Guarded) call(ctx agent.Context, name string, args map[string]any) (gua
 // host's reason stays with the host: ADK shows a tool's error to the
 // model).
 func (a *Guarded) principal(ctx context.Context) (guard.Principal, error) {
-	actx, ok := ctx.(agent.Context)
-	if !ok {
-		return guard.Principal{}, host.ErrNoPrincipal
-	}
 	var p guard.Principal
-	err := safely(func() (err error) { p, err = a.opts.Principal(actx); return err })
+	err := safely(func() (err error) { p, err = a.opts.Principal(ctx); return err })
 	if err != nil || p.Validate() != nil {
 		return guard.Principal{}, host.ErrNoPrincipal
 	}
 	return p, nil
-}
-
-// scope is Options.Scope for the host step.
-func (a *Guarded) scope(ctx context.Context) string {
-	if actx, ok := ctx.(agent.Context); ok {
-		return a.opts.Scope(actx)
-	}
-	return ""
-}
-
-// hook is Options.Call for the host step.
-func (a *Guarded) hook(ctx context.Context, call *guard.Call) {
-	if actx, ok := ctx.(agent.Context); ok && a.opts.Call != nil {
-		a.opts.Call(actx, call)
-	}
 }
 
 // dispatch runs one function call through the host step, with ADK's

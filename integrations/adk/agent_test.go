@@ -1,6 +1,7 @@
 package tgadk_test
 
 import (
+	"context"
 	"encoding/json"
 	"strings"
 	"sync/atomic"
@@ -49,14 +50,18 @@ func newWorldWith(t *testing.T, set func(*tgadk.Options)) *world {
 	t.Helper()
 	o := frameworktest.NewOrders(t, key)
 	w := &world{svc: o.Svc, store: o.Store, model: &fakeModel{}}
-	opts := tgadk.Options{Signer: o.Signer,
-		Principal: func(ctx agent.Context) (guard.Principal, error) {
-			p, ok := principals[ctx.UserID()]
+	opts := tgadk.Options{Options: host.Options{Signer: o.Signer,
+		Principal: func(ctx context.Context) (guard.Principal, error) {
+			actx, ok := ctx.(agent.Context)
+			if !ok {
+				return guard.Principal{}, guard.ErrBadPrincipal
+			}
+			p, ok := principals[actx.UserID()]
 			if !ok {
 				return guard.Principal{}, guard.ErrBadPrincipal
 			}
 			return p, nil
-		}}
+		}}}
 	if set != nil {
 		set(&opts)
 	}
@@ -351,8 +356,8 @@ func TestToolNotGivenNeverRuns(t *testing.T) {
 	svc, store := orders.NewService(), guard.NewMemStore(guard.MemStoreOptions{})
 	tools := orders.Tools(svc)
 	signer, _ := guard.NewSigner(key)
-	a, err := tgadk.New(guard.New(tools, store, guard.Options{Signer: signer}), tools, tgadk.Options{Signer: signer,
-		Principal: func(ctx agent.Context) (guard.Principal, error) { return principals[ctx.UserID()], nil }})
+	a, err := tgadk.New(guard.New(tools, store, guard.Options{Signer: signer}), tools, tgadk.Options{Options: host.Options{Signer: signer,
+		Principal: byUser}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -488,7 +493,7 @@ func TestAgentCallbacks(t *testing.T) {
 	tools := orders.Tools(svc)
 	a, err := tgadk.New(guard.New(tools, store, guard.Options{}), tools, tgadk.Options{
 		AllowUnguarded: func(tool.Tool) bool { return false },
-		Principal:      func(ctx agent.Context) (guard.Principal, error) { return principals[ctx.UserID()], nil }})
+		Options:        host.Options{Principal: byUser}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,7 +3,7 @@
 // through a guard.Guard, and the model gets the tool-model-result-v2
 // object back as the function response.
 //
-//	a, _ := tgadk.New(g, tools, tgadk.Options{Principal: session, Signer: signer})
+//	a, _ := tgadk.New(g, tools, tgadk.Options{Options: host.Options{Principal: session, Signer: signer}})
 //	ag, _ := llmagent.New(llmagent.Config{Name: "refunds", Model: m, Tools: a.Tools()})
 //	p, _ := a.Plugin()
 //	r, _ := runner.New(runner.Config{AppName: "shop", Agent: ag, SessionService: svc,
@@ -29,7 +29,11 @@
 // FunctionCall's Args as JSON) and ADK's function call id
 // (agent.Context.FunctionCallID, through guard.SafeID). The principal comes
 // from Options.Principal, a function of the ADK context the host writes
-// (its session, its token), never from the model. The scope
+// (its session, its token), never from the model. Options embeds
+// host.Options, the options every integration takes; its host functions
+// (Principal, Scope, Call) get the tool call's agent.Context as their
+// context.Context, which the host asserts (ctx.(agent.Context)) for
+// ADK's user, session or invocation id. The scope
 // (guard.ExecutionContext.Scope) is the ADK session by default
 // (app, user and session id; Options.Scope names another, such as
 // the invocation): Gemini may send no call id (ADK then makes up one) or

@@ -33,10 +33,14 @@ func Example() {
 	tools := toolset.MustNew(refund)
 	signer, _ := guard.NewSigner([]byte("an example key of at least 32 bytes"))
 	g := guard.New(tools, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
-	a, _ := tgadk.New(g, tools, tgadk.Options{Signer: signer,
-		Principal: func(ctx agent.Context) (guard.Principal, error) { // the host's session, not the model
-			return guard.Principal{TenantID: "acme", SubjectID: ctx.UserID()}, nil
-		}})
+	a, _ := tgadk.New(g, tools, tgadk.Options{Options: host.Options{Signer: signer,
+		Principal: func(ctx context.Context) (guard.Principal, error) { // the host's session, not the model
+			actx, ok := ctx.(agent.Context) // the ADK context of the tool call
+			if !ok {
+				return guard.Principal{}, host.ErrNoPrincipal
+			}
+			return guard.Principal{TenantID: "acme", SubjectID: actx.UserID()}, nil
+		}}})
 
 	m := &fakeModel{}
 	ask := func(id string) *genai.Content {

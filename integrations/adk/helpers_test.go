@@ -14,9 +14,21 @@ import (
 	"google.golang.org/adk/v2/session"
 	"google.golang.org/genai"
 
+	"github.com/toolguard/toolguard/guard"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 )
+
+// byUser is the tests' Options.Principal: the principal of the ADK user
+// behind ctx, the ADK context of the tool call (an agent.Context); none
+// for another context.
+func byUser(ctx context.Context) (guard.Principal, error) {
+	actx, ok := ctx.(agent.Context)
+	if !ok {
+		return guard.Principal{}, guard.ErrBadPrincipal
+	}
+	return principals[actx.UserID()], nil
+}
 
 // fakeModel is a model.LLM that answers from a queue: each request takes
 // the next response, and an empty queue answers with a final text. It

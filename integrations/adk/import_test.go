@@ -77,9 +77,7 @@ func TestImportedFunctionTool(t *testing.T) {
 	it := v.tool(t)
 	set := toolset.MustNew(it)
 	g := guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{})
-	a, err := tgadk.New(g, set, tgadk.Options{Principal: func(ctx agent.Context) (guard.Principal, error) {
-		return principals[ctx.UserID()], nil
-	}})
+	a, err := tgadk.New(g, set, tgadk.Options{Options: host.Options{Principal: byUser}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -176,7 +174,7 @@ func TestUnguardedRefused(t *testing.T) {
 	v := &vouchers{}
 	set := toolset.MustNew(v.tool(t))
 	a, err := tgadk.New(guard.New(set, guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{}), set, tgadk.Options{
-		Principal:      func(ctx agent.Context) (guard.Principal, error) { return principals[ctx.UserID()], nil },
+		Options:        host.Options{Principal: byUser},
 		AllowUnguarded: func(t tool.Tool) bool { return t.Name() == "say_hello" }})
 	if err != nil {
 		t.Fatal(err)

@@ -4,7 +4,6 @@ import (
 	"context"
 	"testing"
 
-	"google.golang.org/adk/v2/agent"
 	"google.golang.org/adk/v2/agent/llmagent"
 	"google.golang.org/adk/v2/tool/mcptoolset"
 	"google.golang.org/genai"
@@ -36,8 +35,8 @@ func TestImportedMCPToolset(t *testing.T) {
 	set := toolset.MustNew()
 	signer, _ := guard.NewSigner(key)
 	g := guard.New(tgadk.Join(set, ts), guard.NewMemStore(guard.MemStoreOptions{}), guard.Options{Signer: signer})
-	a, err := tgadk.New(g, set, tgadk.Options{Signer: signer, Toolsets: []*tgadk.Toolset{ts},
-		Principal: func(ctx agent.Context) (guard.Principal, error) { return principals[ctx.UserID()], nil }})
+	a, err := tgadk.New(g, set, tgadk.Options{Toolsets: []*tgadk.Toolset{ts},
+		Options: host.Options{Signer: signer, Principal: byUser}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,13 +1,14 @@
 package tgadk_test
 
 import (
+	"context"
 	"encoding/json"
 	"testing"
 
-	"google.golang.org/adk/v2/agent"
 	"google.golang.org/genai"
 
 	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/host"
 	tgadk "github.com/toolguard/toolguard/integrations/adk"
 	"github.com/toolguard/toolguard/internal/frameworktest"
 )
@@ -19,8 +20,8 @@ import (
 // lines hold neither value; the model is given the placeholders instead.
 func TestSecretsNeverLeave(t *testing.T) {
 	s := frameworktest.NewSecrets(t)
-	a, err := tgadk.New(s.Guard, s.Tools, tgadk.Options{
-		Principal: func(agent.Context) (guard.Principal, error) { return frameworktest.SecretsUser, nil }})
+	a, err := tgadk.New(s.Guard, s.Tools, tgadk.Options{Options: host.Options{
+		Principal: func(context.Context) (guard.Principal, error) { return frameworktest.SecretsUser, nil }}})
 	if err != nil {
 		t.Fatal(err)
 	}

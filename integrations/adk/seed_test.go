@@ -35,10 +35,10 @@ func TestSeedSuite(t *testing.T) { frameworktest.SeedSuite(t, adkCarrier(t)) }
 func adkCarrier(t *testing.T) cases.Connect {
 	return func(ctx context.Context, g *guard.Guard, tools *toolset.Set, p guard.Principal) (cases.Carry, func(), error) {
 		var step frameworktest.Step
-		a, err := tgadk.New(g, tools, tgadk.Options{
-			Principal: func(agent.Context) (guard.Principal, error) { return p, nil },
-			Call:      func(_ agent.Context, call *guard.Call) { step.Apply(call) },
-		})
+		a, err := tgadk.New(g, tools, tgadk.Options{Options: host.Options{
+			Principal: func(context.Context) (guard.Principal, error) { return p, nil },
+			Call:      func(_ context.Context, call *guard.Call) { step.Apply(call) },
+		}})
 		if err != nil {
 			return nil, nil, err
 		}

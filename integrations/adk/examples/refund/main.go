@@ -39,14 +39,15 @@ func main() { refunddemo.Main(run) }
 func run(approve bool) (int, error) {
 	s := refunddemo.NewShop(os.Stdout)
 	g, tools, signer := s.Guard()
-	a, err := tgadk.New(g, tools, tgadk.Options{Signer: signer,
-		// The principal comes from the host's session: here, ADK's user id.
-		Principal: func(ctx agent.Context) (guard.Principal, error) {
-			if ctx.UserID() != "ada" {
+	a, err := tgadk.New(g, tools, tgadk.Options{Options: host.Options{Signer: signer,
+		// The principal comes from the host's session: here, ADK's user id
+		// (ctx is the ADK context of the tool call).
+		Principal: func(ctx context.Context) (guard.Principal, error) {
+			if actx, ok := ctx.(agent.Context); !ok || actx.UserID() != "ada" {
 				return guard.Principal{}, errors.New("unknown user")
 			}
 			return guard.Principal{TenantID: "acme", SubjectID: "ada"}, nil
-		}})
+		}}})
 	if err != nil {
 		return 0, err
 	}
