@@ -23,40 +23,6 @@ import (
 // one by hand (Resolve), audited with the operator's name. cmd/toolctl is
 // its command line.
 
-// UnsettledState says why an operation is unsettled.
-type UnsettledState string
-
-// The states Unsettled reports.
-const (
-	// StateUnknown: the write's outcome is unknown (OUTCOME_UNKNOWN), and
-	// no status query has settled it from a receipt.
-	StateUnknown UnsettledState = "unknown"
-	// StateStuck: the write is still reserved but its holder's lease has
-	// run out: the holder died, or is alive and late.
-	StateStuck UnsettledState = "stuck"
-)
-
-// Unsettled is one write whose outcome is unknown or stuck, as stored in
-// its idempotency record.
-type Unsettled struct {
-	TenantID  string
-	SubjectID string
-	// IdempotencyKey is the record's effective key ("k:" and the caller's
-	// key, or "o:" and the operation id): with the subject it names the
-	// record for Resolve.
-	IdempotencyKey string
-	OperationID    string
-	Tool           string
-	CallID         string
-	Fingerprint    string
-	State          UnsettledState
-	// LeaseExpiry is when a stuck reservation's lease ran out, on the
-	// guard's clock; zero for an unknown outcome.
-	LeaseExpiry time.Time
-	// Record is the Redis key of the idempotency record.
-	Record string
-}
-
 // tag returns the tenant's key prefix up to and including its hash tag.
 func (s *Store) tag(tenantID string) string {
 	return s.prefix + "{t" + enc.EncodeToString([]byte(tenantID)) + "}"
@@ -83,13 +49,13 @@ func readRecord(f map[string]string) storedRecord {
 // blind. It scans the tenant's idempotency records (SCAN on the server, or
 // the cluster master, that holds the tenant's slot), sorted by subject and
 // key. now is compared with leases, which are on the guard's clock.
-func (s *Store) Unsettled(ctx context.Context, tenantID string, now time.Time) ([]Unsettled, error) {
+func (s *Store) Unsettled(ctx context.Context, tenantID string, now time.Time) ([]guard.Unsettled, error) {
 	tag := s.tag(tenantID)
 	node, err := s.master(ctx, tag)
 	if err != nil {
 		return nil, err
 	}
-	var out []Unsettled
+	var out []guard.Unsettled
 	iter := node.Scan(ctx, 0, globEscape(tag+":k:")+"*", 1000).Iterator()
 	var batch []string
 	flush := func() error {
@@ -102,13 +68,13 @@ func (s *Store) Unsettled(ctx context.Context, tenantID string, now time.Time) (
 		}
 		for i, f := range recs {
 			r := readRecord(f)
-			u := Unsettled{TenantID: tenantID, IdempotencyKey: r.key, OperationID: r.op, Tool: r.tool,
+			u := guard.Unsettled{TenantID: tenantID, IdempotencyKey: r.key, OperationID: r.op, Tool: r.tool,
 				CallID: r.call, Fingerprint: r.fp, Record: batch[i]}
 			switch {
 			case r.state == "U":
-				u.State = StateUnknown
+				u.State = guard.StateUnknown
 			case r.state == "P" && r.lease <= now.UnixMilli():
-				u.State, u.LeaseExpiry = StateStuck, time.UnixMilli(r.lease)
+				u.State, u.LeaseExpiry = guard.StateStuck, time.UnixMilli(r.lease)
 			default:
 				continue
 			}
@@ -135,7 +101,7 @@ func (s *Store) Unsettled(ctx context.Context, tenantID string, now time.Time) (
 	if err := flush(); err != nil {
 		return nil, err
 	}
-	slices.SortFunc(out, func(a, b Unsettled) int {
+	slices.SortFunc(out, func(a, b guard.Unsettled) int {
 		return strings.Compare(a.SubjectID+"\x00"+a.IdempotencyKey, b.SubjectID+"\x00"+b.IdempotencyKey)
 	})
 	return out, nil
@@ -154,60 +120,18 @@ func globEscape(s string) string {
 	return b.String()
 }
 
-// Resolution is an operator's verdict on one unsettled write, for Resolve.
-type Resolution struct {
-	TenantID  string
-	SubjectID string
-	// IdempotencyKey names the record, as Unsettled lists it; or, when it
-	// is empty, OperationID names the operation whose record it is.
-	IdempotencyKey string
-	OperationID    string
-	// Outcome is what the operator established: guard.OutcomeCommitted
-	// (the write took place; Data is its result) or guard.OutcomeNotStarted
-	// (it did not; its key is released, so a retry runs it).
-	Outcome guard.Outcome
-	// Data is the write's result (JSON) for guard.OutcomeCommitted; stored in its
-	// canonical form. Empty for guard.OutcomeNotStarted.
-	Data []byte
-	// Operator names who resolved it (required); it is audited.
-	Operator string
-	// Force resolves a reservation whose lease has not run out yet: its
-	// holder may still be running.
-	Force bool
-	// Now is the time of the resolution, on the guard's clock: the audit
-	// record's time, and what a lease is compared with.
-	Now time.Time
-}
-
-// Errors Resolve returns when it refuses a resolution. They are wrapped
-// with the details.
-var (
-	// ErrNoRecord: no idempotency record of that key or operation, or it
-	// was released: there is nothing to resolve.
-	ErrNoRecord = errors.New("idem: no unsettled record")
-	// ErrAlreadyCommitted: the record holds a committed result, which an
-	// operator never overwrites.
-	ErrAlreadyCommitted = errors.New("idem: the operation is already committed")
-	// ErrLeaseActive: the record is reserved and its lease has not run
-	// out: its holder may still commit. Resolution.Force overrides it.
-	ErrLeaseActive = errors.New("idem: the operation is in progress (its lease has not expired)")
-	// ErrRecordChanged: the record changed while it was being resolved.
-	// Nothing was resolved; list and try again.
-	ErrRecordChanged = errors.New("idem: the record changed meanwhile; nothing was resolved")
-)
-
 // Resolve settles one unknown or stuck write by an operator's verdict, in
 // one atomic step with its audit record (appended first; action "resolve",
 // naming the operator and the verdict). guard.OutcomeCommitted stores the data as the
 // committed result: a retry of the key or call id replays it (local_replay)
 // and a status query of the operation answers it. guard.OutcomeNotStarted deletes the
 // record (and the operation index naming it): the key is free and a retry
-// runs. It refuses a record that is committed (ErrAlreadyCommitted), absent
-// or released (ErrNoRecord), or reserved with a lease that has not run out
-// before r.Now unless r.Force (ErrLeaseActive). It returns the result as a
+// runs. It refuses a record that is committed (guard.ErrAlreadyCommitted), absent
+// or released (guard.ErrNoRecord), or reserved with a lease that has not run out
+// before r.Now unless r.Force (guard.ErrLeaseActive). It returns the result as a
 // replay would answer it. With Options.Replicas, a resolution that too few
 // replicas acknowledged is returned with ErrNotReplicated: it was applied.
-func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error) {
+func (s *Store) Resolve(ctx context.Context, r guard.Resolution) (*guard.Result, error) {
 	if err := resolution.Check("idem", r.Operator, r.IdempotencyKey != "" || r.OperationID != "", r.Outcome, r.Data); err != nil {
 		return nil, err
 	}
@@ -230,12 +154,12 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 	what := fmt.Sprintf("tenant %q subject %q key %q", r.TenantID, r.SubjectID, rec.key)
 	switch {
 	case !rec.exists || rec.state == "X":
-		return nil, fmt.Errorf("%w: %s", ErrNoRecord, what)
+		return nil, fmt.Errorf("idem: %w: %s", guard.ErrNoRecord, what)
 	case rec.state == "C":
-		return nil, fmt.Errorf("%w: %s (operation %q)", ErrAlreadyCommitted, what, rec.op)
+		return nil, fmt.Errorf("idem: %w: %s (operation %q)", guard.ErrAlreadyCommitted, what, rec.op)
 	case rec.state == "P" && rec.lease > r.Now.UnixMilli() && !r.Force:
-		return nil, fmt.Errorf("%w: %s (operation %q) is reserved until %s; force it only if its holder is known to be gone",
-			ErrLeaseActive, what, rec.op, time.UnixMilli(rec.lease).UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("idem: %w: %s (operation %q) is reserved until %s; force it only if its holder is known to be gone",
+			guard.ErrLeaseActive, what, rec.op, time.UnixMilli(rec.lease).UTC().Format(time.RFC3339))
 	case rec.state != "P" && rec.state != "U":
 		return nil, fmt.Errorf("idem: %s is in state %q, which cannot be resolved", what, rec.state)
 	}
@@ -265,11 +189,11 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 	if len(reply) == 2 && reply[0] == "E" {
 		switch reply[1] {
 		case "gone":
-			return nil, fmt.Errorf("%w: %s was released meanwhile", ErrNoRecord, what)
+			return nil, fmt.Errorf("idem: %w: %s was released meanwhile", guard.ErrNoRecord, what)
 		case "committed":
-			return nil, fmt.Errorf("%w: %s was committed meanwhile", ErrAlreadyCommitted, what)
+			return nil, fmt.Errorf("idem: %w: %s was committed meanwhile", guard.ErrAlreadyCommitted, what)
 		}
-		return nil, fmt.Errorf("%w: %s", ErrRecordChanged, what)
+		return nil, fmt.Errorf("idem: %w: %s", guard.ErrRecordChanged, what)
 	}
 	res, err := parseResult(reply, a)
 	if err != nil {
@@ -282,7 +206,7 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 // key, or through its operation's index, or else through the binding of the
 // call whose id is the operation id (an operation named after its call has
 // no index).
-func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
+func (s *Store) findRecord(ctx context.Context, r guard.Resolution) (string, error) {
 	if r.IdempotencyKey != "" {
 		return makeKeys(s.prefix, r.TenantID, r.SubjectID, "", r.IdempotencyKey, "").idem, nil
 	}
@@ -303,7 +227,7 @@ func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
 		case key != "":
 			ref = "k" + key
 		default:
-			return "", fmt.Errorf("%w: tenant %q subject %q has no operation %q", ErrNoRecord, r.TenantID, r.SubjectID, r.OperationID)
+			return "", fmt.Errorf("idem: %w: tenant %q subject %q has no operation %q", guard.ErrNoRecord, r.TenantID, r.SubjectID, r.OperationID)
 		}
 	} else if err != nil {
 		return "", err
@@ -314,7 +238,7 @@ func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
 	}
 	if kind == "c" {
 		// A call binding holds a terminal result: nothing is unsettled.
-		return "", fmt.Errorf("%w: operation %q of tenant %q subject %q has a final result", ErrAlreadyCommitted,
+		return "", fmt.Errorf("idem: %w: operation %q of tenant %q subject %q has a final result", guard.ErrAlreadyCommitted,
 			r.OperationID, r.TenantID, r.SubjectID)
 	}
 	if kind != "k" || !strings.HasPrefix(key, s.tag(r.TenantID)+":k:") {

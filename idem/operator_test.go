@@ -90,7 +90,7 @@ func TestUnsettled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 1 || got[0].State != idem.StateUnknown || got[0].IdempotencyKey != "k:idem-1" ||
+		if len(got) != 1 || got[0].State != guard.StateUnknown || got[0].IdempotencyKey != "k:idem-1" ||
 			got[0].OperationID != "c1" || got[0].CallID != "c1" || got[0].Tool != "put" || got[0].SubjectID != "alice" ||
 			got[0].TenantID != "tenant-a" || got[0].Fingerprint == "" || !got[0].LeaseExpiry.IsZero() {
 			t.Fatalf("within the lease: %+v", got)
@@ -101,7 +101,7 @@ func TestUnsettled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(got) != 2 || got[1].State != idem.StateStuck || got[1].IdempotencyKey != "k:idem-2" ||
+		if len(got) != 2 || got[1].State != guard.StateStuck || got[1].IdempotencyKey != "k:idem-2" ||
 			got[1].OperationID != "c2" || !got[1].LeaseExpiry.Equal(start.Add(guardtest.Lease)) {
 			t.Fatalf("after the lease: %+v", got)
 		}
@@ -124,7 +124,7 @@ func TestResolveCommitted(t *testing.T) {
 		s := newStore(t, rdb)
 		w := guardtest.NewWorld(t, s)
 		unknownWrite(t, w, "c1", "idem-1")
-		res, err := s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-1",
+		res, err := s.Resolve(ctx, guard.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-1",
 			Outcome: guard.OutcomeCommitted, Data: []byte(`{ "value": "1", "key": "a" }`), Operator: "alice@ops", Now: w.Now()})
 		if err != nil {
 			t.Fatal(err)
@@ -150,9 +150,9 @@ func TestResolveCommitted(t *testing.T) {
 			t.Fatalf("still unsettled: %+v", got)
 		}
 		// Resolving it again is refused, by key or by operation.
-		_, err = s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", OperationID: "c1",
+		_, err = s.Resolve(ctx, guard.Resolution{TenantID: "tenant-a", SubjectID: "alice", OperationID: "c1",
 			Outcome: guard.OutcomeNotStarted, Operator: "bob@ops", Now: w.Now()})
-		if !errors.Is(err, idem.ErrAlreadyCommitted) {
+		if !errors.Is(err, guard.ErrAlreadyCommitted) {
 			t.Fatalf("resolving a committed record: %v", err)
 		}
 		if _, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil {
@@ -168,7 +168,7 @@ func TestResolveNotExecuted(t *testing.T) {
 		w := guardtest.NewWorld(t, s)
 		unknownWrite(t, w, "c1", "idem-1")
 		// Found through the operation id.
-		res, err := s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", OperationID: "c1",
+		res, err := s.Resolve(ctx, guard.Resolution{TenantID: "tenant-a", SubjectID: "alice", OperationID: "c1",
 			Outcome: guard.OutcomeNotStarted, Operator: "carol@ops", Now: w.Now()})
 		if err != nil {
 			t.Fatal(err)
@@ -185,9 +185,9 @@ func TestResolveNotExecuted(t *testing.T) {
 			t.Fatalf("%d writes, want 2 (the retry ran)", n)
 		}
 		guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
-		_, err = s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-2",
+		_, err = s.Resolve(ctx, guard.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-2",
 			Outcome: guard.OutcomeNotStarted, Operator: "carol@ops", Now: w.Now()})
-		if !errors.Is(err, idem.ErrNoRecord) {
+		if !errors.Is(err, guard.ErrNoRecord) {
 			t.Fatalf("an absent key: %v", err)
 		}
 		if _, err := guard.VerifyAudit(ctx, s, "tenant-a"); err != nil {
@@ -204,9 +204,9 @@ func TestResolveLiveReservation(t *testing.T) {
 		s := newStore(t, rdb)
 		w := guardtest.NewWorld(t, s)
 		finish := heldWrite(t, w, "c2", "idem-2")
-		r := idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-2",
+		r := guard.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-2",
 			Outcome: guard.OutcomeCommitted, Data: []byte(`{"forced":1}`), Operator: "dave@ops", Now: w.Now()}
-		if _, err := s.Resolve(ctx, r); !errors.Is(err, idem.ErrLeaseActive) || !strings.Contains(err.Error(), "reserved until") {
+		if _, err := s.Resolve(ctx, r); !errors.Is(err, guard.ErrLeaseActive) || !strings.Contains(err.Error(), "reserved until") {
 			t.Fatalf("a live lease: %v", err)
 		}
 		r.Force = true
@@ -239,7 +239,7 @@ func TestResolveStuckThenLateCommit(t *testing.T) {
 		w := guardtest.NewWorld(t, s)
 		finish := heldWrite(t, w, "c2", "idem-2")
 		w.Advance(guardtest.Lease + time.Second)
-		res, err := s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-2",
+		res, err := s.Resolve(ctx, guard.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-2",
 			Outcome: guard.OutcomeNotStarted, Operator: "erin@ops", Now: w.Now()})
 		if err != nil {
 			t.Fatal(err)
@@ -260,22 +260,22 @@ func TestResolveRefusals(t *testing.T) {
 	w := guardtest.NewWorld(t, s)
 	unknownWrite(t, w, "c1", "idem-1")
 	guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"secret"}`, "r1", ""), guard.CodeNotFound, guard.DeliveryFresh)
-	ok := idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-1",
+	ok := guard.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-1",
 		Outcome: guard.OutcomeCommitted, Data: []byte(`{}`), Operator: "o", Now: w.Now()}
 	for _, tc := range []struct {
 		name string
-		edit func(r *idem.Resolution)
+		edit func(r *guard.Resolution)
 		want string
 		is   error
 	}{
-		{"NoOperator", func(r *idem.Resolution) { r.Operator = "" }, "operator", nil},
-		{"NoKey", func(r *idem.Resolution) { r.IdempotencyKey = "" }, "idempotency key or an operation id", nil},
-		{"BadOutcome", func(r *idem.Resolution) { r.Outcome = "maybe" }, "unknown outcome", nil},
-		{"BadJSON", func(r *idem.Resolution) { r.Data = []byte(`{"a":`) }, "result data", nil},
-		{"DataNotExecuted", func(r *idem.Resolution) { r.Outcome = guard.OutcomeNotStarted }, "no result data", nil},
-		{"OtherSubject", func(r *idem.Resolution) { r.SubjectID = "bob" }, "", idem.ErrNoRecord},
-		{"UnknownOperation", func(r *idem.Resolution) { r.IdempotencyKey, r.OperationID = "", "nope" }, "", idem.ErrNoRecord},
-		{"SettledRead", func(r *idem.Resolution) { r.IdempotencyKey, r.OperationID = "", "r1" }, "final result", idem.ErrAlreadyCommitted},
+		{"NoOperator", func(r *guard.Resolution) { r.Operator = "" }, "operator", nil},
+		{"NoKey", func(r *guard.Resolution) { r.IdempotencyKey = "" }, "idempotency key or an operation id", nil},
+		{"BadOutcome", func(r *guard.Resolution) { r.Outcome = "maybe" }, "unknown outcome", nil},
+		{"BadJSON", func(r *guard.Resolution) { r.Data = []byte(`{"a":`) }, "result data", nil},
+		{"DataNotExecuted", func(r *guard.Resolution) { r.Outcome = guard.OutcomeNotStarted }, "no result data", nil},
+		{"OtherSubject", func(r *guard.Resolution) { r.SubjectID = "bob" }, "", guard.ErrNoRecord},
+		{"UnknownOperation", func(r *guard.Resolution) { r.IdempotencyKey, r.OperationID = "", "nope" }, "", guard.ErrNoRecord},
+		{"SettledRead", func(r *guard.Resolution) { r.IdempotencyKey, r.OperationID = "", "r1" }, "final result", guard.ErrAlreadyCommitted},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := ok
@@ -347,9 +347,9 @@ func TestResolveRecordChanged(t *testing.T) {
 		t.Fatal(got, err)
 	}
 	rdb.AddHook(&changeBeforeScript{key: got[0].Record})
-	_, err = s.Resolve(ctx, idem.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-1",
+	_, err = s.Resolve(ctx, guard.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-1",
 		Outcome: guard.OutcomeNotStarted, Operator: "o", Now: w.Now()})
-	if !errors.Is(err, idem.ErrRecordChanged) {
+	if !errors.Is(err, guard.ErrRecordChanged) {
 		t.Fatalf("err %v, want ErrRecordChanged", err)
 	}
 	if n := rdb.Exists(ctx, got[0].Record).Val(); n != 1 {

@@ -19,32 +19,11 @@ import (
 // (Unsettled), and settle one by hand (Resolve), audited with the
 // operator's name. cmd/toolctl is its command line.
 
-// Unsettled is one write whose outcome is unknown or stuck, as stored in
-// its idempotency record.
-type Unsettled struct {
-	TenantID  string
-	SubjectID string
-	// IdempotencyKey is the record's effective key ("k:" and the caller's
-	// key, or "o:" and the operation id): with the subject it names the
-	// record for Resolve.
-	IdempotencyKey string
-	OperationID    string
-	Tool           string
-	CallID         string
-	Fingerprint    string
-	// State is "unknown" (OUTCOME_UNKNOWN that no receipt settled) or
-	// "stuck" (still reserved, its holder's lease run out).
-	State string
-	// LeaseExpiry is when a stuck reservation's lease ran out, on the
-	// guard's clock; zero for an unknown outcome.
-	LeaseExpiry time.Time
-}
-
 // Unsettled lists the tenant's writes whose outcome is unknown (state U)
 // or whose reservation's lease ran out before now (state P), sorted by
 // subject and key. now is compared with leases, which are on the guard's
 // clock.
-func (s *Store) Unsettled(ctx context.Context, tenantID string, now time.Time) ([]Unsettled, error) {
+func (s *Store) Unsettled(ctx context.Context, tenantID string, now time.Time) ([]guard.Unsettled, error) {
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
 	rows, err := s.pool.Query(ctx, `SELECT subject, key, coalesce(op, ''::bytea), coalesce(tool, ''::bytea), coalesce(call_id, ''::bytea),
@@ -55,7 +34,7 @@ func (s *Store) Unsettled(ctx context.Context, tenantID string, now time.Time) (
 		return nil, errorf("unsettled: %w", err)
 	}
 	defer rows.Close()
-	var out []Unsettled
+	var out []guard.Unsettled
 	for rows.Next() {
 		var (
 			subject, key, op, tool, call, fp []byte
@@ -65,56 +44,15 @@ func (s *Store) Unsettled(ctx context.Context, tenantID string, now time.Time) (
 		if err := rows.Scan(&subject, &key, &op, &tool, &call, &fp, &state, &lease); err != nil {
 			return nil, errorf("unsettled: %w", err)
 		}
-		u := Unsettled{TenantID: tenantID, SubjectID: string(subject), IdempotencyKey: string(key), OperationID: string(op),
-			Tool: string(tool), CallID: string(call), Fingerprint: string(fp), State: "unknown"}
+		u := guard.Unsettled{TenantID: tenantID, SubjectID: string(subject), IdempotencyKey: string(key), OperationID: string(op),
+			Tool: string(tool), CallID: string(call), Fingerprint: string(fp), State: guard.StateUnknown}
 		if state == "P" {
-			u.State, u.LeaseExpiry = "stuck", time.UnixMilli(lease)
+			u.State, u.LeaseExpiry = guard.StateStuck, time.UnixMilli(lease)
 		}
 		out = append(out, u)
 	}
 	return out, rows.Err()
 }
-
-// Resolution is an operator's verdict on one unsettled write, for Resolve.
-type Resolution struct {
-	TenantID  string
-	SubjectID string
-	// IdempotencyKey names the record, as Unsettled lists it; or, when it
-	// is empty, OperationID names the operation whose record it is.
-	IdempotencyKey string
-	OperationID    string
-	// Outcome is what the operator established: guard.OutcomeCommitted
-	// (the write took place; Data is its result, JSON, stored in its
-	// canonical form) or guard.OutcomeNotStarted (it did not: its key is
-	// released, so a retry runs it).
-	Outcome guard.Outcome
-	Data    []byte
-	// Operator names who resolved it (required); it is audited.
-	Operator string
-	// Force resolves a reservation whose lease has not run out yet: its
-	// holder may still be running.
-	Force bool
-	// Now is the time of the resolution, on the guard's clock: the audit
-	// record's time, and what a lease is compared with.
-	Now time.Time
-}
-
-// Errors Resolve returns when it refuses a resolution; they are wrapped
-// with the details.
-var (
-	// ErrNoRecord: no idempotency record of that key or operation, or it
-	// was released: there is nothing to resolve.
-	ErrNoRecord = errors.New("pgstore: no unsettled record")
-	// ErrAlreadyCommitted: the record holds a committed result, which an
-	// operator never overwrites.
-	ErrAlreadyCommitted = errors.New("pgstore: the operation is already committed")
-	// ErrLeaseActive: the record is reserved and its lease has not run
-	// out: its holder may still commit. Resolution.Force overrides it.
-	ErrLeaseActive = errors.New("pgstore: the operation is in progress (its lease has not expired)")
-	// ErrRecordChanged: the record changed between reading it and
-	// resolving it. Nothing was resolved; list and try again.
-	ErrRecordChanged = errors.New("pgstore: the record changed meanwhile; nothing was resolved")
-)
 
 // Resolve settles one unknown or stuck write by an operator's verdict, in
 // one transaction with its audit record (action "resolve", naming the
@@ -123,12 +61,12 @@ var (
 // replays it, a status query answers it); guard.OutcomeNotStarted deletes
 // the record and the operation index naming it (the key is free and a
 // retry runs; a late commit of a holder that was alive after all stores
-// the truth). It refuses a committed record (ErrAlreadyCommitted), none or
-// a released one (ErrNoRecord), a reservation whose lease has not run out
-// before r.Now unless r.Force (ErrLeaseActive), and a record that changed
-// meanwhile (ErrRecordChanged). It returns the result as a replay would
+// the truth). It refuses a committed record (guard.ErrAlreadyCommitted), none or
+// a released one (guard.ErrNoRecord), a reservation whose lease has not run out
+// before r.Now unless r.Force (guard.ErrLeaseActive), and a record that changed
+// meanwhile (guard.ErrRecordChanged). It returns the result as a replay would
 // answer it.
-func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error) {
+func (s *Store) Resolve(ctx context.Context, r guard.Resolution) (*guard.Result, error) {
 	if err := resolution.Check("pgstore", r.Operator, r.IdempotencyKey != "" || r.OperationID != "", r.Outcome, r.Data); err != nil {
 		return nil, err
 	}
@@ -157,14 +95,14 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 		b(r.TenantID), b(r.SubjectID), b(key), r.Now.UnixMilli()).Scan(&state, &fp, &op, &tool, &call, &token, &lease)
 	switch {
 	case errors.Is(err, pgx.ErrNoRows) || err == nil && state == "X":
-		return nil, fmt.Errorf("%w: %s", ErrNoRecord, what)
+		return nil, fmt.Errorf("pgstore: %w: %s", guard.ErrNoRecord, what)
 	case err != nil:
 		return nil, errorf("resolve: %w", err)
 	case state == "C":
-		return nil, fmt.Errorf("%w: %s (operation %q)", ErrAlreadyCommitted, what, op)
+		return nil, fmt.Errorf("pgstore: %w: %s (operation %q)", guard.ErrAlreadyCommitted, what, op)
 	case state == "P" && lease > r.Now.UnixMilli() && !r.Force:
-		return nil, fmt.Errorf("%w: %s (operation %q) is reserved until %s; force it only if its holder is known to be gone",
-			ErrLeaseActive, what, op, time.UnixMilli(lease).UTC().Format(time.RFC3339))
+		return nil, fmt.Errorf("pgstore: %w: %s (operation %q) is reserved until %s; force it only if its holder is known to be gone",
+			guard.ErrLeaseActive, what, op, time.UnixMilli(lease).UTC().Format(time.RFC3339))
 	}
 	body := resolution.Body{Now: r.Now, TenantID: r.TenantID, SubjectID: r.SubjectID, Operator: r.Operator, Outcome: r.Outcome,
 		Force: r.Force, CallID: string(call), OperationID: string(op), Key: key, Tool: string(tool), Fingerprint: string(fp)}.JSON()
@@ -182,13 +120,13 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 	if a.kind == "E" {
 		switch a.code {
 		case "gone":
-			return nil, fmt.Errorf("%w: %s was released meanwhile", ErrNoRecord, what)
+			return nil, fmt.Errorf("pgstore: %w: %s was released meanwhile", guard.ErrNoRecord, what)
 		case "committed":
-			return nil, fmt.Errorf("%w: %s was committed meanwhile", ErrAlreadyCommitted, what)
+			return nil, fmt.Errorf("pgstore: %w: %s was committed meanwhile", guard.ErrAlreadyCommitted, what)
 		case "active":
-			return nil, fmt.Errorf("%w: %s was reserved again meanwhile", ErrLeaseActive, what)
+			return nil, fmt.Errorf("pgstore: %w: %s was reserved again meanwhile", guard.ErrLeaseActive, what)
 		}
-		return nil, fmt.Errorf("%w: %s", ErrRecordChanged, what)
+		return nil, fmt.Errorf("pgstore: %w: %s", guard.ErrRecordChanged, what)
 	}
 	return a.result()
 }
@@ -197,7 +135,7 @@ func (s *Store) Resolve(ctx context.Context, r Resolution) (*guard.Result, error
 // or through its operation's index, or else through the binding of the
 // call whose id is the operation id (an operation named after its call
 // has no index).
-func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
+func (s *Store) findRecord(ctx context.Context, r guard.Resolution) (string, error) {
 	if r.IdempotencyKey != "" {
 		return r.IdempotencyKey, nil
 	}
@@ -212,7 +150,7 @@ func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
 			b(r.TenantID), b(r.SubjectID), b(r.OperationID), r.Now.UnixMilli()).Scan(&code, &link)
 		switch {
 		case errors.Is(err, pgx.ErrNoRows) || err == nil && code == nil && link == nil:
-			return "", fmt.Errorf("%w: tenant %q subject %q has no operation %q", ErrNoRecord, r.TenantID, r.SubjectID, r.OperationID)
+			return "", fmt.Errorf("pgstore: %w: tenant %q subject %q has no operation %q", guard.ErrNoRecord, r.TenantID, r.SubjectID, r.OperationID)
 		case err != nil:
 			return "", errorf("resolve: %w", err)
 		case code != nil:
@@ -226,10 +164,10 @@ func (s *Store) findRecord(ctx context.Context, r Resolution) (string, error) {
 	switch kind {
 	case "c":
 		// A call binding holds a terminal result: nothing is unsettled.
-		return "", fmt.Errorf("%w: operation %q of tenant %q subject %q has a final result", ErrAlreadyCommitted,
+		return "", fmt.Errorf("pgstore: %w: operation %q of tenant %q subject %q has a final result", guard.ErrAlreadyCommitted,
 			r.OperationID, r.TenantID, r.SubjectID)
 	case "n":
-		return "", fmt.Errorf("%w: nothing of operation %q of tenant %q subject %q ran", ErrNoRecord, r.OperationID, r.TenantID, r.SubjectID)
+		return "", fmt.Errorf("pgstore: %w: nothing of operation %q of tenant %q subject %q ran", guard.ErrNoRecord, r.OperationID, r.TenantID, r.SubjectID)
 	}
 	return string(ref), nil
 }

@@ -71,7 +71,7 @@ func TestUnsettledAndResolve(t *testing.T) {
 	}
 
 	// Committed: the data is the result a retry replays.
-	res, err := s.Resolve(ctx, pgstore.Resolution{TenantID: alice.TenantID, SubjectID: "alice", IdempotencyKey: "k:idem-1",
+	res, err := s.Resolve(ctx, guard.Resolution{TenantID: alice.TenantID, SubjectID: "alice", IdempotencyKey: "k:idem-1",
 		Outcome: guard.OutcomeCommitted, Data: []byte(`{ "value": "1", "key": "a" }`), Operator: "ops@example", Now: w.Now()})
 	if err != nil || res.Code != guard.CodeOK || string(res.Data) != `{"key":"a","value":"1"}` {
 		t.Fatalf("resolve committed: %v %v", res, err)
@@ -89,7 +89,7 @@ func TestUnsettledAndResolve(t *testing.T) {
 	}
 	// Not started, by operation id: the key is free, a retry runs.
 	writes := w.Down.Writes()
-	res, err = s.Resolve(ctx, pgstore.Resolution{TenantID: alice.TenantID, SubjectID: "alice", OperationID: "c2",
+	res, err = s.Resolve(ctx, guard.Resolution{TenantID: alice.TenantID, SubjectID: "alice", OperationID: "c2",
 		Outcome: guard.OutcomeNotStarted, Operator: "ops@example", Now: w.Now()})
 	if err != nil || res.Code != guard.CodeNotFound {
 		t.Fatalf("resolve not started: %v %v", res, err)
@@ -100,14 +100,14 @@ func TestUnsettledAndResolve(t *testing.T) {
 	}
 	// Refusals: nothing changes.
 	for _, c := range []struct {
-		r    pgstore.Resolution
+		r    guard.Resolution
 		want error
 	}{
-		{pgstore.Resolution{IdempotencyKey: "k:idem-3", Outcome: guard.OutcomeNotStarted}, pgstore.ErrAlreadyCommitted},
-		{pgstore.Resolution{OperationID: "c3", Outcome: guard.OutcomeNotStarted}, pgstore.ErrAlreadyCommitted},
-		{pgstore.Resolution{IdempotencyKey: "k:nothing", Outcome: guard.OutcomeNotStarted}, pgstore.ErrNoRecord},
-		{pgstore.Resolution{OperationID: "nothing", Outcome: guard.OutcomeNotStarted}, pgstore.ErrNoRecord},
-		{pgstore.Resolution{IdempotencyKey: "k:idem-4", Outcome: guard.OutcomeNotStarted, Now: e.Now}, pgstore.ErrLeaseActive},
+		{guard.Resolution{IdempotencyKey: "k:idem-3", Outcome: guard.OutcomeNotStarted}, guard.ErrAlreadyCommitted},
+		{guard.Resolution{OperationID: "c3", Outcome: guard.OutcomeNotStarted}, guard.ErrAlreadyCommitted},
+		{guard.Resolution{IdempotencyKey: "k:nothing", Outcome: guard.OutcomeNotStarted}, guard.ErrNoRecord},
+		{guard.Resolution{OperationID: "nothing", Outcome: guard.OutcomeNotStarted}, guard.ErrNoRecord},
+		{guard.Resolution{IdempotencyKey: "k:idem-4", Outcome: guard.OutcomeNotStarted, Now: e.Now}, guard.ErrLeaseActive},
 	} {
 		c.r.TenantID, c.r.SubjectID, c.r.Operator = alice.TenantID, "alice", "ops@example"
 		if c.r.Now.IsZero() {
@@ -122,7 +122,7 @@ func TestUnsettledAndResolve(t *testing.T) {
 		}
 	}
 	// Forced, within the lease: resolved.
-	if _, err := s.Resolve(ctx, pgstore.Resolution{TenantID: alice.TenantID, SubjectID: "alice", IdempotencyKey: "k:idem-4",
+	if _, err := s.Resolve(ctx, guard.Resolution{TenantID: alice.TenantID, SubjectID: "alice", IdempotencyKey: "k:idem-4",
 		Outcome: guard.OutcomeNotStarted, Operator: "ops@example", Force: true, Now: e.Now}); err != nil {
 		t.Fatal(err)
 	}

@@ -169,9 +169,9 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	case (cmd == "evictions" || cmd == "ack") && pgopen.Is(*storeAddr):
 		return fail(cmd + " is for the Redis store: Postgres evicts nothing")
 	}
-	var res pgstore.Resolution // the same fields as idem.Resolution
+	var res guard.Resolution
 	if cmd == "resolve" {
-		res = pgstore.Resolution{TenantID: *tenant, SubjectID: *subject, IdempotencyKey: *key, OperationID: *op,
+		res = guard.Resolution{TenantID: *tenant, SubjectID: *subject, IdempotencyKey: *key, OperationID: *op,
 			Outcome: guard.Outcome(*as), Data: []byte(*data), Operator: *by, Force: *force}
 		switch {
 		case *subject == "":
@@ -211,7 +211,7 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 			fmt.Fprintf(stdout, "swept %d rows past their retention\n", n)
 			return 0
 		}
-		store = pgOperator{s}
+		store = s
 	} else {
 		rdb, err := redisconn.Open(*storeAddr, 0)
 		if err != nil {
@@ -228,7 +228,7 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 		case "ack":
 			return ack(ctx, s, *by, *window, now(), stdout, stderr)
 		}
-		store = redisOperator{s}
+		store = s
 	}
 	switch cmd {
 	case "list":
@@ -240,19 +240,18 @@ func run(args []string, stdout, stderr io.Writer, now func() time.Time) int {
 	return resolve(ctx, store, res, stdout, stderr)
 }
 
-// operatorStore is what toolctl does with a store, Redis or Postgres.
+// operatorStore is what toolctl does with a store, Redis (*idem.Store) or
+// Postgres (*pgstore.Store): both list and settle with guard's types.
 type operatorStore interface {
 	guard.AuditLog
 	AuditTenants(ctx context.Context) ([]string, error)
-	unsettled(ctx context.Context, tenant string, now time.Time) ([]listed, error)
-	resolve(ctx context.Context, r pgstore.Resolution) (*guard.Result, error)
+	Unsettled(ctx context.Context, tenant string, now time.Time) ([]guard.Unsettled, error)
+	Resolve(ctx context.Context, r guard.Resolution) (*guard.Result, error)
 }
 
-// redisOperator is the Redis store's.
-type redisOperator struct{ *idem.Store }
-
-func (o redisOperator) unsettled(ctx context.Context, tenant string, now time.Time) ([]listed, error) {
-	us, err := o.Unsettled(ctx, tenant, now)
+// unsettled lists the tenant's unsettled writes as toolctl prints them.
+func unsettled(ctx context.Context, s operatorStore, tenant string, now time.Time) ([]listed, error) {
+	us, err := s.Unsettled(ctx, tenant, now)
 	out := make([]listed, 0, len(us))
 	for _, u := range us {
 		out = append(out, listed{State: string(u.State), Subject: u.SubjectID, OperationID: u.OperationID, Tool: u.Tool,
@@ -261,34 +260,12 @@ func (o redisOperator) unsettled(ctx context.Context, tenant string, now time.Ti
 	return out, err
 }
 
-func (o redisOperator) resolve(ctx context.Context, r pgstore.Resolution) (*guard.Result, error) {
-	res, err := o.Resolve(ctx, idem.Resolution(r))
+// settle resolves one write; a resolution the store refused is a refusal.
+func settle(ctx context.Context, s operatorStore, r guard.Resolution) (*guard.Result, error) {
+	res, err := s.Resolve(ctx, r)
 	switch {
-	case errors.Is(err, idem.ErrAlreadyCommitted), errors.Is(err, idem.ErrLeaseActive),
-		errors.Is(err, idem.ErrNoRecord), errors.Is(err, idem.ErrRecordChanged):
-		return nil, refusal{err}
-	}
-	return res, err
-}
-
-// pgOperator is the Postgres store's.
-type pgOperator struct{ *pgstore.Store }
-
-func (o pgOperator) unsettled(ctx context.Context, tenant string, now time.Time) ([]listed, error) {
-	us, err := o.Unsettled(ctx, tenant, now)
-	out := make([]listed, 0, len(us))
-	for _, u := range us {
-		out = append(out, listed{State: u.State, Subject: u.SubjectID, OperationID: u.OperationID, Tool: u.Tool,
-			IdempotencyKey: u.IdempotencyKey, CallID: u.CallID, lease: u.LeaseExpiry})
-	}
-	return out, err
-}
-
-func (o pgOperator) resolve(ctx context.Context, r pgstore.Resolution) (*guard.Result, error) {
-	res, err := o.Resolve(ctx, r)
-	switch {
-	case errors.Is(err, pgstore.ErrAlreadyCommitted), errors.Is(err, pgstore.ErrLeaseActive),
-		errors.Is(err, pgstore.ErrNoRecord), errors.Is(err, pgstore.ErrRecordChanged):
+	case errors.Is(err, guard.ErrAlreadyCommitted), errors.Is(err, guard.ErrLeaseActive),
+		errors.Is(err, guard.ErrNoRecord), errors.Is(err, guard.ErrRecordChanged):
 		return nil, refusal{err}
 	}
 	return res, err
@@ -313,7 +290,7 @@ type listed struct {
 }
 
 func list(ctx context.Context, s operatorStore, tenant string, now time.Time, asJSON bool, stdout, stderr io.Writer) int {
-	us, err := s.unsettled(ctx, tenant, now)
+	us, err := unsettled(ctx, s, tenant, now)
 	if err != nil {
 		fmt.Fprintf(stderr, "toolctl: listing tenant %q: %v\n", tenant, err)
 		return 2
@@ -342,8 +319,8 @@ func list(ctx context.Context, s operatorStore, tenant string, now time.Time, as
 	return 0
 }
 
-func resolve(ctx context.Context, s operatorStore, r pgstore.Resolution, stdout, stderr io.Writer) int {
-	res, err := s.resolve(ctx, r)
+func resolve(ctx context.Context, s operatorStore, r guard.Resolution, stdout, stderr io.Writer) int {
+	res, err := settle(ctx, s, r)
 	var refused refusal
 	switch {
 	case errors.Is(err, idem.ErrNotReplicated):

@@ -85,7 +85,7 @@ func TestListAndResolve(t *testing.T) {
 		want(t, o, 0, "2 unsettled")
 		var first listed
 		if err := json.Unmarshal([]byte(strings.Split(o.stdout, "\n")[0]), &first); err != nil ||
-			first.State != string(idem.StateUnknown) || first.OperationID != "c1" || first.IdempotencyKey != "k:idem-1" || first.Record == "" {
+			first.State != string(guard.StateUnknown) || first.OperationID != "c1" || first.IdempotencyKey != "k:idem-1" || first.Record == "" {
 			t.Fatalf("list -json: %v\n%s", err, o.stdout)
 		}
 
