@@ -53,7 +53,7 @@ func TestRefusedStoreIsNotReleased(t *testing.T) {
 	} {
 		s := &faultyStore{MemStore: guard.NewMemStore(guard.MemStoreOptions{}), reserveErr: tc.err}
 		w := guardtest.NewWorld(t, s)
-		guardtest.Want(t, w.Dispatch(t, guardtest.Principal("t", "u"), "put", `{"key":"a","value":"1"}`, "c1", ""),
+		guardtest.Want(t, w.Dispatch(t, guardtest.Principal("t", "u"), guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1"}),
 			guard.CodeUnavailable, guard.DeliveryFresh)
 		if n := s.commits.Load(); n != tc.commits {
 			t.Errorf("%v: %d release commits, want %d", tc.err, n, tc.commits)
@@ -72,7 +72,7 @@ func TestReleaseFitsTheCallersDeadline(t *testing.T) {
 	w := guardtest.NewWorld(t, s)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	c := w.Call(guardtest.Principal("t", "u"), "put", `{"key":"a","value":"1"}`, "c1", "")
+	c := w.Call(guardtest.Principal("t", "u"), guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1"})
 	c.Approval = w.Grant(t, c.Principal, "put", `{"key":"a","value":"1"}`)
 	res, err := w.Guard.Dispatch(ctx, c)
 	if err != nil {

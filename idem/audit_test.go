@@ -20,7 +20,7 @@ func writeLog(t *testing.T, rdb redis.UniversalClient, n int) (guard.AuditStore,
 	w := guardtest.NewWorld(t, s)
 	p := guardtest.Principal("tenant-a", "alice")
 	for i := range n {
-		w.Dispatch(t, p, "get", `{"key":"k"}`, "c"+string(rune('a'+i)), "")
+		w.Dispatch(t, p, guardtest.Req{Tool: "get", Args: `{"key":"k"}`, CallID: "c" + string(rune('a'+i))})
 	}
 	if got, err := guard.VerifyAudit(context.Background(), s, "tenant-a"); err != nil || got != int64(n) {
 		t.Fatalf("fresh log: %d records, %v", got, err)

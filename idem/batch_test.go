@@ -111,7 +111,7 @@ func burst(t *testing.T, s *idem.Store, n int, tag string) {
 			if i%2 == 1 {
 				tool, args, key = "put", `{"key":"k`+id+`","value":"v"}`, id
 			}
-			res, err := w.TryDispatch(p, tool, args, id, key)
+			res, err := w.TryDispatch(p, guardtest.Req{Tool: tool, Args: args, CallID: id, Key: key})
 			switch {
 			case err != nil:
 				errs <- fmt.Errorf("%s %s: %w", tool, id, err)

@@ -85,7 +85,7 @@ func TestClusterNodeRestartKeepsAcknowledgedRecords(t *testing.T) {
 	acked := map[int]string{}
 	for i := range tenants {
 		p := guardtest.Principal("tenant-"+strconv.Itoa(i), "u")
-		r := w.Dispatch(t, p, "put", `{"key":"a","value":"v"}`, "c", "k")
+		r := w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"v"}`, CallID: "c", Key: "k"})
 		if r.Code != guard.CodeOK {
 			t.Fatalf("tenant %d: %s", i, r)
 		}
@@ -100,7 +100,7 @@ func TestClusterNodeRestartKeepsAcknowledgedRecords(t *testing.T) {
 
 	for i := range tenants {
 		p := guardtest.Principal("tenant-"+strconv.Itoa(i), "u")
-		r := w.Dispatch(t, p, "put", `{"key":"a","value":"v"}`, "c2", "k")
+		r := w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"v"}`, CallID: "c2", Key: "k"})
 		if r.Code != guard.CodeOK || r.Delivery != guard.DeliveryLocalReplay || string(r.Data) != acked[i] {
 			t.Fatalf("tenant %d after the restart: %s, want the acknowledged %s", i, r, acked[i])
 		}

@@ -44,7 +44,7 @@ func TestStoreUnreachableBeforeTheCall(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			w, px := proxied(t, target)
 			px.Cut()
-			r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
+			r := w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"})
 			guardtest.Want(t, r, guard.CodeUnavailable, guard.DeliveryFresh)
 			if r.Recovery() != guard.RecoveryRetryAfter || r.Outcome() != guard.OutcomeNotStarted {
 				t.Fatalf("recovery %s outcome %s", r.Recovery(), r.Outcome())
@@ -52,10 +52,10 @@ func TestStoreUnreachableBeforeTheCall(t *testing.T) {
 			if n := w.Down.Writes(); n != 0 {
 				t.Fatalf("%d side effects with the store unreachable, want 0", n)
 			}
-			guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "c2", ""), guard.CodeUnavailable, guard.DeliveryFresh)
+			guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "get", Args: `{"key":"a"}`, CallID: "c2"}), guard.CodeUnavailable, guard.DeliveryFresh)
 			guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeUnavailable, guard.DeliveryFresh)
 			px.Restore()
-			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
+			guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryFresh)
 		})
 	}
 }
@@ -66,7 +66,9 @@ func TestConnectionDroppedBetweenReserveAndCommit(t *testing.T) {
 			w, px := proxied(t, target)
 			entered, release := w.Down.Block()
 			done := make(chan *guard.Result, 1)
-			go func() { done <- w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1") }()
+			go func() {
+				done <- w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"})
+			}()
 			<-entered // reserved, and the side effect has happened
 			px.Cut()
 			release()
@@ -77,15 +79,15 @@ func TestConnectionDroppedBetweenReserveAndCommit(t *testing.T) {
 			}
 			px.Restore()
 			// The record is still held under its lease: nobody runs it again.
-			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.CodeInProgress, guard.DeliveryFresh)
+			guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c2", Key: "idem-1"}), guard.CodeInProgress, guard.DeliveryFresh)
 			w.Advance(guardtest.Lease + time.Second)
-			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+			guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c2", Key: "idem-1"}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 			if n := w.Down.Writes(); n != 1 {
 				t.Fatalf("%d side effects, want 1", n)
 			}
 			// A status query settles it from the downstream receipt.
 			guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryReceiptReconciled)
-			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c3", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+			guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c3", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 			if _, err := guard.VerifyAudit(context.Background(), w.Store, alice.TenantID); err != nil {
 				t.Fatal(err)
 			}

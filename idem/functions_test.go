@@ -166,8 +166,8 @@ func TestFunctionsStandalone(t *testing.T) {
 		}
 		w := guardtest.NewWorld(t, s)
 		before := cmdstats(t, admin)
-		guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "s1", ""), guard.CodeOK, guard.DeliveryFresh)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"v"}`, "s2", "k1"), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "get", Args: `{"key":"a"}`, CallID: "s1"}), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"v"}`, CallID: "s2", Key: "k1"}), guard.CodeOK, guard.DeliveryFresh)
 		wantOnly(t, delta(before, cmdstats(t, admin)), false)
 		if libs := libraries(t, admin); len(libs) != 0 {
 			t.Fatalf("libraries %v loaded by a store with Options.Scripts", libs)
@@ -178,8 +178,8 @@ func TestFunctionsStandalone(t *testing.T) {
 		s := newStore(t, rdb)
 		w := guardtest.NewWorld(t, s)
 		before := cmdstats(t, admin)
-		guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "f1", ""), guard.CodeOK, guard.DeliveryFresh)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"v"}`, "f2", "k1"), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "get", Args: `{"key":"a"}`, CallID: "f1"}), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"v"}`, CallID: "f2", Key: "k1"}), guard.CodeOK, guard.DeliveryFresh)
 		wantFCalls(t, admin, before, 3, 0, "a read and a write (finish, reserve, commit)")
 		lib := storeLibrary(t, admin)
 
@@ -195,7 +195,7 @@ func TestFunctionsStandalone(t *testing.T) {
 			}
 			before := cmdstats(t, admin)
 			key := "lost" + strconv.Itoa(i)
-			guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"v"}`, key, key), guard.CodeOK, guard.DeliveryFresh)
+			guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"b","value":"v"}`, CallID: key, Key: key}), guard.CodeOK, guard.DeliveryFresh)
 			// Reserve: refused, loaded, sent again; then commit.
 			wantFCalls(t, admin, before, 3, 1, fmt.Sprintf("a write after the library was lost (%d)", i))
 			if got := storeLibrary(t, admin); got != lib {
@@ -205,7 +205,7 @@ func TestFunctionsStandalone(t *testing.T) {
 		if w.Down.Writes() != 3 {
 			t.Fatalf("%d writes ran, want 3: each once", w.Down.Writes())
 		}
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"v"}`, "f3", "k1"), guard.CodeOK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"v"}`, CallID: "f3", Key: "k1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 		if n, err := guard.VerifyAudit(ctx, s, alice.TenantID); err != nil || n != 5 {
 			t.Fatalf("audit: %d records, %v; want 5", n, err)
 		}
@@ -228,11 +228,11 @@ func TestFunctionsStandalone(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := guardtest.NewWorld(t, newStore(t, rdb))
-		guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "v1", ""), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "get", Args: `{"key":"a"}`, CallID: "v1"}), guard.CodeOK, guard.DeliveryFresh)
 		if err := admin.FunctionDelete(ctx, lib).Err(); err != nil {
 			t.Fatal(err)
 		}
-		guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "v2", ""), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "get", Args: `{"key":"a"}`, CallID: "v2"}), guard.CodeOK, guard.DeliveryFresh)
 		if libs := libraries(t, admin); len(libs) != 2 || len(libs[lib]) != len(scriptNames) || len(libs[other]) != len(scriptNames) {
 			t.Fatalf("libraries %v, want ours (%s) and the other version's, whole", libs, lib)
 		}
@@ -259,7 +259,7 @@ func TestFunctionsStandalone(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := guardtest.NewWorld(t, s)
-		guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "n1", ""), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "get", Args: `{"key":"a"}`, CallID: "n1"}), guard.CodeOK, guard.DeliveryFresh)
 	})
 }
 
@@ -297,11 +297,11 @@ func TestFunctionsWithReplicas(t *testing.T) {
 	}
 	w := guardtest.NewWorld(t, s)
 	before := cmdstats(t, master)
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"v"}`, "r1", "k1"), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"v"}`, CallID: "r1", Key: "k1"}), guard.CodeOK, guard.DeliveryFresh)
 	if err := master.FunctionFlush(ctx).Err(); err != nil {
 		t.Fatal(err)
 	}
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"v"}`, "r2", "k2"), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"b","value":"v"}`, CallID: "r2", Key: "k2"}), guard.CodeOK, guard.DeliveryFresh)
 	wantFCalls(t, master, before, 5, 1, "two writes with the library flushed between")
 	lib := storeLibrary(t, master)
 	if !redistest.WaitUntil(5*time.Second, func() bool { return len(libraries(t, replica)[lib]) == len(scriptNames) }) {
@@ -461,7 +461,7 @@ func TestFunctionsCluster(t *testing.T) {
 			grants := map[string]string{} // each write's grant, which its replay presents again
 			write := func(w *guardtest.World, p guard.Principal, id string) {
 				t.Helper()
-				call := w.Call(p, "put", `{"key":"a","value":"v"}`, id, id)
+				call := w.Call(p, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"v"}`, CallID: id, Key: id})
 				call.Approval = w.Grant(t, p, "put", `{"key":"a","value":"v"}`)
 				grants[id] = call.Approval
 				guardtest.Want(t, w.DispatchCall(t, call), guard.CodeOK, guard.DeliveryFresh)
@@ -527,7 +527,7 @@ func TestFunctionsCluster(t *testing.T) {
 			c.setSlot(t, 0, slot, "MIGRATING", c.ids[2])
 			c.migrateSlotKeys(t, 0, 2, slot)
 			before = stats()
-			replay := w.Call(p, "put", `{"key":"a","value":"v"}`, "asked", "asked")
+			replay := w.Call(p, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"v"}`, CallID: "asked", Key: "asked"})
 			replay.Approval = grants["asked"]
 			guardtest.Want(t, w.DispatchCall(t, replay), guard.CodeOK, guard.DeliveryLocalReplay)
 			d = delta(before[2], stats()[2])
@@ -578,7 +578,7 @@ func TestFunctionsFallback(t *testing.T) {
 			w := guardtest.NewWorld(t, s)
 			for i := range 3 {
 				id := "c" + strconv.Itoa(i)
-				guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"v"}`, id, id), guard.CodeOK, guard.DeliveryFresh)
+				guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"v"}`, CallID: id, Key: id}), guard.CodeOK, guard.DeliveryFresh)
 			}
 			want := 1
 			if scripts {

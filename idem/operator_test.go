@@ -22,7 +22,7 @@ import (
 func unknownWrite(t *testing.T, w *guardtest.World, callID, key string) {
 	t.Helper()
 	w.Down.FailNext(guard.CodeOutcomeUnknown, false)
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, callID, key), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: callID, Key: key}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 }
 
 // heldWrite starts a put that blocks after writing, holding its
@@ -32,7 +32,9 @@ func heldWrite(t *testing.T, w *guardtest.World, callID, key string) func() *gua
 	t.Helper()
 	entered, release := w.Down.Block()
 	done := make(chan *guard.Result, 1)
-	go func() { done <- w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, callID, key) }()
+	go func() {
+		done <- w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"b","value":"2"}`, CallID: callID, Key: key})
+	}()
 	<-entered
 	t.Cleanup(release)
 	return func() *guard.Result { release(); return <-done }
@@ -78,10 +80,10 @@ func TestUnsettled(t *testing.T) {
 		w := guardtest.NewWorld(t, s)
 		start := w.Now()
 		unknownWrite(t, w, "c1", "idem-1")
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"c","value":"3"}`, "c3", "idem-3"), guard.CodeOK, guard.DeliveryFresh)
-		guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", "read-1"), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"c","value":"3"}`, CallID: "c3", Key: "idem-3"}), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "get", Args: `{"key":"a"}`, CallID: "r1", Key: "read-1"}), guard.CodeOK, guard.DeliveryFresh)
 		w.Down.FailNext(guard.CodeOutcomeUnknown, false)
-		guardtest.Want(t, w.Dispatch(t, guardtest.Principal("tenant-b", "bob"), "put", `{"key":"a","value":"1"}`, "c1", "idem-1"),
+		guardtest.Want(t, w.Dispatch(t, guardtest.Principal("tenant-b", "bob"), guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}),
 			guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 		finish := heldWrite(t, w, "c2", "idem-2") // puts wait from here until finish
 
@@ -136,12 +138,12 @@ func TestResolveCommitted(t *testing.T) {
 		}
 		wantResolveAudit(t, s, "alice@ops", "committed", guard.CodeOK, guard.SideEffectYes)
 		// A retry and a status query answer the resolved result; nothing ran again.
-		r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c9", "idem-1")
+		r := w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c9", Key: "idem-1"})
 		guardtest.Want(t, r, guard.CodeOK, guard.DeliveryLocalReplay)
 		if string(r.Data) != data {
 			t.Fatalf("replayed data %s", r.Data)
 		}
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 		guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
 		if n := w.Down.Writes(); n != 1 {
 			t.Fatalf("%d writes, want 1", n)
@@ -180,7 +182,7 @@ func TestResolveNotExecuted(t *testing.T) {
 		wantResolveAudit(t, s, "carol@ops", "not_started", guard.CodeNotFound, guard.SideEffectNone)
 		// The key is free: a status query finds nothing, a retry runs.
 		guardtest.Want(t, w.Status(t, alice, "c1"), guard.CodeNotFound, guard.DeliveryFresh)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryFresh)
 		if n := w.Down.Writes(); n != 2 {
 			t.Fatalf("%d writes, want 2 (the retry ran)", n)
 		}
@@ -219,7 +221,7 @@ func TestResolveLiveReservation(t *testing.T) {
 			t.Fatalf("a forced resolution's body: %v", body)
 		}
 		guardtest.Want(t, finish(), guard.CodeOK, guard.DeliveryLocalReplay)
-		r2 := w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c5", "idem-2")
+		r2 := w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"b","value":"2"}`, CallID: "c5", Key: "idem-2"})
 		guardtest.Want(t, r2, guard.CodeOK, guard.DeliveryLocalReplay)
 		if string(r2.Data) != `{"forced":1}` {
 			t.Fatalf("data %s", r2.Data)
@@ -246,7 +248,7 @@ func TestResolveStuckThenLateCommit(t *testing.T) {
 		}
 		guardtest.Want(t, res, guard.CodeNotFound, guard.DeliveryFresh)
 		guardtest.Want(t, finish(), guard.CodeOK, guard.DeliveryFresh)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c6", "idem-2"), guard.CodeOK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"b","value":"2"}`, CallID: "c6", Key: "idem-2"}), guard.CodeOK, guard.DeliveryLocalReplay)
 		if n := w.Down.Writes(); n != 1 {
 			t.Fatalf("%d writes, want 1", n)
 		}
@@ -259,7 +261,7 @@ func TestResolveRefusals(t *testing.T) {
 	s := newStore(t, rdb)
 	w := guardtest.NewWorld(t, s)
 	unknownWrite(t, w, "c1", "idem-1")
-	guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"secret"}`, "r1", ""), guard.CodeNotFound, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "get", Args: `{"key":"secret"}`, CallID: "r1"}), guard.CodeNotFound, guard.DeliveryFresh)
 	ok := guard.Resolution{TenantID: "tenant-a", SubjectID: "alice", IdempotencyKey: "k:idem-1",
 		Outcome: guard.OutcomeCommitted, Data: []byte(`{}`), Operator: "o", Now: w.Now()}
 	for _, tc := range []struct {

@@ -68,9 +68,9 @@ func TestLimitThroughGuard(t *testing.T) {
 		w := world(t, rdb, lim)
 		a := guardtest.Principal("tenant-a", "alice")
 
-		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"1"}`, "c1", ""), guard.CodeOK, guard.DeliveryFresh)
-		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"2"}`, "c2", ""), guard.CodeOK, guard.DeliveryFresh)
-		res := w.Dispatch(t, a, "put", `{"key":"k","value":"3"}`, "c3", "")
+		guardtest.Want(t, w.Dispatch(t, a, guardtest.Req{Tool: "put", Args: `{"key":"k","value":"1"}`, CallID: "c1"}), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, a, guardtest.Req{Tool: "put", Args: `{"key":"k","value":"2"}`, CallID: "c2"}), guard.CodeOK, guard.DeliveryFresh)
+		res := w.Dispatch(t, a, guardtest.Req{Tool: "put", Args: `{"key":"k","value":"3"}`, CallID: "c3"})
 		guardtest.Want(t, res, guard.CodeRateLimit, guard.DeliveryFresh)
 		if res.RetryAfter < 25*time.Second || res.RetryAfter > 30*time.Second {
 			t.Errorf("retry after %v, want about 30s", res.RetryAfter)
@@ -86,15 +86,15 @@ func TestLimitThroughGuard(t *testing.T) {
 			t.Errorf("%d writes, want 2: the limited call must not run", w.Down.Writes())
 		}
 		// Not replayed: RATE_LIMIT is not terminal.
-		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"3"}`, "c3", ""), guard.CodeRateLimit, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, a, guardtest.Req{Tool: "put", Args: `{"key":"k","value":"3"}`, CallID: "c3"}), guard.CodeRateLimit, guard.DeliveryFresh)
 		// The contract's order: a retry of a call with a result gets it.
-		guardtest.Want(t, w.Dispatch(t, a, "put", `{"key":"k","value":"1"}`, "c1", ""), guard.CodeOK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, w.Dispatch(t, a, guardtest.Req{Tool: "put", Args: `{"key":"k","value":"1"}`, CallID: "c1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 		// Reads have no limit; another tenant has its own budget.
 		for range 5 {
-			guardtest.Want(t, w.Dispatch(t, a, "get", `{"key":"k"}`, "", ""), guard.CodeOK, guard.DeliveryFresh)
+			guardtest.Want(t, w.Dispatch(t, a, guardtest.Req{Tool: "get", Args: `{"key":"k"}`}), guard.CodeOK, guard.DeliveryFresh)
 		}
 		b := guardtest.Principal("tenant-b", "alice")
-		guardtest.Want(t, w.Dispatch(t, b, "put", `{"key":"k","value":"1"}`, "c1", ""), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, b, guardtest.Req{Tool: "put", Args: `{"key":"k","value":"1"}`, CallID: "c1"}), guard.CodeOK, guard.DeliveryFresh)
 	})
 }
 

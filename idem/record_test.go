@@ -58,16 +58,16 @@ func TestOutputsOfEverySize(t *testing.T) {
 			value := strings.Repeat("v", n)
 			id := fmt.Sprint(i)
 			put := fmt.Sprintf(`{"key":"k%s","value":"%s"}`, id, value)
-			first := w.Dispatch(t, alice, "put", put, "w"+id, "idem-"+id)
+			first := w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: put, CallID: "w" + id, Key: "idem-" + id})
 			guardtest.Want(t, first, guard.CodeOK, guard.DeliveryFresh)
-			again := w.Dispatch(t, alice, "put", put, "w"+id+"-again", "idem-"+id)
+			again := w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: put, CallID: "w" + id + "-again", Key: "idem-" + id})
 			guardtest.Want(t, again, guard.CodeOK, guard.DeliveryLocalReplay)
 			if string(again.Data) != string(first.Data) || !strings.Contains(string(first.Data), value) {
 				t.Fatalf("value of %d bytes: replayed %d bytes of output, first %d", n, len(again.Data), len(first.Data))
 			}
-			read := w.Dispatch(t, alice, "get", `{"key":"k`+id+`"}`, "r"+id, "")
+			read := w.Dispatch(t, alice, guardtest.Req{Tool: "get", Args: `{"key":"k` + id + `"}`, CallID: "r" + id})
 			guardtest.Want(t, read, guard.CodeOK, guard.DeliveryFresh)
-			reread := w.Dispatch(t, alice, "get", `{"key":"k`+id+`"}`, "r"+id, "")
+			reread := w.Dispatch(t, alice, guardtest.Req{Tool: "get", Args: `{"key":"k` + id + `"}`, CallID: "r" + id})
 			guardtest.Want(t, reread, guard.CodeOK, guard.DeliveryLocalReplay)
 			if string(reread.Data) != string(read.Data) || !strings.Contains(string(read.Data), value) {
 				t.Fatalf("read of %d bytes: replayed %d bytes, first %d", n, len(reread.Data), len(read.Data))

@@ -37,7 +37,7 @@ func TestServerKilledKeepsAcknowledgedRecords(t *testing.T) {
 	acked := map[string]string{}
 	for i := range n {
 		key := "k" + strconv.Itoa(i)
-		r := w.Dispatch(t, alice, "put", fmt.Sprintf(`{"key":"a%d","value":"v"}`, i), "c"+strconv.Itoa(i), key)
+		r := w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: fmt.Sprintf(`{"key":"a%d","value":"v"}`, i), CallID: "c" + strconv.Itoa(i), Key: key})
 		if r.Code != guard.CodeOK {
 			t.Fatalf("write %d: %s", i, r)
 		}
@@ -50,7 +50,7 @@ func TestServerKilledKeepsAcknowledgedRecords(t *testing.T) {
 
 	for i := range n {
 		key := "k" + strconv.Itoa(i)
-		r := w.Dispatch(t, alice, "put", fmt.Sprintf(`{"key":"a%d","value":"v"}`, i), "again"+strconv.Itoa(i), key)
+		r := w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: fmt.Sprintf(`{"key":"a%d","value":"v"}`, i), CallID: "again" + strconv.Itoa(i), Key: key})
 		if r.Code != guard.CodeOK || r.Delivery != guard.DeliveryLocalReplay || string(r.Data) != acked[key] {
 			t.Fatalf("after restart, write %d: %s; want the acknowledged %s replayed", i, r, acked[key])
 		}

@@ -63,7 +63,7 @@ func TestAuditTTL(t *testing.T) {
 			t.Fatal(err)
 		}
 		w := guardtest.NewWorld(t, s)
-		w.Dispatch(t, guardtest.Principal("tenant-a", "u"), "get", `{"key":"k"}`, "c1", "")
+		w.Dispatch(t, guardtest.Principal("tenant-a", "u"), guardtest.Req{Tool: "get", Args: `{"key":"k"}`, CallID: "c1"})
 		stream, head := s.AuditKeys("tenant-a")
 		if tc.ttl > 0 && (mr.TTL(stream) != tc.ttl || mr.TTL(head) != tc.ttl) {
 			t.Fatalf("audit ttl %v: stream %v head %v", tc.ttl, mr.TTL(stream), mr.TTL(head))

@@ -61,22 +61,22 @@ func scenario(t *testing.T, w *world) {
 	putArgs := fmt.Sprintf(`{"key":%q,"value":%q}`, secretKey, secretValue)
 	otherPut := fmt.Sprintf(`{"key":%q,"value":%q}`, secretKey, secretValue+"-2")
 
-	guardtest.Want(t, w.Dispatch(t, p, "get", getArgs, "call-read", ""), guard.CodeOK, guard.DeliveryFresh)
-	guardtest.Want(t, w.Dispatch(t, p, "get", getArgs, "call-read", ""), guard.CodeOK, guard.DeliveryLocalReplay)
-	res := w.Dispatch(t, p, "get", fmt.Sprintf(`{%q:1}`, secretMember), "call-bad-args", "")
+	guardtest.Want(t, w.Dispatch(t, p, guardtest.Req{Tool: "get", Args: getArgs, CallID: "call-read"}), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, p, guardtest.Req{Tool: "get", Args: getArgs, CallID: "call-read"}), guard.CodeOK, guard.DeliveryLocalReplay)
+	res := w.Dispatch(t, p, guardtest.Req{Tool: "get", Args: fmt.Sprintf(`{%q:1}`, secretMember), CallID: "call-bad-args"})
 	guardtest.Want(t, res, guard.CodeInvalidArguments, guard.DeliveryFresh)
 	if !strings.Contains(res.Message, secretMember) {
 		t.Fatalf("the schema error does not quote the arguments (%q); the redaction test proves less than it claims", res.Message)
 	}
-	guardtest.Want(t, w.Dispatch(t, p, "no_such_tool", `{}`, "call-unknown-tool", ""), guard.CodeUnknownTool, guard.DeliveryFresh)
-	guardtest.Want(t, w.Dispatch(t, p, "put", putArgs, "call-write", secretIdemKey), guard.CodeOK, guard.DeliveryFresh)
-	guardtest.Want(t, w.Dispatch(t, p, "put", otherPut, "call-conflict", secretIdemKey), guard.CodeIdempotencyConflict, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, p, guardtest.Req{Tool: "no_such_tool", Args: `{}`, CallID: "call-unknown-tool"}), guard.CodeUnknownTool, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: putArgs, CallID: "call-write", Key: secretIdemKey}), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: otherPut, CallID: "call-conflict", Key: secretIdemKey}), guard.CodeIdempotencyConflict, guard.DeliveryFresh)
 
 	// A write whose reply is lost, retried, then settled by status queries.
 	w.Down.FailNext(guard.CodeOutcomeUnknown, true)
-	first := w.Dispatch(t, p, "put", putArgs, "call-unknown", "")
+	first := w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: putArgs, CallID: "call-unknown"})
 	guardtest.Want(t, first, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
-	guardtest.Want(t, w.Dispatch(t, p, "put", putArgs, "call-unknown", ""), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: putArgs, CallID: "call-unknown"}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	guardtest.Want(t, w.Status(t, p, first.OperationID), guard.CodeOK, guard.DeliveryReceiptReconciled)
 	guardtest.Want(t, w.Status(t, p, first.OperationID), guard.CodeOK, guard.DeliveryLocalReplay)
 

@@ -163,9 +163,9 @@ func TestMetricsPendingUnknowns(t *testing.T) {
 	p := principal
 	// Two unknown writes; the downstream keeps their receipts.
 	w.Down.FailNext(guard.CodeOutcomeUnknown, true)
-	a := w.Dispatch(t, p, "put", `{"key":"a","value":"1"}`, "ca", "")
+	a := w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "ca"})
 	w.Down.FailNext(guard.CodeOutcomeUnknown, true)
-	b := w.Dispatch(t, p, "put", `{"key":"b","value":"1"}`, "cb", "")
+	b := w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: `{"key":"b","value":"1"}`, CallID: "cb"})
 	guardtest.Want(t, a, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	guardtest.Want(t, b, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if n := pending(); n != 2 {
@@ -173,7 +173,7 @@ func TestMetricsPendingUnknowns(t *testing.T) {
 	}
 	// A retry of the same call, and a status query while the receipt
 	// lookup fails: still the same two operations.
-	guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"a","value":"1"}`, "ca", ""), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "ca"}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	w.Down.FailNext(0, false)
 	guardtest.Want(t, w.Status(t, p, a.OperationID), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if n := pending(); n != 2 {
@@ -196,7 +196,7 @@ func TestMetricsPendingUnknowns(t *testing.T) {
 	entered, release := w.Down.Block()
 	done := make(chan *guard.Result)
 	go func() {
-		done <- w.Dispatch(t, p, "put", `{"key":"c","value":"1"}`, "cc", "")
+		done <- w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: `{"key":"c","value":"1"}`, CallID: "cc"})
 	}()
 	<-entered
 	w.Advance(2 * guardtest.Lease)

@@ -203,10 +203,10 @@ func TestTracingWithoutToolsNamesUnknownToolsAfterwards(t *testing.T) {
 	w := newWorld(t, func(guard.Tools) guard.Options {
 		return guard.Options{Interceptors: []guard.Interceptor{observe.Tracing(observe.Options{TracerProvider: tp})}}
 	})
-	w.Dispatch(t, principal, "get", `{"key":"k"}`, "c1", "")
-	w.Dispatch(t, principal, "no_such_tool", `{}`, "c2", "")
+	w.Dispatch(t, principal, guardtest.Req{Tool: "get", Args: `{"key":"k"}`, CallID: "c1"})
+	w.Dispatch(t, principal, guardtest.Req{Tool: "no_such_tool", Args: `{}`, CallID: "c2"})
 	long := strings.Repeat("x", 300)
-	w.Dispatch(t, principal, long, `{}`, "c3", "")
+	w.Dispatch(t, principal, guardtest.Req{Tool: long, Args: `{}`, CallID: "c3"})
 	spans := sr.Ended()
 	if spans[0].Name() != "execute_tool get" {
 		t.Errorf("span name %q", spans[0].Name())
@@ -262,7 +262,7 @@ func TestTracingRetryAfter(t *testing.T) {
 			}},
 		}
 	})
-	guardtest.Want(t, w.Dispatch(t, principal, "get", `{"key":"k"}`, "c1", ""), guard.CodeRateLimit, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, principal, guardtest.Req{Tool: "get", Args: `{"key":"k"}`, CallID: "c1"}), guard.CodeRateLimit, guard.DeliveryFresh)
 	wantAttrs(t, sr.Ended()[0], map[attribute.Key]any{observe.KeyCode: "RATE_LIMIT", observe.KeyRetryAfterMS: int64(1500),
 		observe.KeyRecovery: "retry_after", observe.KeyErrorType: "RATE_LIMIT"})
 }
@@ -276,7 +276,7 @@ func TestTracingNilProviderIsGlobal(t *testing.T) {
 	w := newWorld(t, func(guard.Tools) guard.Options {
 		return guard.Options{Interceptors: []guard.Interceptor{observe.Tracing(observe.Options{StatusTool: "ask_status"})}}
 	})
-	w.Dispatch(t, principal, "get", `{"key":"k"}`, "c1", "")
+	w.Dispatch(t, principal, guardtest.Req{Tool: "get", Args: `{"key":"k"}`, CallID: "c1"})
 	w.Status(t, principal, "nope")
 	spans := sr.Ended()
 	if len(spans) != 2 || spans[0].Name() != "execute_tool get" || spans[1].Name() != "execute_tool ask_status" {

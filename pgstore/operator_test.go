@@ -17,7 +17,7 @@ import (
 func unknownPut(t *testing.T, w *guardtest.World, callID, key string) {
 	t.Helper()
 	w.Down.FailNext(guard.CodeOutcomeUnknown, false)
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, callID, key), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: callID, Key: key}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 }
 
 // lastRecord returns the tenant's last audit record and its body, after
@@ -48,7 +48,7 @@ func TestUnsettledAndResolve(t *testing.T) {
 	w := guardtest.NewWorld(t, s)
 	unknownPut(t, w, "c1", "idem-1")
 	unknownPut(t, w, "c2", "idem-2")
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"c","value":"3"}`, "c3", "idem-3"), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"c","value":"3"}`, CallID: "c3", Key: "idem-3"}), guard.CodeOK, guard.DeliveryFresh)
 	// A held write: reserved, its holder "dies" (the lease runs out on
 	// the guard's clock).
 	e := &guard.Entry{TenantID: alice.TenantID, SubjectID: alice.SubjectID, CallID: "c4", OperationID: "c4", IdempotencyKey: "k:idem-4",
@@ -82,7 +82,7 @@ func TestUnsettledAndResolve(t *testing.T) {
 		rec.Code != guard.CodeOK || rec.SideEffect != guard.SideEffectYes {
 		t.Fatalf("the resolution's record: %+v %s", rec, rec.Body)
 	}
-	r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1-retry", "idem-1")
+	r := w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1-retry", Key: "idem-1"})
 	guardtest.Want(t, r, guard.CodeOK, guard.DeliveryLocalReplay)
 	if string(r.Data) != `{"key":"a","value":"1"}` {
 		t.Fatalf("replay %s", r.Data)
@@ -94,7 +94,7 @@ func TestUnsettledAndResolve(t *testing.T) {
 	if err != nil || res.Code != guard.CodeNotFound {
 		t.Fatalf("resolve not started: %v %v", res, err)
 	}
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2-retry", "idem-2"), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c2-retry", Key: "idem-2"}), guard.CodeOK, guard.DeliveryFresh)
 	if w.Down.Writes() != writes+1 {
 		t.Fatalf("the retry did not run")
 	}
@@ -140,12 +140,12 @@ func TestSweep(t *testing.T) {
 	ctx := context.Background()
 	s := newStore(t, pgstore.Options{TTL: time.Hour, SweepEvery: -1})
 	w := guardtest.NewWorld(t, s)
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
-	guardtest.Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", ""), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "get", Args: `{"key":"a"}`, CallID: "r1"}), guard.CodeOK, guard.DeliveryFresh)
 	if n, err := s.Sweep(ctx, w.Now().Add(59*time.Minute)); err != nil || n != 0 {
 		t.Fatalf("within the TTL the sweep deleted %d rows, %v", n, err)
 	}
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 	n, err := s.Sweep(ctx, w.Now().Add(2*time.Hour))
 	if err != nil || n < 4 {
 		t.Fatalf("past the TTL the sweep deleted %d rows, %v; want the two bindings, the record and the grant", n, err)
@@ -155,5 +155,5 @@ func TestSweep(t *testing.T) {
 	}
 	// Forgotten: the same call runs again, as after idem's TTL.
 	w.Advance(2 * time.Hour)
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryFresh)
 }

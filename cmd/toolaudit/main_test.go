@@ -35,14 +35,14 @@ func fill(t *testing.T, rdb redis.UniversalClient, prefix string, n int) *idem.S
 	for i := range n {
 		switch i % 3 {
 		case 0:
-			w.Dispatch(t, a, "get", `{"key":"k"}`, "c"+string(rune('a'+i)), "")
+			w.Dispatch(t, a, guardtest.Req{Tool: "get", Args: `{"key":"k"}`, CallID: "c" + string(rune('a'+i))})
 		case 1:
-			w.Dispatch(t, a, "put", `{"key":"k","value":"v"}`, "c"+string(rune('a'+i)), "")
+			w.Dispatch(t, a, guardtest.Req{Tool: "put", Args: `{"key":"k","value":"v"}`, CallID: "c" + string(rune('a'+i))})
 		default:
 			w.Status(t, a, "c"+string(rune('a'+i-1)))
 		}
 	}
-	w.Dispatch(t, guardtest.Principal("tenant-b", "bob"), "get", `{"key":"k"}`, "cb", "")
+	w.Dispatch(t, guardtest.Principal("tenant-b", "bob"), guardtest.Req{Tool: "get", Args: `{"key":"k"}`, CallID: "cb"})
 	if got, err := guard.VerifyAudit(context.Background(), s, "tenant-a"); err != nil || got != int64(n) {
 		t.Fatalf("fresh log: %d records, %v", got, err)
 	}
@@ -287,7 +287,7 @@ func TestRawExportTrimAndVerifyFile(t *testing.T) {
 	a := guardtest.Principal("tenant-a", "alice")
 	dispatch := func(from, to int) {
 		for i := from; i <= to; i++ {
-			w.Dispatch(t, a, "get", `{"key":"k"}`, "c"+string(rune('a'+i)), "")
+			w.Dispatch(t, a, guardtest.Req{Tool: "get", Args: `{"key":"k"}`, CallID: "c" + string(rune('a'+i))})
 		}
 	}
 	dispatch(1, 6)
@@ -413,7 +413,7 @@ func more(t *testing.T, s *idem.Store, tag string, n int) {
 	t.Helper()
 	w := guardtest.NewWorld(t, s)
 	for i := range n {
-		w.Dispatch(t, guardtest.Principal("tenant-a", "alice"), "get", `{"key":"k"}`, tag+string(rune('a'+i)), "")
+		w.Dispatch(t, guardtest.Principal("tenant-a", "alice"), guardtest.Req{Tool: "get", Args: `{"key":"k"}`, CallID: tag + string(rune('a'+i))})
 	}
 }
 

@@ -58,9 +58,9 @@ func worldOn(t *testing.T, s guard.AuditStore) *guardtest.World {
 	w := guardtest.NewWorld(t, s)
 	for _, c := range []string{"1", "2"} {
 		w.Down.FailNext(guard.CodeOutcomeUnknown, false)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"`+c+`"}`, "c"+c, "idem-"+c), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"` + c + `"}`, CallID: "c" + c, Key: "idem-" + c}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	}
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"c","value":"3"}`, "c3", "idem-3"), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"c","value":"3"}`, CallID: "c3", Key: "idem-3"}), guard.CodeOK, guard.DeliveryFresh)
 	return w
 }
 
@@ -101,8 +101,8 @@ func TestListAndResolve(t *testing.T) {
 			t.Fatalf("stdout %q", o.stdout)
 		}
 		want(t, exec(w.Now, base("list")...), 0, "0 unsettled operations")
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c9", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
-		guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-2"), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c9", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
+		guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"2"}`, CallID: "c2", Key: "idem-2"}), guard.CodeOK, guard.DeliveryFresh)
 
 		// Refusals: a committed operation, an unknown one.
 		o = exec(w.Now, base("resolve", "-subject", "alice", "-key", "k:idem-3", "-as", "not_started", "-by", "bob@ops")...)
@@ -155,7 +155,9 @@ func TestResolveInProgress(t *testing.T) {
 	t.Cleanup(release)
 	done := make(chan *guard.Result, 2)
 	for _, c := range []string{"5", "6"} {
-		go func() { done <- w.Dispatch(t, alice, "put", `{"key":"b","value":"`+c+`"}`, "c"+c, "idem-"+c) }()
+		go func() {
+			done <- w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"b","value":"` + c + `"}`, CallID: "c" + c, Key: "idem-" + c})
+		}()
 		<-entered
 	}
 	url := "redis://" + mr.Addr()
@@ -261,13 +263,13 @@ func TestPostgres(t *testing.T) {
 	want(t, exec(w.Now, base("resolve", "-subject", "alice", "-op", "c3", "-as", "not_started", "-by", "ops@example")...), 1, "refused: pgstore: the operation is already committed")
 	want(t, exec(w.Now, base("resolve", "-subject", "alice", "-op", "c2", "-as", "not_started", "-by", "ops@example")...), 0, "")
 	want(t, exec(w.Now, base("list")...), 0, "0 unsettled operations")
-	guardtest.Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1-again", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+	guardtest.Want(t, w.Dispatch(t, alice, guardtest.Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1-again", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 
 	// gaps: a tenant whose records were deleted has a gap; verify is gaps.
 	other := guardtest.Principal("tenant-b", "bob")
 	for i := range 3 {
 		id := "b" + strconv.Itoa(i)
-		guardtest.Want(t, w.Dispatch(t, other, "put", `{"key":"`+id+`","value":"v"}`, id, id), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, other, guardtest.Req{Tool: "put", Args: `{"key":"` + id + `","value":"v"}`, CallID: id, Key: id}), guard.CodeOK, guard.DeliveryFresh)
 	}
 	if _, err := pool.Exec(ctx, "DELETE FROM ops.audit WHERE tenant = 'tenant-b' AND seq = 2"); err != nil {
 		t.Fatal(err)
@@ -308,7 +310,7 @@ func TestGaps(t *testing.T) {
 		write := func(p guard.Principal, n int, tag string) {
 			for i := range n {
 				id := tag + strconv.Itoa(i)
-				guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"`+id+`","value":"v"}`, id, id), guard.CodeOK, guard.DeliveryFresh)
+				guardtest.Want(t, w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: `{"key":"` + id + `","value":"v"}`, CallID: id, Key: id}), guard.CodeOK, guard.DeliveryFresh)
 			}
 		}
 		whole, evicted, headless := guardtest.Principal("t-whole", "u"), guardtest.Principal("t-evicted", "u"), guardtest.Principal("t-headless", "u")
@@ -368,7 +370,7 @@ func TestEvictionsAndAck(t *testing.T) {
 	tenants := []string{"t-a", "t-b", "t-c"}
 	for i := range 30 {
 		p, id := guardtest.Principal(tenants[i%3], "u"), "w"+strconv.Itoa(i)
-		guardtest.Want(t, w.Dispatch(t, p, "put", `{"key":"`+id+`","value":"v"}`, id, id), guard.CodeOK, guard.DeliveryFresh)
+		guardtest.Want(t, w.Dispatch(t, p, guardtest.Req{Tool: "put", Args: `{"key":"` + id + `","value":"v"}`, CallID: id, Key: id}), guard.CodeOK, guard.DeliveryFresh)
 	}
 	want(t, exec(time.Now, "evictions", "-redis", addr, "-prefix", prefix), 0, "no eviction waits")
 
@@ -417,7 +419,7 @@ func TestEvictionsAndAck(t *testing.T) {
 	// The store writes back what it heard at its next check (a call a
 	// second after its last refusal), which it still refuses.
 	time.Sleep(1100 * time.Millisecond)
-	guardtest.Want(t, w.Dispatch(t, guardtest.Principal("t-a", "u"), "put", `{"key":"x","value":"v"}`, "x", "x"), guard.CodeUnavailable, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, guardtest.Principal("t-a", "u"), guardtest.Req{Tool: "put", Args: `{"key":"x","value":"v"}`, CallID: "x", Key: "x"}), guard.CodeUnavailable, guard.DeliveryFresh)
 	o = exec(time.Now, "evictions", "-redis", addr, "-prefix", prefix)
 	want(t, o, 1, "an eviction waits for an acknowledgement (3 tenants lost keys)")
 	for _, line := range []string{"server\t127.0.0.1:" + strconv.Itoa(port) + "\tnoeviction\tevicted_keys ", "noticed\t",
@@ -437,5 +439,5 @@ func TestEvictionsAndAck(t *testing.T) {
 	}
 	want(t, exec(time.Now, "evictions", "-redis", addr, "-prefix", prefix), 0, "no eviction waits")
 	time.Sleep(1100 * time.Millisecond)
-	guardtest.Want(t, w.Dispatch(t, guardtest.Principal("t-a", "u"), "put", `{"key":"y","value":"v"}`, "y", "y"), guard.CodeOK, guard.DeliveryFresh)
+	guardtest.Want(t, w.Dispatch(t, guardtest.Principal("t-a", "u"), guardtest.Req{Tool: "put", Args: `{"key":"y","value":"v"}`, CallID: "y", Key: "y"}), guard.CodeOK, guard.DeliveryFresh)
 }

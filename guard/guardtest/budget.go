@@ -142,14 +142,14 @@ func testReplaysTakeNoCharge(t *testing.T, w *World) {
 	b := budgeted(t, w)
 	args := func(i int) string { return fmt.Sprintf(`{"key":"k%d","value":"v"}`, i) }
 	for i := range budgetLimit - 2 {
-		Want(t, w.Dispatch(t, alice, "put", args(i), fmt.Sprintf("c%d", i), fmt.Sprintf("idem-%d", i)), guard.CodeOK, guard.DeliveryFresh)
+		Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args(i), CallID: fmt.Sprintf("c%d", i), Key: fmt.Sprintf("idem-%d", i)}), guard.CodeOK, guard.DeliveryFresh)
 	}
 	// One more write holds its reservation while the others come.
 	entered, release := w.Down.Block()
 	defer release()
 	held := make(chan *guard.Result, 1)
 	go func() {
-		res, err := w.TryDispatch(alice, "put", args(90), "held", "idem-held")
+		res, err := w.TryDispatch(alice, Req{Tool: "put", Args: args(90), CallID: "held", Key: "idem-held"})
 		if err != nil {
 			t.Error(err)
 		}
@@ -158,25 +158,25 @@ func testReplaysTakeNoCharge(t *testing.T, w *World) {
 	<-entered
 	for round := range 3 {
 		for i := range budgetLimit - 2 {
-			Want(t, w.Dispatch(t, alice, "put", args(i), fmt.Sprintf("c%d", i), ""), guard.CodeOK, guard.DeliveryLocalReplay)
-			Want(t, w.Dispatch(t, alice, "put", args(i), fmt.Sprintf("r%d-%d", round, i), fmt.Sprintf("idem-%d", i)), guard.CodeOK, guard.DeliveryLocalReplay)
+			Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args(i), CallID: fmt.Sprintf("c%d", i)}), guard.CodeOK, guard.DeliveryLocalReplay)
+			Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args(i), CallID: fmt.Sprintf("r%d-%d", round, i), Key: fmt.Sprintf("idem-%d", i)}), guard.CodeOK, guard.DeliveryLocalReplay)
 		}
-		Want(t, w.Dispatch(t, alice, "put", args(90), fmt.Sprintf("h%d", round), "idem-held"), guard.CodeInProgress, guard.DeliveryFresh)
-		Want(t, w.Dispatch(t, alice, "put", args(91), fmt.Sprintf("x%d", round), "idem-0"), guard.CodeIdempotencyConflict, guard.DeliveryFresh)
-		Want(t, w.Dispatch(t, alice, "put", args(92), "c0", ""), guard.CodeCallIDConflict, guard.DeliveryFresh)
+		Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args(90), CallID: fmt.Sprintf("h%d", round), Key: "idem-held"}), guard.CodeInProgress, guard.DeliveryFresh)
+		Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args(91), CallID: fmt.Sprintf("x%d", round), Key: "idem-0"}), guard.CodeIdempotencyConflict, guard.DeliveryFresh)
+		Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args(92), CallID: "c0"}), guard.CodeCallIDConflict, guard.DeliveryFresh)
 	}
 	release()
 	Want(t, <-held, guard.CodeOK, guard.DeliveryFresh)
 	// One execution is left, and a fresh write gets it.
-	Want(t, w.Dispatch(t, alice, "put", args(50), "fresh", "idem-fresh"), guard.CodeOK, guard.DeliveryFresh)
-	spent := w.Dispatch(t, alice, "put", args(51), "spent", "idem-spent")
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args(50), CallID: "fresh", Key: "idem-fresh"}), guard.CodeOK, guard.DeliveryFresh)
+	spent := w.Dispatch(t, alice, Req{Tool: "put", Args: args(51), CallID: "spent", Key: "idem-spent"})
 	Want(t, spent, guard.CodeBudgetExhausted, guard.DeliveryFresh)
 	c := w.tenantCharge(alice.TenantID, "")
 	if want := c.Refusal(guard.BudgetTenantSpent); spent.Message != want {
 		t.Fatalf("BUDGET_EXHAUSTED says %q, want %q", spent.Message, want)
 	}
 	// Not replayed: asked again, it is refused again, and nothing runs.
-	Want(t, w.Dispatch(t, alice, "put", args(51), "spent", "idem-spent"), guard.CodeBudgetExhausted, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args(51), CallID: "spent", Key: "idem-spent"}), guard.CodeBudgetExhausted, guard.DeliveryFresh)
 	if n := w.Down.Writes(); n != budgetLimit {
 		t.Fatalf("%d side effects with a budget of %d, want %d", n, budgetLimit, budgetLimit)
 	}
@@ -201,14 +201,14 @@ func testChargeSettledWithReservation(t *testing.T, w *World) {
 	tenant := alice.TenantID
 
 	w.Down.FailNext(guard.CodeTimeoutBeforeExecute, true)
-	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.CodeTimeoutBeforeExecute, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args, CallID: "c1", Key: "idem-1"}), guard.CodeTimeoutBeforeExecute, guard.DeliveryFresh)
 	wantRoom(t, w, b, tenant, budgetLimit, "a write that did not start")
 
 	w.Down.FailNext(guard.CodeOutcomeUnknown, true)
-	Want(t, w.Dispatch(t, alice, "put", args, "c2", "idem-2"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args, CallID: "c2", Key: "idem-2"}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	wantRoom(t, w, b, tenant, budgetLimit-1, "a write whose outcome is unknown")
 	w.Advance(Lease + time.Second)
-	Want(t, w.StatusOf(t, alice, "c2", "put", "idem-2"), guard.CodeOK, guard.DeliveryReceiptReconciled)
+	Want(t, w.StatusOf(t, alice, "c2", Req{Tool: "put", Key: "idem-2"}), guard.CodeOK, guard.DeliveryReceiptReconciled)
 	wantRoom(t, w, b, tenant, budgetLimit-1, "its receipt found")
 
 	// A reservation whose reply was lost, released by its token: given
@@ -243,16 +243,16 @@ func testChargeSettledWithReservation(t *testing.T, w *World) {
 	if answer, err := w.Store.Reserve(ctx, gone, Lease); err != nil || answer != nil {
 		t.Fatalf("reserve: %v, %v", answer, err)
 	}
-	Want(t, w.StatusOf(t, alice, "c4", "put", "idem-4"), guard.CodeInProgress, guard.DeliveryFresh)
+	Want(t, w.StatusOf(t, alice, "c4", Req{Tool: "put", Key: "idem-4"}), guard.CodeInProgress, guard.DeliveryFresh)
 	wantRoom(t, w, b, tenant, budgetLimit-2, "a reservation in its lease")
 	w.Advance(Lease + time.Second)
-	Want(t, w.StatusOf(t, alice, "c4", "put", "idem-4"), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.StatusOf(t, alice, "c4", Req{Tool: "put", Key: "idem-4"}), guard.CodeNotFound, guard.DeliveryFresh)
 	wantRoom(t, w, b, tenant, budgetLimit-1, "its receipt absent after the lease")
-	Want(t, w.StatusOf(t, alice, "c4", "put", "idem-4"), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.StatusOf(t, alice, "c4", Req{Tool: "put", Key: "idem-4"}), guard.CodeNotFound, guard.DeliveryFresh)
 	wantRoom(t, w, b, tenant, budgetLimit-1, "a second status query")
 
 	// What ran is what was charged.
-	Want(t, w.Dispatch(t, alice, "put", args, "c4", "idem-4"), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args, CallID: "c4", Key: "idem-4"}), guard.CodeOK, guard.DeliveryFresh)
 	if got, want := budgetLimit-room(t, w, b, tenant), w.Down.Writes(); got != want {
 		t.Fatalf("%d charges kept, %d executions", got, want)
 	}

@@ -143,30 +143,36 @@ func Principal(tenant, subject string) guard.Principal {
 // answer within it fails the test instead of hanging it.
 const callTimeout = 10 * time.Second
 
-// Dispatch runs one call: tool, JSON arguments, call id, idempotency key.
-// It must be called from the test's goroutine; others use TryDispatch.
-func (w *World) Dispatch(t testing.TB, p guard.Principal, tool, args, callID, key string) *guard.Result {
+// Req is one call the suite makes of its tools: the tool, its JSON
+// arguments, the call id and the idempotency key ("" for none).
+type Req struct {
+	Tool, Args, CallID, Key string
+}
+
+// Dispatch runs one call. It must be called from the test's goroutine;
+// others use TryDispatch.
+func (w *World) Dispatch(t testing.TB, p guard.Principal, r Req) *guard.Result {
 	t.Helper()
-	res, err := w.TryDispatch(p, tool, args, callID, key)
+	res, err := w.TryDispatch(p, r)
 	if err != nil {
-		t.Fatalf("Dispatch(%s %s): %v", tool, args, err)
+		t.Fatalf("Dispatch(%s %s): %v", r.Tool, r.Args, err)
 	}
 	return res
 }
 
 // TryDispatch is Dispatch for any goroutine: it returns what went wrong
 // (a host error, or no answer within callTimeout) instead of failing.
-func (w *World) TryDispatch(p guard.Principal, tool, args, callID, key string) (*guard.Result, error) {
-	return w.tryDispatch(p, tool, args, callID, key, "")
+func (w *World) TryDispatch(p guard.Principal, r Req) (*guard.Result, error) {
+	return w.tryDispatch(p, r, "")
 }
 
 // tryDispatch is TryDispatch with the host's operation id (op; "" for the
 // call id). A put gets a grant of its own.
-func (w *World) tryDispatch(p guard.Principal, tool, args, callID, key, op string) (*guard.Result, error) {
-	call := w.Call(p, tool, args, callID, key)
+func (w *World) tryDispatch(p guard.Principal, r Req, op string) (*guard.Result, error) {
+	call := w.Call(p, r)
 	call.Context.OperationID = op
-	if tool == "put" {
-		tok, err := w.grant(p, tool, args)
+	if r.Tool == "put" {
+		tok, err := w.grant(p, r.Tool, r.Args)
 		if err != nil {
 			return nil, err
 		}
@@ -175,15 +181,14 @@ func (w *World) tryDispatch(p guard.Principal, tool, args, callID, key, op strin
 	return bounded(func(ctx context.Context) (*guard.Result, error) { return w.Guard.Dispatch(ctx, call) })
 }
 
-// Call returns the suite's call of a tool: JSON arguments, call id and
-// idempotency key, no operation id, scope or approval. Set those and run
-// it with DispatchCall.
-func (w *World) Call(p guard.Principal, tool, args, callID, key string) guard.Call {
+// Call returns the suite's call of a tool, with no operation id, scope or
+// approval. Set those and run it with DispatchCall.
+func (w *World) Call(p guard.Principal, r Req) guard.Call {
 	return guard.Call{
 		Principal: p,
-		Proposal:  guard.Proposal{Name: tool, Arguments: []byte(args)},
+		Proposal:  guard.Proposal{Name: r.Tool, Arguments: []byte(r.Args)},
 		Context: guard.ExecutionContext{Provider: "guardtest", APIFamily: "test", ResponseID: "resp",
-			CallID: callID, IdempotencyKey: key, AdapterRevision: "guardtest-v1"},
+			CallID: r.CallID, IdempotencyKey: r.Key, AdapterRevision: "guardtest-v1"},
 	}
 }
 
@@ -242,16 +247,16 @@ func bounded(f func(ctx context.Context) (*guard.Result, error)) (*guard.Result,
 // Status runs a status query.
 func (w *World) Status(t testing.TB, p guard.Principal, op string) *guard.Result {
 	t.Helper()
-	return w.StatusOf(t, p, op, "", "")
+	return w.StatusOf(t, p, op, Req{})
 }
 
-// StatusOf runs a status query that names the operation's tool and the
-// idempotency key it ran under ("" for none), as a host that kept them
-// does.
-func (w *World) StatusOf(t testing.TB, p guard.Principal, op, tool, key string) *guard.Result {
+// StatusOf runs a status query of operation op that names the request it
+// ran as: its tool and the idempotency key it ran under (r.Tool and r.Key;
+// "" for none), as a host that kept them does.
+func (w *World) StatusOf(t testing.TB, p guard.Principal, op string, r Req) *guard.Result {
 	t.Helper()
-	sc := guard.StatusCall{Principal: p, OperationID: op, Tool: tool,
-		Context: guard.ExecutionContext{Provider: "guardtest", CallID: fmt.Sprintf("status-%d", w.seq.Add(1)), IdempotencyKey: key}}
+	sc := guard.StatusCall{Principal: p, OperationID: op, Tool: r.Tool,
+		Context: guard.ExecutionContext{Provider: "guardtest", CallID: fmt.Sprintf("status-%d", w.seq.Add(1)), IdempotencyKey: r.Key}}
 	res, err := bounded(func(ctx context.Context) (*guard.Result, error) { return w.Guard.QueryStatus(ctx, sc) })
 	if err != nil {
 		t.Fatalf("QueryStatus(%s): %v", op, err)

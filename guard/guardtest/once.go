@@ -16,7 +16,7 @@ func testGrantOnce(t *testing.T, w *World) {
 	args := `{"key":"a","value":"1"}`
 	approved := func(callID, key, grant string) *guard.Result {
 		t.Helper()
-		c := w.Call(alice, "put", args, callID, key)
+		c := w.Call(alice, Req{Tool: "put", Args: args, CallID: callID, Key: key})
 		c.Approval = grant
 		return w.DispatchCall(t, c)
 	}
@@ -95,7 +95,7 @@ func testScope(t *testing.T, w *World) {
 	args := `{"key":"a","value":"1"}`
 	scoped := func(tool, scope, callID, grant string) *guard.Result {
 		t.Helper()
-		c := w.Call(alice, tool, args, callID, "")
+		c := w.Call(alice, Req{Tool: tool, Args: args, CallID: callID})
 		c.Context.Scope, c.Approval = scope, grant
 		return w.DispatchCall(t, c)
 	}
@@ -120,7 +120,7 @@ func testScope(t *testing.T, w *World) {
 	Want(t, scoped("put", "session-2", "c4", ""), guard.CodeApprovalRequired, guard.DeliveryFresh)
 	Want(t, scoped("put", "session-2", "c4", w.Grant(t, alice, "put", args)), guard.CodeOK, guard.DeliveryFresh)
 	// A host's own key wins over the scope.
-	c := w.Call(alice, "put", args, "c5", "idem-5")
+	c := w.Call(alice, Req{Tool: "put", Args: args, CallID: "c5", Key: "idem-5"})
 	c.Context.Scope, c.Approval = "session-1", w.Grant(t, alice, "put", args)
 	Want(t, w.DispatchCall(t, c), guard.CodeOK, guard.DeliveryFresh)
 	if n := w.Down.Writes(); n != 3 {
@@ -140,7 +140,7 @@ func testScope(t *testing.T, w *World) {
 func testStatusOwnOperation(t *testing.T, w *World) {
 	approved := func(args, callID, key string, grant bool) *guard.Result {
 		t.Helper()
-		c := w.Call(alice, "put", args, callID, key)
+		c := w.Call(alice, Req{Tool: "put", Args: args, CallID: callID, Key: key})
 		if grant {
 			c.Approval = w.Grant(t, alice, "put", args)
 		}
@@ -154,31 +154,31 @@ func testStatusOwnOperation(t *testing.T, w *World) {
 	Want(t, approved(a, "c3", "idem-3", false), guard.CodeApprovalRequired, guard.DeliveryFresh)
 	Want(t, approved(a, "c4", "idem-3", true), guard.CodeOK, guard.DeliveryFresh)
 	for _, q := range []struct{ op, key string }{{"c1", "idem-1"}, {"c1", ""}, {"c3", "idem-3"}, {"c3", ""}} {
-		s := w.StatusOf(t, alice, q.op, "put", q.key)
+		s := w.StatusOf(t, alice, q.op, Req{Tool: "put", Key: q.key})
 		Want(t, s, guard.CodeNotFound, guard.DeliveryFresh)
 		if s.Data != nil {
 			t.Fatalf("status of %s (key %q) carries data %s", q.op, q.key, s.Data)
 		}
 	}
-	Want(t, w.StatusOf(t, alice, "c2", "put", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+	Want(t, w.StatusOf(t, alice, "c2", Req{Tool: "put", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 	// The same with an operation id of the host's, which no call binding
 	// names: the key's record is c6's, not op-1's.
-	c := w.Call(alice, "put", a, "c6", "idem-6")
+	c := w.Call(alice, Req{Tool: "put", Args: a, CallID: "c6", Key: "idem-6"})
 	c.Context.OperationID = "op-1"
 	Want(t, w.DispatchCall(t, c), guard.CodeApprovalRequired, guard.DeliveryFresh)
 	Want(t, approved(b, "c7", "idem-6", true), guard.CodeOK, guard.DeliveryFresh)
-	Want(t, w.StatusOf(t, alice, "op-1", "put", "idem-6"), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.StatusOf(t, alice, "op-1", Req{Tool: "put", Key: "idem-6"}), guard.CodeNotFound, guard.DeliveryFresh)
 	// A write that did not start is NOT_FOUND too.
 	w.Down.FailNext(guard.CodeTimeoutBeforeExecute, true)
 	Want(t, approved(a, "c5", "idem-5", true), guard.CodeTimeoutBeforeExecute, guard.DeliveryFresh)
-	Want(t, w.StatusOf(t, alice, "c5", "put", "idem-5"), guard.CodeNotFound, guard.DeliveryFresh)
-	Want(t, w.StatusOf(t, alice, "c5", "put", ""), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.StatusOf(t, alice, "c5", Req{Tool: "put", Key: "idem-5"}), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.StatusOf(t, alice, "c5", Req{Tool: "put"}), guard.CodeNotFound, guard.DeliveryFresh)
 
 	// Operations the host named, without keys, that never started: the
 	// store says so, so no receipt is asked under a guessed key.
 	for i, fail := range []guard.Code{0, guard.CodeTimeoutBeforeExecute} {
 		op := fmt.Sprintf("host-op-%d", i)
-		c := w.Call(alice, "put", a, fmt.Sprintf("c-host-%d", i), "")
+		c := w.Call(alice, Req{Tool: "put", Args: a, CallID: fmt.Sprintf("c-host-%d", i)})
 		c.Context.OperationID = op
 		want := guard.CodeApprovalRequired
 		if fail != 0 {
@@ -186,20 +186,20 @@ func testStatusOwnOperation(t *testing.T, w *World) {
 			c.Approval, want = w.Grant(t, alice, "put", a), fail
 		}
 		Want(t, w.DispatchCall(t, c), want, guard.DeliveryFresh)
-		Want(t, w.StatusOf(t, alice, op, "put", ""), guard.CodeNotFound, guard.DeliveryFresh)
+		Want(t, w.StatusOf(t, alice, op, Req{Tool: "put"}), guard.CodeNotFound, guard.DeliveryFresh)
 	}
 
 	// A read: its stored result, or NOT_FOUND; never OUTCOME_UNKNOWN.
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", ""), guard.CodeOK, guard.DeliveryFresh)
-	Want(t, w.StatusOf(t, alice, "r1", "get", ""), guard.CodeOK, guard.DeliveryLocalReplay)
-	Want(t, w.StatusOf(t, alice, "r-never", "get", ""), guard.CodeNotFound, guard.DeliveryFresh)
-	Want(t, w.StatusOf(t, alice, "r-never", "get", "idem-r"), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":"a"}`, CallID: "r1"}), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.StatusOf(t, alice, "r1", Req{Tool: "get"}), guard.CodeOK, guard.DeliveryLocalReplay)
+	Want(t, w.StatusOf(t, alice, "r-never", Req{Tool: "get"}), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.StatusOf(t, alice, "r-never", Req{Tool: "get", Key: "idem-r"}), guard.CodeNotFound, guard.DeliveryFresh)
 
 	// Nothing stored of a write, asked with the key it ran under: the
 	// receipt decides. Without its key, the guard can only guess the key:
 	// no receipt under a guess proves nothing.
-	Want(t, w.StatusOf(t, alice, "w-lost", "put", "idem-lost"), guard.CodeNotFound, guard.DeliveryFresh)
-	s := w.StatusOf(t, alice, "w-lost", "put", "")
+	Want(t, w.StatusOf(t, alice, "w-lost", Req{Tool: "put", Key: "idem-lost"}), guard.CodeNotFound, guard.DeliveryFresh)
+	s := w.StatusOf(t, alice, "w-lost", Req{Tool: "put"})
 	Want(t, s, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if s.OperationID != "w-lost" {
 		t.Fatalf("operation id %q, want w-lost", s.OperationID)

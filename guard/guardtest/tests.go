@@ -15,9 +15,9 @@ import (
 var alice = Principal("tenant-a", "alice")
 
 func testReadBindsCallID(t *testing.T, w *World) {
-	r := w.Dispatch(t, alice, "get", `{"key":"k1"}`, "c1", "")
+	r := w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":"k1"}`, CallID: "c1"})
 	Want(t, r, guard.CodeOK, guard.DeliveryFresh)
-	again := w.Dispatch(t, alice, "get", `{ "key" : "k1" }`, "c1", "")
+	again := w.Dispatch(t, alice, Req{Tool: "get", Args: `{ "key" : "k1" }`, CallID: "c1"})
 	Want(t, again, guard.CodeOK, guard.DeliveryLocalReplay)
 	if string(again.Data) != string(r.Data) {
 		t.Fatalf("replayed data %s, want %s", again.Data, r.Data)
@@ -25,46 +25,46 @@ func testReadBindsCallID(t *testing.T, w *World) {
 }
 
 func testCallIDConflict(t *testing.T, w *World) {
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"k1"}`, "c1", ""), guard.CodeOK, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"k2"}`, "c1", ""), guard.CodeCallIDConflict, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":"k1"}`, CallID: "c1"}), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":"k2"}`, CallID: "c1"}), guard.CodeCallIDConflict, guard.DeliveryFresh)
 	// The conflict did not overwrite the original binding.
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"k1"}`, "c1", ""), guard.CodeOK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":"k1"}`, CallID: "c1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 	// A conflict is also a check failure: it wins over everything after it.
-	Want(t, w.Dispatch(t, alice, "no_such_tool", `{}`, "c1", ""), guard.CodeCallIDConflict, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "no_such_tool", Args: `{}`, CallID: "c1"}), guard.CodeCallIDConflict, guard.DeliveryFresh)
 }
 
 func testFailedCheckReplay(t *testing.T, w *World) {
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"secret-1"}`, "c1", ""), guard.CodeNotFound, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"secret-1"}`, "c1", ""), guard.CodeNotFound, guard.DeliveryLocalReplay)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":1}`, "c2", ""), guard.CodeInvalidArguments, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":1}`, "c2", ""), guard.CodeInvalidArguments, guard.DeliveryLocalReplay)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":`, "c3", ""), guard.CodeInvalidArguments, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "get", `{"key":`, "c3", ""), guard.CodeInvalidArguments, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":"secret-1"}`, CallID: "c1"}), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":"secret-1"}`, CallID: "c1"}), guard.CodeNotFound, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":1}`, CallID: "c2"}), guard.CodeInvalidArguments, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":1}`, CallID: "c2"}), guard.CodeInvalidArguments, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":`, CallID: "c3"}), guard.CodeInvalidArguments, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":`, CallID: "c3"}), guard.CodeInvalidArguments, guard.DeliveryLocalReplay)
 }
 
 func testWriteOnce(t *testing.T, w *World) {
-	first := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
+	first := w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"})
 	Want(t, first, guard.CodeOK, guard.DeliveryFresh)
 	// Another call id, same key and intent: a replay, without running.
-	again := w.Dispatch(t, alice, "put", `{"value":"1","key":"a"}`, "c2", "idem-1")
+	again := w.Dispatch(t, alice, Req{Tool: "put", Args: `{"value":"1","key":"a"}`, CallID: "c2", Key: "idem-1"})
 	Want(t, again, guard.CodeOK, guard.DeliveryLocalReplay)
 	if string(again.Data) != string(first.Data) {
 		t.Fatalf("replayed %s, want %s", again.Data, first.Data)
 	}
 	// The same call id again: also a replay.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 	if n := w.Down.Writes(); n != 1 {
 		t.Fatalf("%d side effects, want 1", n)
 	}
 }
 
 func testIdempotencyConflict(t *testing.T, w *World) {
-	first := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
+	first := w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"})
 	Want(t, first, guard.CodeOK, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-1"), guard.CodeIdempotencyConflict, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"2"}`, CallID: "c2", Key: "idem-1"}), guard.CodeIdempotencyConflict, guard.DeliveryFresh)
 	// The conflicting call id keeps its conflict; the key keeps the original.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"2"}`, "c2", "idem-1"), guard.CodeIdempotencyConflict, guard.DeliveryLocalReplay)
-	again := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c3", "idem-1")
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"2"}`, CallID: "c2", Key: "idem-1"}), guard.CodeIdempotencyConflict, guard.DeliveryLocalReplay)
+	again := w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c3", Key: "idem-1"})
 	Want(t, again, guard.CodeOK, guard.DeliveryLocalReplay)
 	if string(again.Data) != string(first.Data) || w.Down.Writes() != 1 {
 		t.Fatalf("after conflict: data %s writes %d, want %s and 1", again.Data, w.Down.Writes(), first.Data)
@@ -73,12 +73,12 @@ func testIdempotencyConflict(t *testing.T, w *World) {
 
 func testNotStartedFreesKey(t *testing.T, w *World) {
 	w.Down.FailNext(guard.CodeTimeoutBeforeExecute, true)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeTimeoutBeforeExecute, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeTimeoutBeforeExecute, guard.DeliveryFresh)
 	// Not replayed: the same call id and key run again and execute.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryFresh)
 	// A failed check before the reservation leaves the key free too.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"b"}`, "c2", "idem-2"), guard.CodeInvalidArguments, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"b","value":"2"}`, "c3", "idem-2"), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"b"}`, CallID: "c2", Key: "idem-2"}), guard.CodeInvalidArguments, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"b","value":"2"}`, CallID: "c3", Key: "idem-2"}), guard.CodeOK, guard.DeliveryFresh)
 	if n := w.Down.Writes(); n != 2 {
 		t.Fatalf("%d side effects, want 2", n)
 	}
@@ -86,13 +86,13 @@ func testNotStartedFreesKey(t *testing.T, w *World) {
 
 func testUnknownNeverBlind(t *testing.T, w *World) {
 	w.Down.FailNext(guard.CodeOutcomeUnknown, false)
-	r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
+	r := w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"})
 	Want(t, r, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if r.OperationID != "c1" {
 		t.Fatalf("operation id %q, want the call id c1 (the default)", r.OperationID)
 	}
 	for i, call := range []string{"c1", "c2"} {
-		Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, call, "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+		Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: call, Key: "idem-1"}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 		if n := w.Down.Writes(); n != 1 {
 			t.Fatalf("retry %d: %d side effects, want 1", i, n)
 		}
@@ -101,7 +101,7 @@ func testUnknownNeverBlind(t *testing.T, w *World) {
 
 func testStatusReconciles(t *testing.T, w *World) {
 	w.Down.FailNext(guard.CodeOutcomeUnknown, true)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	s := w.Status(t, alice, "c1")
 	Want(t, s, guard.CodeOK, guard.DeliveryReceiptReconciled)
 	var out map[string]any
@@ -110,8 +110,8 @@ func testStatusReconciles(t *testing.T, w *World) {
 	}
 	Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
 	// The key and the original call id now replay the settled result.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c9", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c9", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 	if n := w.Down.Writes(); n != 1 {
 		t.Fatalf("%d side effects, want 1", n)
 	}
@@ -119,7 +119,7 @@ func testStatusReconciles(t *testing.T, w *World) {
 
 func testStatusStaysUnknown(t *testing.T, w *World) {
 	w.Down.FailNext(guard.CodeOutcomeUnknown, false)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	s := w.Status(t, alice, "c1")
 	Want(t, s, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if s.OperationID != "c1" {
@@ -133,7 +133,7 @@ func testInProgress(t *testing.T, w *World) {
 	defer release()
 	done := goDispatch(w, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1")
 	done.entered(t, entered)
-	r := w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1")
+	r := w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c2", Key: "idem-1"})
 	Want(t, r, guard.CodeInProgress, guard.DeliveryFresh)
 	if r.RetryAfter <= 0 || r.RetryAfter > Lease {
 		t.Fatalf("retry after %v, want within the lease %v", r.RetryAfter, Lease)
@@ -142,7 +142,7 @@ func testInProgress(t *testing.T, w *World) {
 	release()
 	Want(t, done.wait(t), guard.CodeOK, guard.DeliveryFresh)
 	// IN_PROGRESS is not replayed: the second call id now gets the result.
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c2", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 }
 
 func testLeaseExpiry(t *testing.T, w *World) {
@@ -152,7 +152,7 @@ func testLeaseExpiry(t *testing.T, w *World) {
 	done.entered(t, entered)
 	// The holder looks dead: its lease runs out on the guard's clock.
 	w.Advance(Lease + time.Second)
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c2", Key: "idem-1"}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	if n := w.Down.Writes(); n != 1 {
 		t.Fatalf("%d side effects after lease expiry, want 1 (never re-executed)", n)
 	}
@@ -161,7 +161,7 @@ func testLeaseExpiry(t *testing.T, w *World) {
 	Want(t, done.wait(t), guard.CodeOK, guard.DeliveryFresh)
 	Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
 	// A read has no reservation: it simply runs again.
-	Want(t, w.Dispatch(t, alice, "get", `{"key":"a"}`, "r1", ""), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":"a"}`, CallID: "r1"}), guard.CodeOK, guard.DeliveryFresh)
 }
 
 func testConcurrentSameKey(t *testing.T, w *World) {
@@ -173,7 +173,7 @@ func testConcurrentSameKey(t *testing.T, w *World) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			results[i], errs[i] = w.TryDispatch(alice, "put", `{"key":"a","value":"1"}`, fmt.Sprintf("c%d", i), "idem-1")
+			results[i], errs[i] = w.TryDispatch(alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: fmt.Sprintf("c%d", i), Key: "idem-1"})
 		}()
 	}
 	wg.Wait()
@@ -203,10 +203,10 @@ func testConcurrentSameKey(t *testing.T, w *World) {
 func testScopesIsolated(t *testing.T, w *World) {
 	bob := Principal("tenant-a", "bob")
 	other := Principal("tenant-b", "alice")
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryFresh)
 	// The same call id and key in another subject or tenant are theirs.
-	Want(t, w.Dispatch(t, bob, "put", `{"key":"a","value":"2"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, other, "put", `{"key":"a","value":"3"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, bob, Req{Tool: "put", Args: `{"key":"a","value":"2"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, other, Req{Tool: "put", Args: `{"key":"a","value":"3"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryFresh)
 	if n := w.Down.Writes(); n != 3 {
 		t.Fatalf("%d side effects, want 3", n)
 	}
@@ -219,7 +219,7 @@ func testHostileIDs(t *testing.T, w *World) {
 	}
 	for i, p := range hostile {
 		call := fmt.Sprintf("call:{%d}\n", i)
-		Want(t, w.Dispatch(t, p, "put", fmt.Sprintf(`{"key":"k","value":"%d"}`, i), call, "idem:{x}"), guard.CodeOK, guard.DeliveryFresh)
+		Want(t, w.Dispatch(t, p, Req{Tool: "put", Args: fmt.Sprintf(`{"key":"k","value":"%d"}`, i), CallID: call, Key: "idem:{x}"}), guard.CodeOK, guard.DeliveryFresh)
 	}
 	if n := w.Down.Writes(); n != len(hostile) {
 		t.Fatalf("%d side effects, want %d: hostile ids made two scopes meet", n, len(hostile))
@@ -236,7 +236,7 @@ func testHostileIDs(t *testing.T, w *World) {
 }
 
 func testStatusOtherPrincipal(t *testing.T, w *World) {
-	Want(t, w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryFresh)
 	Want(t, w.Status(t, Principal("tenant-a", "bob"), "c1"), guard.CodeNotFound, guard.DeliveryFresh)
 	Want(t, w.Status(t, Principal("tenant-b", "alice"), "c1"), guard.CodeNotFound, guard.DeliveryFresh)
 	Want(t, w.Status(t, alice, "c1"), guard.CodeOK, guard.DeliveryLocalReplay)
@@ -244,10 +244,10 @@ func testStatusOtherPrincipal(t *testing.T, w *World) {
 
 func testAuditChain(t *testing.T, w *World) {
 	ctx := context.Background()
-	w.Dispatch(t, alice, "get", `{"key":"a"}`, "c1", "")
-	w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c2", "idem-1")
-	w.Dispatch(t, alice, "put", `{"key":"a","value":"1"}`, "c3", "idem-1")
-	w.Dispatch(t, alice, "nope", `{}`, "c4", "")
+	w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":"a"}`, CallID: "c1"})
+	w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c2", Key: "idem-1"})
+	w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, CallID: "c3", Key: "idem-1"})
+	w.Dispatch(t, alice, Req{Tool: "nope", Args: `{}`, CallID: "c4"})
 	w.Status(t, alice, "c2")
 	n, err := guard.VerifyAudit(ctx, w.Store, alice.TenantID)
 	if err != nil || n != 5 {
@@ -344,7 +344,7 @@ func testCommitRetry(t *testing.T, w *World) {
 func goDispatch(w *World, p guard.Principal, tool, args, callID, key string) *pendingCall {
 	pc := &pendingCall{ch: make(chan dispatchAnswer, 1), what: tool + " " + args}
 	go func() {
-		res, err := w.TryDispatch(p, tool, args, callID, key)
+		res, err := w.TryDispatch(p, Req{Tool: tool, Args: args, CallID: callID, Key: key})
 		pc.ch <- dispatchAnswer{res, err}
 	}()
 	return pc
@@ -454,7 +454,7 @@ func testReserveSaysReserved(t *testing.T, w *World) {
 // late commit changes nothing.
 func testStepRunAgain(t *testing.T, w *World) {
 	const args = `{"key":"s","value":"1"}`
-	call := w.Call(alice, "put", args, "c1", "")
+	call := w.Call(alice, Req{Tool: "put", Args: args, CallID: "c1"})
 	call.Context.Scope = "run-1"
 	call.Approval = w.Grant(t, alice, "put", args)
 	call.Step = "run-1/step-3"
@@ -522,13 +522,13 @@ func testAbsentReceiptFreesKey(t *testing.T, w *World) {
 	if answer, err := w.Store.Reserve(ctx, e, Lease); err != nil || answer != nil {
 		t.Fatalf("reserve: %v, %v", answer, err)
 	}
-	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.CodeInProgress, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args, CallID: "c1", Key: "idem-1"}), guard.CodeInProgress, guard.DeliveryFresh)
 	Want(t, w.Status(t, alice, "c1"), guard.CodeInProgress, guard.DeliveryFresh)
 	w.Advance(Lease + time.Second)
-	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args, CallID: "c1", Key: "idem-1"}), guard.CodeOutcomeUnknown, guard.DeliveryFresh)
 	Want(t, w.Status(t, alice, "c1"), guard.CodeNotFound, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "put", args, "c1", "idem-1"), guard.CodeOK, guard.DeliveryFresh)
-	Want(t, w.Dispatch(t, alice, "put", args, "c2", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args, CallID: "c1", Key: "idem-1"}), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: args, CallID: "c2", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
 	if n := w.Down.Writes(); n != 1 {
 		t.Fatalf("%d side effects, want 1", n)
 	}
@@ -542,7 +542,7 @@ func testAbsentReceiptFreesKey(t *testing.T, w *World) {
 func testOperationIDFirst(t *testing.T, w *World) {
 	dispatch := func(tool, args, callID, key, op string) *guard.Result {
 		t.Helper()
-		res, err := w.tryDispatch(alice, tool, args, callID, key, op)
+		res, err := w.tryDispatch(alice, Req{Tool: tool, Args: args, CallID: callID, Key: key}, op)
 		if err != nil {
 			t.Fatal(err)
 		}

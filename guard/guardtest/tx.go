@@ -65,13 +65,13 @@ func testTx(t *testing.T, w *World) {
 		return
 	}
 	args := `{"key":"a","value":"1"}`
-	Want(t, w.Dispatch(t, alice, "put_tx", args, "c1", "idem-1"), guard.CodeUnavailable, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put_tx", Args: args, CallID: "c1", Key: "idem-1"}), guard.CodeUnavailable, guard.DeliveryFresh)
 	if n := w.Down.Writes(); n != 0 {
 		t.Fatalf("%d writes on a store that cannot hold them, want 0", n)
 	}
-	Want(t, w.StatusOf(t, alice, "c1", "put_tx", "idem-1"), guard.CodeNotFound, guard.DeliveryFresh)
+	Want(t, w.StatusOf(t, alice, "c1", Req{Tool: "put_tx", Key: "idem-1"}), guard.CodeNotFound, guard.DeliveryFresh)
 	// The store still runs other writes.
-	Want(t, w.Dispatch(t, alice, "append", args, "c2", ""), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "append", Args: args, CallID: "c2"}), guard.CodeOK, guard.DeliveryFresh)
 	codes := AuditedCodes(t, w.Store, alice.TenantID)
 	if codes[guard.CodeUnavailable] != 1 || codes[guard.CodeOK] != 1 {
 		t.Fatalf("audited %v, want one UNAVAILABLE and one OK", codes)
@@ -83,29 +83,29 @@ func testTx(t *testing.T, w *World) {
 func testTxRunsOnce(t *testing.T, w *World) {
 	ctx := context.Background()
 	args := `{"key":"a","value":"1"}`
-	first := w.Dispatch(t, alice, "put_tx", args, "c1", "idem-1")
+	first := w.Dispatch(t, alice, Req{Tool: "put_tx", Args: args, CallID: "c1", Key: "idem-1"})
 	Want(t, first, guard.CodeOK, guard.DeliveryFresh)
 	for _, c := range []struct{ call, key string }{{"c1", "idem-1"}, {"c2", "idem-1"}, {"c1", ""}} {
-		r := w.Dispatch(t, alice, "put_tx", args, c.call, c.key)
+		r := w.Dispatch(t, alice, Req{Tool: "put_tx", Args: args, CallID: c.call, Key: c.key})
 		Want(t, r, guard.CodeOK, guard.DeliveryLocalReplay)
 		if string(r.Data) != string(first.Data) {
 			t.Fatalf("replay %v: %s, want %s", c, r.Data, first.Data)
 		}
 	}
-	Want(t, w.StatusOf(t, alice, "c1", "put_tx", "idem-1"), guard.CodeOK, guard.DeliveryLocalReplay)
-	Want(t, w.Dispatch(t, alice, "put_tx", `{"key":"a","value":"2"}`, "c3", "idem-1"), guard.CodeIdempotencyConflict, guard.DeliveryFresh)
+	Want(t, w.StatusOf(t, alice, "c1", Req{Tool: "put_tx", Key: "idem-1"}), guard.CodeOK, guard.DeliveryLocalReplay)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put_tx", Args: `{"key":"a","value":"2"}`, CallID: "c3", Key: "idem-1"}), guard.CodeIdempotencyConflict, guard.DeliveryFresh)
 
 	// A tool that fails, even claiming an unknown outcome, wrote nothing
 	// that stays: the write did not happen, and a retry runs it.
 	for i, fail := range []guard.Code{guard.CodeOutcomeUnknown, guard.CodeTimeoutBeforeExecute} {
 		call, key := fmt.Sprintf("f%d", i), fmt.Sprintf("idem-f%d", i)
 		w.Down.FailNext(fail, true)
-		r := w.Dispatch(t, alice, "put_tx", args, call, key)
+		r := w.Dispatch(t, alice, Req{Tool: "put_tx", Args: args, CallID: call, Key: key})
 		if r.Code == guard.CodeOutcomeUnknown || r.Code.Outcome() != guard.OutcomeNotStarted {
 			t.Fatalf("a transactional write that failed: %s, want an outcome not_started", r)
 		}
-		Want(t, w.StatusOf(t, alice, call, "put_tx", key), guard.CodeNotFound, guard.DeliveryFresh)
-		Want(t, w.Dispatch(t, alice, "put_tx", args, call, key), guard.CodeOK, guard.DeliveryFresh)
+		Want(t, w.StatusOf(t, alice, call, Req{Tool: "put_tx", Key: key}), guard.CodeNotFound, guard.DeliveryFresh)
+		Want(t, w.Dispatch(t, alice, Req{Tool: "put_tx", Args: args, CallID: call, Key: key}), guard.CodeOK, guard.DeliveryFresh)
 	}
 	if n := w.Down.Writes(); n != 3 {
 		t.Fatalf("%d writes, want 3", n)
@@ -123,7 +123,7 @@ func testTxRunsOnce(t *testing.T, w *World) {
 	errs := make([]error, n)
 	for i := range n {
 		wg.Go(func() {
-			results[i], errs[i] = w.TryDispatch(alice, "put_tx", args, fmt.Sprintf("h%d", i+1), "idem-h")
+			results[i], errs[i] = w.TryDispatch(alice, Req{Tool: "put_tx", Args: args, CallID: fmt.Sprintf("h%d", i+1), Key: "idem-h"})
 		})
 	}
 	status := make(chan *guard.Result, 1)
