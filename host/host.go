@@ -211,7 +211,7 @@ type Frame struct {
 // and the scope from the host's functions of ctx, the arguments with an
 // absent nullable member of a strict schema read as null (a framework
 // does not say whether the model was held to the schema: contract section
-// 8), the framework's names and ids in the execution context, and then
+// 3), the framework's names and ids in the execution context, and then
 // Options.Call. A host function that fails or panics is an error: nothing
 // runs.
 func (h *Host) Call(ctx context.Context, f Frame) (guard.Call, error) {

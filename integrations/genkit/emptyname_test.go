@@ -13,7 +13,7 @@ import (
 )
 
 // TestEmptyToolName: a tool request with an empty name (contract section
-// 8) is the guard's to answer, UNKNOWN_TOOL and audited, like any name the
+// 1) is the guard's to answer, UNKNOWN_TOOL and audited, like any name the
 // generation has no tool for; it does not fail the generation, and the
 // other calls of the reply are answered as ever.
 func TestEmptyToolName(t *testing.T) {
