@@ -32,7 +32,9 @@ var ErrEvicted = fmt.Errorf("%w: the server evicted keys, and no operator has ac
 //     alone, so an operator's CONFIG SET that came first is seen by it:
 //     from the switch on, no write runs, no replay is answered and no
 //     outcome is acknowledged, before Redis evicts anything. What the
-//     store acknowledged before the switch is all Redis can take. It costs
+//     store committed before the switch is all Redis can take (a commit
+//     the server ran before it may still answer its caller after Redis
+//     began to evict: a true answer, whose records can go). It costs
 //     each script one INFO (about 7 µs of the server's time;
 //     docs/reliability.md), and no round trip. The fence alone refuses
 //     only while the policy may evict: a policy switched and back with

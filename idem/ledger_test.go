@@ -25,13 +25,15 @@ type ledger struct {
 	runs     map[string]int
 	effectOf map[string]int
 	receipts map[string]json.RawMessage
+	ranAt    map[string]time.Time // when the write's tool last returned
 	effects  int
 	gate     chan struct{} // when set, a run waits on it after its side effect
 	entered  chan struct{}
 }
 
 func newLedger() *ledger {
-	return &ledger{runs: map[string]int{}, effectOf: map[string]int{}, receipts: map[string]json.RawMessage{}}
+	return &ledger{runs: map[string]int{}, effectOf: map[string]int{}, receipts: map[string]json.RawMessage{},
+		ranAt: map[string]time.Time{}}
 }
 
 // block makes later runs wait after their side effect until release;
@@ -69,6 +71,11 @@ func (l *ledger) tools() *toolset.Set {
 			entered <- struct{}{}
 			<-gate
 		}
+		// The guard sends the write's commit after this: a commit sent
+		// after a moment the test saw is one the server ran after it.
+		l.mu.Lock()
+		l.ranAt[in.Key] = time.Now()
+		l.mu.Unlock()
 		return r, nil
 	}, &toolset.Options[putIn, json.RawMessage]{
 		Budget: &toolset.Budget[putIn]{Cost: 1}, // against the rig's tenant budget, if it has one
@@ -88,6 +95,14 @@ func (l *ledger) count(o op) (runs, effects int) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.runs[o.key], l.effectOf[o.key]
+}
+
+// ran returns when the op's write last returned from its tool (zero if
+// it never ran).
+func (l *ledger) ran(o op) time.Time {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.ranAt[o.key]
 }
 
 // tally counts the ops by how often they ran: never, once, again (more
