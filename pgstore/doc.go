@@ -12,8 +12,11 @@
 // one (Finish), a fresh write two (Reserve, Commit), a replay or conflict
 // one. Steps that race take advisory locks of the call id, the key and the
 // operation id they touch, in one order; the audit record is appended
-// last, under the tenant's head row, locked until the transaction ends, so
-// a tenant's appends take turns and its chain has no gap and no fork.
+// last, under an advisory lock of the tenant's head held until the
+// transaction ends, so a tenant's appends take turns and its chain has no
+// gap and no fork. So a tenant's dispatches commit one at a time: one
+// tenant's rate on one server is bounded by its commit latency
+// (docs/performance.md, "One tenant's dispatches take turns").
 //
 // A transactional write is one transaction: BEGIN; the reservation, which
 // locks the key; the tool's statements through the pgx.Tx it is given;

@@ -132,8 +132,8 @@ func TestRTTRun(t *testing.T) {
 // guard's round trips are 1 a read, 3 a fresh write (BEGIN with the
 // reservation, the tool's insert, the commit with COMMIT) and 2 a replay,
 // the peer's 4 a read and a replay and 5 a write, within the pool's own
-// pings; and the closing table has a row per run. It makes no timing
-// assertion.
+// pings; each run wrote WAL; and the closing table has a row per run. It
+// makes no timing assertion.
 func TestPostgresRun(t *testing.T) {
 	db := pgtest.NewDB(t)
 	redisAddr := "redis://" + miniredis.RunT(t).Addr() + "/0"
@@ -166,6 +166,11 @@ func TestPostgresRun(t *testing.T) {
 			}
 			if num("unexpected", col) != 0 {
 				t.Errorf("%s: %v unexpected results", name, rows["unexpected"])
+			}
+			// Every run writes (its bindings, keys or drafts): a run
+			// that read no WAL of its own measured nothing.
+			if num("WAL bytes per dispatch", col) <= 0 {
+				t.Errorf("%s: %v WAL bytes per dispatch", name, rows["WAL bytes per dispatch"])
 			}
 		}
 		trips := func(col int, read, write, replay float64) float64 {

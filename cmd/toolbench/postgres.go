@@ -200,6 +200,7 @@ type pgRun struct {
 	do                func(a, i int)
 	stored            func() int64 // the bytes the run's records take now
 	rts, bytes, grown int64
+	wal               int64 // WAL bytes the server inserted during the run's batches, -1 when unknown
 	cpu, server       time.Duration
 	redisCPU          bool // the run's server CPU counts Redis's too
 }
@@ -396,7 +397,7 @@ func benchPostgresOnce(cfg config, redisAddr string, w io.Writer) ([]string, err
 		for j := range runs {
 			run := runs[(j+r)%len(runs)] // take turns going first
 			// What measures the run is read outside its counts.
-			before, server := run.stored(), backendCPU(ctx, pool)
+			before, server, wal := run.stored(), backendCPU(ctx, pool), walBytes(ctx, pool)
 			if run.redisCPU {
 				server += redisServer()
 			}
@@ -410,6 +411,11 @@ func benchPostgresOnce(cfg config, redisAddr string, w io.Writer) ([]string, err
 				after += redisServer()
 			}
 			run.server += after - server
+			if w := walBytes(ctx, pool); w >= 0 && wal >= 0 && run.wal >= 0 {
+				run.wal += w - wal
+			} else {
+				run.wal = -1
+			}
 			run.grown += run.stored() - before
 		}
 	}
@@ -442,6 +448,12 @@ func benchPostgresOnce(cfg config, redisAddr string, w io.Writer) ([]string, err
 			return "-" // a server not on this machine
 		}
 		return per(r.server)
+	})
+	row("WAL bytes per dispatch", func(r *pgRun) string {
+		if r.wal < 0 {
+			return "-"
+		}
+		return strconv.FormatInt(r.wal/int64(cfg.n), 10)
 	})
 	row("stored bytes per stored dispatch", func(r *pgRun) string {
 		if n := r.ph.stored(); n > 0 {
@@ -513,6 +525,17 @@ func countingRedis(addr string, poolSize int, wr *wire) (*redis.Client, error) {
 		return nil, err
 	}
 	return c, nil
+}
+
+// walBytes is the server's WAL insert position in bytes: what it wrote
+// between two readings, whoever wrote it (a quiet server: the run's
+// connections), or -1 when it cannot be read.
+func walBytes(ctx context.Context, pool *pgxpool.Pool) int64 {
+	var n int64
+	if pool.QueryRow(ctx, "SELECT pg_wal_lsn_diff(pg_current_wal_insert_lsn(), '0/0')::bigint").Scan(&n) != nil {
+		return -1
+	}
+	return n
 }
 
 // backendCPU is the CPU time the pool's server processes have used, read

@@ -1,0 +1,85 @@
+package pgstore
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/jackc/pgx/v5"
+
+	"github.com/toolguard/toolguard/guard"
+	"github.com/toolguard/toolguard/internal/pgtest"
+)
+
+// TestMigrateKeepsChain builds a schema at version 1 as a store of that
+// version left it, appends to a tenant's audit chain from many
+// connections at once, lets New migrate the schema to the newest version
+// (whose append takes the tenant's head under an advisory lock instead of
+// the head row's), appends again from many connections, and verifies the
+// whole chain: one chain across the migration, no sequence number given
+// twice, every link and hash as guard.VerifyAudit recomputes it.
+func TestMigrateKeepsChain(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t, pgtest.NewDB(t), 16)
+	old := &Store{pool: pool, schema: pgx.Identifier{"mig"}.Sanitize()}
+	conn, err := pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	crypto, err := old.pgcrypto(ctx, conn.Conn())
+	conn.Release()
+	if err != nil {
+		t.Fatal(err)
+	}
+	v1, err := migrations.ReadFile("sql/1.sql")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := pool.Exec(ctx, "CREATE SCHEMA mig; CREATE TABLE mig.migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());\n"+
+		strings.NewReplacer("@S@", old.schema, "@C@", crypto).Replace(string(v1))+";\nINSERT INTO mig.migrations (version) VALUES (1)"); err != nil {
+		t.Fatal(err)
+	}
+	const tenant = "tenant-a"
+	appendMany := func(from, n, conns int) {
+		t.Helper()
+		var wg sync.WaitGroup
+		errs := make(chan error, n)
+		for c := range conns {
+			wg.Go(func() {
+				for i := from + c; i < from+n; i += conns {
+					body := []byte(fmt.Sprintf(`{"contract":%q,"action":"dispatch","tool":"t%d"}`, guard.AuditContract, i))
+					if _, err := pool.Exec(ctx, "SELECT mig.append($1, $2, $3, 'OK', 'fresh', 'no')", []byte(tenant), body, bodySum(body)); err != nil {
+						errs <- err
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		close(errs)
+		for err := range errs {
+			t.Fatalf("append: %v", err)
+		}
+	}
+	appendMany(0, 40, 8)
+	s, err := New(ctx, pool, Options{Schema: "mig", SweepEvery: -1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	conn, err = pool.Acquire(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	version, err := s.version(ctx, conn.Conn())
+	conn.Release()
+	if err != nil || version != schemaVersion || schemaVersion < 2 {
+		t.Fatalf("after New the schema is at version %d (%v), want %d", version, err, schemaVersion)
+	}
+	appendMany(40, 400, 16)
+	n, err := guard.VerifyAudit(ctx, s, tenant)
+	if err != nil || n != 440 {
+		t.Fatalf("the chain across the migration: %d records verified, %v; want 440", n, err)
+	}
+}
