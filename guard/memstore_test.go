@@ -9,6 +9,7 @@ import (
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/internal/cases"
+	"github.com/toolguard/toolguard/internal/cases/casestest"
 )
 
 // TestConformance runs the store conformance suite, with the default
@@ -24,26 +25,9 @@ func TestConformanceTTL(t *testing.T) {
 // TestCases runs the repository's tool-call case files (what cmd/toolcases
 // runs on miniredis) on memstore.
 func TestCases(t *testing.T) {
-	for _, name := range []string{"tool-cases-v2.json", "cases-extra.json", "cases-section8.json"} {
-		f, err := cases.Load(filepath.Join("..", "testdata", name))
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i := range f.Cases {
-			c := &f.Cases[i]
-			t.Run(name+"/"+c.ID, func(t *testing.T) {
-				rep := cases.Run(context.Background(), c, cases.World{Store: guard.NewMemStore(guard.MemStoreOptions{}), Close: func() {}})
-				if rep.Err != nil {
-					t.Fatalf("case could not run: %v", rep.Err)
-				}
-				for _, s := range rep.Steps {
-					for _, m := range s.Mismatch {
-						t.Errorf("step %s: %s\n  model result: %s", s.StepID, m, s.Result)
-					}
-				}
-			})
-		}
-	}
+	casestest.Run(t, filepath.Join("..", "testdata"), func(t *testing.T) cases.World {
+		return cases.World{Store: guard.NewMemStore(guard.MemStoreOptions{}), Close: func() {}}
+	})
 }
 
 var (

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"path/filepath"
+	"sync/atomic"
 	"testing"
 
 	"github.com/toolguard/toolguard/guard"
 	"github.com/toolguard/toolguard/guard/guardtest"
 	"github.com/toolguard/toolguard/internal/cases"
+	"github.com/toolguard/toolguard/internal/cases/casestest"
 	"github.com/toolguard/toolguard/internal/pgtest"
 	"github.com/toolguard/toolguard/pgstore"
 )
@@ -43,32 +45,14 @@ func TestConformance(t *testing.T) {
 // and the project's own) on Postgres, each case in a schema of its own.
 func TestCases(t *testing.T) {
 	pool := pgtest.Pool(t, pgtest.NewDB(t), 8)
-	n := 0
-	for _, name := range []string{"tool-cases-v2.json", "cases-extra.json", "cases-section8.json"} {
-		f, err := cases.Load(filepath.Join("..", "testdata", name))
+	var n atomic.Int64
+	casestest.Run(t, filepath.Join("..", "testdata"), func(t *testing.T) cases.World {
+		schema := fmt.Sprintf("case_%d", n.Add(1))
+		t.Parallel()
+		s, err := pgstore.New(context.Background(), pool, pgstore.Options{Schema: schema})
 		if err != nil {
 			t.Fatal(err)
 		}
-		for i := range f.Cases {
-			c := &f.Cases[i]
-			n++
-			schema := fmt.Sprintf("case_%d", n)
-			t.Run(name+"/"+c.ID, func(t *testing.T) {
-				t.Parallel()
-				s, err := pgstore.New(context.Background(), pool, pgstore.Options{Schema: schema})
-				if err != nil {
-					t.Fatal(err)
-				}
-				rep := cases.Run(context.Background(), c, cases.World{Store: s, Close: func() {}})
-				if rep.Err != nil {
-					t.Fatalf("case could not run: %v", rep.Err)
-				}
-				for _, s := range rep.Steps {
-					for _, m := range s.Mismatch {
-						t.Errorf("step %s: %s\n  model result: %s", s.StepID, m, s.Result)
-					}
-				}
-			})
-		}
-	}
+		return cases.World{Store: s, Close: func() {}}
+	})
 }

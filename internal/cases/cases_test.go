@@ -11,17 +11,9 @@ import (
 
 	"github.com/toolguard/toolguard/idem"
 	"github.com/toolguard/toolguard/internal/cases"
+	"github.com/toolguard/toolguard/internal/cases/casestest"
 	"github.com/toolguard/toolguard/internal/redistest"
 )
-
-// The case files this package must pass: the user's suite, copied unchanged
-// from the contract, our own extra cases written from the contract's rules,
-// and the cases section 1 allows (empty tool name, empty and null ids).
-var caseFiles = []string{
-	"tool-cases-v2.json",
-	"cases-extra.json",
-	"cases-section8.json",
-}
 
 func testdata(name string) string { return filepath.Join("..", "..", "testdata", name) }
 
@@ -45,43 +37,17 @@ func load(t *testing.T, name string) *cases.File {
 	return f
 }
 
-// report fails t with every mismatch of a case report.
-func report(t *testing.T, rep *cases.CaseReport) {
-	t.Helper()
-	if rep.Err != nil {
-		t.Errorf("case %s could not run: %v", rep.ID, rep.Err)
-	}
-	for _, s := range rep.Steps {
-		for _, m := range s.Mismatch {
-			t.Errorf("step %s: %s\n  model result: %s", s.StepID, m, s.Result)
-		}
-	}
-}
-
-// TestCaseFiles runs every case of both files, each in a fresh world.
+// TestCaseFiles runs every case of the case files (casestest.Files), each
+// in a fresh world on miniredis.
 func TestCaseFiles(t *testing.T) {
-	for _, name := range caseFiles {
-		f := load(t, name)
-		t.Run(strings.TrimSuffix(name, ".json"), func(t *testing.T) {
-			for i := range f.Cases {
-				c := &f.Cases[i]
-				t.Run(c.ID, func(t *testing.T) {
-					rep := cases.Run(context.Background(), c, freshWorld(t))
-					if len(rep.Steps) != len(c.Steps) && rep.Err == nil {
-						t.Errorf("ran %d of %d steps", len(rep.Steps), len(c.Steps))
-					}
-					report(t, rep)
-				})
-			}
-		})
-	}
+	casestest.Run(t, testdata(""), freshWorld)
 }
 
 // TestExtraCaseIDsDoNotShadowTheSeed keeps the two files' ids apart, so a
 // report line names one case.
 func TestExtraCaseIDsDoNotShadowTheSeed(t *testing.T) {
 	seen := map[string]string{}
-	for _, name := range caseFiles {
+	for _, name := range casestest.Files {
 		for _, c := range load(t, name).Cases {
 			if other, ok := seen[c.ID]; ok {
 				t.Errorf("case id %q is in both %s and %s", c.ID, other, name)
@@ -344,7 +310,7 @@ func TestLoadFromDisk(t *testing.T) {
 	if _, err := cases.Load(path); !errors.As(err, &fe) {
 		t.Errorf("Load of a malformed file: %v, want a *cases.FormatError", err)
 	}
-	for _, name := range caseFiles {
+	for _, name := range casestest.Files {
 		f := load(t, name)
 		if f.SchemaVersion != cases.SchemaVersion || len(f.Cases) == 0 {
 			t.Errorf("%s: schema %q, %d cases", name, f.SchemaVersion, len(f.Cases))
