@@ -3,7 +3,6 @@ package pgstore
 import (
 	"context"
 	"fmt"
-	"strings"
 	"sync"
 	"testing"
 
@@ -24,21 +23,7 @@ func TestMigrateKeepsChain(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, pgtest.NewDB(t), 16)
 	old := &Store{pool: pool, schema: pgx.Identifier{"mig"}.Sanitize()}
-	conn, err := pool.Acquire(ctx)
-	if err != nil {
-		t.Fatal(err)
-	}
-	crypto, err := old.pgcrypto(ctx, conn.Conn())
-	conn.Release()
-	if err != nil {
-		t.Fatal(err)
-	}
-	v1, err := migrations.ReadFile("sql/1.sql")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := pool.Exec(ctx, "CREATE SCHEMA mig; CREATE TABLE mig.migrations (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());\n"+
-		strings.NewReplacer("@S@", old.schema, "@C@", crypto).Replace(string(v1))+";\nINSERT INTO mig.migrations (version) VALUES (1)"); err != nil {
+	if err := old.migrate(ctx, 1); err != nil {
 		t.Fatal(err)
 	}
 	const tenant = "tenant-a"
@@ -68,7 +53,7 @@ func TestMigrateKeepsChain(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	conn, err = pool.Acquire(ctx)
+	conn, err := pool.Acquire(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func New(ctx context.Context, pool *pgxpool.Pool, opts Options) (*Store, error) 
 	s.q = newQueries(s.schema)
 	ctx, cancel := s.bound(ctx)
 	defer cancel()
-	if err := s.migrate(ctx); err != nil {
+	if err := s.migrate(ctx, schemaVersion); err != nil {
 		return nil, err
 	}
 	s.nextSweep.Store(time.Now().Add(s.sweepEvery).UnixMilli())
