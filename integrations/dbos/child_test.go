@@ -37,6 +37,7 @@ const (
 	killLine    = "KILLPOINT "
 	resultLine  = "RESULT "
 	startedLine = "LAUNCHED"
+	runLine     = "STARTED " // a run's workflow started (or found): its id
 )
 
 // killAt is the test harness's kill point: when name is the one the
@@ -125,6 +126,9 @@ func childMain(role string) int {
 			fmt.Fprintln(os.Stderr, "child: start:", err)
 			return 2
 		}
+		out.Lock()
+		fmt.Printf("%s%s\n", runLine, run.ID)
+		out.Unlock()
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
@@ -174,7 +178,7 @@ func startChild(t *testing.T, role string, e env) *child {
 		sc := bufio.NewScanner(out)
 		sc.Buffer(make([]byte, 1<<20), 1<<20)
 		for sc.Scan() {
-			if l := sc.Text(); strings.HasPrefix(l, killLine) || strings.HasPrefix(l, resultLine) || l == startedLine {
+			if l := sc.Text(); strings.HasPrefix(l, killLine) || strings.HasPrefix(l, resultLine) || strings.HasPrefix(l, runLine) || l == startedLine {
 				c.lines <- l
 			}
 		}
@@ -201,13 +205,43 @@ func (c *child) kill() {
 	}
 }
 
-// line waits for the child's next line (after LAUNCHED), or fails t.
+// line waits for the child's next line other than LAUNCHED and STARTED,
+// or fails t.
 func (c *child) line(t *testing.T) string {
 	t.Helper()
 	for {
-		if l := c.line1(t); l != startedLine {
+		if l := c.line1(t); l != startedLine && !strings.HasPrefix(l, runLine) {
 			return l
 		}
+	}
+}
+
+// killInFlight waits until the child started the k-th of its runs, and
+// after d more SIGKILLs it: a moment while that run runs, whatever the
+// machine's speed. It reports false, and kills nothing, when the child
+// ended first.
+func (c *child) killInFlight(t *testing.T, k int, d time.Duration) bool {
+	t.Helper()
+	for started := 0; started < k; {
+		select {
+		case l, ok := <-c.lines:
+			if !ok {
+				<-c.done
+				return false
+			}
+			if strings.HasPrefix(l, runLine) {
+				started++
+			}
+		case <-time.After(deadline):
+			t.Fatalf("the child started %d of its runs in time, want %d", started, k)
+		}
+	}
+	select {
+	case <-c.done:
+		return false
+	case <-time.After(d):
+		c.kill()
+		return true
 	}
 }
 

@@ -156,8 +156,9 @@ const killBatch = 10
 // TestKillAtRandom kills runs at random moments, batch after batch until
 // EnvKillRuns runs were killed in flight (DBOS executed them more than
 // once): a child process starts a batch of runs, staggered, and is
-// SIGKILLed at a random moment; a third of the time the process that
-// recovers them is killed too, at another; a last one recovers every run
+// SIGKILLed at a random moment while they run (within 1 s of a random
+// run's start); a third of the time the process that recovers them is
+// killed too, at another; a last one recovers every run
 // and finishes it, while the human approves
 // each run's question once from the test's process. For every run: each
 // write executed exactly once (rows of the test's Postgres table), the
@@ -209,15 +210,13 @@ func TestKillAtRandom(t *testing.T) {
 				if l := c.line1(t); l != startedLine {
 					t.Fatalf("child: %q before it launched", l)
 				}
-				// Runs are started over 1.5 s and take a second or two: a
-				// moment while some run, or while recovered ones do.
-				wait := time.Duration(rng.Int64N(int64([]time.Duration{3 * time.Second, 1500 * time.Millisecond}[kill])))
-				select {
-				case <-c.done:
-					st.finishedFirst++
-				case <-time.After(wait):
-					c.kill()
+				// A run takes about a second: killed within 1 s of a
+				// random run's start, that run and the others started
+				// before it are in flight.
+				if c.killInFlight(t, 1+rng.IntN(n), time.Duration(rng.Int64N(int64(time.Second)))) {
 					st.kills++
+				} else {
+					st.finishedFirst++
 				}
 			}
 			var results []durable.Result
@@ -229,7 +228,9 @@ func TestKillAtRandom(t *testing.T) {
 				h.stop()
 			}
 			st.runs += len(results)
-			st.interrupted += interrupted(t, client, e.Runs)
+			k := interrupted(t, client, e.Runs)
+			t.Logf("%d of %d runs killed in flight", k, len(results))
+			st.interrupted += k
 			p := checkRuns(ctx, e, db, results, ref, humans)
 			problems = append(problems, p...)
 			st.notifyCalls += count(ctx, db, "SELECT count(*) FROM tg_notify_calls")
