@@ -46,7 +46,8 @@ func (t *memStep) precheck() (answer reply, decided, bound bool) {
 	terminal := answer.code.Terminal()
 	if !bound {
 		t.bind(answer.code, answer.data, answer.msg)
-	} else if terminal {
+	} else if terminal && !(b.linked && at.id == b.link) {
+		// (an answer from the record the binding links is read there again)
 		b.code, b.data, b.msg = answer.code, answer.data, answer.msg
 	}
 	if terminal && t.hasCall {
@@ -106,6 +107,9 @@ func (t *memStep) never() {
 // unless it names another write record that still exists: the first
 // operation keeps its id (rule 4).
 func (t *memStep) indexRecord() {
+	if t.e.OperationID == "" {
+		return // the empty id names no operation: a call with neither id has no index
+	}
 	if cur, ok := t.indexed(); ok && !cur.call && !cur.never && cur.id != t.e.IdempotencyKey &&
 		t.record(scope{t.e.TenantID, t.e.SubjectID, cur.id}) != nil {
 		return

@@ -23,11 +23,14 @@ type target struct {
 // live reservation, or the record found is another operation's).
 func (t *memStep) find() (tg target, ok, known bool) {
 	e := t.e
-	r, ok := t.indexed()
+	var r ref
+	if e.OperationID != "" { // the empty id names no operation
+		r, ok = t.indexed()
+	}
 	if ok && r.never {
 		r, ok, known = ref{}, false, true
 	}
-	if !ok {
+	if !ok && e.OperationID != "" {
 		if b := t.s.calls[t.op]; b != nil && !expired(b.until, t.now) {
 			switch {
 			case b.code != 0:

@@ -115,6 +115,7 @@ func (s *MemStore) Commit(ctx context.Context, e *Entry) (*Result, error) {
 	side := e.SideEffect
 	var store byte // what to write once audited: committed, unknown, released or nothing
 	k := t.record(t.key)
+	mine := k != nil && k.state == reserved && k.token == e.Token // the fresh path: this token's reservation stands
 	switch {
 	case k != nil && k.fp == e.Fingerprint && k.state == committed:
 		// Settled meanwhile from a receipt: the stored result stands, and
@@ -150,10 +151,21 @@ func (s *MemStore) Commit(ctx context.Context, e *Entry) (*Result, error) {
 		t.giveBack()
 	}
 	t.settleCharge(store == committed)
-	if t.hasCall {
-		b := t.setBinding()
+	// The call binding: bound to this intent unless it is another's (a
+	// reservation answered CALL_ID_CONFLICT, its reply lost, then
+	// released). On the fresh path it is what Reserve wrote, this intent
+	// linked to the record, and stays so when the record holds the
+	// outcome. A committed record holds the result: the binding links it,
+	// and a retry of the call id, or a status query naming the call id,
+	// reads it there, where the record answers only for the operation it
+	// ran under.
+	if b := t.binding(); t.hasCall && !(mine && (store == committed || store == unknown)) && (b == nil || b.fp == e.Fingerprint) {
+		b = t.setBinding()
 		b.fp = e.Fingerprint
-		if answer.code.Terminal() {
+		if mine || store == committed {
+			b.linked, b.link = true, e.IdempotencyKey
+		}
+		if store != committed && answer.code.Terminal() {
 			b.code, b.data, b.msg = answer.code, answer.data, answer.msg
 		}
 	}

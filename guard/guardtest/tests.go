@@ -588,3 +588,62 @@ func testOperationIDFirst(t *testing.T, w *World) {
 		t.Fatalf("%d side effects, want 4", n)
 	}
 }
+
+// testEmptyOperationID: a call with neither a call id nor an operation id
+// is indexed under no id; a status query that names none finds only the
+// record of the key it names, and only an operation that ran under no id.
+func testEmptyOperationID(t *testing.T, w *World) {
+	Want(t, w.Dispatch(t, alice, Req{Tool: "put", Args: `{"key":"a","value":"1"}`, Key: "idem-1"}), guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Dispatch(t, alice, Req{Tool: "get", Args: `{"key":"a"}`, Key: "idem-2"}), guard.CodeOK, guard.DeliveryFresh)
+	if s := w.Status(t, alice, ""); s.Code != guard.CodeNotFound {
+		t.Fatalf("a status query naming no operation and no key: %s %s, want NOT_FOUND (the empty id names nothing)", s.Code, s.Data)
+	}
+	if s := w.StatusOf(t, alice, "", Req{Tool: "get"}); s.Code != guard.CodeNotFound {
+		t.Fatalf("a status query of a read naming no operation: %s %s, want NOT_FOUND", s.Code, s.Data)
+	}
+	s := w.StatusOf(t, alice, "", Req{Tool: "put", Key: "idem-1"})
+	Want(t, s, guard.CodeOK, guard.DeliveryLocalReplay)
+	if !strings.Contains(string(s.Data), `"1"`) {
+		t.Fatalf("the status of the write under idem-1: %s, want its result", s.Data)
+	}
+	// A write with an operation id of its own is not found without it.
+	res, err := w.tryDispatch(alice, Req{Tool: "put", Args: `{"key":"b","value":"2"}`, Key: "idem-3"}, "op-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	Want(t, res, guard.CodeOK, guard.DeliveryFresh)
+	if s := w.StatusOf(t, alice, "", Req{Tool: "put", Key: "idem-3"}); s.Code == guard.CodeOK {
+		t.Fatalf("a query naming no operation answered with op-1's result %s: a record answers only for the operation it ran under", s.Data)
+	}
+	if n := w.Down.Writes(); n != 2 {
+		t.Fatalf("%d side effects, want 2", n)
+	}
+}
+
+// testCallIDOfNamedOperation: a write the host gave an operation id of its
+// own is found by that id; its call id names no operation for a status
+// query (the record answers only for the id it ran under), while a retry
+// of the call id still replays it.
+func testCallIDOfNamedOperation(t *testing.T, w *World) {
+	args := `{"key":"b","value":"2"}`
+	res, err := w.tryDispatch(alice, Req{Tool: "put", Args: args, CallID: "c1", Key: "idem-1"}, "op-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	Want(t, res, guard.CodeOK, guard.DeliveryFresh)
+	Want(t, w.Status(t, alice, "op-1"), guard.CodeOK, guard.DeliveryLocalReplay)
+	if s := w.Status(t, alice, "c1"); s.Code != guard.CodeNotFound {
+		t.Fatalf("a status query naming the call id c1 of operation op-1: %s %s, want NOT_FOUND", s.Code, s.Data)
+	}
+	res, err = w.tryDispatch(alice, Req{Tool: "put", Args: args, CallID: "c1", Key: "idem-1"}, "op-1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	Want(t, res, guard.CodeOK, guard.DeliveryLocalReplay)
+	if s := w.Status(t, alice, "c1"); s.Code != guard.CodeNotFound {
+		t.Fatalf("after a replay, a status query naming the call id c1: %s %s, want NOT_FOUND", s.Code, s.Data)
+	}
+	if n := w.Down.Writes(); n != 1 {
+		t.Fatalf("%d side effects, want 1", n)
+	}
+}
