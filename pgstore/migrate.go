@@ -20,7 +20,7 @@ import (
 var migrations embed.FS
 
 // schemaVersion is the newest version this store knows.
-const schemaVersion = 2
+const schemaVersion = 3
 
 // minServer is the oldest server_version_num the store works with.
 const minServer = 130000

@@ -68,3 +68,61 @@ func TestMigrateKeepsChain(t *testing.T) {
 		t.Fatalf("the chain across the migration: %d records verified, %v; want 440", n, err)
 	}
 }
+
+// TestMigrateForgetsEmptyOperationID builds a schema at version 2, where
+// a write with neither a call id nor an operation id was indexed under
+// the empty operation id, lets New migrate it, and checks that the entry
+// is gone and that index_record writes none for the empty id any more,
+// while it still indexes a named operation: a status query that names no
+// operation finds nothing through the index (internal/cases
+// TestStoresAgree checks the answers).
+func TestMigrateForgetsEmptyOperationID(t *testing.T) {
+	ctx := context.Background()
+	pool := pgtest.Pool(t, pgtest.NewDB(t), 4)
+	old := &Store{pool: pool, schema: pgx.Identifier{"mig"}.Sanitize()}
+	if err := old.migrate(ctx, 2); err != nil {
+		t.Fatal(err)
+	}
+	index := func(op, key string) {
+		t.Helper()
+		if _, err := pool.Exec(ctx, "SELECT mig.index_record('tenant-a', 'user-1', $1, $2, ''::bytea, 1000, 999999999)",
+			[]byte(op), []byte(key)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	entries := func() map[string]string {
+		t.Helper()
+		rows, err := pool.Query(ctx, "SELECT op, ref FROM mig.ops")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for rows.Next() {
+			var op, ref []byte
+			if err := rows.Scan(&op, &ref); err != nil {
+				t.Fatal(err)
+			}
+			got[string(op)] = string(ref)
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	index("", "k:key-1")
+	index("op-1", "k:key-2")
+	if got := entries(); len(got) != 2 || got[""] != "k:key-1" {
+		t.Fatalf("version 2 indexed %v, want the empty id and op-1 (the schema this test builds is not version 2's)", got)
+	}
+	if _, err := New(ctx, pool, Options{Schema: "mig", SweepEvery: -1}); err != nil {
+		t.Fatal(err)
+	}
+	if got := entries(); len(got) != 1 || got["op-1"] != "k:key-2" {
+		t.Fatalf("after the migration the index holds %v, want only op-1's entry", got)
+	}
+	index("", "k:key-3")
+	index("op-2", "k:key-4")
+	if got := entries(); len(got) != 2 || got["op-2"] != "k:key-4" {
+		t.Fatalf("the migrated index_record wrote %v, want op-1's and op-2's entries and none for the empty id", got)
+	}
+}
