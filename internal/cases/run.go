@@ -29,10 +29,12 @@ type World struct {
 
 // StepReport is what one step produced.
 type StepReport struct {
-	StepID   string
-	Result   json.RawMessage // the function_call_output's output
-	Audit    []guard.AuditRecord
-	Mismatch []string // "field want X got Y", empty when the step passed
+	StepID string
+	Result json.RawMessage // the function_call_output's output
+	Audit  []guard.AuditRecord
+	// SideEffects is the order service's drafts after the step.
+	SideEffects int
+	Mismatch    []string // "field want X got Y", empty when the step passed
 }
 
 // CaseReport is what one case produced.
@@ -188,7 +190,7 @@ func run(ctx context.Context, c *Case, w World, connect Connect) *CaseReport {
 			ops[s.StepID] = call.Context.CallID
 		}
 
-		sr := StepReport{StepID: s.StepID, Result: json.RawMessage(output)}
+		sr := StepReport{StepID: s.StepID, Result: json.RawMessage(output), SideEffects: svc.SideEffects()}
 		recs, _, err := w.Store.Audit(ctx, principal.TenantID, auditSeq, 1000)
 		if err != nil {
 			rep.Err = fmt.Errorf("step %s: reading audit: %w", s.StepID, err)
