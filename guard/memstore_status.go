@@ -151,8 +151,12 @@ func (s *MemStore) Settle(ctx context.Context, q *Entry, p *Pending, rc Receipt,
 		r.until = s.expiry(t.now)
 		s.keep(q.TenantID, r.token) // it ran: its charge stays (rule 25)
 		if t.hasCall {
+			// The record holds the result; the original call's binding
+			// links it, so that its call id answers only for the
+			// operation the record ran under.
 			b := t.setBinding()
-			b.fp, b.code, b.data, b.msg = r.fp, CodeOK, answer.data, ""
+			b.fp, b.code, b.data, b.msg = r.fp, 0, "", ""
+			b.linked, b.link = true, tg.at.id
 		}
 		return answer.result(), nil
 	case rc == ReceiptAbsent && (tg.lost || r.leaseMS <= t.now):

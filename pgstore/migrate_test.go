@@ -71,11 +71,12 @@ func TestMigrateKeepsChain(t *testing.T) {
 
 // TestMigrateForgetsEmptyOperationID builds a schema at version 2, where
 // a write with neither a call id nor an operation id was indexed under
-// the empty operation id, lets New migrate it, and checks that the entry
-// is gone and that index_record writes none for the empty id any more,
-// while it still indexes a named operation: a status query that names no
-// operation finds nothing through the index (internal/cases
-// TestStoresAgree checks the answers).
+// the empty operation id, and a call binding could hold a copy of the
+// result of the record it links, lets New migrate it, and checks that the
+// entry and the copy are gone (a binding's result of its own stays), and
+// that index_record writes no entry for the empty id any more, while it
+// still indexes a named operation (internal/cases TestStoresAgree and
+// guardtest check the answers).
 func TestMigrateForgetsEmptyOperationID(t *testing.T) {
 	ctx := context.Background()
 	pool := pgtest.Pool(t, pgtest.NewDB(t), 4)
@@ -111,6 +112,37 @@ func TestMigrateForgetsEmptyOperationID(t *testing.T) {
 	}
 	index("", "k:key-1")
 	index("op-1", "k:key-2")
+	// Two bindings linking committed records: c1 with the record's result
+	// stored on it too (as version 2's precheck and settle left it), c2
+	// with another result of its own (a conflict answered it first).
+	if _, err := pool.Exec(ctx, `INSERT INTO mig.records (tenant, subject, key, state, fp, data, op, until_ms) VALUES
+	    ('tenant-a', 'user-1', 'k:key-2', 'C', 'fp', '{"v":1}', 'op-1', 999999999),
+	    ('tenant-a', 'user-1', 'k:key-5', 'C', 'fp5', '{"v":5}', 'op-5', 999999999);
+	  INSERT INTO mig.bindings (tenant, subject, call_id, fp, code, data, link, until_ms) VALUES
+	    ('tenant-a', 'user-1', 'c1', 'fp', 'OK', '{"v":1}', 'k:key-2', 999999999),
+	    ('tenant-a', 'user-1', 'c2', 'other', 'NOT_FOUND', NULL, 'k:key-5', 999999999)`); err != nil {
+		t.Fatal(err)
+	}
+	codes := func() map[string]string {
+		t.Helper()
+		rows, err := pool.Query(ctx, "SELECT call_id, coalesce(code, '') FROM mig.bindings")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := map[string]string{}
+		for rows.Next() {
+			var call []byte
+			var code string
+			if err := rows.Scan(&call, &code); err != nil {
+				t.Fatal(err)
+			}
+			got[string(call)] = code
+		}
+		if err := rows.Err(); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
 	if got := entries(); len(got) != 2 || got[""] != "k:key-1" {
 		t.Fatalf("version 2 indexed %v, want the empty id and op-1 (the schema this test builds is not version 2's)", got)
 	}
@@ -119,6 +151,9 @@ func TestMigrateForgetsEmptyOperationID(t *testing.T) {
 	}
 	if got := entries(); len(got) != 1 || got["op-1"] != "k:key-2" {
 		t.Fatalf("after the migration the index holds %v, want only op-1's entry", got)
+	}
+	if got := codes(); got["c1"] != "" || got["c2"] != "NOT_FOUND" {
+		t.Fatalf("after the migration the bindings hold %v, want c1's copy of its record's result gone and c2's own kept", got)
 	}
 	index("", "k:key-3")
 	index("op-2", "k:key-4")

@@ -89,7 +89,7 @@ var tests = []struct {
 	{"ChargeSettledWithReservation", "a write's charge is kept if it may have run and given back if it did not: not started, released, receipt absent after the lease (rule 25)", testChargeSettledWithReservation},
 	{"TransactionalWriteIsNeverUnknown", "on a guard.TxStore a transactional write runs once per key and replays; a failure is a write that did not happen (never OUTCOME_UNKNOWN, status NOT_FOUND, a retry runs it); concurrent callers and status queries wait for its transaction and replay it. On another store it does not run: UNAVAILABLE, audited", testTx},
 	{"EmptyOperationIDNamesNoOperation", "a call with neither a call id nor an operation id is indexed under no id: a status query that names none finds only the record of the key it names, of an operation that ran under no id", testEmptyOperationID},
-	{"CallIDOfNamedOperationNamesNoOperation", "a write the host gave an operation id is found by that id, not by its call id; a retry of the call id still replays it", testCallIDOfNamedOperation},
+	{"CallIDOfNamedOperationNamesNoOperation", "a write the host gave an operation id is found by that id, not by its call id (committed, replayed, or settled from its receipt); a retry of the call id still replays it", testCallIDOfNamedOperation},
 	{"StatusAnswersForItsOwnOperation", "a status query never answers with another operation's result; an operation that never started is NOT_FOUND; a read is never OUTCOME_UNKNOWN; no receipt under a guessed key proves nothing", testStatusOwnOperation},
 }
 

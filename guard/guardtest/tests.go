@@ -622,8 +622,10 @@ func testEmptyOperationID(t *testing.T, w *World) {
 
 // testCallIDOfNamedOperation: a write the host gave an operation id of its
 // own is found by that id; its call id names no operation for a status
-// query (the record answers only for the id it ran under), while a retry
-// of the call id still replays it.
+// query (the record answers only for the id it ran under), after its
+// commit, after a retry of the call id replayed it, and after a status
+// query settled it from its receipt, while a retry of the call id still
+// replays it.
 func testCallIDOfNamedOperation(t *testing.T, w *World) {
 	args := `{"key":"b","value":"2"}`
 	res, err := w.tryDispatch(alice, Req{Tool: "put", Args: args, CallID: "c1", Key: "idem-1"}, "op-1")
@@ -643,7 +645,25 @@ func testCallIDOfNamedOperation(t *testing.T, w *World) {
 	if s := w.Status(t, alice, "c1"); s.Code != guard.CodeNotFound {
 		t.Fatalf("after a replay, a status query naming the call id c1: %s %s, want NOT_FOUND", s.Code, s.Data)
 	}
-	if n := w.Down.Writes(); n != 1 {
-		t.Fatalf("%d side effects, want 1", n)
+	// Settled from its receipt, the same holds.
+	w.Down.FailNext(guard.CodeOutcomeUnknown, true)
+	args = `{"key":"c","value":"3"}`
+	res, err = w.tryDispatch(alice, Req{Tool: "put", Args: args, CallID: "c2", Key: "idem-2"}, "op-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	Want(t, res, guard.CodeOutcomeUnknown, guard.DeliveryFresh)
+	Want(t, w.StatusOf(t, alice, "op-2", Req{Tool: "put", Key: "idem-2"}), guard.CodeOK, guard.DeliveryReceiptReconciled)
+	if s := w.Status(t, alice, "c2"); s.Code != guard.CodeNotFound {
+		t.Fatalf("after a settle, a status query naming the call id c2 of operation op-2: %s %s, want NOT_FOUND", s.Code, s.Data)
+	}
+	Want(t, w.Status(t, alice, "op-2"), guard.CodeOK, guard.DeliveryLocalReplay)
+	res, err = w.tryDispatch(alice, Req{Tool: "put", Args: args, CallID: "c2", Key: "idem-2"}, "op-2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	Want(t, res, guard.CodeOK, guard.DeliveryLocalReplay)
+	if n := w.Down.Writes(); n != 2 {
+		t.Fatalf("%d side effects, want 2", n)
 	}
 }

@@ -15,9 +15,12 @@ if RECEIPT == 'found' then
   save(r.key, r.rec, max(r.n, RN), TTL)
   kept(r.rec[R.token]) -- it ran: its budget charge stays
   if HAS_CALL then
+    -- The record holds the result; the original call's binding links it,
+    -- so that its call id answers only for the operation the record ran
+    -- under.
     local b, bn = load(K[1])
-    b[B.fp], b[B.code], b[B.data], b[B.msg] = r.fp, 'OK', DATA, false
-    save(K[1], b, max(bn, B.msg), TTL)
+    b[B.fp], b[B.code], b[B.data], b[B.msg], b[B.key] = r.fp, false, false, false, link()
+    save(K[1], b, max(bn, B.key), TTL)
   end
   return answer('OK', 'receipt_reconciled', DATA, '')
 end

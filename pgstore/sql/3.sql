@@ -20,10 +20,12 @@
 -- result of an operation the host had given an id of its own. precheck
 -- now stores on the binding only an answer from another record than the
 -- one it links, as idem does (guardtest
--- CallIDOfNamedOperationNamesNoOperation). Answers version 1 and 2 stored
--- so stay on their bindings until the bindings expire: they cannot be
--- told in SQL from the result a status query's settle stores on the
--- binding, which every store keeps (docs/contract.md, "Status queries").
+-- CallIDOfNamedOperationNamesNoOperation). settle, which found a write's
+-- result from its receipt, stored it on the original call's binding too,
+-- with the same effect: it now links the record instead. The answers
+-- versions 1 and 2 stored so are taken off the bindings (below): each is
+-- the committed result of the record the binding links, where a retry
+-- still finds it.
 ALTER FUNCTION @S@.index_record(bytea, bytea, bytea, bytea, bytea, bigint, bigint) RENAME TO index_record_1;
 
 -- index_record is versions 1 and 2's (now index_record_1), for any
@@ -37,6 +39,11 @@ BEGIN
 END $$;
 
 DELETE FROM @S@.ops WHERE length(op) = 0;
+
+UPDATE @S@.bindings b SET code = NULL, data = NULL, msg = NULL
+  FROM @S@.records r
+  WHERE r.tenant = b.tenant AND r.subject = b.subject AND r.key = b.link
+    AND r.state = 'C' AND r.fp = b.fp AND b.code = 'OK';
 
 -- precheck is version 1's, but for the binding's update near its end.
 CREATE OR REPLACE FUNCTION @S@.precheck(p_tenant bytea, p_subject bytea, p_call bytea, p_op bytea, p_key bytea, p_fp bytea,
@@ -111,4 +118,48 @@ BEGIN
     PERFORM @S@.index_call(p_tenant, p_subject, p_op, p_call, p_now, p_until);
   END IF;
   decided := true;
+END $$;
+
+-- settle is version 1's, but for the binding it writes on a found receipt.
+CREATE OR REPLACE FUNCTION @S@.settle(p_locks bigint[], p_tenant bytea, p_subject bytea, p_call bytea, p_op bytea, p_key bytea,
+  p_tool bytea, p_now bigint, p_until bigint, p_receipt integer, p_data bytea, p_body bytea, p_bsum text)
+RETURNS @S@.answer LANGUAGE plpgsql AS $$
+DECLARE s record; r @S@.records;
+BEGIN
+  PERFORM pg_advisory_xact_lock(lk) FROM unnest(p_locks) AS lk; -- the step's locks, in the array's order
+  SELECT * INTO s FROM @S@.settled(p_tenant, p_op, p_key, p_tool, p_subject, p_now, p_body, p_bsum);
+  IF s.decided THEN RETURN s.a; END IF;
+  r := s.rec;
+  IF p_receipt = 1 THEN
+    PERFORM @S@.append(p_tenant, p_body, p_bsum, 'OK', 'receipt_reconciled', 'yes');
+    IF s.lost THEN
+      -- Nothing is stored for a lost record: its fingerprint is unknown.
+      -- A retry runs under the same downstream key and gets the same receipt.
+      RETURN @S@.result('OK', 'receipt_reconciled', p_data, NULL, 0, NULL);
+    END IF;
+    UPDATE @S@.records SET state = 'C', data = p_data, msg = NULL, until_ms = p_until
+      WHERE tenant = p_tenant AND subject = p_subject AND key = r.key;
+    PERFORM @S@.keep(p_tenant, r.token); -- it ran: its charge stays (rule 25)
+    IF length(p_call) > 0 THEN
+      -- The record holds the result; the original call's binding links
+      -- it, so that its call id answers only for the operation the
+      -- record ran under.
+      INSERT INTO @S@.bindings AS b (tenant, subject, call_id, fp, code, data, msg, link, until_ms)
+        VALUES (p_tenant, p_subject, p_call, r.fp, NULL, NULL, NULL, r.key, p_until)
+        ON CONFLICT (tenant, subject, call_id) DO UPDATE SET fp = excluded.fp, code = NULL, data = NULL, msg = NULL,
+          link = excluded.link, until_ms = excluded.until_ms;
+    END IF;
+    RETURN @S@.result('OK', 'receipt_reconciled', p_data, NULL, 0, NULL);
+  ELSIF p_receipt = 2 AND (s.lost OR r.lease_ms <= p_now) THEN
+    -- The lease is over and the downstream system has no operation under
+    -- the key: it did not take place.
+    PERFORM @S@.append(p_tenant, p_body, p_bsum, 'NOT_FOUND', 'fresh', 'no');
+    IF NOT s.lost THEN
+      PERFORM @S@.give_back(p_tenant, coalesce(r.token, ''::bytea), p_now, p_until); -- it did not run (rule 25)
+      PERFORM @S@.release(p_tenant, p_subject, r.key, ''::bytea, p_op, p_now, p_until);
+    END IF;
+    RETURN @S@.result('NOT_FOUND', 'fresh', NULL, convert_to('The operation did not take place: nothing was executed. It may be run again.', 'UTF8'), 0, NULL);
+  END IF;
+  PERFORM @S@.append(p_tenant, p_body, p_bsum, 'OUTCOME_UNKNOWN', 'fresh', 'no');
+  RETURN @S@.result('OUTCOME_UNKNOWN', 'fresh', NULL, NULL, 0, CASE WHEN r.key IS NULL THEN p_op ELSE r.op END);
 END $$;
